@@ -1,0 +1,3 @@
+from hbtui.cli import main
+
+raise SystemExit(main())

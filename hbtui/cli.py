@@ -1,0 +1,279 @@
+"""`hbtui`: the terminal app with no command; headless commands for scripts and SSH sessions.
+
+Every expected problem (a bad setting, a broken dataset line, a database that is not ours) ends
+as one line on stderr naming what is wrong, and exit status 2. Tracebacks are for developers:
+set HBTUI_DEBUG=1 to see them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from hbtui import __version__
+from hbtui.client import ChatError
+from hbtui.config import Settings, SettingsError, load_settings
+from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
+from hbtui.engine import Engine, RunFailed, plan_run, settings_for_run
+from hbtui.export import write_csv, write_jsonl, write_run_folder
+from hbtui.grading import TemplateError, load_template
+from hbtui.printer import ProgressPrinter
+from hbtui.report import render_report, render_runs
+from hbtui.store import RunBusy, RunRow, Store, StoreError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# Settings flags: (flag, Settings attribute, help). API keys have no flags on purpose: a key on
+# a command line ends up in shell history and `ps` output.
+SETTING_FLAGS = [
+    ("--base-url", "base_url", "endpoint of the model under test (BASE_URL)"),
+    ("--model-test", "model_test", "model under test (MODEL_TEST)"),
+    ("--model-grader", "model_grader", "grader model (MODEL_GRADER)"),
+    ("--grader-base-url", "grader_base_url", "grader endpoint when it differs (GRADER_BASE_URL)"),
+    ("--reasoning-test", "reasoning_test", "reasoning effort of the model under test: minimal, low, medium, high"),
+    ("--reasoning-grader", "reasoning_grader", "reasoning effort of the grader"),
+    ("--temperature-test", "temperature_test", "temperature of the model under test (default 0.3)"),
+    ("--temperature-grader", "temperature_grader", "temperature of the grader (default 0.3)"),
+    ("--max-tokens-test", "max_tokens_test", "max tokens of a reply (default 2048)"),
+    ("--max-tokens-grader", "max_tokens_grader", "max tokens of a verdict (default 1024)"),
+    ("--concurrency", "concurrency", "requests in flight per endpoint (CONCURRENCY, default 8)"),
+    ("--grader-concurrency", "grader_concurrency", "requests in flight to a separate grader endpoint"),
+    ("--timeout", "timeout", "seconds to wait for one answer (TIMEOUT, default 120)"),
+    ("--max-attempts", "max_attempts", "attempts per call before it counts as failed (default 6)"),
+    ("--grader-template", "grader_template", "your own grader prompt (GRADER_TEMPLATE)"),
+]
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="the database (HBTUI_DB, default runs/hbtui.sqlite)")
+    common.add_argument("--env-file", default=".env", help="settings file (default .env)")
+
+    settings_flags = argparse.ArgumentParser(add_help=False)
+    for flag, attr, text in SETTING_FLAGS:
+        settings_flags.add_argument(flag, dest=attr, help=text)
+
+    parser = argparse.ArgumentParser(
+        prog="hbtui",
+        description="Run HealthBench against any OpenAI-compatible API and review it in the terminal.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"hbtui {__version__}")
+    parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (the app)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common, settings_flags], help="start a run and print its progress")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--subset", choices=sorted(SUBSETS), help="official HealthBench file (default main)")
+    source.add_argument("--data", help="a local HealthBench JSONL file")
+    run.add_argument("--limit", type=int, help="sample this many records (as the reference samples)")
+    run.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    run.add_argument("--repeats", type=int, default=1, help="run each conversation this many times")
+    run.add_argument("--name", help="a unique name for the run")
+
+    resume = sub.add_parser("resume", parents=[common, settings_flags], help="finish the missing work of a run")
+    resume.add_argument("run", metavar="RUN", help="id, name or latest")
+
+    regrade = sub.add_parser("regrade-errors", parents=[common, settings_flags],
+                             help="retry the criteria (and replies) that failed")
+    regrade.add_argument("run", metavar="RUN")
+
+    sub.add_parser("runs", parents=[common], help="list the runs in the database")
+
+    show = sub.add_parser("show", parents=[common], help="a run's score, breakdowns and histogram")
+    show.add_argument("run", metavar="RUN")
+    show.add_argument("--json", action="store_true", help="the full metrics as JSON")
+
+    export = sub.add_parser("export", parents=[common], help="write a run's results to a file")
+    export.add_argument("run", metavar="RUN")
+    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    export.add_argument("--out", required=True, help="file to write")
+
+    monitor = sub.add_parser("monitor", parents=[common], help="watch a run live in the app")
+    monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
+    monitor.add_argument("--no-mouse", action="store_true")
+    return parser
+
+
+def _warn(message: str) -> None:
+    print(f"hbtui: warning: {message}", file=sys.stderr)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.env_file, warn=_warn)
+    overrides = {attr: getattr(args, attr, None) for _, attr, _ in SETTING_FLAGS}
+    if args.db:
+        overrides["db_path"] = args.db
+    return settings.with_overrides(**overrides)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {attr: getattr(args, attr) for _, attr, _ in SETTING_FLAGS if getattr(args, attr, None) is not None}
+
+
+async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = False) -> int:
+    """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable."""
+    engine = Engine(store, run, settings, [ProgressPrinter()] if not quiet else [])
+    loop = asyncio.get_running_loop()
+    runner = asyncio.ensure_future(engine.execute())
+    stops = 0
+
+    def stop() -> None:
+        nonlocal stops
+        stops += 1
+        if stops == 1:
+            print("\nstopping: saving what completed (Ctrl-C again to quit at once)", file=sys.stderr)
+            runner.cancel()  # the engine catches it, flushes its writes and marks the run interrupted
+        else:
+            os._exit(EXIT_INTERRUPTED)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop)
+    try:
+        status = await runner
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+    final = await store.get_run(run.id)
+    if status == "finished":
+        folder = await write_run_folder(store, final, Path(settings.db_path).parent)
+        await store.finish_run(run.id, "finished", report=final.report, folder=str(folder))
+        final = await store.get_run(run.id)
+        print(render_report(final, brief=True))
+        print(f"results: {folder}")
+        errors = (final.report or {}).get("criteria", {}).get("errors", 0)
+        if errors:
+            print(f"{errors} criteria failed to grade; retry them with: hbtui regrade-errors {final.id}")
+        return EXIT_OK
+    if status == "failed":
+        print(f"run {final.id} {final.name} failed: {final.error}", file=sys.stderr)
+        print(f"fix the cause, then: hbtui resume {final.id}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"run {final.id} {final.name} {status}; continue with: hbtui resume {final.id}", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _download_progress(done: int, total: int | None) -> None:
+    if total:
+        print(f"\rdownloading: {done / total:6.1%} of {total / 1e6:.1f} MB", end="", file=sys.stderr, flush=True)
+        if done >= total:
+            print(file=sys.stderr)
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    settings.require_models()
+    load_template(settings.grader_template)  # a broken template stops the run before any call
+    if args.data:
+        dataset = load_jsonl(args.data)
+    else:
+        dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_run(
+            store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
+        )
+        run = await store.get_run(run_id)
+        return await drive(store, run, settings)
+
+
+async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        if regrade:
+            verdicts, replies = await store.reset_errors(run.id)
+            print(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
+        run_settings = settings_for_run(run, settings, **_overrides(args))
+        run_settings.require_models()
+        return await drive(store, run, run_settings)
+
+
+async def cmd_runs(settings: Settings) -> int:
+    async with await Store.open(settings.db_path, create=False) as store:
+        print(render_runs(await store.list_runs()))
+    return EXIT_OK
+
+
+async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.engine import compute_report
+
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        if run.report is None or run.status != "finished":
+            run.report = await compute_report(store, run.id)  # a partial run: score what is there
+        if args.json:
+            print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status()}, **run.report},
+                             indent=2))
+        else:
+            print(render_report(run, scores=await store.conversation_scores(run.id)))
+    return EXIT_OK
+
+
+async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        out = Path(args.out)
+        writer = write_jsonl if args.format == "jsonl" else write_csv
+        count = await writer(store, run.id, out)
+    unit = "conversations" if args.format == "jsonl" else "verdicts"
+    print(f"wrote {count} {unit} of run {run.id} to {out}")
+    return EXIT_OK
+
+
+def run_app(args: argparse.Namespace, settings: Settings) -> int:
+    # Textual is imported only here: headless commands never load it.
+    from hbtui.tui.app import HBTuiApp
+
+    app = HBTuiApp(settings=settings, env_file=args.env_file, monitor_run=getattr(args, "run", None)
+                   if args.command == "monitor" else None)
+    app.run(mouse=not args.no_mouse)
+    return app.return_code or EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from(args)
+        command = args.command
+        if command in (None, "monitor"):
+            return run_app(args, settings)
+        if command == "run":
+            return asyncio.run(cmd_run(args, settings))
+        if command == "resume":
+            return asyncio.run(cmd_resume(args, settings))
+        if command == "regrade-errors":
+            return asyncio.run(cmd_resume(args, settings, regrade=True))
+        if command == "runs":
+            return asyncio.run(cmd_runs(settings))
+        if command == "show":
+            return asyncio.run(cmd_show(args, settings))
+        if command == "export":
+            return asyncio.run(cmd_export(args, settings))
+        parser.error(f"unknown command {command}")
+    except (SettingsError, DatasetError, StoreError, TemplateError, RunFailed, RunBusy, UsageError, ValueError) as exc:
+        print(f"hbtui: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ChatError as exc:
+        print(f"hbtui: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        print(f"hbtui: error: {exc.filename or ''}: {exc.strerror or exc}".replace(": : ", ": "), file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the user sees one line, never a traceback
+        if os.environ.get("HBTUI_DEBUG"):
+            raise
+        print(f"hbtui: internal error: {type(exc).__name__}: {exc} (HBTUI_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK

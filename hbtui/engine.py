@@ -1,0 +1,414 @@
+"""The run: plan, generate, grade, persist, resume.
+
+Generation and grading overlap: a conversation's criteria are graded (concurrently) as soon as
+its reply exists, and grading waits ahead of generation for a shared endpoint so that scores
+appear as the run goes. Each completed call is handed to one writer task that commits in
+batches (group commit): under light load every result commits at once, under heavy load many
+results share one transaction. What is committed is never asked again, so resuming a killed run
+does only the missing work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+from hbtui import scoring
+from hbtui.client import CONTEXT_LENGTH, ChatClient, ChatError, Endpoint, CallRecord
+from hbtui.config import Settings
+from hbtui.dataset import Dataset, Record, sample
+from hbtui.events import (
+    CallFailed,
+    ConversationScored,
+    CriterionGraded,
+    Event,
+    GenerationFailed,
+    Noted,
+    Observer,
+    ReplyGenerated,
+    RunFinished,
+    RunStarted,
+)
+from hbtui.grading import grade_criterion, grader_prompt, load_template
+from hbtui.limiter import GENERATION, AdaptiveLimiter
+from hbtui.store import MET, NOT_MET, ERROR, PlannedConversation, RunRow, Store, WorkItem
+
+HEARTBEAT_SECONDS = 2.0
+
+
+class RunFailed(Exception):
+    """The run stopped on a problem every later call would hit (bad key, unknown model)."""
+
+
+def preview_of(record: Record) -> str:
+    text = record.prompt[-1]["content"]
+    return " ".join(text.split())[:200]
+
+
+def default_run_name(settings: Settings, dataset_name: str) -> str:
+    model = (settings.model_test or "model").split("/")[-1]
+    return f"{model}-{Path(dataset_name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+async def plan_run(
+    store: Store,
+    settings: Settings,
+    dataset: Dataset,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    repeats: int = 1,
+    name: str | None = None,
+) -> int:
+    """Choose the records (exactly as the reference samples them) and create the run."""
+    settings.require_models()
+    if repeats < 1:
+        raise ValueError(f"--repeats {repeats}: must be at least 1")
+    chosen = sample(dataset.records, limit, seed)
+    planned: list[PlannedConversation] = []
+    # The reference repeats the whole sampled list (examples * n_repeats), so repeat is the outer loop.
+    for repeat in range(repeats):
+        for record in chosen:
+            planned.append(
+                PlannedConversation(
+                    position=len(planned),
+                    repeat=repeat,
+                    prompt_id=record.prompt_id,
+                    record_body=record.raw,
+                    record_sha256=hashlib.sha256(record.raw.encode()).hexdigest(),
+                    theme=record.theme,
+                    example_tags=record.example_tags,
+                    preview=preview_of(record),
+                    criteria=[(c.criterion, c.points, c.tags) for c in record.rubrics],
+                )
+            )
+    if name is None:
+        name = default_run_name(settings, dataset.name)
+        base, suffix = name, 2
+        while any(r.name == name for r in await store.list_runs()):
+            name, suffix = f"{base}-{suffix}", suffix + 1
+    return await store.create_run(
+        name=name,
+        dataset_name=dataset.name,
+        dataset_path=str(dataset.path),
+        dataset_sha256=dataset.sha256,
+        model_test=settings.model_test,
+        model_grader=settings.model_grader,
+        settings=settings.public_dict(),
+        plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen)},
+        conversations=planned,
+    )
+
+
+def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settings:
+    """The run's stored settings with the current API keys (never stored) and any overrides."""
+    stored = {k: v for k, v in run.settings.items() if k in Settings.__dataclass_fields__}
+    stored["api_key"] = current.api_key
+    stored["grader_api_key"] = current.grader_api_key
+    return Settings(**stored).with_overrides(**overrides)
+
+
+@dataclass
+class EndpointStats:
+    """Live figures of one endpoint, for the monitor of this process and the heartbeat row."""
+
+    in_flight: int = 0
+    limit: int = 0
+    calls: int = 0
+    failures: int = 0
+
+
+@dataclass
+class LiveStats:
+    started: float = field(default_factory=time.monotonic)
+    errors_by_kind: dict[str, int] = field(default_factory=dict)
+    endpoints: dict[str, EndpointStats] = field(default_factory=dict)
+
+
+class Engine:
+    """Drives one run to the end (or to a stop) in the calling event loop."""
+
+    def __init__(self, store: Store, run: RunRow, settings: Settings, observers: Sequence[Observer] = (), *,
+                 backoff_base: float = 0.5) -> None:
+        self.store = store
+        self.run = run
+        self.settings = settings
+        self.observers = list(observers)
+        self.backoff_base = backoff_base
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.live = LiveStats()
+        self._writes: asyncio.Queue = asyncio.Queue()
+        self._unpaused = asyncio.Event()
+        self._unpaused.set()
+        self._fatal: ChatError | None = None
+        self._clients: dict[str, ChatClient] = {}
+        self._limiters: dict[str, AdaptiveLimiter] = {}
+        self._template = load_template(settings.grader_template)
+        self.cancel_status = "interrupted"
+
+    # ---- control from a display --------------------------------------------------------
+    def pause(self) -> None:
+        self._unpaused.clear()
+
+    def resume(self) -> None:
+        self._unpaused.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._unpaused.is_set()
+
+    def emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer.on_event(event)
+
+    # ---- clients ---------------------------------------------------------------------------
+    def _client(self, base_url: str, api_key: str | None, concurrency: int) -> ChatClient:
+        if base_url not in self._clients:
+            limiter = AdaptiveLimiter(concurrency)
+            self._limiters[base_url] = limiter
+            self.live.endpoints[base_url] = EndpointStats(limit=concurrency)
+            self._clients[base_url] = ChatClient(
+                Endpoint(base_url, api_key),
+                limiter=limiter,
+                timeout=self.settings.timeout,
+                max_attempts=self.settings.max_attempts,
+                backoff_base=self.backoff_base,
+                on_note=self._note,
+                on_call=self._on_call,
+            )
+        return self._clients[base_url]
+
+    def _note(self, message: str) -> None:
+        self._writes.put_nowait(("log", (self.run.id, time.time(), "info", message)))
+        self.emit(Noted(self.run.id, "info", message))
+
+    def _on_call(self, record: CallRecord) -> None:
+        stats = self.live.endpoints[record.endpoint]
+        stats.calls += 1
+        if not record.ok:
+            stats.failures += 1
+            self.live.errors_by_kind[record.kind] = self.live.errors_by_kind.get(record.kind, 0) + 1
+            self.emit(CallFailed(self.run.id, record.endpoint, record.kind, ""))
+
+    def live_snapshot(self) -> dict:
+        for url, limiter in self._limiters.items():
+            stats = self.live.endpoints[url]
+            stats.in_flight, stats.limit = limiter.in_flight, limiter.limit
+        return {
+            "paused": self.paused,
+            "endpoints": {url: vars(s).copy() for url, s in self.live.endpoints.items()},
+            "call_errors": dict(self.live.errors_by_kind),
+        }
+
+    # ---- the run -------------------------------------------------------------------------
+    async def execute(self) -> str:
+        """Run until every call is done, or until cancelled; returns the final status."""
+        run_id = self.run.id
+        await self.store.claim_run(run_id, self.owner)
+        settings = self.settings
+        test = self._client(settings.base_url, settings.api_key, settings.concurrency)
+        grader = self._client(
+            settings.effective_grader_base_url, settings.effective_grader_api_key, settings.effective_grader_concurrency
+        )
+        await self.store.refresh_summaries(run_id)
+        work = await self.store.pending_work(run_id)
+        progress = await self.store.progress(run_id)
+        self.emit(RunStarted(run_id, self.run.name, progress.conversations_total, progress.criteria_total,
+                             progress.conversations_generated + progress.conversations_failed, progress.criteria_done))
+        writer = asyncio.create_task(self._writer(), name="hbtui-writer")
+        heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
+        status, error = "finished", None
+        try:
+            await self._drive(work, test, grader)
+            if self._fatal is not None:
+                status, error = "failed", str(self._fatal)
+        except asyncio.CancelledError:
+            status = self.cancel_status
+        except Exception as exc:  # noqa: BLE001 - the run must end with a status, whatever broke
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            # Whatever completed reaches the database before the run is closed, even on Ctrl-C.
+            await self._writes.put(None)
+            await asyncio.shield(writer)
+            for client in self._clients.values():
+                await client.aclose()
+            report = None
+            if status == "finished":
+                await self.store.refresh_summaries(run_id)
+                report = await compute_report(self.store, run_id)
+            await self.store.finish_run(run_id, status, error=error, report=report)
+            score = report["overall_score"] if report else None
+            self.emit(RunFinished(run_id, status, score, error))
+        return status
+
+    async def _drive(self, work: list[WorkItem], test: ChatClient, grader: ChatClient) -> None:
+        queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+        for item in work:
+            queue.put_nowait(item)
+        grading: set[asyncio.Task] = set()
+
+        async def worker() -> None:
+            while not queue.empty() and self._fatal is None:
+                item = queue.get_nowait()
+                if item.reply is None:
+                    reply = await self._generate(test, item)
+                    if reply is None:
+                        continue
+                    item.reply = reply
+                task = asyncio.create_task(self._grade_conversation(grader, item))
+                grading.add(task)
+                task.add_done_callback(grading.discard)
+
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, self.settings.concurrency))]
+        try:
+            await asyncio.gather(*workers)
+            while grading:
+                await asyncio.gather(*list(grading))
+        except BaseException:
+            for task in [*workers, *grading]:
+                task.cancel()
+            await asyncio.gather(*workers, *grading, return_exceptions=True)
+            raise
+
+    async def _generate(self, client: ChatClient, item: WorkItem) -> str | None:
+        await self._unpaused.wait()
+        settings = self.settings
+        try:
+            result = await client.complete(
+                settings.model_test,
+                item.prompt,
+                temperature=settings.temperature_test,
+                max_tokens=settings.max_tokens_test,
+                reasoning_effort=settings.reasoning_test,
+                priority=GENERATION,
+            )
+        except ChatError as exc:
+            self._check_fatal(exc)
+            if self._fatal is exc:
+                return None  # not this conversation's fault: leave it pending for a resume
+            message = exc.message if exc.kind != CONTEXT_LENGTH else f"context too long: {exc.message}"
+            self._writes.put_nowait(("reply", (
+                "failed", None, None, None, message, exc.kind, exc.attempts, None, None, None, time.time(),
+                item.conversation_id,
+            )))
+            self.emit(GenerationFailed(self.run.id, item.conversation_id, exc.kind, message))
+            return None
+        self._writes.put_nowait(("reply", (
+            "generated", result.content, result.reasoning, result.finish_reason, None, None, result.attempts,
+            result.latency_ms, result.prompt_tokens, result.completion_tokens, time.time(), item.conversation_id,
+        )))
+        self.emit(ReplyGenerated(self.run.id, item.conversation_id, result.latency_ms, result.prompt_tokens,
+                                 result.completion_tokens, result.finish_reason == "length"))
+        return result.content
+
+    async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
+        statuses = {idx: status for idx, _, _, status in item.all_criteria}
+        await asyncio.gather(*(self._grade_one(client, item, idx, text, points, statuses)
+                               for idx, text, points in item.criteria))
+        if self._fatal is not None and any(s == "pending" for s in statuses.values()):
+            return
+        criteria = [
+            scoring.GradedCriterion(points, tags, True if statuses[idx] == MET else False if statuses[idx] == NOT_MET else None)
+            for idx, points, tags, _ in item.all_criteria
+        ]
+        errors = sum(1 for s in statuses.values() if s == ERROR)
+        metrics = scoring.conversation_metrics(item.example_tags, criteria)
+        score = metrics.score if metrics else None
+        n_met = sum(1 for c in criteria if c.met and c.points > 0)
+        penalties = sum(1 for c in criteria if c.met and c.points < 0)
+        self._writes.put_nowait(("summary", (score, n_met, errors, penalties, item.conversation_id)))
+        self.emit(ConversationScored(self.run.id, item.conversation_id, score))
+
+    async def _grade_one(self, client: ChatClient, item: WorkItem, idx: int, text: str, points: float,
+                         statuses: dict[int, str]) -> None:
+        await self._unpaused.wait()
+        if self._fatal is not None:
+            return
+        settings = self.settings
+        prompt = grader_prompt(self._template, item.prompt, item.reply or "", points, text)
+        try:
+            outcome = await grade_criterion(
+                client,
+                settings.model_grader,
+                prompt,
+                temperature=settings.temperature_grader,
+                max_tokens=settings.max_tokens_grader,
+                reasoning_effort=settings.reasoning_grader,
+                parse_attempts=settings.grader_parse_attempts,
+            )
+        except ChatError as exc:
+            self._check_fatal(exc)
+            if self._fatal is exc:
+                return
+            statuses[idx] = ERROR
+            self._writes.put_nowait(("verdict", (
+                ERROR, None, None, None, exc.message, exc.kind, exc.attempts, None, None, None, time.time(),
+                item.conversation_id, idx,
+            )))
+            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0))
+            return
+        verdict = outcome.verdict
+        status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
+        statuses[idx] = status
+        self._writes.put_nowait(("verdict", (
+            status, verdict.explanation if verdict else None, outcome.raw_output, outcome.reasoning, outcome.error,
+            outcome.error_kind, outcome.attempts, outcome.latency_ms, outcome.prompt_tokens, outcome.completion_tokens,
+            time.time(), item.conversation_id, idx,
+        )))
+        self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, verdict.criteria_met if verdict else None,
+                                  outcome.error_kind, outcome.latency_ms, outcome.prompt_tokens,
+                                  outcome.completion_tokens))
+
+    def _check_fatal(self, exc: ChatError) -> None:
+        if exc.fatal and self._fatal is None:
+            self._fatal = exc
+            self._note(f"stopping: {exc}")
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            self._writes.put_nowait(("heartbeat", self.live_snapshot()))
+
+    async def _writer(self) -> None:
+        """Group commit: everything queued since the last commit goes in one transaction."""
+        done = False
+        while not done:
+            first = await self._writes.get()
+            batch = [first]
+            while not self._writes.empty():
+                batch.append(self._writes.get_nowait())
+            replies, verdicts, summaries, log = [], [], [], []
+            heartbeat = None
+            for entry in batch:
+                if entry is None:
+                    done = True
+                    continue
+                kind, row = entry
+                if kind == "reply":
+                    replies.append(row)
+                elif kind == "verdict":
+                    verdicts.append(row)
+                elif kind == "summary":
+                    summaries.append(row)
+                elif kind == "log":
+                    log.append(row)
+                else:
+                    heartbeat = row
+            if replies or verdicts or summaries or log:
+                await self.store.write_batch(replies, verdicts, summaries, log)
+            if heartbeat is not None:
+                await self.store.heartbeat(self.run.id, self.owner, heartbeat)
+
+
+async def compute_report(store: Store, run_id: int) -> dict:
+    inputs = await store.scoring_inputs(run_id)
+    return scoring.run_report(inputs).as_json()

@@ -1,0 +1,92 @@
+"""Progress events from the engine, and the observer protocol that displays implement.
+
+Observers are called synchronously on the engine's event loop, so they must be cheap: a display
+records what changed and repaints on its own cadence, never once per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: int
+    name: str
+    conversations_total: int
+    criteria_total: int
+    conversations_done: int
+    criteria_done: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyGenerated:
+    run_id: int
+    conversation_id: int
+    latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationFailed:
+    run_id: int
+    conversation_id: int
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CriterionGraded:
+    run_id: int
+    conversation_id: int
+    idx: int
+    met: bool | None  # None: grading failed (error_kind says why)
+    error_kind: str | None
+    latency_ms: float
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationScored:
+    run_id: int
+    conversation_id: int
+    score: float | None  # None: incomplete because a criterion failed to grade
+
+
+@dataclass(frozen=True, slots=True)
+class CallFailed:
+    """One failed HTTP attempt; ``retrying`` says whether the client will try again."""
+
+    run_id: int
+    endpoint: str
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Noted:
+    run_id: int
+    level: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    run_id: int
+    status: str
+    score: float | None
+    error: str | None
+
+
+Event = (
+    RunStarted | ReplyGenerated | GenerationFailed | CriterionGraded | ConversationScored | CallFailed | Noted
+    | RunFinished
+)
+
+
+class Observer(Protocol):
+    def on_event(self, event: Event) -> None: ...

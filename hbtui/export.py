@@ -1,0 +1,140 @@
+"""Exports of a run: JSONL (one line per conversation and repeat), CSV (one row per verdict), and
+the run folder (`results.jsonl` + `description.md`) that users of the single-script harness know.
+
+Text is written exactly as stored; files are created owner-only since they hold the run's data.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+from pathlib import Path
+
+from hbtui.store import MET, NOT_MET, RunRow, Store
+
+CSV_COLUMNS = [
+    "position", "repeat", "prompt_id", "conversation_score", "criterion_index", "criterion", "points", "tags",
+    "criteria_met", "status", "explanation", "error_kind", "error",
+]
+
+
+def _private_open(path: Path, newline: str | None = None):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    return os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+
+
+def _met(status: str) -> bool | None:
+    return True if status == MET else False if status == NOT_MET else None
+
+
+async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
+    count = 0
+    with _private_open(out) as handle:
+        async for row, verdicts in store.export_rows(run_id):
+            (_, position, repeat, prompt_id, example_tags, status, reply, reasoning, finish_reason, error,
+             error_kind, score, body) = row
+            line = {
+                "prompt_id": prompt_id,
+                "repeat": repeat,
+                "example_tags": json.loads(example_tags),
+                "prompt": json.loads(body)["prompt"],
+                "completion": reply,
+                "score": score,
+                "rubrics": [
+                    {
+                        "criterion": criterion,
+                        "points": points,
+                        "tags": json.loads(tags),
+                        "criteria_met": _met(vstatus),
+                        "explanation": explanation,
+                        **({"error": f"{verror_kind}: {verror}"} if vstatus == "error" else {}),
+                    }
+                    for _, criterion, points, tags, vstatus, explanation, verror, verror_kind in verdicts
+                ],
+            }
+            if reasoning:
+                line["reasoning"] = reasoning
+            if finish_reason == "length":
+                line["truncated"] = True
+            if status == "failed":
+                line["generation_error"] = f"{error_kind}: {error}"
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+async def write_csv(store: Store, run_id: int, out: Path) -> int:
+    count = 0
+    with _private_open(out, newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_COLUMNS)
+        async for row, verdicts in store.export_rows(run_id):
+            _, position, repeat, prompt_id, *_rest = row
+            score = row[11]
+            for idx, criterion, points, tags, status, explanation, error, error_kind in verdicts:
+                met = _met(status)
+                writer.writerow([
+                    position, repeat, prompt_id, "" if score is None else score, idx, criterion, points,
+                    " ".join(json.loads(tags)), "" if met is None else str(met).lower(), status,
+                    explanation or "", error_kind or "", error or "",
+                ])
+                count += 1
+    return count
+
+
+def describe(run: RunRow) -> str:
+    """`description.md`: what was run, with what, when, and what it scored."""
+    s = run.settings
+    report = run.report or {}
+    overall = report.get("metrics", {}).get("overall_score")
+    lines = [
+        f"# {run.name}",
+        "",
+        f"- run id: {run.id}",
+        f"- status: {run.status}",
+        f"- dataset: {run.dataset_name} ({run.dataset_path}), sha256 {run.dataset_sha256}",
+        f"- plan: {run.plan.get('records')} records, limit {run.plan.get('limit')}, seed {run.plan.get('seed')},"
+        f" repeats {run.plan.get('repeats')}",
+        f"- model under test: {run.model_test} at {s.get('base_url')}, temperature {s.get('temperature_test')},"
+        f" max tokens {s.get('max_tokens_test')}, reasoning effort {s.get('reasoning_test') or 'not sent'}",
+        f"- grader: {run.model_grader} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
+        f" {s.get('temperature_grader')}, max tokens {s.get('max_tokens_grader')}, reasoning effort"
+        f" {s.get('reasoning_grader') or 'not sent'}",
+        f"- grader template: {s.get('grader_template') or 'built-in'}",
+        f"- concurrency: {s.get('concurrency')}",
+        f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",
+        f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",
+        "",
+    ]
+    if overall:
+        low, high = overall["ci95"]
+        conv = report.get("conversations", {})
+        lines += [
+            f"## Score: {overall['value']:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall['bootstrap_std']:.4f},"
+            f" n {overall['n']})",
+            "",
+            f"- median conversation score: {report.get('median'):.4f}" if report.get("median") is not None else "",
+            f"- conversations: {conv.get('total')} planned, {conv.get('scored')} scored, {conv.get('incomplete')}"
+            f" incomplete, {conv.get('excluded')} without a reply",
+            "",
+            "| metric | value | n | 95% CI |",
+            "| --- | --- | --- | --- |",
+        ]
+        for name, m in report["metrics"].items():
+            lines.append(f"| {name} | {m['value']:.4f} | {m['n']} | {m['ci95'][0]:.4f} to {m['ci95'][1]:.4f} |")
+    return "\n".join(lines) + "\n"
+
+
+async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(run.finished_at or time.time()))
+    safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.name)[:80]
+    folder = root / f"{stamp}-{safe_name}"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    await write_jsonl(store, run.id, folder / "results.jsonl")
+    with _private_open(folder / "description.md") as handle:
+        handle.write(describe(run))
+    return folder

@@ -1,0 +1,88 @@
+"""The plain-text display of a run, for headless use (`hbtui run` under nohup, tmux, CI logs).
+
+It counts events as they come and prints one progress line every few seconds, plus a line for
+each note and each conversation that could not be generated. No cursor tricks: the output is
+meant to be read from a log file as well as a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from hbtui.events import (
+    CallFailed,
+    ConversationScored,
+    CriterionGraded,
+    Event,
+    GenerationFailed,
+    Noted,
+    ReplyGenerated,
+    RunFinished,
+    RunStarted,
+)
+from hbtui.text import one_line
+
+
+class ProgressPrinter:
+    def __init__(self, out: TextIO | None = None, every: float = 5.0) -> None:
+        self.out = out or sys.stdout
+        self.every = every
+        self.started = time.monotonic()
+        self.last_print = 0.0
+        self.conversations_total = self.criteria_total = 0
+        self.replies = self.criteria = self.failed_calls = self.criterion_errors = 0
+        self.generation_failures = 0
+        self.scores: list[float] = []
+        self.name = ""
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            self.name = event.name
+            self.conversations_total, self.criteria_total = event.conversations_total, event.criteria_total
+            self.replies, self.criteria = event.conversations_done, event.criteria_done
+            self._print(
+                f"run {event.run_id} {one_line(event.name)}: {event.conversations_total} conversations,"
+                f" {event.criteria_total} criteria ({event.conversations_done} replies and {event.criteria_done}"
+                " verdicts already stored)"
+            )
+        elif isinstance(event, ReplyGenerated):
+            self.replies += 1
+        elif isinstance(event, GenerationFailed):
+            self.replies += 1
+            self.generation_failures += 1
+            self._print(f"conversation {event.conversation_id}: no reply ({event.kind}): {one_line(event.message, 160)}")
+        elif isinstance(event, CriterionGraded):
+            self.criteria += 1
+            if event.met is None:
+                self.criterion_errors += 1
+        elif isinstance(event, ConversationScored):
+            if event.score is not None:
+                self.scores.append(event.score)
+        elif isinstance(event, CallFailed):
+            self.failed_calls += 1
+        elif isinstance(event, Noted):
+            self._print(f"note: {one_line(event.message, 240)}")
+        elif isinstance(event, RunFinished):
+            self.progress_line()
+            return
+        now = time.monotonic()
+        if now - self.last_print >= self.every:
+            self.progress_line()
+
+    def progress_line(self) -> None:
+        self.last_print = time.monotonic()
+        elapsed = self.last_print - self.started
+        share = self.criteria / self.criteria_total if self.criteria_total else 1.0
+        rate = (self.replies + self.criteria) / elapsed if elapsed > 0 else 0.0
+        running = sum(self.scores) / len(self.scores) if self.scores else None
+        score = f"  mean score so far {min(max(running, 0), 1):.3f}" if running is not None else ""
+        self._print(
+            f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] replies {self.replies}/{self.conversations_total}"
+            f"  verdicts {self.criteria}/{self.criteria_total} ({share:.0%})  {rate:.1f} calls/s"
+            f"  failed attempts {self.failed_calls}  grading errors {self.criterion_errors}{score}"
+        )

@@ -1,0 +1,97 @@
+"""Plain-text renderings of runs and reports for the headless commands (`runs`, `show`)."""
+
+from __future__ import annotations
+
+import time
+
+from hbtui.scoring import histogram
+from hbtui.store import RunRow
+from hbtui.text import one_line
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(metric: dict | None) -> str:
+    if not metric:
+        return "-"
+    low, high = metric["ci95"]
+    return f"{low:.3f}-{high:.3f}"
+
+
+def render_runs(runs: list[RunRow]) -> str:
+    if not runs:
+        return "no runs yet: start one with `hbtui run` or `hbtui`"
+    header = ["id", "name", "status", "model", "grader", "data", "created", "score", "95% CI", "n"]
+    rows = []
+    for run in runs:
+        overall = (run.report or {}).get("metrics", {}).get("overall_score")
+        rows.append([
+            str(run.id), one_line(run.name, 36), run.shown_status(), one_line(run.model_test, 24),
+            one_line(run.model_grader, 24), one_line(run.dataset_name, 16),
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
+            _fmt(run.score), _ci(overall), str(overall["n"]) if overall else "-",
+        ])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in [header, *rows]]
+    return "\n".join(lines)
+
+
+def text_histogram(scores: list[float], width: int = 40) -> list[str]:
+    bins = histogram(scores)
+    if not bins:
+        return ["(no scored conversations yet)"]
+    peak = max(count for _, _, count in bins) or 1
+    return [
+        f"{low:5.1f} to {high:4.1f}  {'█' * round(count / peak * width):<{width}}  {count}"
+        for low, high, count in bins
+    ]
+
+
+def _breakdown(metrics: dict, prefix: str, title: str) -> list[str]:
+    items = [(name[len(prefix):], m) for name, m in metrics.items() if name.startswith(prefix)]
+    if not items:
+        return []
+    width = max(len(name) for name, _ in items)
+    lines = [f"{title:<{width}}  score  95% CI        n"]
+    for name, m in items:
+        lines.append(f"{name:<{width}}  {m['value']:.3f}  {_ci(m):<12}  {m['n']}")
+    return lines + [""]
+
+
+def render_report(run: RunRow, brief: bool = False, scores: list[float] | None = None) -> str:
+    report = run.report or {}
+    metrics = report.get("metrics", {})
+    overall = metrics.get("overall_score")
+    conv = report.get("conversations", {})
+    crit = report.get("criteria", {})
+    head = (
+        f"run {run.id} {one_line(run.name, 60)} ({run.shown_status()}): {one_line(run.model_test, 40)} graded by"
+        f" {one_line(run.model_grader, 40)} on {run.dataset_name}"
+    )
+    if not overall:
+        return head + "\nno conversation is fully graded yet"
+    score = (
+        f"score {overall['value']:.4f}  95% CI {_ci(overall)}  bootstrap std {overall['bootstrap_std']:.4f}"
+        f"  n {overall['n']}  median {_fmt(report.get('median'))}"
+    )
+    if brief:
+        return f"{head}\n{score}"
+    lines = [head, score]
+    pos_share, neg_share = crit.get("positive_met_share"), crit.get("negative_triggered_share")
+    lines.append(
+        f"positive criteria met {_fmt(pos_share and pos_share * 100, 1)}% ({crit.get('positive_met')}/{crit.get('positive')})"
+        f"  penalties triggered {_fmt(neg_share and neg_share * 100, 1)}%"
+        f" ({crit.get('negative_triggered')}/{crit.get('negative')})"
+    )
+    lines.append(
+        f"conversations {conv.get('total')}: scored {conv.get('scored')}, incomplete {conv.get('incomplete')}"
+        f" (grading errors {crit.get('errors')}), without a reply {conv.get('excluded')}"
+    )
+    lines.append("")
+    lines += _breakdown(metrics, "theme:", "theme")
+    lines += _breakdown(metrics, "axis:", "axis")
+    lines.append("conversation scores")
+    lines += text_histogram(scores or [])
+    return "\n".join(lines)

@@ -1,0 +1,116 @@
+"""The SQLite schema and its forward migrations.
+
+``PRAGMA user_version`` carries the schema version. Each migration moves one version forward
+inside the caller's transaction, so an upgrade either happens whole or not at all.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 2
+APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
+
+# Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
+SCHEMA_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    status TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    finished_at REAL,
+    dataset_name TEXT NOT NULL,
+    dataset_path TEXT,
+    dataset_sha256 TEXT NOT NULL,
+    model_test TEXT NOT NULL,
+    model_grader TEXT NOT NULL,
+    settings_json TEXT NOT NULL,
+    plan_json TEXT NOT NULL,
+    n_conversations INTEGER NOT NULL,
+    n_criteria INTEGER NOT NULL,
+    error TEXT,
+    score REAL,
+    report_json TEXT,
+    folder TEXT
+);
+CREATE TABLE records (
+    id INTEGER PRIMARY KEY,
+    prompt_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL UNIQUE,
+    body TEXT NOT NULL
+);
+CREATE TABLE conversations (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    repeat INTEGER NOT NULL,
+    prompt_id TEXT NOT NULL,
+    record_id INTEGER NOT NULL REFERENCES records(id),
+    theme TEXT,
+    example_tags TEXT NOT NULL,
+    preview TEXT NOT NULL,
+    n_criteria INTEGER NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    reply TEXT,
+    reasoning TEXT,
+    finish_reason TEXT,
+    error TEXT,
+    error_kind TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    generated_at REAL,
+    score REAL,
+    n_met INTEGER,
+    n_errors INTEGER NOT NULL DEFAULT 0,
+    penalties INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (run_id, position)
+);
+CREATE INDEX conversations_by_score ON conversations(run_id, score);
+CREATE TABLE verdicts (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    criterion TEXT NOT NULL,
+    points NUMERIC NOT NULL,
+    tags TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'pending',
+    explanation TEXT,
+    raw_output TEXT,
+    reasoning TEXT,
+    error TEXT,
+    error_kind TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    graded_at REAL,
+    UNIQUE (conversation_id, idx)
+);
+CREATE INDEX verdicts_by_status ON verdicts(run_id, status);
+CREATE TABLE run_log (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL,
+    at REAL NOT NULL,
+    level TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX run_log_by_run ON run_log(run_id, id);
+"""
+
+# Version 2: a heartbeat and an owner, so a run whose process died reads as interrupted and two
+# processes never drive one run; live figures for monitors in other processes; and an index on
+# grading time for recent rates and latencies.
+MIGRATE_V1_TO_V2 = """
+ALTER TABLE runs ADD COLUMN heartbeat_at REAL;
+ALTER TABLE runs ADD COLUMN owner TEXT;
+ALTER TABLE runs ADD COLUMN live_json TEXT;
+CREATE INDEX verdicts_by_time ON verdicts(run_id, graded_at);
+CREATE INDEX conversations_by_time ON conversations(run_id, generated_at);
+"""
+
+MIGRATIONS = {1: MIGRATE_V1_TO_V2}
+
+
+def statements(script: str) -> list[str]:
+    return [s.strip() for s in script.split(";") if s.strip()]

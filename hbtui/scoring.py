@@ -1,0 +1,269 @@
+"""HealthBench scoring, numerically identical to the reference (openai/simple-evals).
+
+Pure functions over plain values: no I/O, no store, no UI. The reference's rules:
+
+* a conversation scores ``sum(points of met criteria) / sum(positive points)`` (not clipped);
+* example-level tags take the conversation's score;
+* a rubric-level tag scores only the criteria that carry it, and is left out where those
+  criteria have no positive points;
+* a metric over a run is the mean of its defined values, clipped to [0, 1], with ``n`` and a
+  bootstrap standard deviation of 1,000 clipped resample means.
+
+The reference bootstraps with an unseeded global generator; we seed ours so that a report is
+reproducible, and add a 95% percentile interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 0
+OVERALL = "overall_score"
+
+
+@dataclass(frozen=True, slots=True)
+class GradedCriterion:
+    """One rubric item of one conversation with its verdict (``met`` is None when ungraded)."""
+
+    points: float
+    tags: tuple[str, ...]
+    met: bool | None
+
+
+def conversation_score(points: Sequence[float], met: Sequence[bool]) -> float | None:
+    """``S(I)``: points met over positive points available; None where none are positive.
+
+    Summation order follows the rubric order, as the reference's generator expressions do, so
+    that floating-point results agree to the last bit.
+    """
+    possible = sum(p for p in points if p > 0)
+    if possible == 0:
+        return None
+    achieved = sum(p for p, m in zip(points, met) if m)
+    return achieved / possible
+
+
+@dataclass(slots=True)
+class ConversationMetrics:
+    """What one complete conversation contributes to a run: its score and its tag values."""
+
+    score: float
+    values: dict[str, float]  # metric name -> value, "overall_score" included
+
+
+def conversation_metrics(
+    example_tags: Sequence[str], criteria: Sequence[GradedCriterion]
+) -> ConversationMetrics | None:
+    """The reference's ``grade_sample`` metrics; None if a verdict is missing or undefined.
+
+    A criterion whose grading failed is neither met nor unmet, so a conversation with any
+    missing verdict has no score at all rather than a pessimistic one.
+    """
+    if any(c.met is None for c in criteria):
+        return None
+    score = conversation_score([c.points for c in criteria], [bool(c.met) for c in criteria])
+    if score is None:
+        return None
+    values: dict[str, float] = {OVERALL: score}
+    for tag in example_tags:
+        values[tag] = score
+    by_tag: dict[str, list[GradedCriterion]] = defaultdict(list)
+    for criterion in criteria:
+        for tag in dict.fromkeys(criterion.tags):  # a tag counts once per criterion
+            by_tag[tag].append(criterion)
+    for tag, items in by_tag.items():
+        tag_score = conversation_score([c.points for c in items], [bool(c.met) for c in items])
+        if tag_score is not None:
+            values[tag] = tag_score
+    return ConversationMetrics(score=score, values=values)
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A clipped mean over the conversations where the metric is defined."""
+
+    value: float
+    n: int
+    bootstrap_std: float
+    ci95: tuple[float, float]
+
+    def as_dict(self) -> dict:
+        return {
+            "value": self.value,
+            "n": self.n,
+            "bootstrap_std": self.bootstrap_std,
+            "ci95": [self.ci95[0], self.ci95[1]],
+        }
+
+
+def clipped_mean(values: Sequence[float]) -> float:
+    return float(np.clip(np.mean(values), 0, 1))
+
+
+def bootstrap_means(
+    values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> np.ndarray:
+    """Clipped means of ``samples`` resamples with replacement, drawn in chunks to bound memory."""
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    size = len(data)
+    chunk = max(1, min(samples, 4_000_000 // max(size, 1)))
+    means = np.empty(samples)
+    for start in range(0, samples, chunk):
+        stop = min(samples, start + chunk)
+        picks = rng.integers(0, size, size=(stop - start, size))
+        means[start:stop] = data[picks].mean(axis=1)
+    return np.clip(means, 0, 1)
+
+
+def metric(values: Sequence[float], seed: int = BOOTSTRAP_SEED) -> Metric:
+    means = bootstrap_means(values, seed=seed)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return Metric(
+        value=clipped_mean(values),
+        n=len(values),
+        bootstrap_std=float(np.std(means)),
+        ci95=(float(low), float(high)),
+    )
+
+
+@dataclass(slots=True)
+class RunReport:
+    """Everything `hbtui show` and the browser's summary print about a run."""
+
+    overall: Metric | None
+    metrics: dict[str, Metric]
+    median: float | None
+    scores: list[float]
+    conversations_total: int
+    conversations_scored: int
+    conversations_incomplete: int
+    conversations_excluded: int  # generation refused or failed: no reply to grade
+    positive_criteria: int
+    positive_met: int
+    negative_criteria: int
+    negative_triggered: int
+    criterion_errors: int
+    criteria_pending: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def positive_met_share(self) -> float | None:
+        return self.positive_met / self.positive_criteria if self.positive_criteria else None
+
+    @property
+    def negative_triggered_share(self) -> float | None:
+        return self.negative_triggered / self.negative_criteria if self.negative_criteria else None
+
+    def as_json(self) -> dict:
+        """Shape of `hbtui show --json`: the reference's metric names, one object each."""
+        return {
+            "overall_score": self.overall.value if self.overall else None,
+            "metrics": {name: m.as_dict() for name, m in self.metrics.items()},
+            "median": self.median,
+            "conversations": {
+                "total": self.conversations_total,
+                "scored": self.conversations_scored,
+                "incomplete": self.conversations_incomplete,
+                "excluded": self.conversations_excluded,
+            },
+            "criteria": {
+                "positive": self.positive_criteria,
+                "positive_met": self.positive_met,
+                "positive_met_share": self.positive_met_share,
+                "negative": self.negative_criteria,
+                "negative_triggered": self.negative_triggered,
+                "negative_triggered_share": self.negative_triggered_share,
+                "errors": self.criterion_errors,
+                "pending": self.criteria_pending,
+            },
+        }
+
+
+@dataclass(slots=True)
+class ConversationInput:
+    """One conversation (one repeat) as the store hands it to the scorer."""
+
+    example_tags: Sequence[str]
+    criteria: Sequence[GradedCriterion]
+    excluded: bool = False  # no reply exists (refused or failed generation)
+    errors: int = 0  # criteria whose grading failed
+
+
+def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP_SEED) -> RunReport:
+    """Aggregate conversations into run metrics, the reference's ``_aggregate_get_clipped_mean``."""
+    name_to_values: dict[str, list[float]] = defaultdict(list)
+    scores: list[float] = []
+    total = incomplete = excluded = 0
+    pos = pos_met = neg = neg_met = errors = pending = 0
+    for conv in conversations:
+        total += 1
+        if conv.excluded:
+            excluded += 1
+            continue
+        errors += conv.errors
+        for c in conv.criteria:
+            if c.met is None:
+                continue
+            if c.points > 0:
+                pos += 1
+                pos_met += bool(c.met)
+            elif c.points < 0:
+                neg += 1
+                neg_met += bool(c.met)
+        pending += sum(1 for c in conv.criteria if c.met is None) - conv.errors
+        result = conversation_metrics(conv.example_tags, conv.criteria)
+        if result is None:
+            incomplete += 1
+            continue
+        scores.append(result.score)
+        for name, value in result.values.items():
+            name_to_values[name].append(value)
+    metrics = {name: metric(values, seed) for name, values in sorted(name_to_values.items())}
+    if OVERALL in metrics:  # the reference lists overall_score first
+        metrics = {OVERALL: metrics[OVERALL], **{k: v for k, v in metrics.items() if k != OVERALL}}
+    return RunReport(
+        overall=metrics.get(OVERALL),
+        metrics=metrics,
+        median=float(np.median(scores)) if scores else None,
+        scores=scores,
+        conversations_total=total,
+        conversations_scored=len(scores),
+        conversations_incomplete=incomplete,
+        conversations_excluded=excluded,
+        positive_criteria=pos,
+        positive_met=pos_met,
+        negative_criteria=neg,
+        negative_triggered=neg_met,
+        criterion_errors=errors,
+        criteria_pending=max(pending, 0),
+    )
+
+
+def metrics_with_prefix(metrics: Mapping[str, Metric], prefix: str) -> dict[str, Metric]:
+    """``theme:``, ``axis:``... metrics with the prefix removed, for breakdown tables."""
+    return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}
+
+
+def histogram(scores: Sequence[float], width: float = 0.1) -> list[tuple[float, float, int]]:
+    """Counts of conversation scores in bins of ``width`` from the lowest score (or 0) up to 1.
+
+    Scores can fall below zero, so the range widens to include the lowest one rather than
+    hiding penalised conversations; 1.0 falls in the last bin.
+    """
+    if not scores:
+        return []
+    steps = round(1 / width)
+    lowest = min(0.0, float(min(scores)))
+    first = math.floor(lowest * steps + 1e-9)
+    counts = [0] * (steps - first)
+    for score in scores:
+        index = min(math.floor(score * steps + 1e-9), steps - 1) - first
+        counts[index] += 1
+    return [((first + i) / steps, (first + i + 1) / steps, count) for i, count in enumerate(counts)]

@@ -1,0 +1,20 @@
+"""Making model and dataset text safe to show: it is data, never markup or terminal control."""
+
+from __future__ import annotations
+
+import re
+
+# C0 and C1 control characters except tab and newline, and DEL. ESC (0x1b) starts ANSI and OSC
+# sequences; without it they are inert text.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible_controls(text: str) -> str:
+    """Control characters as visible symbols (ESC → ␛), so an escape sequence shows as text."""
+    return _CONTROL.sub(lambda m: chr(0x2400 + ord(m.group())) if ord(m.group()) < 0x20 else "\ufffd", text)
+
+
+def one_line(text: str, width: int = 120) -> str:
+    """A single display line: controls made visible, whitespace folded, cut with an ellipsis."""
+    flat = " ".join(visible_controls(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
