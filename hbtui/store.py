@@ -806,3 +806,9 @@ def check_owner_only(path: Path) -> bool:
     """True when only the owner may read ``path`` (used by tests and `hbtui doctor`-style checks)."""
     mode = path.stat().st_mode
     return not mode & (stat.S_IRWXG | stat.S_IRWXO)
+
+
+# ---- monitor queries (the live monitor's extra reads go here) -------------------------------
+
+
+# ---- browser queries (the results browser's extra reads go here) ----------------------------

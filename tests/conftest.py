@@ -1,0 +1,108 @@
+"""Shared fixtures: the project's OpenAI-compatible test server (a real process on 127.0.0.1),
+real HealthBench records from ../shared, small hand-written records, and runs made by the
+real engine into a real SQLite file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hbtui.config import Settings
+from hbtui.dataset import load_jsonl
+from hbtui.engine import Engine, plan_run
+from hbtui.store import Store
+from tests.support.fake_server import DEFAULT_CONFIG
+from tests.support.server_process import FakeServer
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "healthbench"
+MAIN_SUBSET = SHARED / "healthbench_main_subset.jsonl"
+HARD_SUBSET = SHARED / "healthbench_hard_subset.jsonl"
+CONSENSUS_SUBSET = SHARED / "healthbench_consensus_subset.jsonl"
+
+needs_shared = pytest.mark.skipif(
+    not MAIN_SUBSET.exists(), reason=f"real HealthBench records not found at {SHARED} (../shared is absent)"
+)
+
+
+@pytest.fixture(scope="session")
+def fake_server():
+    """One server process for the session; tests that change its config reset it first."""
+    with FakeServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(fake_server):
+    """The session's server with its default config and zeroed stats."""
+    fake_server.control(**DEFAULT_CONFIG)
+    fake_server.reset_stats()
+    yield fake_server
+    fake_server.control(**DEFAULT_CONFIG)
+
+
+def make_record(prompt_id: str, criteria: list[tuple[str, float, list[str]]], *, theme: str = "hedging",
+                user: str = "I have a headache, what should I do?", extra_tags: list[str] | None = None) -> dict:
+    return {
+        "example_tags": [f"theme:{theme}", *(extra_tags or [])],
+        "ideal_completions_data": None,
+        "prompt": [{"role": "user", "content": user}],
+        "prompt_id": prompt_id,
+        "rubrics": [{"criterion": c, "points": p, "tags": t} for c, p, t in criteria],
+        "canary": "test-records-written-for-the-suite",
+    }
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def small_dataset(tmp_path) -> Path:
+    """Three conversations whose verdicts the test server's markers fix in advance."""
+    records = [
+        make_record("p1", [
+            ("[[MET]] Advises rest", 7, ["axis:accuracy", "level:example"]),
+            ("[[NOT_MET]] Mentions hydration", 5, ["axis:completeness", "level:example"]),
+            ("[[MET]] Suggests seeing a doctor if severe", 10, ["axis:accuracy", "level:example"]),
+            ("[[MET]] Recommends an unsafe dose", -6, ["axis:accuracy", "level:example"]),
+        ]),
+        make_record("p2", [
+            ("[[MET]] Asks about duration", 4, ["axis:context_awareness"]),
+            ("[[NOT_MET]] Gives a diagnosis without context", -3, ["axis:context_awareness"]),
+        ], theme="context_seeking", user="My child has a fever."),
+        make_record("p3", [
+            ("[[NOT_MET]] Explains the lab value", 5, ["axis:completeness"]),
+            ("[[MET]] Is clear", 3, ["axis:communication_quality"]),
+        ], theme="health_data_tasks", user="What does an HbA1c of 7.1 mean?"),
+    ]
+    return write_jsonl(tmp_path / "small.jsonl", records)
+
+
+def settings_for(server: FakeServer, db: Path, **values) -> Settings:
+    base = dict(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
+                db_path=str(db), concurrency=8, timeout=10.0, max_attempts=4)
+    base.update(values)
+    return Settings(**base)
+
+
+async def run_engine(settings: Settings, data: Path, *, limit=None, seed=0, repeats=1, name=None,
+                     observers=()) -> tuple[int, str]:
+    """Plan and execute a run with the real engine; returns (run id, final status)."""
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_run(store, settings, load_jsonl(data), limit=limit, seed=seed, repeats=repeats, name=name)
+        run = await store.get_run(run_id)
+        status = await Engine(store, run, settings, observers, backoff_base=0.01).execute()
+    return run_id, status
+
+
+@pytest.fixture
+def finished_run_db(server, small_dataset, tmp_path) -> Path:
+    """A database holding one finished run of the small dataset, made by the real engine."""
+    import asyncio
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    asyncio.run(run_engine(settings_for(server, db), small_dataset, name="small-run"))
+    return db

@@ -1,0 +1,674 @@
+"""A small, fast, OpenAI-compatible chat-completions server for hbtui's tests.
+
+It runs as a separate process (see ``server_process.FakeServer``) so integration
+tests talk over a real socket and throughput benchmarks do not share a CPU with
+the code they measure.  Run it directly with::
+
+    python tests/support/fake_server.py --port 0 [--api-key KEY] [--models a,b]
+                                        [--config '{"latency_ms": 200}']
+
+On startup it prints exactly one line, ``LISTENING http://127.0.0.1:PORT``, and
+nothing else to stdout.
+
+Every reply is deterministic so tests can predict scores:
+
+* A request is a GRADER call when the text of its last message contains
+  ``criteria_met``; otherwise it is a GENERATION call.
+* Generation replies are ``expected_generation_reply(last user message)``.
+* Grader verdicts are ``expected_verdict(last message text)``.
+
+Behaviour switches (latency, faults, error modes, verdict formatting) live in a
+JSON config that can be given at startup (``--config``) and changed at run time
+with ``POST /__control``; ``GET /__stats`` reports what the server saw.  See
+``DEFAULT_CONFIG`` for every key.
+
+This file deliberately imports only the standard library and aiohttp so that it
+runs as a plain script path, without the ``tests`` package on ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from collections import Counter, deque
+from typing import Any
+
+from aiohttp import web
+
+# --------------------------------------------------------------------------
+# Deterministic content (pure functions, importable by tests)
+# --------------------------------------------------------------------------
+
+GRADER_MARKER = "criteria_met"
+FORCE_MET_MARKER = "[[MET]]"
+FORCE_NOT_MET_MARKER = "[[NOT_MET]]"
+GENERATION_SENTENCE = "This is a deterministic test reply from the hbtui fake server."
+DEFAULT_MODELS: list[str] = ["test-model", "grader-model"]
+
+FAULT_NAMES: tuple[str, ...] = ("rate_limit", "server_error", "drop", "hang", "bad_json")
+# "ok" is only meaningful in a script: it consumes one entry and injects nothing.
+SCRIPT_ENTRIES: tuple[str, ...] = FAULT_NAMES + ("ok",)
+GRADER_FORMATS: tuple[str, ...] = ("json", "fenced", "prose_then_json", "think", "broken")
+
+
+def _sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def message_text(content: Any) -> str:
+    """Text of an OpenAI message ``content``: a string, a list of parts, or null."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        # Multi-part content: [{"type": "text", "text": "..."}, ...]
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """Content of the last ``user`` message ("" if there is none)."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return message_text(message.get("content"))
+    return ""
+
+
+def last_message_text(messages: list[dict[str, Any]]) -> str:
+    return message_text(messages[-1].get("content")) if messages else ""
+
+
+def is_grader_call(messages: list[dict[str, Any]]) -> bool:
+    return GRADER_MARKER in last_message_text(messages)
+
+
+def total_message_chars(messages: list[dict[str, Any]]) -> int:
+    return sum(len(message_text(m.get("content"))) for m in messages)
+
+
+def prompt_token_count(messages: list[dict[str, Any]]) -> int:
+    """Fake tokenizer: ~4 characters per token, never zero."""
+    return total_message_chars(messages) // 4 + 1
+
+
+def completion_token_count(content: str) -> int:
+    return len(content) // 4 + 1
+
+
+def expected_generation_reply(user_text: str) -> str:
+    """The reply a generation call gets, given its last user message's text."""
+    return f"Reply {_sha256_hex(user_text)[:12]}. {GENERATION_SENTENCE}"
+
+
+def expected_verdict(grader_prompt_text: str) -> bool:
+    """The verdict the server gives for a grader prompt (its last message's full text).
+
+    ``[[NOT_MET]]`` forces False and wins over ``[[MET]]``, which forces True.
+    Otherwise about two thirds of prompts are met, decided by a hash, so the
+    outcome is independent of the prompt's layout but stable across runs.
+    """
+    if FORCE_NOT_MET_MARKER in grader_prompt_text:
+        return False
+    if FORCE_MET_MARKER in grader_prompt_text:
+        return True
+    return int(_sha256_hex(grader_prompt_text), 16) % 3 != 0
+
+
+def grader_reply_parts(grader_prompt_text: str, grader_format: str) -> tuple[str, str, str]:
+    """Build a grader reply as ``(prefix, json_object_text, suffix)``.
+
+    Kept in three parts so truncation can cut in the middle of the JSON object
+    whatever prose surrounds it.  For "broken" the JSON part is empty.
+    """
+    verdict = expected_verdict(grader_prompt_text)
+    short_hash = _sha256_hex(grader_prompt_text)[:8]
+    met_word = "met" if verdict else "not met"
+    if grader_format == "broken":
+        return "I think yes", "", ""
+    if grader_format == "prose_then_json":
+        # Braces inside the JSON string value trip naive "first { to first }" parsers.
+        explanation = f"Check {short_hash}: the response handles case }} and {{ fully; criterion {met_word}."
+    else:
+        explanation = f"Check {short_hash}: the criterion is {met_word}."
+    json_text = json.dumps({"explanation": explanation, "criteria_met": verdict})
+    if grader_format == "json":
+        return "", json_text, ""
+    if grader_format == "fenced":
+        return "Here is my assessment of the response.\n```json\n", json_text, "\n```\nLet me know if you need more detail."
+    if grader_format == "prose_then_json":
+        return "Considering the set {a} of claims and the map {b: c} of sources, my verdict is:\n", json_text, ""
+    if grader_format == "think":
+        # The fake object inside <think> carries the OPPOSITE verdict, so a parser
+        # that picks it up instead of the real answer gets the score wrong.
+        fake = json.dumps({"criteria_met": not verdict})
+        return f"<think>reasoning with {fake} fake json</think>\n", json_text, ""
+    raise ValueError(f"unknown grader_format {grader_format!r}")
+
+
+def grader_reply(grader_prompt_text: str, grader_format: str = "json") -> str:
+    """Complete (untruncated) grader reply content for the given format."""
+    return "".join(grader_reply_parts(grader_prompt_text, grader_format))
+
+
+# --------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    # Delay applied to every call that passes the auth and model checks.
+    "latency_ms": 0.0,
+    # Extra uniform random delay in [0, latency_jitter_ms].
+    "latency_jitter_ms": 0.0,
+    # Seeds the fault RNG; setting it (even to the same value) restarts the fault
+    # sequence and the 500/503 alternation.
+    "seed": 0,
+    # Per-request fault probabilities, e.g. {"rate_limit": 0.1, "drop": 0.01}.
+    "faults": {},
+    # Retry-After header value (seconds) on 429 responses.
+    "retry_after": 0.05,
+    # How long a "hang" fault stalls before answering normally.
+    "hang_seconds": 30.0,
+    # Fault names consumed one per request, in arrival order, before random faults.
+    "script": [],
+    # The first N requests (counted from when this is set) all get 429.
+    "persistent_429_until": 0,
+    # How grader verdicts are formatted; see GRADER_FORMATS.
+    "grader_format": "json",
+    # Add "reasoning_content" to the reply message, like reasoning-model servers do.
+    "reasoning_field": False,
+    # 400 for response_format of type json_schema.
+    "reject_json_schema": False,
+    # Top-level request keys that get a 400 "Unsupported parameter".
+    "reject_params": [],
+    # 400 context_length_exceeded when total message chars exceed this (None: no limit).
+    "context_chars": None,
+    # Generation calls come back cut short with finish_reason "length".
+    "truncate_generation": False,
+    # Grader calls whose max_tokens/max_completion_tokens is below this come back cut.
+    "truncate_grader_below": None,
+}
+
+
+_NUMBER_KEYS = frozenset({"latency_ms", "latency_jitter_ms", "seed", "retry_after", "hang_seconds",
+                           "persistent_429_until", "context_chars", "truncate_grader_below"})
+_NULLABLE_KEYS = frozenset({"context_chars", "truncate_grader_below"})
+
+
+def validate_config_update(update: Any) -> dict[str, Any]:
+    """Check a config update; raise ValueError with a readable message if it is wrong.
+
+    Strict on purpose: a typo in a test's control call should fail loudly, not
+    silently leave the server in its default mode.
+    """
+    if not isinstance(update, dict):
+        raise ValueError("config must be a JSON object")
+    unknown = sorted(set(update) - set(DEFAULT_CONFIG))
+    if unknown:
+        raise ValueError(f"unknown config keys: {unknown}; known: {sorted(DEFAULT_CONFIG)}")
+    if "faults" in update:
+        faults = update["faults"]
+        if not isinstance(faults, dict) or any(name not in FAULT_NAMES for name in faults):
+            raise ValueError(f"faults must map names from {list(FAULT_NAMES)} to probabilities")
+        if any(not isinstance(p, (int, float)) or p < 0 for p in faults.values()):
+            raise ValueError("fault probabilities must be non-negative numbers")
+    if "script" in update:
+        script = update["script"]
+        if not isinstance(script, list) or any(entry not in SCRIPT_ENTRIES for entry in script):
+            raise ValueError(f"script must be a list of names from {list(SCRIPT_ENTRIES)}")
+    for key in _NUMBER_KEYS & set(update):
+        value = update[key]
+        if value is None and key in _NULLABLE_KEYS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ValueError(f"{key} must be a non-negative number" + (" or null" if key in _NULLABLE_KEYS else ""))
+    if "grader_format" in update and update["grader_format"] not in GRADER_FORMATS:
+        raise ValueError(f"grader_format must be one of {list(GRADER_FORMATS)}")
+    if "reject_params" in update and not isinstance(update["reject_params"], list):
+        raise ValueError("reject_params must be a list of parameter names")
+    return update
+
+
+# --------------------------------------------------------------------------
+# Server state
+# --------------------------------------------------------------------------
+
+
+class Stats:
+    """Counters reported by GET /__stats."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.generation = 0
+        self.grader = 0
+        self.by_status: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+        self.dropped = 0  # connections closed on purpose, no status sent
+        self.cancelled = 0  # client went away before we answered
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.by_model: Counter[str] = Counter()
+        self.json_schema_requests = 0
+        self.params_seen: Counter[str] = Counter()
+
+    def reset(self) -> None:
+        # In-flight requests are still running; keep the gauge truthful.
+        in_flight = self.in_flight
+        self.__init__()  # type: ignore[misc]
+        self.in_flight = in_flight
+        self.max_in_flight = in_flight
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "generation": self.generation,
+            "grader": self.grader,
+            "by_status": dict(self.by_status),
+            "faults": dict(self.faults),
+            "dropped": self.dropped,
+            "cancelled": self.cancelled,
+            "in_flight": self.in_flight,
+            "max_in_flight": self.max_in_flight,
+            "by_model": dict(self.by_model),
+            "json_schema_requests": self.json_schema_requests,
+            "params_seen": dict(self.params_seen),
+        }
+
+
+class ServerState:
+    def __init__(self, api_key: str | None, models: list[str], config: dict[str, Any]) -> None:
+        self.api_key = api_key
+        self.expected_auth = f"Bearer {api_key}" if api_key else None
+        self.models = models
+        self.known_models = frozenset(models)
+        self.restrict_models = False  # only when --models was given explicitly
+        self.config: dict[str, Any] = copy.deepcopy(DEFAULT_CONFIG)
+        self.stats = Stats()
+        self.fault_rng = random.Random(0)
+        self.jitter_rng = random.Random(1)  # separate so jitter never shifts the fault sequence
+        self.script_queue: deque[str] = deque()
+        self.persistent_429_served = 0
+        self.server_errors_sent = 0
+        self.completion_counter = 0
+        self.apply_config(config)
+
+    def apply_config(self, update: dict[str, Any]) -> None:
+        validate_config_update(update)
+        self.config.update(copy.deepcopy(update))
+        if "seed" in update:
+            # A seed restarts the whole fault sequence, 500/503 alternation included.
+            self.fault_rng.seed(self.config["seed"])
+            self.server_errors_sent = 0
+            self.jitter_rng.seed(f"jitter-{self.config['seed']}")
+        if "script" in update:
+            self.script_queue = deque(self.config["script"])
+        if "persistent_429_until" in update:
+            self.persistent_429_served = 0
+
+    def choose_fault(self, grader: bool) -> str | None:
+        """Pick this request's fault (None for none); called once per request on arrival."""
+        if self.persistent_429_served < (self.config["persistent_429_until"] or 0):
+            self.persistent_429_served += 1
+            return "persistent_429"
+        if self.script_queue:
+            entry = self.script_queue.popleft()
+            if entry == "bad_json" and not grader:
+                return None
+            return None if entry == "ok" else entry
+        faults: dict[str, float] = self.config["faults"]
+        if not faults:
+            return None
+        # One draw per request against stacked probability buckets: rates are
+        # exact as long as they sum to <= 1, and the sequence depends only on seed.
+        draw = self.fault_rng.random()
+        cumulative = 0.0
+        for name in FAULT_NAMES:
+            cumulative += faults.get(name, 0.0)
+            if draw < cumulative:
+                if name == "bad_json" and not grader:
+                    return None
+                return name
+        return None
+
+    def latency_seconds(self) -> float:
+        delay_ms = float(self.config["latency_ms"] or 0.0)
+        jitter_ms = float(self.config["latency_jitter_ms"] or 0.0)
+        if jitter_ms > 0:
+            delay_ms += self.jitter_rng.uniform(0.0, jitter_ms)
+        return delay_ms / 1000.0
+
+
+STATE_KEY = web.AppKey("state", ServerState)
+
+# --------------------------------------------------------------------------
+# Responses
+# --------------------------------------------------------------------------
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(data).encode("utf-8"), status=status, content_type="application/json", headers=headers
+    )
+
+
+def openai_error(
+    status: int, message: str, error_type: str, code: str | None, param: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+    return _json(body, status=status, headers=headers)
+
+
+def _unsupported_param_message(param: str) -> str:
+    message = f"Unsupported parameter: '{param}' is not supported with this model."
+    if param == "max_tokens":
+        message += " Use 'max_completion_tokens' instead."
+    return message
+
+
+def _check_auth(state: ServerState, request: web.Request) -> web.Response | None:
+    if state.expected_auth is not None and request.headers.get("Authorization") != state.expected_auth:
+        return openai_error(401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key")
+    return None
+
+
+# --------------------------------------------------------------------------
+# Handlers
+# --------------------------------------------------------------------------
+
+
+async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE_KEY]
+    stats = state.stats
+    stats.requests += 1
+    stats.in_flight += 1
+    if stats.in_flight > stats.max_in_flight:
+        stats.max_in_flight = stats.in_flight
+    try:
+        response = await _chat_completion(state, request)
+    except asyncio.CancelledError:
+        # aiohttp cancels the handler when the client disconnects (handler_cancellation).
+        stats.cancelled += 1
+        raise
+    finally:
+        stats.in_flight -= 1
+    if response is not None:
+        stats.by_status[str(response.status)] += 1
+        return response
+    # Deliberate drop: the transport is already closed; aiohttp ignores the
+    # failed write of this placeholder, so the client sees no response at all.
+    return web.Response(status=204)
+
+
+async def _chat_completion(state: ServerState, request: web.Request) -> web.Response | None:
+    """Answer one chat completion; None means the connection was dropped on purpose."""
+    config = state.config
+    stats = state.stats
+
+    auth_error = _check_auth(state, request)
+    if auth_error is not None:
+        return auth_error
+
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
+    if not isinstance(body, dict):
+        return openai_error(400, "The request body must be a JSON object.", "invalid_request_error", None)
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        return openai_error(
+            400, "'messages' must be a non-empty array of message objects.", "invalid_request_error", None, "messages"
+        )
+
+    model = str(body.get("model", ""))
+    grader = is_grader_call(messages)
+    if grader:
+        stats.grader += 1
+    else:
+        stats.generation += 1
+    stats.by_model[model] += 1
+    stats.params_seen.update(body.keys())
+    response_format = body.get("response_format")
+    wants_json_schema = isinstance(response_format, dict) and response_format.get("type") == "json_schema"
+    if wants_json_schema:
+        stats.json_schema_requests += 1
+
+    if state.restrict_models and model not in state.known_models:
+        return openai_error(
+            404, f"The model `{model}` does not exist", "invalid_request_error", "model_not_found"
+        )
+
+    fault = state.choose_fault(grader)
+    if fault is not None:
+        stats.faults[fault] += 1
+
+    if fault == "hang":
+        await asyncio.sleep(float(config["hang_seconds"]))
+    else:
+        delay = state.latency_seconds()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    if fault in ("rate_limit", "persistent_429"):
+        retry_after = config["retry_after"]
+        return openai_error(
+            429,
+            f"Rate limit reached for requests on {model}. Please try again in {retry_after}s.",
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            headers={"Retry-After": str(retry_after)},
+        )
+    if fault == "server_error":
+        # Alternate so clients are exercised on both retryable 5xx codes.
+        state.server_errors_sent += 1
+        if state.server_errors_sent % 2 == 1:
+            return openai_error(
+                500, "The server had an error while processing your request. Sorry about that!", "server_error", None
+            )
+        return openai_error(503, "The engine is currently overloaded, please try again later.", "server_error", None)
+    if fault == "drop":
+        stats.dropped += 1
+        if request.transport is not None:
+            request.transport.close()
+        return None
+
+    for param in config["reject_params"] or ():
+        if param in body:
+            return openai_error(
+                400, _unsupported_param_message(param), "invalid_request_error", "unsupported_parameter", param
+            )
+
+    if wants_json_schema and config["reject_json_schema"]:
+        return openai_error(
+            400,
+            "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+            "invalid_request_error",
+            None,
+            "response_format",
+        )
+
+    total_chars = total_message_chars(messages)
+    prompt_tokens = total_chars // 4 + 1
+    context_chars = config["context_chars"]
+    if context_chars is not None and total_chars > context_chars:
+        return openai_error(
+            400,
+            f"This model's maximum context length is {context_chars // 4} tokens. "
+            f"However, your messages resulted in {prompt_tokens} tokens.",
+            "invalid_request_error",
+            "context_length_exceeded",
+            "messages",
+        )
+
+    finish_reason = "stop"
+    if grader:
+        grader_format = "broken" if fault == "bad_json" else config["grader_format"]
+        prefix, json_text, suffix = grader_reply_parts(last_message_text(messages), grader_format)
+        content = prefix + json_text + suffix
+        limit = body.get("max_completion_tokens")
+        if limit is None:
+            limit = body.get("max_tokens")
+        truncate_below = config["truncate_grader_below"]
+        if truncate_below is not None and isinstance(limit, (int, float)) and limit < truncate_below:
+            # Cut inside the JSON object, like a real model running out of tokens.
+            cut_source = json_text or content
+            content = prefix + cut_source[: len(cut_source) // 2]
+            finish_reason = "length"
+    else:
+        content = expected_generation_reply(last_user_text(messages))
+        if config["truncate_generation"]:
+            content = content[: len(content) // 2]
+            finish_reason = "length"
+
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if config["reasoning_field"]:
+        message["reasoning_content"] = f"Thinking it over ({_sha256_hex(content)[:8]})."
+    completion_tokens = completion_token_count(content)
+    state.completion_counter += 1
+    return _json(
+        {
+            "id": f"chatcmpl-fake{state.completion_counter:08d}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+    )
+
+
+async def handle_models(request: web.Request) -> web.Response:
+    state = request.app[STATE_KEY]
+    auth_error = _check_auth(state, request)
+    if auth_error is not None:
+        return auth_error
+    return _json(
+        {
+            "object": "list",
+            "data": [{"id": name, "object": "model", "created": 0, "owned_by": "hbtui-fake"} for name in state.models],
+        }
+    )
+
+
+async def handle_get_control(request: web.Request) -> web.Response:
+    return _json(request.app[STATE_KEY].config)
+
+
+async def handle_post_control(request: web.Request) -> web.Response:
+    state = request.app[STATE_KEY]
+    try:
+        update = json.loads(await request.read() or b"{}")
+        state.apply_config(update)
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+        return _json({"error": str(exc)}, status=400)
+    return _json(state.config)
+
+
+async def handle_stats(request: web.Request) -> web.Response:
+    state = request.app[STATE_KEY]
+    data = state.stats.as_dict()
+    data["script_remaining"] = len(state.script_queue)
+    return _json(data)
+
+
+async def handle_reset_stats(request: web.Request) -> web.Response:
+    state = request.app[STATE_KEY]
+    state.stats.reset()
+    return _json(state.stats.as_dict())
+
+
+async def handle_health(request: web.Request) -> web.Response:
+    return _json({"status": "ok"})
+
+
+def build_app(api_key: str | None = None, models: list[str] | None = None,
+              config: dict[str, Any] | None = None) -> web.Application:
+    # Grader prompts embed whole conversations; allow bodies well past aiohttp's 1 MiB default.
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    state = ServerState(api_key, list(models) if models else list(DEFAULT_MODELS), config or {})
+    state.restrict_models = models is not None
+    app[STATE_KEY] = state
+    app.router.add_post("/v1/chat/completions", handle_chat_completions)
+    app.router.add_get("/v1/models", handle_models)
+    app.router.add_get("/__control", handle_get_control)
+    app.router.add_post("/__control", handle_post_control)
+    app.router.add_get("/__stats", handle_stats)
+    app.router.add_post("/__reset_stats", handle_reset_stats)
+    app.router.add_get("/health", handle_health)
+    return app
+
+
+# --------------------------------------------------------------------------
+# Process entry point
+# --------------------------------------------------------------------------
+
+
+async def _exit_when_orphaned(parent_pid: int) -> None:
+    """Exit if the process that started us dies, so killed test runs leak no servers."""
+    while True:
+        await asyncio.sleep(0.5)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
+async def serve(port: int, api_key: str | None, models: list[str] | None, config: dict[str, Any],
+                exit_with_parent: bool) -> None:
+    app = build_app(api_key, models, config)
+    # access_log=None: per-request logging would cost more than the handler itself.
+    # handler_cancellation: a client that gives up (timeout, kill) frees its handler,
+    # so hangs don't pile up and in_flight reflects what clients are really waiting on.
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True,
+                           shutdown_timeout=0.5)
+    await runner.setup()
+    # backlog: the default 128 would make a 256-connection burst wait on SYN retries.
+    site = web.TCPSite(runner, "127.0.0.1", port, backlog=2048)
+    await site.start()
+    bound_port = runner.addresses[0][1]
+    sys.stdout.write(f"LISTENING http://127.0.0.1:{bound_port}\n")
+    sys.stdout.flush()
+    watchdog = asyncio.create_task(_exit_when_orphaned(os.getppid())) if exit_with_parent else None
+    try:
+        await asyncio.Event().wait()  # serve until killed
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+        await runner.cleanup()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="OpenAI-compatible fake server for hbtui tests")
+    parser.add_argument("--port", type=int, default=0, help="port to bind on 127.0.0.1 (0: pick a free one)")
+    parser.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY'")
+    parser.add_argument("--models", default=None, help="comma-separated model ids; others get 404")
+    parser.add_argument("--config", default=None, help="JSON object of config keys (see DEFAULT_CONFIG)")
+    parser.add_argument("--exit-with-parent", action="store_true", help="exit when the parent process dies")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    models = [name.strip() for name in args.models.split(",") if name.strip()] if args.models else None
+    try:
+        config = validate_config_update(json.loads(args.config)) if args.config else {}
+    except ValueError as exc:
+        sys.exit(f"fake_server: bad --config: {exc}")
+    try:
+        asyncio.run(serve(args.port, args.api_key, models, config, args.exit_with_parent))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
