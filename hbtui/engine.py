@@ -293,7 +293,7 @@ class Engine:
             )
         except ChatError as exc:
             self._check_fatal(exc)
-            if self._fatal is exc:
+            if exc.fatal:
                 return None  # not this conversation's fault: leave it pending for a resume
             message = exc.message if exc.kind != CONTEXT_LENGTH else f"context too long: {exc.message}"
             self._writes.put_nowait(("reply", (
@@ -347,7 +347,7 @@ class Engine:
             )
         except ChatError as exc:
             self._check_fatal(exc)
-            if self._fatal is exc:
+            if exc.fatal:
                 return
             statuses[idx] = ERROR
             self._writes.put_nowait(("verdict", (

@@ -1,0 +1,312 @@
+"""A run's conversations, paged from SQLite and rendered one visible line at a time.
+
+A run can hold thousands of conversations; DataTable builds every row up front and rebuilds
+its offsets on each change. This widget only knows the row count, keeps a few pages of
+summaries around the visible region, and renders the lines on screen (Textual's Line API).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from textual import work
+from textual.binding import Binding
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from hbtui.store import ConversationFilter, ConversationSummary
+from hbtui.text import one_line
+
+PAGE_SIZE = 200
+CACHED_PAGES = 8
+LOW, HIGH = 0.4, 0.7  # score colour thresholds
+
+
+def score_class(summary: ConversationSummary) -> str:
+    """The component class that colours a row's score cell."""
+    if summary.score is None:
+        return "--error" if summary.n_errors or summary.status == "failed" else "--dim"
+    if summary.score < LOW:
+        return "--low"
+    if summary.score < HIGH:
+        return "--mid"
+    return "--high"
+
+
+def score_text(summary: ConversationSummary) -> str:
+    if summary.score is not None:
+        return f"{summary.score:5.2f}"
+    if summary.status == "failed":
+        return "  err"
+    if summary.n_errors:
+        return "  err"
+    return "    …"
+
+
+@dataclass(slots=True)
+class Query:
+    """What the list shows: the run, its filter and its order."""
+
+    run_id: int
+    filter: ConversationFilter
+    sort: str = "position"
+
+
+class ConversationList(ScrollView, can_focus=True):
+    """Conversations of one run: cursor with j/k, g/G, page keys; enter opens one."""
+
+    BINDINGS = [
+        Binding("j,down", "cursor_down", "Down", show=False),
+        Binding("k,up", "cursor_up", "Up", show=False),
+        Binding("g,home", "cursor_top", "Top", show=False),
+        Binding("G,end", "cursor_bottom", "Bottom", show=False),
+        Binding("pagedown,space", "page_down_rows", "Page down", show=False),
+        Binding("pageup", "page_up_rows", "Page up", show=False),
+        Binding("enter", "open", "Open", id="conversation_list.open"),
+    ]
+
+    COMPONENT_CLASSES = {
+        "conversation-list--cursor",
+        "conversation-list--header",
+        "conversation-list--low",
+        "conversation-list--mid",
+        "conversation-list--high",
+        "conversation-list--dim",
+        "conversation-list--error",
+        "conversation-list--penalty",
+        "conversation-list--loading",
+    }
+
+    DEFAULT_CSS = """
+    ConversationList {
+        height: 1fr;
+        scrollbar-size-vertical: 1;
+        & > .conversation-list--cursor { background: $surface-lighten-2; }
+        &:focus > .conversation-list--cursor { background: $accent 40%; }
+        & > .conversation-list--low { color: $error; text-style: bold; }
+        & > .conversation-list--mid { color: $warning; }
+        & > .conversation-list--high { color: $success; text-style: bold; }
+        & > .conversation-list--dim { color: $text-muted; }
+        & > .conversation-list--error { color: $error; text-style: reverse; }
+        & > .conversation-list--penalty { color: $error; }
+        & > .conversation-list--loading { color: $text-disabled; }
+    }
+    """
+
+    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+
+    class Opened(Message):
+        """Enter on a row: the conversation at ``index`` in list order."""
+
+        def __init__(self, conversation_list: "ConversationList", index: int, conversation_id: int) -> None:
+            super().__init__()
+            self.conversation_list = conversation_list
+            self.index = index
+            self.conversation_id = conversation_id
+
+        @property
+        def control(self) -> "ConversationList":
+            return self.conversation_list
+
+    class Counted(Message):
+        """The query changed and the rows were counted."""
+
+        def __init__(self, conversation_list: "ConversationList", total: int) -> None:
+            super().__init__()
+            self.conversation_list = conversation_list
+            self.total = total
+
+        @property
+        def control(self) -> "ConversationList":
+            return self.conversation_list
+
+    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.query_state: Query | None = None
+        self.total = 0
+        self._pages: OrderedDict[int, list[ConversationSummary]] = OrderedDict()
+        self._loading: set[int] = set()
+        self._generation = 0  # bumps on every new query so that late pages of an old one are dropped
+        self.loaded = False  # first page of the current query is in
+
+    # ---- data ----------------------------------------------------------------------------
+    async def load(self, query: Query, keep_cursor: bool = False) -> int:
+        """Show ``query``: count its rows, fetch the page under the cursor, repaint."""
+        store = self.app.store
+        self._generation += 1
+        generation = self._generation
+        total = await store.count_conversations(query.run_id, query.filter)
+        if generation != self._generation:
+            return total
+        self.query_state = query
+        self.total = total
+        self._pages.clear()
+        self._loading.clear()
+        cursor = min(self.cursor, max(total - 1, 0)) if keep_cursor else 0
+        page = cursor // PAGE_SIZE
+        if total:
+            rows = await store.conversation_page(
+                query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
+            )
+            if generation != self._generation:
+                return total
+            self._store_page(page, rows)
+        self.loaded = True
+        self.virtual_size = Size(self._line_width(), total)
+        self.cursor = cursor
+        if not keep_cursor:
+            self.scroll_to(y=0, animate=False, immediate=True)
+        self.refresh()
+        self.post_message(self.Counted(self, total))
+        return total
+
+    def row(self, index: int) -> ConversationSummary | None:
+        """The summary at ``index`` if its page is cached (asks for the page otherwise)."""
+        if not 0 <= index < self.total:
+            return None
+        page = index // PAGE_SIZE
+        rows = self._pages.get(page)
+        if rows is None:
+            self._request(page)
+            return None
+        self._pages.move_to_end(page)
+        offset = index - page * PAGE_SIZE
+        return rows[offset] if offset < len(rows) else None
+
+    def _store_page(self, page: int, rows: list[ConversationSummary]) -> None:
+        self._pages[page] = rows
+        self._pages.move_to_end(page)
+        while len(self._pages) > CACHED_PAGES:
+            self._pages.popitem(last=False)
+
+    def _request(self, page: int) -> None:
+        if page in self._loading or self.query_state is None:
+            return
+        self._loading.add(page)
+        self._fetch(page, self._generation)
+
+    @work(group="conversation-pages")
+    async def _fetch(self, page: int, generation: int) -> None:
+        query = self.query_state
+        try:
+            rows = await self.app.store.conversation_page(
+                query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
+            )
+        finally:
+            self._loading.discard(page)
+        if generation == self._generation:
+            self._store_page(page, rows)
+            self.refresh()
+
+    # ---- rendering -----------------------------------------------------------------------
+    def _line_width(self) -> int:
+        return max(self.scrollable_content_region.width, 40)
+
+    def on_resize(self) -> None:
+        self.virtual_size = Size(self._line_width(), self.total)
+        self._scroll_cursor_into_view()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        if index >= self.total:
+            if self.total == 0 and y == 0 and self.loaded:
+                style = self.get_component_rich_style("conversation-list--dim")
+                return Strip([Segment(" No conversations match.", style)]).extend_cell_length(width).crop(0, width)
+            return Strip.blank(width, self.rich_style)
+        summary = self.row(index)
+        # Prefetch the neighbouring page so that scrolling on does not show placeholders.
+        next_page = (index + self.size.height) // PAGE_SIZE
+        if y == 0 and next_page not in self._pages and next_page * PAGE_SIZE < self.total:
+            self._request(next_page)
+        base = self.rich_style
+        if index == self.cursor:
+            base = base + self.get_component_rich_style("conversation-list--cursor", partial=True)
+        if summary is None:
+            loading = self.get_component_rich_style("conversation-list--loading", partial=True)
+            strip = Strip([Segment(f"{index + 1:>5}  …", base + loading)])
+        else:
+            strip = Strip(self._segments(summary, base, width))
+        return strip.extend_cell_length(width, base).crop(0, width).simplify()
+
+    def _segments(self, s: ConversationSummary, base: Style, width: int) -> list[Segment]:
+        part = lambda name: base + self.get_component_rich_style(f"conversation-list{name}", partial=True)  # noqa: E731
+        dim = part("--dim")
+        theme = (s.theme or "-")[:12]
+        met = f"{s.n_met if s.n_met is not None else '-'}/{s.n_criteria}"
+        segments = [
+            Segment(f"{s.position + 1:>5} ", dim),
+            Segment(f"{one_line(s.prompt_id, 8):<8} ", dim),
+            Segment(f"{theme:<12} ", base),
+            Segment(score_text(s), part(score_class(s))),
+            Segment(f" {met:>5} ", base),
+            Segment(f"{('-' + str(s.penalties)) if s.penalties else '':>3}", part("--penalty")),
+            Segment(" ! " if (s.n_errors or s.status == "failed") else "   ", part("--error") if (s.n_errors or s.status == "failed") else base),
+        ]
+        used = sum(cell_len(seg.text) for seg in segments)
+        room = max(width - used, 0)
+        if room:
+            segments.append(Segment(one_line(s.preview, max(room, 2))[:room], base))
+        return segments
+
+    # ---- cursor --------------------------------------------------------------------------
+    def watch_cursor(self, old: int, new: int) -> None:
+        clamped = max(0, min(new, self.total - 1)) if self.total else 0
+        if clamped != new:
+            self.cursor = clamped
+            return
+        self.refresh_line(old - self.scroll_offset.y)
+        self.refresh_line(new - self.scroll_offset.y)
+        self._scroll_cursor_into_view()
+
+    def refresh_line(self, y: int) -> None:
+        if 0 <= y < self.size.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    def _scroll_cursor_into_view(self) -> None:
+        height = self.scrollable_content_region.height
+        if height <= 0:
+            return
+        top = self.scroll_offset.y
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + height:
+            self.scroll_to(y=self.cursor - height + 1, animate=False, immediate=True)
+
+    def action_cursor_down(self) -> None:
+        self.cursor += 1
+
+    def action_cursor_up(self) -> None:
+        self.cursor -= 1
+
+    def action_cursor_top(self) -> None:
+        self.cursor = 0
+
+    def action_cursor_bottom(self) -> None:
+        self.cursor = max(self.total - 1, 0)
+
+    def action_page_down_rows(self) -> None:
+        self.cursor += max(self.scrollable_content_region.height - 1, 1)
+
+    def action_page_up_rows(self) -> None:
+        self.cursor -= max(self.scrollable_content_region.height - 1, 1)
+
+    def action_open(self) -> None:
+        summary = self.row(self.cursor)
+        if summary is not None:
+            self.post_message(self.Opened(self, self.cursor, summary.id))
+
+    def on_click(self, event) -> None:
+        index = self.scroll_offset.y + event.y
+        if 0 <= index < self.total:
+            if index == self.cursor and event.chain >= 2:
+                self.action_open()
+            self.cursor = index

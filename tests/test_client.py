@@ -1,0 +1,190 @@
+"""The chat client against the test server over a real socket: retries, backoff, quirks, errors."""
+
+import asyncio
+import time
+
+import pytest
+
+from hbtui.client import (
+    AUTH,
+    CONNECTION,
+    CONTEXT_LENGTH,
+    NOT_FOUND,
+    RATE_LIMITED,
+    SERVER_ERROR,
+    TIMEOUT,
+    ChatClient,
+    ChatError,
+    Endpoint,
+    split_reasoning,
+)
+from hbtui.grading import VERDICT_FORMAT, parse_verdict
+from hbtui.limiter import AdaptiveLimiter
+from tests.support.server_process import FakeServer
+
+MESSAGES = [{"role": "user", "content": "hello"}]
+GRADER_MESSAGES = [{"role": "user", "content": "Judge this. Answer with criteria_met. [[MET]]"}]
+
+
+def call(server, messages=MESSAGES, *, notes=None, calls=None, timeout=5.0, max_attempts=4, **kwargs):
+    async def go():
+        client = ChatClient(
+            Endpoint(server.base_url, getattr(server, "api_key", None)),
+            limiter=AdaptiveLimiter(4),
+            timeout=timeout,
+            max_attempts=max_attempts,
+            backoff_base=0.01,
+            on_note=(notes.append if notes is not None else None),
+            on_call=(calls.append if calls is not None else None),
+        )
+        try:
+            return await client.complete("test-model", messages, **kwargs)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def test_plain_call_records_usage_and_latency(server):
+    result = call(server, temperature=0.3, max_tokens=100)
+    assert result.content.startswith("Reply ")
+    assert result.prompt_tokens > 0 and result.completion_tokens > 0
+    assert result.latency_ms > 0 and result.attempts == 1
+    assert server.stats()["params_seen"]["temperature"] == 1
+
+
+@pytest.mark.parametrize("fault, kind", [
+    ("rate_limit", RATE_LIMITED), ("server_error", SERVER_ERROR), ("drop", CONNECTION),
+])
+def test_transient_faults_are_retried(server, fault, kind):
+    server.control(script=[fault, fault])
+    calls = []
+    result = call(server, calls=calls)
+    assert result.attempts == 3
+    assert [c.kind for c in calls] == [kind, kind, None]
+
+
+def test_retry_after_is_honoured(server):
+    server.control(script=["rate_limit"], retry_after=0.4)
+    started = time.monotonic()
+    call(server)
+    assert time.monotonic() - started >= 0.4
+
+
+def test_hang_past_timeout_is_a_timeout_then_retried(server):
+    server.control(script=["hang"], hang_seconds=5)
+    calls = []
+    result = call(server, calls=calls, timeout=0.5)
+    assert [c.kind for c in calls] == [TIMEOUT, None] and result.attempts == 2
+
+
+def test_attempts_are_bounded(server):
+    server.control(script=["server_error"] * 10)
+    with pytest.raises(ChatError) as error:
+        call(server, max_attempts=3)
+    assert error.value.kind == SERVER_ERROR and error.value.attempts == 3
+    assert server.stats()["requests"] == 3
+
+
+def test_json_schema_refusal_is_remembered(server):
+    server.control(reject_json_schema=True)
+    notes = []
+
+    async def go():
+        client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(2), backoff_base=0.01,
+                            on_note=notes.append)
+        try:
+            first = await client.complete("grader-model", GRADER_MESSAGES, response_format=VERDICT_FORMAT)
+            second = await client.complete("grader-model", GRADER_MESSAGES, response_format=VERDICT_FORMAT)
+            return first, second
+        finally:
+            await client.aclose()
+
+    first, second = asyncio.run(go())
+    assert parse_verdict(first.content).criteria_met is True
+    assert not first.json_schema_used and not second.json_schema_used
+    stats = server.stats()
+    assert stats["by_status"] == {"400": 1, "200": 2}  # asked with json_schema once only
+    assert len(notes) == 1 and "json_schema" in notes[0]
+
+
+@pytest.mark.parametrize("param, sent_after", [
+    ("temperature", None), ("reasoning_effort", None), ("max_tokens", "max_completion_tokens"),
+])
+def test_refused_parameters_are_dropped_or_renamed(server, param, sent_after):
+    server.control(reject_params=[param])
+    notes = []
+    result = call(server, notes=notes, temperature=0.3, max_tokens=50, reasoning_effort="low")
+    assert result.content.startswith("Reply ")
+    seen = server.stats()["params_seen"]
+    assert seen.get(param) == 1  # only the first, refused request carried it
+    if sent_after:
+        assert seen[sent_after] == 1
+    assert len(notes) == 1 and param in notes[0]
+
+
+def test_context_too_long_is_not_retried(server):
+    server.control(context_chars=3)
+    with pytest.raises(ChatError) as error:
+        call(server)
+    assert error.value.kind == CONTEXT_LENGTH and "maximum context length" in error.value.message
+    assert server.stats()["requests"] == 1
+
+
+def test_auth_failure_and_unknown_model_are_fatal():
+    with FakeServer(api_key="sk-right", models=["test-model"]) as server:
+        server.api_key = "sk-wrong"
+        with pytest.raises(ChatError) as error:
+            call(server)
+        assert error.value.kind == AUTH and error.value.fatal
+        server.api_key = "sk-right"
+
+        async def unknown():
+            client = ChatClient(Endpoint(server.base_url, "sk-right"), limiter=AdaptiveLimiter(1), backoff_base=0.01)
+            try:
+                await client.complete("no-such-model", MESSAGES)
+            finally:
+                await client.aclose()
+
+        with pytest.raises(ChatError) as error:
+            asyncio.run(unknown())
+        assert error.value.kind == NOT_FOUND and error.value.fatal
+        assert server.stats()["requests"] == 2  # no retries of either
+
+
+@pytest.mark.parametrize("grader_format", ["fenced", "prose_then_json", "think"])
+def test_grader_formats_parse_to_the_server_verdict(server, grader_format):
+    server.control(grader_format=grader_format)
+    result = call(server, GRADER_MESSAGES, response_format=VERDICT_FORMAT)
+    assert parse_verdict(result.content).criteria_met is True
+
+
+def test_reasoning_field_is_kept_apart(server):
+    server.control(reasoning_field=True)
+    result = call(server)
+    assert result.reasoning and result.content.startswith("Reply ")
+
+
+def test_split_reasoning_handles_think_blocks():
+    assert split_reasoning({"content": "<think>hmm {x}</think>\nAnswer"}) == ("Answer", "hmm {x}")
+    assert split_reasoning({"content": "<think>still thinking"}) == ("", "still thinking")
+    assert split_reasoning({"content": None, "reasoning_content": "r"}) == ("", "r")
+
+
+def test_limiter_shrinks_on_persistent_429_and_grows_back(server):
+    server.control(persistent_429_until=6, retry_after=0.01)
+
+    async def go():
+        limiter = AdaptiveLimiter(8, cooldown=0.0, grow_after=2)
+        client = ChatClient(Endpoint(server.base_url), limiter=limiter, backoff_base=0.01, max_attempts=10)
+        try:
+            await asyncio.gather(*(client.complete("test-model", MESSAGES) for _ in range(4)))
+            shrunk = limiter.limit
+            await asyncio.gather(*(client.complete("test-model", MESSAGES) for _ in range(40)))
+            return shrunk, limiter.limit
+        finally:
+            await client.aclose()
+
+    shrunk, recovered = asyncio.run(go())
+    assert shrunk < 8
+    assert recovered > shrunk

@@ -1,0 +1,187 @@
+"""The engine end to end against the test server: faults, fatal errors, cancel and resume, regrade."""
+
+import asyncio
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from hbtui.dataset import load_jsonl
+from hbtui.engine import Engine, plan_run
+from hbtui.grading import default_template, grader_prompt
+from hbtui.store import RunBusy, Store
+from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
+from tests.support.fake_server import expected_verdict
+
+
+def stored_verdicts(db):
+    with sqlite3.connect(db) as conn:
+        return conn.execute(
+            "SELECT r.body, c.reply, v.criterion, v.points, v.status, v.error_kind FROM verdicts v"
+            " JOIN conversations c ON c.id = v.conversation_id JOIN records r ON r.id = c.record_id"
+        ).fetchall()
+
+
+def assert_verdicts_are_the_servers(db):
+    """Every met / not met verdict is the one the server gave; no fault turned into 'not met'."""
+    template = default_template()
+    checked = 0
+    for body, reply, criterion, points, status, _ in stored_verdicts(db):
+        if status in ("met", "not_met"):
+            prompt = grader_prompt(template, json.loads(body)["prompt"], reply, points, criterion)
+            assert (status == "met") == expected_verdict(prompt), criterion
+            checked += 1
+    return checked
+
+
+@needs_shared
+def test_fault_storm_finishes_and_no_fault_becomes_not_met(server, tmp_path):
+    server.control(
+        faults={"rate_limit": 0.10, "server_error": 0.05, "drop": 0.02, "hang": 0.01, "bad_json": 0.05},
+        reject_json_schema=True, hang_seconds=3, retry_after=0.01, seed=3,
+    )
+    db = tmp_path / "storm.sqlite"
+    settings = settings_for(server, db, timeout=1.0, max_attempts=3, grader_parse_attempts=2, concurrency=16)
+    run_id, status = asyncio.run(run_engine(settings, MAIN_SUBSET, limit=12, seed=1))
+    assert status == "finished"
+    stats = server.stats()
+    assert stats["faults"]["rate_limit"] > 0 and stats["faults"]["bad_json"] > 0
+    checked = assert_verdicts_are_the_servers(db)
+    assert checked > 100
+    rows = stored_verdicts(db)
+    assert not [r for r in rows if r[4] == "pending"]
+    errors = [r for r in rows if r[4] == "error"]
+    # a failure is an error with its kind, never "not met"
+    assert all(kind for *_, kind in errors)
+
+    # regrade-errors on a healthy server grades what failed, and nothing else is asked again
+    server.control(faults={}, reject_json_schema=False)
+    server.reset_stats()
+
+    async def regrade():
+        async with await Store.open(db) as store:
+            reset, _ = await store.reset_errors(run_id)
+            run = await store.get_run(run_id)
+            status = await Engine(store, run, settings, backoff_base=0.01).execute()
+            return reset, status
+
+    reset, status = asyncio.run(regrade())
+    assert status == "finished" and reset == len(errors)
+    assert server.stats()["grader"] == len(errors)
+    assert not [r for r in stored_verdicts(db) if r[4] != "met" and r[4] != "not_met"]
+    assert_verdicts_are_the_servers(db)
+
+
+def test_bad_key_stops_the_run_at_once(tmp_path, small_dataset):
+    from tests.support.server_process import FakeServer
+
+    with FakeServer(api_key="sk-right") as server:
+        settings = settings_for(server, tmp_path / "db.sqlite", api_key="sk-wrong", concurrency=2)
+        run_id, status = asyncio.run(run_engine(settings, small_dataset))
+        assert status == "failed"
+        assert server.stats()["requests"] <= 2  # one per worker in flight, no retries
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        error, = conn.execute("SELECT error FROM runs").fetchone()
+        pending = conn.execute("SELECT count(*) FROM conversations WHERE status = 'pending'").fetchone()[0]
+    assert "auth" in error and "Incorrect API key" in error
+    assert pending == 3  # nothing recorded as failed: resumable with the right key
+    assert "sk-right" not in error and "sk-wrong" not in error
+
+
+def test_refused_generation_is_excluded_not_graded(server, tmp_path, small_dataset):
+    records = [json.loads(line) for line in small_dataset.read_text().splitlines()]
+    records[2]["prompt"][0]["content"] = "Please read my lab report. " * 150  # ~4,000 characters
+    small_dataset.write_text("".join(json.dumps(r) + "\n" for r in records))
+    server.control(context_chars=3500)  # the grader prompts of p1 and p2 fit, p3's question does not
+    db = tmp_path / "db.sqlite"
+    run_id, status = asyncio.run(run_engine(settings_for(server, db), small_dataset))
+    assert status == "finished"
+    with sqlite3.connect(db) as conn:
+        failed = conn.execute("SELECT prompt_id, error_kind, error FROM conversations WHERE status='failed'").fetchall()
+        report = json.loads(conn.execute("SELECT report_json FROM runs").fetchone()[0])
+    assert [(p, k) for p, k, _ in failed] == [("p3", "context_length")]
+    assert "maximum context length" in failed[0][2]
+    assert server.stats()["grader"] == 6  # p3's two criteria were never graded
+    assert report["conversations"]["excluded"] == 1 and report["metrics"]["overall_score"]["n"] == 2
+
+
+@needs_shared
+def test_cancel_then_resume_does_only_missing_work(server, tmp_path):
+    server.control(latency_ms=20)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=8)
+    dataset = load_jsonl(MAIN_SUBSET)
+
+    async def cancel_midway():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, dataset, limit=10, seed=4, name="interrupted")
+            engine = Engine(store, await store.get_run(run_id), settings, backoff_base=0.01)
+            task = asyncio.create_task(engine.execute())
+            while server.stats()["grader"] < 40:
+                await asyncio.sleep(0.02)
+            task.cancel()
+            return run_id, await task
+
+    run_id, status = asyncio.run(cancel_midway())
+    assert status == "interrupted"
+    first = server.stats()["requests"]
+    with sqlite3.connect(db) as conn:
+        done = conn.execute("SELECT count(*) FROM verdicts WHERE status != 'pending'").fetchone()[0]
+        replies = conn.execute("SELECT count(*) FROM conversations WHERE status = 'generated'").fetchone()[0]
+    assert 0 < done < 130
+
+    async def resume():
+        async with await Store.open(db) as store:
+            return await Engine(store, await store.get_run(run_id), settings, backoff_base=0.01).execute()
+
+    assert asyncio.run(resume()) == "finished"
+    total = server.stats()["requests"]
+    with sqlite3.connect(db) as conn:
+        criteria = conn.execute("SELECT count(*) FROM verdicts").fetchone()[0]
+        conversations = conn.execute("SELECT count(*) FROM conversations").fetchone()[0]
+    # Resume asked exactly what was not stored; the cancelled calls in flight are the only repeats.
+    assert total - first == (criteria - done) + (conversations - replies)
+    assert total <= criteria + conversations + 8 * 2
+
+    # The same seed uninterrupted gives the same verdicts and score.
+    other = tmp_path / "other.sqlite"
+    asyncio.run(run_engine(settings_for(server, other), MAIN_SUBSET, limit=10, seed=4))
+    with sqlite3.connect(db) as a, sqlite3.connect(other) as b:
+        query = "SELECT c.prompt_id, v.idx, v.status FROM verdicts v JOIN conversations c ON c.id = v.conversation_id ORDER BY 1, 2"
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()
+        assert a.execute("SELECT score FROM runs").fetchone() == b.execute("SELECT score FROM runs").fetchone()
+
+
+def test_second_process_cannot_drive_a_live_run(server, tmp_path, small_dataset):
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="claimed")
+            await store.claim_run(run_id, "otherhost:4242")
+            engine = Engine(store, await store.get_run(run_id), settings)
+            with pytest.raises(RunBusy, match="otherhost:4242"):
+                await engine.execute()
+
+    asyncio.run(go())
+
+
+def test_engine_and_store_never_import_textual():
+    code = "import sys, hbtui.engine, hbtui.store, hbtui.cli, hbtui.export; print('textual' in sys.modules, 'rich' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+@needs_shared
+@pytest.mark.slow
+def test_full_run_of_all_738_real_records(server, tmp_path):
+    db = tmp_path / "full.sqlite"
+    run_id, status = asyncio.run(run_engine(settings_for(server, db, concurrency=64), MAIN_SUBSET))
+    assert status == "finished"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM verdicts WHERE status IN ('met','not_met')").fetchone()[0] == 8807
+        assert conn.execute("SELECT count(*) FROM conversations WHERE score IS NOT NULL").fetchone()[0] == 738
+    assert assert_verdicts_are_the_servers(db) == 8807
