@@ -94,11 +94,18 @@ class ChatError(Exception):
 
 @dataclass
 class ModelQuirks:
-    """What an endpoint and model turned out not to accept."""
+    """What an endpoint and model turned out not to accept.
+
+    Until one request of a shape (with or without response_format) has succeeded, requests of
+    that shape go one at a time: otherwise every request in flight would be refused for the
+    same reason before the first refusal taught us anything.
+    """
 
     json_schema: bool = True
     dropped: set[str] = field(default_factory=set)
     max_tokens_key: str = "max_tokens"
+    settled: set[bool] = field(default_factory=set)
+    first_call: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 @dataclass(slots=True)
@@ -244,6 +251,28 @@ class ChatClient:
         priority: int = GENERATION,
     ) -> ChatResult:
         quirks = self.quirks.setdefault(model, ModelQuirks())
+        shape = response_format is not None
+        args = (model, messages, quirks, temperature, max_tokens, reasoning_effort, response_format, priority)
+        if shape in quirks.settled:
+            return await self._complete(*args)
+        async with quirks.first_call:
+            if shape in quirks.settled:
+                return await self._complete(*args)
+            result = await self._complete(*args)
+            quirks.settled.add(shape)
+            return result
+
+    async def _complete(
+        self,
+        model: str,
+        messages: list[dict],
+        quirks: ModelQuirks,
+        temperature: float | None,
+        max_tokens: int | None,
+        reasoning_effort: str | None,
+        response_format: dict | None,
+        priority: int,
+    ) -> ChatResult:
         attempts = 0
         adjustments = 0
         while True:

@@ -1,0 +1,108 @@
+"""The headless commands as a user types them: a real process, the test server, a real database."""
+
+import csv
+import json
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SECRET = "sk-MARKER-7f3a9c1e5b2d4680aa11"
+
+
+def hbtui(*args, cwd, env_extra=None, check=False, timeout=120):
+    env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER")}
+    env.update(env_extra or {})
+    result = subprocess.run([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture
+def workdir(tmp_path, server):
+    (tmp_path / ".env").write_text(
+        f"BASE_URL={server.base_url}\nAPI_KEY={SECRET}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
+        "CONCURRENCY=4\n"
+    )
+    return tmp_path
+
+
+def test_run_show_export_runs(workdir, small_dataset):
+    result = hbtui("run", "--data", str(small_dataset), "--name", "cli-run", cwd=workdir, check=True)
+    assert "run 1 cli-run" in result.stdout
+    assert "score 0.6250" in result.stdout  # (0.5 + 1.0 + 0.375) / 3
+    db = workdir / "runs" / "hbtui.sqlite"
+    assert db.exists() and not stat.S_IMODE(db.stat().st_mode) & 0o077
+
+    shown = json.loads(hbtui("show", "latest", "--json", cwd=workdir, check=True).stdout)
+    assert shown["overall_score"] == pytest.approx(0.625)
+    overall = shown["metrics"]["overall_score"]
+    assert set(overall) == {"value", "n", "bootstrap_std", "ci95"} and overall["n"] == 3
+    assert shown["metrics"]["theme:hedging"]["value"] == 0.5
+    assert "axis:accuracy" in shown["metrics"]
+
+    text = hbtui("show", "cli-run", cwd=workdir, check=True).stdout
+    assert "theme" in text and "axis" in text and "conversation scores" in text
+
+    out = workdir / "out.jsonl"
+    hbtui("export", "1", "--format", "jsonl", "--out", str(out), cwd=workdir, check=True)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["prompt_id"] for line in lines] == ["p1", "p2", "p3"]
+    assert lines[0]["score"] == 0.5
+    assert set(lines[0]) >= {"prompt_id", "example_tags", "prompt", "completion", "score", "rubrics"}
+    assert [r["criteria_met"] for r in lines[0]["rubrics"]] == [True, False, True, True]
+    assert all(r["explanation"] for r in lines[0]["rubrics"])
+
+    out_csv = workdir / "out.csv"
+    hbtui("export", "latest", "--format", "csv", "--out", str(out_csv), cwd=workdir, check=True)
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 8 and rows[0]["criteria_met"] == "true"
+
+    listing = hbtui("runs", cwd=workdir, check=True).stdout
+    assert "cli-run" in listing and "finished" in listing
+
+    folders = [p for p in (workdir / "runs").iterdir() if p.is_dir()]
+    assert len(folders) == 1 and folders[0].name.endswith("-cli-run")
+    assert (folders[0] / "results.jsonl").read_text() == out.read_text()
+    description = (folders[0] / "description.md").read_text()
+    assert "test-model" in description and "0.6250" in description and "seed 0" in description
+
+    # The key never lands in anything the app wrote.
+    for path in workdir.rglob("*"):
+        if path.is_file() and path.name != ".env":
+            assert SECRET.encode() not in path.read_bytes(), path
+            assert SECRET[-12:].encode() not in path.read_bytes(), path
+
+
+def test_bad_inputs_are_one_line_errors(workdir, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt_id": "x", "prompt": []}\n')
+    result = hbtui("run", "--data", str(bad), cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and f"{bad}:1:" in result.stderr and "Traceback" not in result.stderr
+
+    result = hbtui("run", "--data", str(bad), "--concurrency", "-3", cwd=workdir)
+    assert result.returncode == 2 and "CONCURRENCY (command line)" in result.stderr
+
+    result = hbtui("show", "nope", cwd=workdir)
+    assert "no such database" in result.stderr or "no run" in result.stderr
+
+    notdb = tmp_path / "not.sqlite"
+    notdb.write_text("hello, I am not a database" * 100)
+    result = hbtui("runs", "--db", str(notdb), cwd=workdir)
+    assert result.returncode == 2 and "not an hbtui database" in result.stderr and "Traceback" not in result.stderr
+    assert notdb.read_text().startswith("hello")
+
+
+def test_resume_of_unknown_run_names_it(workdir, small_dataset):
+    hbtui("run", "--data", str(small_dataset), "--name", "one", cwd=workdir, check=True)
+    result = hbtui("resume", "two", cwd=workdir)
+    assert result.returncode == 2 and "no run 'two'" in result.stderr
+    result = hbtui("resume", "one", cwd=workdir, check=True)  # nothing missing: finishes at once
+    assert "score 0.6250" in result.stdout
