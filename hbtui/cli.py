@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,6 +27,7 @@ from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
 from hbtui.store import RunBusy, RunRow, Store, StoreError
+from hbtui.text import one_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -156,7 +158,7 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
             print(f"{errors} criteria failed to grade; retry them with: hbtui regrade-errors {final.id}")
         return EXIT_OK
     if status == "failed":
-        print(f"run {final.id} {final.name} failed: {final.error}", file=sys.stderr)
+        print(f"run {final.id} {final.name} failed: {one_line(engine.error or final.error or '', 400)}", file=sys.stderr)
         print(f"fix the cause, then: hbtui resume {final.id}", file=sys.stderr)
         return EXIT_FAILED
     print(f"run {final.id} {final.name} {status}; continue with: hbtui resume {final.id}", file=sys.stderr)
@@ -238,6 +240,13 @@ def run_app(args: argparse.Namespace, settings: Settings) -> int:
     return app.return_code or EXIT_OK
 
 
+def settings_db(args: argparse.Namespace) -> str:
+    try:
+        return settings_from(args).db_path
+    except SettingsError:
+        return "runs/hbtui.sqlite"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -264,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except ChatError as exc:
         print(f"hbtui: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except sqlite3.Error as exc:
+        print(f"hbtui: error: database {getattr(args, 'db', None) or settings_db(args)}: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

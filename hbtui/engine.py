@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import socket
+import sqlite3
 import time
 from pathlib import Path
 from dataclasses import dataclass, field, replace
@@ -152,6 +153,7 @@ class Engine:
         self._limiters: dict[str, AdaptiveLimiter] = {}
         self._template = load_template(settings.grader_template)
         self.cancel_status = "interrupted"
+        self.error: str | None = None
 
     # ---- control from a display --------------------------------------------------------
     def pause(self) -> None:
@@ -224,9 +226,13 @@ class Engine:
                              progress.conversations_generated + progress.conversations_failed, progress.criteria_done))
         writer = asyncio.create_task(self._writer(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
+        drive = asyncio.create_task(self._drive(work, test, grader), name="hbtui-drive")
+        # A database that stops taking writes (disk full, read-only) stops the calls at once:
+        # answers that cannot be stored would be paid for again on resume.
+        writer.add_done_callback(lambda task: drive.cancel() if not task.cancelled() and task.exception() else None)
         status, error = "finished", None
         try:
-            await self._drive(work, test, grader)
+            await drive
             if self._fatal is not None:
                 status, error = "failed", str(self._fatal)
         except asyncio.CancelledError:
@@ -236,16 +242,26 @@ class Engine:
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
-            # Whatever completed reaches the database before the run is closed, even on Ctrl-C.
-            await self._writes.put(None)
-            await asyncio.shield(writer)
+            if not writer.done():
+                # Whatever completed reaches the database before the run is closed, even on Ctrl-C.
+                await self._writes.put(None)
+                await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
             for client in self._clients.values():
                 await client.aclose()
+            store_error = writer.exception() if not writer.cancelled() else None
             report = None
-            if status == "finished":
+            if store_error is not None:
+                status = "failed"
+                error = (f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
+                         f" resumes with `hbtui resume {run_id}` once that is fixed")
+            elif status == "finished":
                 await self.store.refresh_summaries(run_id)
                 report = await compute_report(self.store, run_id)
-            await self.store.finish_run(run_id, status, error=error, report=report)
+            self.error = error
+            try:
+                await self.store.finish_run(run_id, status, error=error, report=report)
+            except sqlite3.Error:
+                pass  # the same fault: the stale heartbeat will show the run as interrupted
             score = report["overall_score"] if report else None
             self.emit(RunFinished(run_id, status, score, error))
         return status

@@ -20,6 +20,11 @@ def _ci(metric: dict | None) -> str:
     return f"{low:.3f}-{high:.3f}"
 
 
+def _status(run: RunRow) -> str:
+    ago = run.stopped_ago()
+    return f"{run.shown_status()} {ago}" if ago else run.shown_status()
+
+
 def render_runs(runs: list[RunRow]) -> str:
     if not runs:
         return "no runs yet: start one with `hbtui run` or `hbtui`"
@@ -28,7 +33,7 @@ def render_runs(runs: list[RunRow]) -> str:
     for run in runs:
         overall = (run.report or {}).get("metrics", {}).get("overall_score")
         rows.append([
-            str(run.id), one_line(run.name, 36), run.shown_status(), one_line(run.model_test, 24),
+            str(run.id), one_line(run.name, 36), _status(run), one_line(run.model_test, 24),
             one_line(run.model_grader, 24), one_line(run.dataset_name, 16),
             time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
             _fmt(run.score), _ci(overall), str(overall["n"]) if overall else "-",
@@ -67,7 +72,7 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
     conv = report.get("conversations", {})
     crit = report.get("criteria", {})
     head = (
-        f"run {run.id} {one_line(run.name, 60)} ({run.shown_status()}): {one_line(run.model_test, 40)} graded by"
+        f"run {run.id} {one_line(run.name, 60)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
         f" {one_line(run.model_grader, 40)} on {run.dataset_name}"
     )
     if not overall:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import stat
 import time
@@ -74,9 +75,20 @@ class RunRow:
 
     def shown_status(self, now: float | None = None) -> str:
         """`running` only while its process keeps the heartbeat; a silent one was interrupted."""
-        if self.status == "running" and self.heartbeat_stale(now):
+        if self.status == "running" and (self.heartbeat_stale(now) or not owner_alive(self.owner)):
             return "interrupted"
         return self.status
+
+    def stopped_ago(self, now: float | None = None) -> str | None:
+        """How long ago an interrupted run's process went silent, e.g. "3 min ago"."""
+        moment = self.heartbeat_at if self.status == "running" else self.finished_at
+        if self.shown_status(now) != "interrupted" or moment is None:
+            return None
+        seconds = (time.time() if now is None else now) - moment
+        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+            if seconds >= size:
+                return f"{seconds / size:.0f} {unit} ago"
+        return f"{seconds:.0f} s ago"
 
     def heartbeat_stale(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now
@@ -426,7 +438,8 @@ class Store:
             if row is None:
                 raise RunNotFound(f"no run with id {run_id}")
             current, heartbeat, status = row
-            if current and current != owner and heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS:
+            live = heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS and owner_alive(current)
+            if current and current != owner and live:
                 raise RunBusy(
                     f"run {run_id} is being driven by process {current} (heartbeat {time.time() - heartbeat:.0f} s ago);"
                     " watch it with `hbtui monitor` instead"
@@ -800,6 +813,26 @@ class Store:
                 (row[0],),
             )
             yield row, verdicts
+
+
+def owner_alive(owner: str | None) -> bool:
+    """False when the owner ran on this machine and its process is gone (killed, crashed).
+
+    A heartbeat alone would make a user wait out its staleness before resuming a run whose
+    process they just killed; on another machine, the heartbeat is all we can go by.
+    """
+    if not owner or ":" not in owner:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def check_owner_only(path: Path) -> bool:

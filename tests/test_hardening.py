@@ -1,0 +1,146 @@
+"""Faults of the machine and of the files: disk full, read-only database, schema versions,
+a process that died, permissions."""
+
+import asyncio
+import json
+import sqlite3
+import stat
+import time
+
+import pytest
+
+from hbtui import schema
+from hbtui.dataset import load_jsonl
+from hbtui.engine import Engine, plan_run
+from hbtui.store import Store, StoreError
+from tests.conftest import run_engine, settings_for
+
+
+class LimitAfterStart:
+    """Applies a connection limit once the run has started (claimed and planned), mid-run."""
+
+    def __init__(self, store, pragma):
+        self.store, self.pragma = store, pragma
+
+    def on_event(self, event):
+        if type(event).__name__ == "RunStarted":
+            # aiosqlite runs statements in order on its thread: this lands before the first batch.
+            asyncio.ensure_future(self.store.db.execute(self.pragma))
+
+
+def _run_with_connection_limit(db, settings, small_dataset, pragma):
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="limited")
+            run = await store.get_run(run_id)
+            pages = (await (await store.db.execute("PRAGMA page_count")).fetchone())[0]
+            engine = Engine(store, run, settings, [LimitAfterStart(store, pragma(pages))], backoff_base=0.01)
+            status = await engine.execute()
+            return run_id, status, engine.error
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("fault, pragma, words", [
+    ("disk full", lambda pages: f"PRAGMA max_page_count = {pages}", "full"),
+    ("read-only", lambda pages: "PRAGMA query_only = 1", "readonly"),
+])
+def test_database_that_stops_taking_writes_stops_the_run_resumable(server, tmp_path, small_dataset, fault, pragma,
+                                                                   words):
+    # Sixty conversations (the small three, twenty times): enough writes to need new pages.
+    records = [json.loads(line) for line in small_dataset.read_text().splitlines()]
+    many = [dict(r, prompt_id=f"{r['prompt_id']}-{i}") for i in range(20) for r in records]
+    small_dataset.write_text("".join(json.dumps(r) + "\n" for r in many))
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+    run_id, status, error = _run_with_connection_limit(db, settings, small_dataset, pragma)
+    assert status == "failed"
+    assert "cannot write to the database" in error and words in error.replace(" ", "").lower()
+    assert f"hbtui resume {run_id}" in error
+    calls_before = server.stats()["requests"]
+    assert calls_before <= 8 + 3  # stopped at the first failed commit, not after the whole run
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # Once the fault is gone, the run resumes and finishes with the right score.
+
+    async def resume():
+        async with await Store.open(db) as store:
+            await store.db.execute("UPDATE runs SET heartbeat_at = 0")  # the failed process is gone
+            await store.db.commit()
+            run = await store.get_run(run_id)
+            return await Engine(store, run, settings, backoff_base=0.01).execute(), (await store.get_run(run_id)).score
+
+    status, score = asyncio.run(resume())
+    assert status == "finished" and score == pytest.approx(0.625)
+
+
+def test_database_from_the_first_schema_is_migrated_in_place(tmp_path):
+    db = tmp_path / "v1.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.executescript(schema.SCHEMA_V1)
+        conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test, model_grader,"
+            " settings_json, plan_json, n_conversations, n_criteria, score) VALUES"
+            " ('old', 'finished', 1.0, 'main', 'abc', 'm', 'g', '{}', '{}', 1, 1, 0.42)"
+        )
+
+    async def reopen():
+        async with await Store.open(db) as store:
+            return await store.list_runs()
+
+    runs = asyncio.run(reopen())
+    assert [(r.name, r.score, r.heartbeat_at) for r in runs] == [("old", 0.42, None)]
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
+    assert {"heartbeat_at", "owner", "live_json"} <= set(columns)
+
+
+def test_database_from_a_future_schema_is_refused_untouched(tmp_path):
+    db = tmp_path / "future.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE runs (id INTEGER)")
+        conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 5}")
+    before = db.read_bytes()
+    with pytest.raises(StoreError, match="newer than this hbtui"):
+        asyncio.run(Store.open(db))
+    assert db.read_bytes() == before
+
+
+def test_a_stranger_sqlite_file_is_refused(tmp_path):
+    db = tmp_path / "other.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    with pytest.raises(StoreError, match="not an hbtui database"):
+        asyncio.run(Store.open(db))
+
+
+def test_dead_process_shows_interrupted_with_how_long_ago(finished_run_db):
+    with sqlite3.connect(finished_run_db) as conn:
+        conn.execute("UPDATE runs SET status = 'running', owner = 'h:1', heartbeat_at = ?", (time.time() - 190,))
+
+    async def load():
+        async with await Store.open(finished_run_db) as store:
+            return await store.resolve_run("latest")
+
+    run = asyncio.run(load())
+    assert run.status == "running" and run.shown_status() == "interrupted"
+    assert run.stopped_ago() == "3 min ago"
+
+
+def test_database_and_run_folder_are_owner_only(server, tmp_path, small_dataset):
+    from hbtui.export import write_run_folder
+
+    db = tmp_path / "private" / "db.sqlite"
+    asyncio.run(run_engine(settings_for(server, db), small_dataset, name="private"))
+
+    async def folder():
+        async with await Store.open(db) as store:
+            return await write_run_folder(store, await store.resolve_run("private"), db.parent)
+
+    path = asyncio.run(folder())
+    for item in [db.parent, db, path, *path.iterdir()]:
+        assert not stat.S_IMODE(item.stat().st_mode) & 0o077, item
