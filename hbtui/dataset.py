@@ -213,7 +213,8 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
         target.unlink()  # a corrupted cache entry: fetch it again
     cache.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".part")
-    url = OFFICIAL_BASE + official.filename
+    # A mirror (or a proxy cache on an air-gapped box) can stand in for OpenAI's bucket.
+    url = os.environ.get("HBTUI_DATA_URL", OFFICIAL_BASE).rstrip("/") + "/" + official.filename
     digest = hashlib.sha256()
     try:
         with httpx.stream("GET", url, timeout=60, follow_redirects=True) as response:
