@@ -1,0 +1,1 @@
+"""Widgets of the app: nouns that render one thing each."""

@@ -240,12 +240,13 @@ class ConversationList(ScrollView, can_focus=True):
     def _segments(self, s: ConversationSummary, base: Style, width: int) -> list[Segment]:
         part = lambda name: base + self.get_component_rich_style(f"conversation-list{name}", partial=True)  # noqa: E731
         dim = part("--dim")
-        theme = (s.theme or "-")[:12]
+        theme_width = 12 if width < 110 else 22
+        theme = one_line(s.theme or "-", theme_width)
         met = f"{s.n_met if s.n_met is not None else '-'}/{s.n_criteria}"
         segments = [
             Segment(f"{s.position + 1:>5} ", dim),
             Segment(f"{one_line(s.prompt_id, 8):<8} ", dim),
-            Segment(f"{theme:<12} ", base),
+            Segment(f"{theme:<{theme_width}} ", base),
             Segment(score_text(s), part(score_class(s))),
             Segment(f" {met:>5} ", base),
             Segment(f"{('-' + str(s.penalties)) if s.penalties else '':>3}", part("--penalty")),

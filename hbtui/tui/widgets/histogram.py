@@ -63,6 +63,7 @@ class ScoreHistogram(Widget):
         starts = [low for low, _, _ in bins]
         counts = [count for _, _, count in bins]
         plt.clf()
+        plt.limitsize(False, False)  # plotext otherwise caps the chart at its idea of the terminal size
         plt.plotsize(width, height)
         plt.theme("clear")
         plt.bar([low + BIN_WIDTH / 2 for low in starts], counts, color="green", width=0.6)

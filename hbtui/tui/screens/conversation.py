@@ -1,0 +1,199 @@
+"""One conversation under review: the prompt, the reply, and every criterion's verdict.
+
+The screen keeps the list order it was opened with (ids), so n/N step through exactly the
+conversations the list showed, without going back to it. Wide terminals put the transcript
+and the rubric side by side; narrow ones stack them in one scroll.
+"""
+
+from __future__ import annotations
+
+import json
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Collapsible, Footer, Static
+
+from hbtui.store import ConversationDetail
+from hbtui.text import one_line, visible_controls
+from hbtui.tui.widgets.breakdown import score_style
+from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
+
+
+def message_text(role: str, content) -> Text:
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False, indent=1)
+    text = Text()
+    text.append(visible_controls(str(role)).upper(), style="bold")
+    text.append("\n")
+    text.append(visible_controls(content))
+    return text
+
+
+def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
+    s = detail.summary
+    text = Text()
+    text.append(f"Conversation {index + 1}/{count}", style="bold")
+    text.append(f"  #{s.position + 1}", style="dim")
+    if s.repeat:
+        text.append(f" (repeat {s.repeat})", style="dim")
+    text.append("  ")
+    text.append(one_line(s.prompt_id, 40), style="dim")
+    text.append("  ")
+    text.append(one_line(s.theme or "-", 30))
+    text.append("  score ")
+    if s.score is not None:
+        text.append(f"{s.score:.3f}", style=f"bold {score_style(s.score)}")
+    else:
+        text.append("err" if s.n_errors or s.status == "failed" else "—", style="bold magenta")
+    met = s.n_met if s.n_met is not None else 0
+    positives = sum(1 for v in detail.verdicts if v.points > 0)
+    text.append(f"  {met}/{positives} met", style="green")
+    if s.penalties:
+        text.append(f"  {s.penalties} penalt{'y' if s.penalties == 1 else 'ies'}", style="red")
+    if s.n_errors:
+        text.append(f"  {s.n_errors} grader error{'s' if s.n_errors != 1 else ''}", style="magenta")
+    return text
+
+
+def reply_text(detail: ConversationDetail) -> Text:
+    text = Text()
+    text.append("REPLY", style="bold")
+    if detail.finish_reason == "length":
+        text.append("  ⚠ truncated (finish_reason: length)", style="bold yellow")
+    text.append("\n")
+    if detail.reply is None:
+        text.append("no reply", style="bold red")
+        if detail.error:
+            text.append(": ")
+            text.append(visible_controls(detail.error))
+        return text
+    text.append(visible_controls(detail.reply))
+    return text
+
+
+class ConversationScreen(Screen):
+    """A conversation's transcript, reply and verdicts; n/N step through the list."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+
+    BINDINGS = [
+        Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
+        Binding("N,left_square_bracket", "step(-1)", "Prev conv", id="conversation.previous"),
+        Binding("j,down", "criterion(1)", "Next criterion", show=False, id="conversation.down"),
+        Binding("k,up", "criterion(-1)", "Prev criterion", show=False, id="conversation.up"),
+        Binding("g,home", "scroll_home_all", "Top", show=False, id="conversation.top"),
+        Binding("G,end", "last_criterion", "Last criterion", show=False, id="conversation.bottom"),
+        Binding("m", "jump('not-met')", "Missed", id="conversation.missed"),
+        Binding("p", "jump('penalty')", "Penalty", id="conversation.penalty"),
+        Binding("e", "jump('grader-error')", "Error", id="conversation.error"),
+        Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
+        Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
+        Binding("r", "toggle_reasoning", "Reasoning", id="conversation.reasoning"),
+    ]
+
+    def __init__(self, run_id: int, conversation_ids: list[int], index: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.conversation_ids = list(conversation_ids)
+        self.index = index
+        self.detail: ConversationDetail | None = None
+        self.loaded = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("Loading…", style="dim"), id="conversation-title")
+        with Horizontal(id="conversation-body"):
+            with VerticalScroll(id="transcript", can_focus=False):
+                yield Static(id="messages")
+                yield Static(id="reply", classes="reply")
+                with Collapsible(title="reasoning (r)", collapsed=True, id="reasoning"):
+                    yield Static(id="reasoning-text")
+            with VerticalScroll(id="criteria", can_focus=False):
+                yield Static(Text("RUBRIC", style="bold"), id="criteria-title")
+                yield VerdictList(id="verdicts")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.show_conversation(self.index)
+
+    @work(group="conversation-load", exclusive=True)
+    async def show_conversation(self, index: int) -> None:
+        detail = await self.app.store.conversation_detail(self.conversation_ids[index])
+        self.index = index
+        self.detail = detail
+        self.query_one("#conversation-title", Static).update(header_text(detail, index, len(self.conversation_ids)))
+        messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
+        self.query_one("#messages", Static).update(messages)
+        self.query_one("#reply", Static).update(reply_text(detail))
+        reasoning = self.query_one("#reasoning", Collapsible)
+        reasoning.display = bool(detail.reasoning)
+        reasoning.collapsed = True
+        self.query_one("#reasoning-text", Static).update(Text(visible_controls(detail.reasoning or "")))
+        verdicts = self.query_one(VerdictList)
+        await verdicts.show(detail.verdicts)
+        counts = {kind: 0 for kind in KINDS}
+        for item in verdicts.items:
+            counts[item.kind] += 1
+        title = Text("RUBRIC", style="bold")
+        for kind, count in counts.items():
+            if count:
+                label, style = KINDS[kind]
+                title.append("  ")
+                title.append(f"{count} {label.split(' ', 1)[1]}", style=style)
+        self.query_one("#criteria-title", Static).update(title)
+        for pane in self.query(VerticalScroll):
+            pane.scroll_home(animate=False, immediate=True)
+        self.loaded = True
+
+    # ---- actions -------------------------------------------------------------------------
+    def action_step(self, delta: int) -> None:
+        target = self.index + delta
+        if not 0 <= target < len(self.conversation_ids):
+            self.notify("first conversation of the list" if delta < 0 else "last conversation of the list",
+                        markup=False)
+            return
+        self.loaded = False
+        self.show_conversation(target)
+
+    def action_criterion(self, delta: int) -> None:
+        verdicts = self.query_one(VerdictList)
+        verdicts.select(verdicts.selected + delta if verdicts.selected >= 0 else 0)
+
+    def action_last_criterion(self) -> None:
+        verdicts = self.query_one(VerdictList)
+        verdicts.select(len(verdicts.items) - 1)
+
+    def action_scroll_home_all(self) -> None:
+        for pane in self.query(VerticalScroll):
+            pane.scroll_home(animate=False)
+        self.query_one(VerdictList).select(0)
+
+    def action_jump(self, kind: str) -> None:
+        if self.query_one(VerdictList).next_of({kind}) is None:
+            self.notify(f"no {KINDS[kind][0].split(' ', 1)[1].lower()} criterion in this conversation",
+                        markup=False)
+
+    def action_copy_explanation(self) -> None:
+        verdicts = self.query_one(VerdictList)
+        item = verdicts.current or verdicts.select(0)
+        if item is None:
+            return
+        self.app.copy_to_clipboard(item.copy_text)
+        self.notify("copied the explanation of the selected criterion", markup=False)
+
+    def action_copy_reply(self) -> None:
+        if self.detail is None or self.detail.reply is None:
+            self.notify("no reply to copy", markup=False)
+            return
+        self.app.copy_to_clipboard(self.detail.reply)
+        self.notify("copied the reply", markup=False)
+
+    def action_toggle_reasoning(self) -> None:
+        reasoning = self.query_one("#reasoning", Collapsible)
+        if not reasoning.display:
+            self.notify("this reply has no reasoning", markup=False)
+            return
+        reasoning.collapsed = not reasoning.collapsed

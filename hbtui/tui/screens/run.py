@@ -1,0 +1,322 @@
+"""One run's results: summary, histogram, breakdowns, and its conversations to review.
+
+Two tabs keep 80x24 usable: the summary (1) and the conversation list (2), which takes the
+whole height. Filters and the sort order live on this screen; the list only pages rows.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+
+from hbtui.engine import compute_report
+from hbtui.store import ConversationFilter, RunRow
+from hbtui.text import one_line
+from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
+from hbtui.tui.widgets.conversation_list import ConversationList, Query
+from hbtui.tui.widgets.histogram import ScoreHistogram
+
+SORT_ORDER = ("position", "-score", "score")
+SORT_LABELS = {"position": "position", "score": "score ↑ (worst first)", "-score": "score ↓ (best first)"}
+
+
+def parse_range(text: str) -> tuple[float | None, float | None]:
+    """``min..max``, ``..max``, ``min..`` or a single number (as the minimum)."""
+    text = text.strip()
+    if not text:
+        return None, None
+    low, sep, high = text.partition("..")
+    if not sep:
+        return float(text), None
+    return (float(low) if low.strip() else None), (float(high) if high.strip() else None)
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}% ({part:,}/{whole:,})" if whole else "-"
+
+
+def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
+    text = Text()
+    overall = (report or {}).get("metrics", {}).get("overall_score")
+    if overall:
+        low, high = overall["ci95"]
+        text.append("Score ", style="bold")
+        text.append(f"{overall['value']:.3f}", style=f"bold {score_style(overall['value'])}")
+        text.append(f"   95% CI {low:.3f}–{high:.3f}   ± {overall['bootstrap_std']:.3f} (bootstrap sd)")
+        if report.get("median") is not None:
+            text.append(f"   median {report['median']:.3f}")
+    else:
+        text.append("Score ", style="bold")
+        text.append("not available yet" if report is None else "no scored conversation", style="dim")
+    text.append("\n")
+    if report:
+        conv, crit = report["conversations"], report["criteria"]
+        text.append(f"Conversations {conv['total']:,}: {conv['scored']:,} scored, ")
+        text.append(f"{conv['incomplete']:,} incomplete", style="yellow" if conv["incomplete"] else "")
+        text.append(", ")
+        text.append(f"{conv['excluded']:,} excluded (no reply)", style="red" if conv["excluded"] else "")
+        text.append("\n")
+        text.append("Positive criteria met ")
+        text.append(percent(crit["positive_met"], crit["positive"]), style="green")
+        text.append("   penalties triggered ")
+        text.append(percent(crit["negative_triggered"], crit["negative"]), style="red")
+        text.append("\n")
+        text.append(f"Grader errors {crit['errors']:,}", style="magenta" if crit["errors"] else "")
+        if crit.get("pending"):
+            text.append(f"   criteria pending {crit['pending']:,}", style="yellow")
+        text.append("\n")
+    else:
+        text.append("Computing the report…\n", style="dim")
+    text.append("Model ", style="bold")
+    text.append(one_line(run.model_test, 60))
+    text.append("   grader ", style="bold")
+    text.append(one_line(run.model_grader, 60))
+    text.append("\nDataset ", style="bold")
+    text.append(one_line(run.dataset_name, 60))
+    text.append("   status ", style="bold")
+    text.append(status, style={"finished": "green", "running": "cyan", "interrupted": "yellow"}.get(status, "red"))
+    text.append("   started ", style="bold")
+    text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
+    if run.error:
+        text.append("\nError ", style="bold red")
+        text.append(one_line(run.error, 300))
+    return text
+
+
+class FilterInput(Input):
+    """An input of the filter bar: enter applies, escape clears and closes it."""
+
+    BINDINGS = [Binding("escape", "cancel", "Clear", id="filter_input.cancel")]
+
+    async def action_cancel(self) -> None:
+        self.value = ""
+        await self.screen.close_input(self, apply=True)
+
+
+class RunScreen(Screen):
+    """A run's summary and its conversation list (sortable, filterable)."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+
+    BINDINGS = [
+        Binding("1", "show_tab('summary')", "Summary", id="run.summary"),
+        Binding("2", "show_tab('conversations')", "List", id="run.conversations"),
+        Binding("s", "cycle_sort", "Sort", id="run.sort"),
+        Binding("t", "cycle_theme", "Theme", id="run.theme"),
+        Binding("r", "score_range", "Range", id="run.range"),
+        Binding("p", "toggle_penalties", "Penalties", id="run.penalties"),
+        Binding("e", "toggle_errors", "Errors", id="run.errors"),
+        Binding("slash", "search", "Search", id="run.search"),
+        Binding("x", "clear_filters", "Clear", id="run.clear"),
+    ]
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.run: RunRow | None = None
+        self.report: dict | None = None
+        self.themes: list[str] = []
+        self.filter = ConversationFilter()
+        self.sort = "position"
+        self.total = 0
+        self._opened = None  # the ConversationScreen last opened, to follow its position back
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"Run {self.run_id}", style="bold"), id="run-title")
+        with TabbedContent(initial="summary", id="run-tabs"):
+            with TabPane("1 Summary", id="summary"):
+                with VerticalScroll(id="summary-scroll"):
+                    yield Static(Text("Loading…", style="dim"), id="run-summary")
+                    yield ScoreHistogram(id="run-histogram")
+                    with Horizontal(id="breakdowns"):
+                        yield ScoreBreakdown("theme:", "By theme", id="by-theme")
+                        yield ScoreBreakdown("axis:", "By axis", id="by-axis")
+            with TabPane("2 Conversations", id="conversations"):
+                yield Static(id="filter-bar")
+                yield FilterInput(placeholder="search prompt, preview, reply (enter applies, esc clears)",
+                                  id="search-input", classes="filter-input")
+                yield FilterInput(placeholder="score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
+                                  id="range-input", classes="filter-input")
+                yield ConversationList(id="conversation-list")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_focus(self.query_one("#summary-scroll"))
+        self.load_run()
+
+    # ---- loading -------------------------------------------------------------------------
+    @work(group="run-load", exclusive=True)
+    async def load_run(self) -> None:
+        store = self.app.store
+        run = await store.get_run(self.run_id)
+        self.run = run
+        self.themes = await store.themes(self.run_id)
+        self._show_run(run, run.report)
+        await self.query_one(ConversationList).load(Query(self.run_id, self.filter, self.sort))
+        self.query_one(ScoreHistogram).update_scores(await store.conversation_scores(self.run_id))
+        if run.report is None or run.shown_status() == "running":
+            self.compute()
+
+    @work(group="run-report", exclusive=True)
+    async def compute(self) -> None:
+        report = await compute_report(self.app.store, self.run_id)
+        if self.run is not None:
+            self._show_run(self.run, report)
+
+    def _show_run(self, run: RunRow, report: dict | None) -> None:
+        self.report = report
+        status = run.shown_status()
+        title = Text()
+        title.append(f"Run {run.id} ", style="bold")
+        title.append(one_line(run.name, 50))
+        overall = (report or {}).get("overall_score")
+        if overall is not None:
+            title.append("  score ")
+            title.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
+        title.append(f"  {status}", style="dim")
+        self.query_one("#run-title", Static).update(title)
+        self.query_one("#run-summary", Static).update(summary_text(run, report, status))
+        self.query_one("#by-theme", ScoreBreakdown).update_report(report)
+        self.query_one("#by-axis", ScoreBreakdown).update_report(report)
+
+    # ---- the list ------------------------------------------------------------------------
+    @property
+    def conversation_list(self) -> ConversationList:
+        return self.query_one(ConversationList)
+
+    def _update_filter_bar(self) -> None:
+        f = self.filter
+        bar = Text()
+        bar.append("sort ", style="dim")
+        bar.append(SORT_LABELS[self.sort], style="bold")
+        parts: list[tuple[str, str]] = []
+        if f.theme:
+            parts.append(("theme ", one_line(f.theme, 30)))
+        if f.min_score is not None or f.max_score is not None:
+            low = "" if f.min_score is None else f"{f.min_score:g}"
+            high = "" if f.max_score is None else f"{f.max_score:g}"
+            parts.append(("score ", f"{low}..{high}"))
+        if f.has_errors:
+            parts.append(("", "with errors"))
+        if f.has_penalties:
+            parts.append(("", "with penalties"))
+        if f.text:
+            parts.append(("search ", repr(one_line(f.text, 30))))
+        for label, value in parts:
+            bar.append("  ·  ")
+            bar.append(label, style="dim")
+            bar.append(value, style="bold cyan")
+        total = self.run.n_conversations if self.run else 0
+        bar.append(f"  ·  {self.total:,} of {total:,}", style="dim")
+        self.query_one("#filter-bar", Static).update(bar)
+
+    @on(ConversationList.Counted)
+    def _counted(self, event: ConversationList.Counted) -> None:
+        self.total = event.total
+        self._update_filter_bar()
+
+    async def reload(self) -> None:
+        await self.conversation_list.load(Query(self.run_id, self.filter, self.sort))
+
+    @on(ConversationList.Opened)
+    async def _open(self, event: ConversationList.Opened) -> None:
+        from hbtui.tui.screens.conversation import ConversationScreen
+
+        ids = await self.app.store.conversation_ids(self.run_id, self.filter, self.sort)
+        index = ids.index(event.conversation_id) if event.conversation_id in ids else event.index
+        self._opened = ConversationScreen(self.run_id, ids, index)
+        await self.app.push_screen(self._opened)
+
+    def on_screen_resume(self) -> None:
+        if self._opened is not None:
+            self.conversation_list.cursor = self._opened.index
+            self._opened = None
+
+    # ---- actions -------------------------------------------------------------------------
+    def action_show_tab(self, tab: str) -> None:
+        # set_focus, not focus(): focus() is deferred, and a key typed right after (2 G) would go astray.
+        self.query_one(TabbedContent).active = tab
+        self.set_focus(self.conversation_list if tab == "conversations" else self.query_one("#summary-scroll"))
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "conversations":
+            self.set_focus(self.conversation_list)
+
+    def _to_list(self) -> None:
+        self.query_one(TabbedContent).active = "conversations"
+        self.set_focus(self.conversation_list)
+
+    async def action_cycle_sort(self) -> None:
+        self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
+        self._to_list()
+        await self.reload()
+
+    async def action_cycle_theme(self) -> None:
+        choices = [None, *self.themes]
+        current = choices.index(self.filter.theme) if self.filter.theme in choices else 0
+        self.filter.theme = choices[(current + 1) % len(choices)]
+        self._to_list()
+        await self.reload()
+
+    async def action_toggle_penalties(self) -> None:
+        self.filter.has_penalties = not self.filter.has_penalties
+        self._to_list()
+        await self.reload()
+
+    async def action_toggle_errors(self) -> None:
+        self.filter.has_errors = not self.filter.has_errors
+        self._to_list()
+        await self.reload()
+
+    async def action_clear_filters(self) -> None:
+        self.filter = ConversationFilter()
+        for field in self.query(FilterInput):
+            field.value = ""
+            field.remove_class("-open")
+        self._to_list()
+        await self.reload()
+
+    def _open_input(self, selector: str, value: str) -> None:
+        self._to_list()
+        field = self.query_one(selector, FilterInput)
+        field.value = value
+        field.add_class("-open")
+        self.set_focus(field)
+
+    def action_search(self) -> None:
+        self._open_input("#search-input", self.filter.text or "")
+
+    def action_score_range(self) -> None:
+        f = self.filter
+        current = "" if f.min_score is None and f.max_score is None else (
+            f"{'' if f.min_score is None else f'{f.min_score:g}'}..{'' if f.max_score is None else f'{f.max_score:g}'}"
+        )
+        self._open_input("#range-input", current)
+
+    @on(Input.Submitted, ".filter-input")
+    async def _submitted(self, event: Input.Submitted) -> None:
+        await self.close_input(event.input, apply=True)
+
+    async def close_input(self, field: FilterInput, apply: bool) -> None:
+        if apply:
+            if field.id == "search-input":
+                self.filter.text = field.value.strip() or None
+            else:
+                try:
+                    low, high = parse_range(field.value)
+                except ValueError:
+                    self.notify(f"not a score range: {one_line(field.value, 40)} (write min..max, e.g. 0..0.5)",
+                                severity="error", markup=False)
+                    return
+                self.filter.min_score, self.filter.max_score = low, high
+        field.remove_class("-open")
+        self.set_focus(self.conversation_list)
+        await self.reload()

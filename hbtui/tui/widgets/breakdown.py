@@ -1,0 +1,70 @@
+"""Score by theme or by axis: one row per tag with its clipped mean, n and 95% interval.
+
+A run has a handful of themes and axes, so a Rich table in a Static is enough here.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from hbtui.text import one_line
+
+BAR_WIDTH = 20
+
+
+def score_style(value: float | None) -> str:
+    if value is None:
+        return "dim"
+    return "red" if value < 0.4 else "yellow" if value < 0.7 else "green"
+
+
+def bar(value: float, width: int = BAR_WIDTH) -> Text:
+    filled = round(max(0.0, min(1.0, value)) * width)
+    return Text("█" * filled + "·" * (width - filled), style=score_style(value))
+
+
+class ScoreBreakdown(Static):
+    """The report's metrics whose name starts with ``prefix`` (``theme:``, ``axis:``)."""
+
+    DEFAULT_CSS = """
+    ScoreBreakdown { height: auto; }
+    """
+
+    def __init__(self, prefix: str, title: str, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.prefix = prefix
+        self.title = title
+        self.rows: list[tuple[str, dict]] = []
+
+    def update_report(self, report: dict | None) -> None:
+        metrics = (report or {}).get("metrics", {})
+        self.rows = sorted(
+            ((name[len(self.prefix):], m) for name, m in metrics.items() if name.startswith(self.prefix)),
+            key=lambda item: item[1]["value"],
+        )
+        self.update(self._table())
+
+    def _table(self) -> Table | Text:
+        if not self.rows:
+            return Text(f"{self.title}: no scores yet", style="dim")
+        table = Table(title=self.title, title_justify="left", expand=False, box=None, padding=(0, 1),
+                      title_style="bold")
+        table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=28)
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("n", justify="right", no_wrap=True)
+        table.add_column("95% CI", no_wrap=True)
+        table.add_column("", no_wrap=True)
+        for name, m in self.rows:
+            low, high = m.get("ci95", [None, None])
+            ci = f"{low:.3f}–{high:.3f}" if low is not None else "-"
+            table.add_row(
+                Text(one_line(name, 40)),
+                Text(f"{m['value']:.3f}", style=score_style(m["value"])),
+                Text(str(m["n"])),
+                Text(ci, style="dim"),
+                bar(m["value"], 12),
+            )
+        return table
