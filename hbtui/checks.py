@@ -1,0 +1,142 @@
+"""The connection check behind the configuration screen's "check connection": before a run
+spends an hour, ask each endpoint the few questions that would otherwise fail it.
+
+For each endpoint (the model under test's, and the grader's when it is elsewhere): is it
+reachable, does it take the key, does it serve the model; then one tiny completion per model, and
+one grader call with ``response_format`` json_schema to learn whether verdicts will come as a
+schema or have to be parsed from text. Messages are one plain line each and never hold a key.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+import httpx
+
+from hbtui.client import AUTH, NOT_FOUND, ChatClient, ChatError, Endpoint, list_models
+from hbtui.config import Settings, mask_secret
+from hbtui.grading import VERDICT_FORMAT
+from hbtui.limiter import AdaptiveLimiter
+from hbtui.text import one_line
+
+PING = [{"role": "user", "content": "Reply with the single word OK."}]
+GRADER_PING = [{
+    "role": "user",
+    "content": 'Answer with this JSON object only: {"explanation": "connection check", "criteria_met": true}',
+}]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str  # what was checked, e.g. "test endpoint", "grader model grader-x"
+    ok: bool
+    message: str
+
+
+def _scrub(message: str, *secrets: str | None) -> str:
+    """A provider may echo the key back in its error; show the mask instead."""
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, mask_secret(secret) or "")
+    return one_line(message, 200)
+
+
+def _reach_error(exc: Exception, url: str) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        # The socket's own error sits a few causes down ("All connection attempts failed" on top).
+        chain, cause = [], exc
+        while cause is not None and cause not in chain:
+            chain.append(cause)
+            cause = cause.__cause__ or cause.__context__
+        text = " ".join(str(c).lower() for c in chain)
+        reason = "cannot connect"
+        if any(isinstance(c, ConnectionRefusedError) for c in chain) or "refused" in text:
+            reason = "connection refused"
+        elif any(isinstance(c, socket.gaierror) for c in chain) or "name or service" in text:
+            reason = "unknown host"
+        return f"unreachable: {reason} at {url}"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"unreachable: no answer within the timeout at {url}"
+    return f"unreachable: {type(exc).__name__}: {exc} at {url}"
+
+
+def _chat_error(exc: ChatError, model: str) -> str:
+    if exc.kind == AUTH:
+        return f"{exc.status or 401}: key rejected"
+    if exc.kind == NOT_FOUND:
+        return f"model {model} not found at this endpoint ({exc.message})"
+    return str(exc)
+
+
+async def _check_endpoint(role: str, url: str, key: str | None, models: list[tuple[str, str]],
+                          timeout: float) -> list[CheckResult]:
+    """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader"."""
+    results: list[CheckResult] = []
+    name = f"{role} endpoint"
+    endpoint = Endpoint(url, key)
+    served: list[str] | None = None
+    try:
+        served = await list_models(endpoint, timeout=timeout)
+    except ChatError as exc:
+        if exc.kind == AUTH:
+            return [CheckResult(name, False, f"{exc.status}: key rejected")]
+        # Some servers have no /models (404): the completions below still tell.
+        results.append(CheckResult(name, True, f"reachable; no model list ({_scrub(str(exc), key)})"))
+    except (httpx.HTTPError, OSError) as exc:
+        return [CheckResult(name, False, _scrub(_reach_error(exc, url), key))]
+    except ValueError:
+        results.append(CheckResult(name, True, "reachable; the model list is not JSON"))
+    if served is not None:
+        results.append(CheckResult(name, True, f"reachable, key accepted, {len(served)} models served"))
+
+    client = ChatClient(endpoint, limiter=AdaptiveLimiter(1), timeout=timeout, max_attempts=2, backoff_base=0.2)
+    try:
+        for purpose, model in models:
+            label = f"{purpose} model {model}"
+            if served is not None and served and model not in served:
+                shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
+                results.append(CheckResult(label, False, f"model {model} not served (served: {shown})"))
+                continue
+            try:
+                if purpose == "grader":
+                    result = await client.complete(model, GRADER_PING, max_tokens=64, response_format=VERDICT_FORMAT)
+                else:
+                    result = await client.complete(model, PING, max_tokens=8)
+            except ChatError as exc:
+                results.append(CheckResult(label, False, _scrub(_chat_error(exc, model), key)))
+                continue
+            results.append(CheckResult(label, True, f"answered in {result.latency_ms:.0f} ms"))
+            if purpose == "grader":
+                quirks = client.quirks.get(model)
+                if quirks is not None and not quirks.json_schema:
+                    results.append(CheckResult(f"{label} json_schema", False,
+                                               "json_schema not supported: verdicts will be parsed from text"))
+                else:
+                    results.append(CheckResult(f"{label} json_schema", True, "json_schema supported"))
+    finally:
+        await client.aclose()
+    return results
+
+
+async def check_connection(settings: Settings) -> list[CheckResult]:
+    """Every check, in order; never raises for a network or provider problem."""
+    if not settings.base_url:
+        return [CheckResult("test endpoint", False, "BASE_URL is not set")]
+    timeout = min(settings.timeout, 20.0)
+    test_models = [("test", settings.model_test)] if settings.model_test else []
+    grader_models = [("grader", settings.model_grader)] if settings.model_grader else []
+    grader_url = settings.effective_grader_base_url
+    results: list[CheckResult] = []
+    if grader_url == settings.base_url:
+        results += await _check_endpoint("test", settings.base_url, settings.api_key, test_models + grader_models,
+                                         timeout)
+    else:
+        results += await _check_endpoint("test", settings.base_url, settings.api_key, test_models, timeout)
+        results += await _check_endpoint("grader", grader_url, settings.effective_grader_api_key, grader_models,
+                                         timeout)
+    if not settings.model_test:
+        results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
+    if not settings.model_grader:
+        results.append(CheckResult("grader model", False, "MODEL_GRADER is not set"))
+    return results

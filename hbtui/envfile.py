@@ -1,0 +1,84 @@
+"""Writing settings back to a `.env` file, when the user asks for it.
+
+The file keeps everything it had that is not ours (other tools' keys, comments, blank lines) in
+place; our keys are updated where they stand, new ones are appended. Only here do API keys reach
+a file, because the user asked for exactly that; the file is owner-only (0600).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from hbtui.config import ALIASES, KEYS, Settings
+
+# Where this machine keeps things, not how a run behaves: written only when the file has them.
+LOCATION_KEYS = frozenset({"HBTUI_DB", "HBTUI_CACHE"})
+_PLAIN = re.compile(r"^[A-Za-z0-9_./:@+,%=-]*$")
+_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
+
+
+class EnvFileError(ValueError):
+    pass
+
+
+def quote(value: str) -> str:
+    """A value as python-dotenv reads it back unchanged."""
+    if _PLAIN.match(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def env_values(settings: Settings, present: set[str] = frozenset()) -> dict[str, str | None]:
+    """KEY -> text for every key that differs from the default or is already in the file
+    (None: the setting is unset, so its line goes)."""
+    defaults = Settings()
+    values: dict[str, str | None] = {}
+    for key, (attr, _) in KEYS.items():
+        value = getattr(settings, attr)
+        if key not in present and (value == getattr(defaults, attr) or key in LOCATION_KEYS):
+            continue
+        values[key] = None if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+    return values
+
+
+def write_env(path: str | Path, settings: Settings) -> Path:
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnvFileError(f"{path}: cannot read ({exc})") from None
+    present = set()
+    for line in lines:
+        match = _ASSIGNMENT.match(line)
+        if match:
+            present.add(ALIASES.get(match.group(1), match.group(1)))
+    values = env_values(settings, present)
+    out: list[str] = []
+    written: set[str] = set()
+    for line in lines:
+        match = _ASSIGNMENT.match(line)
+        key = ALIASES.get(match.group(1), match.group(1)) if match else None
+        if key not in values:
+            out.append(line)  # not ours: a comment, a blank line, another tool's key
+            continue
+        if key in written or values[key] is None:
+            continue  # a duplicate or an old spelling of a key already written; or now unset
+        out.append(f"{key}={quote(values[key])}")
+        written.add(key)
+    for key, value in values.items():
+        if key not in written and value is not None:
+            out.append(f"{key}={quote(value)}")
+    text = "\n".join(out) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise EnvFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    return path

@@ -1,0 +1,70 @@
+"""Named sets of run settings, kept for the next run: JSON in the user's config directory.
+
+A preset never holds an API key: it is meant to be shared, copied and kept, and a key in it
+would leak the same way. Keys come from .env or the environment each time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+SECRET_FIELDS = frozenset({"api_key", "grader_api_key"})
+
+
+class PresetError(ValueError):
+    """A presets file that cannot be read or written; the message names it."""
+
+
+def presets_path(environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "hbtui" / "presets.json"
+
+
+def load_presets(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    path = path or presets_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise PresetError(f"{path}: cannot read presets ({exc})") from None
+    if not isinstance(data, dict):
+        raise PresetError(f"{path}: not a JSON object of presets")
+    return {str(name): {k: v for k, v in values.items() if k not in SECRET_FIELDS}
+            for name, values in data.items() if isinstance(values, dict)}
+
+
+def save_preset(name: str, values: Mapping[str, Any], path: Path | None = None) -> Path:
+    """Add or replace one preset; the file is created owner-only and replaced atomically."""
+    name = name.strip()
+    if not name:
+        raise PresetError("a preset needs a name")
+    path = path or presets_path()
+    presets = load_presets(path)
+    presets[name] = {k: v for k, v in values.items() if k not in SECRET_FIELDS}
+    _write_private(path, json.dumps(presets, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def delete_preset(name: str, path: Path | None = None) -> None:
+    path = path or presets_path()
+    presets = load_presets(path)
+    if presets.pop(name, None) is not None:
+        _write_private(path, json.dumps(presets, indent=2, sort_keys=True) + "\n")
+
+
+def _write_private(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o600)  # O_CREAT's mode is cut by the umask, never widened: make sure
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise PresetError(f"{path}: cannot write presets ({exc.strerror or exc})") from None

@@ -1,0 +1,225 @@
+"""The app shell: opens the store, picks the first screen, owns the runs started in this process.
+
+A run's engine is driven by a worker of the App, never of a screen, so leaving the monitor (or
+any screen) never stops a run. Quitting while a run of this process is going asks first, then
+stops it the way Ctrl-C stops `hbtui run`: what completed is saved and the run can be resumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Iterable
+
+from rich.text import Text
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker
+
+from hbtui.config import Settings
+from hbtui.engine import Engine
+from hbtui.store import Store, StoreError
+from hbtui.text import one_line
+from hbtui.tui.monitor_data import RunCounters
+
+STOP_TIMEOUT_SECONDS = 20.0
+
+
+@dataclass
+class LiveRun:
+    """A run driven by this process: its engine, the counters the monitor reads, its worker."""
+
+    run_id: int
+    engine: Engine
+    counters: RunCounters
+    worker: Worker | None = None
+
+
+class HBTuiApp(App[int]):
+    CSS_PATH = ["app.tcss", "browser.tcss"]
+    TITLE = "hbtui"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("escape", "back", "Back", id="app.back"),
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
+    ]
+
+    def __init__(self, settings: Settings, env_file: str | None = ".env", monitor_run: str | None = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.env_file = env_file
+        self.monitor_run = monitor_run
+        self.store: Store | None = None
+        self.live_runs: dict[int, LiveRun] = {}
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    async def on_mount(self) -> None:
+        from hbtui.tui.screens.monitor import MonitorScreen
+        from hbtui.tui.screens.runs import RunsScreen
+
+        try:
+            self.store = await Store.open(self.settings.db_path)
+        except StoreError as exc:
+            self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
+            return
+        if self.monitor_run is not None:
+            try:
+                run = await self.store.resolve_run(self.monitor_run)
+            except StoreError as exc:
+                self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
+                return
+            await self.push_screen(RunsScreen())
+            await self.push_screen(MonitorScreen(run.id))
+            return
+        # The runs list is always the root, so Back from the configuration screen lands there.
+        await self.push_screen(RunsScreen())
+        if not await self.store.list_runs():
+            self.open_config()
+
+    async def on_unmount(self) -> None:
+        await self.stop_runs()
+        if self.store is not None:
+            await self.store.close()
+            self.store = None
+
+    # ---- runs of this process -------------------------------------------------------------
+    async def start_run(self, run_id: int, settings: Settings) -> LiveRun:
+        """Drive a planned run in this process; returns at once, the run goes on in a worker."""
+        # The engine gets its own connection: its group commits never queue behind the
+        # screens' reads on the shared one, and its transactions never meet theirs.
+        store = await Store.open(settings.db_path)
+        try:
+            run = await store.get_run(run_id)
+            counters = RunCounters()
+            await counters.seed(store, run_id)
+            engine = Engine(store, run, settings, [counters])
+        except BaseException:
+            await store.close()
+            raise
+        live = LiveRun(run_id, engine, counters)
+        self.live_runs[run_id] = live
+        live.worker = self.run_worker(self._drive(live, store, settings), name=f"run {run_id}", group="runs",
+                                      exclusive=False, exit_on_error=False)
+        return live
+
+    async def _drive(self, live: LiveRun, store: Store, settings: Settings) -> str | None:
+        from hbtui.export import write_run_folder
+
+        status = None
+        try:
+            status = await live.engine.execute()
+            if status == "finished":
+                final = await store.get_run(live.run_id)
+                folder = await write_run_folder(store, final, Path(settings.db_path).parent)
+                await store.finish_run(live.run_id, "finished", report=final.report, folder=str(folder))
+        except Exception as exc:  # noqa: BLE001 - a run that cannot start is a message, not a crash
+            live.counters.failed_to_start(str(exc))
+            self.notify(one_line(f"run {live.run_id} stopped: {exc}", 300), severity="error", markup=False)
+        finally:
+            await store.close()
+            self.live_runs.pop(live.run_id, None)
+        return status
+
+    def cancel_run(self, run_id: int) -> None:
+        live = self.live_runs.get(run_id)
+        if live is None or live.worker is None:
+            return
+        live.engine.cancel_status = "cancelled"
+        live.worker.cancel()
+
+    async def stop_runs(self) -> None:
+        """Stop every run of this process as Ctrl-C would (interrupted, resumable) and wait."""
+        for live in list(self.live_runs.values()):
+            if live.worker is not None:
+                live.worker.cancel()
+        waited = 0.0
+        while self.live_runs and waited < STOP_TIMEOUT_SECONDS:
+            await asyncio.sleep(0.05)
+            waited += 0.05
+
+    # ---- actions ----------------------------------------------------------------------------
+    def action_help(self) -> None:
+        from hbtui.tui.screens.help import HelpModal
+
+        if isinstance(self.screen, HelpModal):
+            self.pop_screen()
+            return
+        self.push_screen(HelpModal(self.screen))
+
+    def action_back(self) -> None:
+        # [default screen, runs list] is the bottom of the stack: never pop past it.
+        if len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    async def action_quit(self) -> None:
+        if not self.live_runs:
+            self.exit()
+            return
+        from hbtui.tui.screens.confirm import ConfirmModal
+
+        names = ", ".join(str(run_id) for run_id in self.live_runs)
+        question = (f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
+                    "continue later with `hbtui resume`.")
+
+        async def answered(stop: bool | None) -> None:
+            if stop:
+                self.notify("stopping: saving what completed…", markup=False)
+                await self.stop_runs()
+                self.exit()
+
+        await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
+
+    def open_run(self, run_id: int) -> None:
+        """The results browser of one run (another module; missing until it is written)."""
+        try:
+            from hbtui.tui.screens.run import RunScreen
+        except ImportError:
+            self.notify("the results browser is not available in this build", severity="warning", markup=False)
+            return
+        self.push_screen(RunScreen(run_id))
+
+    def open_config(self) -> None:
+        """The configuration screen, built once and kept: it has many widgets (slow to build),
+        and what was typed into it is still there when the user comes back."""
+        from hbtui.tui.screens.config import ConfigScreen
+
+        if not self.is_screen_installed("config"):
+            self.install_screen(ConfigScreen(), "config")
+        if self.screen is not self.get_screen("config"):
+            self.push_screen("config")
+
+    def open_monitor(self, run_id: int) -> None:
+        from hbtui.tui.screens.monitor import MonitorScreen
+
+        self.push_screen(MonitorScreen(run_id))
+
+    # ---- command palette ----------------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        # Every action a key reaches on this screen is also a command, so nothing needs a key.
+        seen = {"quit"}
+        for node, _, binding in self.bindings_for(screen):
+            if binding.action in seen:
+                continue
+            seen.add(binding.action)
+            yield SystemCommand(binding.description, binding.tooltip or f"key: {self.get_key_display(binding)}",
+                                partial(self.run_action, binding.action, node))
+
+    def bindings_for(self, screen: Screen) -> list[tuple[object, str, Binding]]:
+        """The keys the screen and the app define, with a description, each once.
+
+        Read from the screen and the app themselves rather than ``active_bindings``: there a
+        focused widget's own keys (a table's enter) hide the screen's, and add dozens of
+        cursor keys that say nothing about hbtui.
+        """
+        found: list[tuple[object, str, Binding]] = []
+        for node in (screen, self):
+            for key, bindings in node._bindings.key_to_bindings.items():
+                for binding in bindings:
+                    if binding.description and binding.action != "command_palette":
+                        found.append((node, key, binding))
+        return found

@@ -1,0 +1,238 @@
+"""What the live monitor shows, gathered two ways with one result (no Textual here).
+
+- A run of this process: :class:`RunCounters` observes the engine's events. It only adds to
+  counters (the engine calls it synchronously, possibly 1,000 times a second); the monitor reads
+  them on its own cadence.
+- A run of another process (`hbtui run` under nohup): :func:`view_from_store` reads the
+  database, which that process writes in batches and heartbeats every 2 s.
+
+Both produce a :class:`MonitorView`, so the screen renders one thing whichever way it came.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+from hbtui.events import (
+    CallFailed,
+    ConversationScored,
+    CriterionGraded,
+    Event,
+    GenerationFailed,
+    Noted,
+    ReplyGenerated,
+    RunFinished,
+    RunStarted,
+)
+from hbtui.store import RunRow, Store
+
+RATE_WINDOW_SECONDS = 10.0
+RECENT_ERRORS = 4
+
+
+@dataclass
+class MonitorView:
+    run_id: int
+    name: str
+    status: str  # as shown: running, paused, finished, interrupted, cancelled, failed, pending
+    model_test: str = ""
+    model_grader: str = ""
+    in_process: bool = False
+    owner: str | None = None
+    conversations_total: int = 0
+    conversations_done: int = 0
+    conversations_failed: int = 0
+    criteria_total: int = 0
+    criteria_done: int = 0
+    criteria_errors: int = 0
+    calls_per_second: float = 0.0
+    eta_seconds: float | None = None
+    endpoints: dict[str, tuple[int, int]] = field(default_factory=dict)  # url -> (in flight, limit)
+    scores: list[float] = field(default_factory=list)
+    errors_by_kind: dict[str, int] = field(default_factory=dict)  # final failures, as stored
+    retried_by_kind: dict[str, int] = field(default_factory=dict)  # failed attempts, retried or not
+    recent_errors: list[tuple[float, str, str]] = field(default_factory=list)  # (at, kind, message)
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # test prompt/completion, grader prompt/completion
+    final_score: float | None = None
+    final_ci95: tuple[float, float] | None = None
+    error: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in ("finished", "failed", "cancelled", "interrupted")
+
+    def signature(self) -> tuple:
+        """Changes whenever anything shown changes: the screen repaints only then."""
+        return (
+            self.status, self.conversations_done, self.conversations_failed, self.criteria_done, self.criteria_errors,
+            round(self.calls_per_second, 1), None if self.eta_seconds is None else int(self.eta_seconds),
+            tuple(sorted(self.endpoints.items())), len(self.scores), tuple(sorted(self.errors_by_kind.items())),
+            tuple(sorted(self.retried_by_kind.items())), tuple(self.recent_errors), self.latency_p50,
+            self.latency_p95, self.tokens, self.final_score, self.error,
+        )
+
+
+def eta(remaining: int, per_second: float) -> float | None:
+    if remaining <= 0:
+        return 0.0
+    return remaining / per_second if per_second > 0 else None
+
+
+def percentiles(latencies: list[float]) -> tuple[float | None, float | None]:
+    if not latencies:
+        return None, None
+    if len(latencies) == 1:
+        return latencies[0], latencies[0]
+    cuts = statistics.quantiles(latencies, n=20, method="inclusive")
+    return statistics.median(latencies), cuts[18]
+
+
+class RunCounters:
+    """An engine observer for a run of this process: counters only, no I/O, no repaint."""
+
+    def __init__(self) -> None:
+        self.conversations_total = self.criteria_total = 0
+        self.conversations_done = self.conversations_failed = 0
+        self.criteria_done = self.criteria_errors = 0
+        self.scores: list[float] = []
+        self.errors_by_kind: Counter[str] = Counter()
+        self.retried_by_kind: Counter[str] = Counter()
+        self.recent_errors: deque[tuple[float, str, str]] = deque(maxlen=RECENT_ERRORS)
+        self.latencies: deque[float] = deque(maxlen=500)
+        self.tokens = [0, 0, 0, 0]
+        self._completions: deque[list[int]] = deque()  # [second, count], newest last
+        self.finished: RunFinished | None = None
+        self.events = 0
+
+    async def seed(self, store: Store, run_id: int) -> None:
+        """Start from what the database holds (a resumed run has work done already)."""
+        progress = await store.progress(run_id)
+        self.conversations_total, self.criteria_total = progress.conversations_total, progress.criteria_total
+        self.conversations_done = progress.conversations_generated + progress.conversations_failed
+        self.conversations_failed = progress.conversations_failed
+        self.criteria_done, self.criteria_errors = progress.criteria_done, progress.criteria_errors
+        self.errors_by_kind.update(progress.errors_by_kind)
+        self.tokens = [progress.prompt_tokens_test, progress.completion_tokens_test,
+                       progress.prompt_tokens_grader, progress.completion_tokens_grader]
+        self.scores = await store.conversation_scores(run_id)
+
+    def failed_to_start(self, message: str) -> None:
+        self.recent_errors.append((time.time(), "start", message))
+
+    def _completed(self) -> None:
+        second = int(time.monotonic())
+        if self._completions and self._completions[-1][0] == second:
+            self._completions[-1][1] += 1
+        else:
+            self._completions.append([second, 1])
+            while len(self._completions) > RATE_WINDOW_SECONDS + 2:
+                self._completions.popleft()
+
+    def on_event(self, event: Event) -> None:
+        self.events += 1
+        if isinstance(event, CriterionGraded):
+            self.criteria_done += 1
+            self._completed()
+            self.tokens[2] += event.prompt_tokens
+            self.tokens[3] += event.completion_tokens
+            if event.met is None:
+                self.criteria_errors += 1
+                kind = event.error_kind or "unknown"
+                self.errors_by_kind[kind] += 1
+                self.recent_errors.append((time.time(), kind, f"criterion {event.idx} of conversation "
+                                                              f"{event.conversation_id} failed to grade"))
+            elif event.latency_ms:
+                self.latencies.append(event.latency_ms)
+        elif isinstance(event, ReplyGenerated):
+            self.conversations_done += 1
+            self._completed()
+            self.latencies.append(event.latency_ms)
+            self.tokens[0] += event.prompt_tokens
+            self.tokens[1] += event.completion_tokens
+        elif isinstance(event, ConversationScored):
+            if event.score is not None:
+                self.scores.append(event.score)
+        elif isinstance(event, GenerationFailed):
+            self.conversations_done += 1
+            self.conversations_failed += 1
+            self.errors_by_kind[f"reply {event.kind}"] += 1
+            self.recent_errors.append((time.time(), event.kind, event.message))
+        elif isinstance(event, CallFailed):
+            self.retried_by_kind[event.kind] += 1
+        elif isinstance(event, Noted):
+            if event.message.startswith("stopping"):
+                self.recent_errors.append((time.time(), "fatal", event.message))
+        elif isinstance(event, RunStarted):
+            self.conversations_total, self.criteria_total = event.conversations_total, event.criteria_total
+        elif isinstance(event, RunFinished):
+            self.finished = event
+
+    def calls_per_second(self, now: float | None = None) -> float:
+        now = time.monotonic() if now is None else now
+        # Whole seconds only: the current, partial second would make the rate jitter.
+        newest = int(now) - 1
+        oldest = newest - int(RATE_WINDOW_SECONDS) + 1
+        calls = sum(count for second, count in self._completions if oldest <= second <= newest)
+        return calls / RATE_WINDOW_SECONDS
+
+
+def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> MonitorView:
+    """The view of a run of this process; ``snapshot`` is ``engine.live_snapshot()``."""
+    rate = counters.calls_per_second()
+    remaining = (counters.conversations_total - counters.conversations_done) + (
+        counters.criteria_total - counters.criteria_done)
+    p50, p95 = percentiles(list(counters.latencies))
+    finished = counters.finished
+    status = finished.status if finished else ("paused" if snapshot.get("paused") else "running")
+    return MonitorView(
+        run_id=run.id, name=run.name, status=status, model_test=run.model_test, model_grader=run.model_grader,
+        in_process=True, owner="this process",
+        conversations_total=counters.conversations_total, conversations_done=counters.conversations_done,
+        conversations_failed=counters.conversations_failed,
+        criteria_total=counters.criteria_total, criteria_done=counters.criteria_done,
+        criteria_errors=counters.criteria_errors,
+        calls_per_second=rate, eta_seconds=None if finished else eta(remaining, rate),
+        endpoints={url: (s["in_flight"], s["limit"]) for url, s in snapshot.get("endpoints", {}).items()},
+        scores=counters.scores, errors_by_kind=dict(counters.errors_by_kind),
+        retried_by_kind=dict(counters.retried_by_kind), recent_errors=list(reversed(counters.recent_errors)),
+        latency_p50=p50, latency_p95=p95, tokens=tuple(counters.tokens),
+        final_score=finished.score if finished else None, error=finished.error if finished else None,
+    )
+
+
+async def view_from_store(store: Store, run_id: int) -> MonitorView:
+    """The view of any run, from the database alone (a run of another process, or an ended one)."""
+    now = time.time()
+    run = await store.get_run(run_id)
+    progress = await store.progress(run_id)
+    status = run.shown_status(now)
+    live = run.live if status == "running" else None
+    if live and live.get("paused"):
+        status = "paused"
+    running = status in ("running", "paused")
+    rate = (await store.calls_since(run_id, now - RATE_WINDOW_SECONDS)) / RATE_WINDOW_SECONDS if running else 0.0
+    done = progress.conversations_generated + progress.conversations_failed
+    remaining = (progress.conversations_total - done) + (progress.criteria_total - progress.criteria_done)
+    p50, p95 = percentiles(await store.recent_latencies(run_id))
+    return MonitorView(
+        run_id=run.id, name=run.name, status=status, model_test=run.model_test, model_grader=run.model_grader,
+        in_process=False, owner=run.owner,
+        conversations_total=progress.conversations_total, conversations_done=done,
+        conversations_failed=progress.conversations_failed,
+        criteria_total=progress.criteria_total, criteria_done=progress.criteria_done,
+        criteria_errors=progress.criteria_errors,
+        calls_per_second=rate, eta_seconds=eta(remaining, rate) if running else None,
+        endpoints={url: (s.get("in_flight", 0), s.get("limit", 0)) for url, s in (live or {}).get("endpoints", {}).items()},
+        scores=await store.conversation_scores(run_id), errors_by_kind=progress.errors_by_kind,
+        retried_by_kind=dict((run.live or {}).get("call_errors", {})),
+        recent_errors=await store.recent_errors(run_id, RECENT_ERRORS),
+        latency_p50=p50, latency_p95=p95,
+        tokens=(progress.prompt_tokens_test, progress.completion_tokens_test, progress.prompt_tokens_grader,
+                progress.completion_tokens_grader),
+        final_score=run.score, final_ci95=run.ci95, error=run.error,
+    )

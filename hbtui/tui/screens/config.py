@@ -1,0 +1,383 @@
+"""Every setting of a run on one scrolling screen: check the connection, start, keep presets.
+
+Fields are checked as they are typed, with the same rules as `.env` and the command line
+(``hbtui.config.parse_value``), and the problem is written under the field. API keys sit in
+password inputs: shown masked, never written to a preset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+
+from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
+from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
+from hbtui.engine import plan_run
+from hbtui.grading import TemplateError, load_template
+from hbtui.store import StoreError
+from hbtui.text import one_line
+
+NOT_SENT = "none"
+LOCAL_FILE = "file"
+
+
+@dataclass(frozen=True)
+class FormField:
+    name: str  # a Settings attribute, or a run option (subset, data_path, limit, seed, repeats, run_name)
+    label: str
+    kind: str  # a parser kind of hbtui.config, or: template, data_file, optional_int, int, choice
+    placeholder: str = ""
+    required: bool = False
+
+
+SECTIONS: list[tuple[str, list[FormField]]] = [
+    ("Model under test", [
+        FormField("base_url", "Base URL", "url", "http://127.0.0.1:8080/v1", required=True),
+        FormField("api_key", "API key", "secret", "none"),
+        FormField("model_test", "Model", "str", "model id", required=True),
+        FormField("reasoning_test", "Reasoning effort", "effort"),
+        FormField("temperature_test", "Temperature", "temperature"),
+        FormField("max_tokens_test", "Max tokens", "positive_int"),
+        FormField("concurrency", "Concurrency", "positive_int"),
+    ]),
+    ("Grader", [
+        FormField("grader_base_url", "Base URL", "url", "same as the model under test"),
+        FormField("grader_api_key", "API key", "secret", "same as the model under test"),
+        FormField("model_grader", "Model", "str", "model id", required=True),
+        FormField("reasoning_grader", "Reasoning effort", "effort"),
+        FormField("temperature_grader", "Temperature", "temperature"),
+        FormField("max_tokens_grader", "Max tokens", "positive_int"),
+        FormField("grader_concurrency", "Concurrency", "positive_int", "same as the model under test"),
+        FormField("grader_template", "Prompt template", "template", "built-in"),
+    ]),
+    ("Data and run", [
+        FormField("subset", "Subset", "choice"),
+        FormField("data_path", "Local JSONL file", "data_file", "path (when the subset is a local file)"),
+        FormField("limit", "Conversations", "optional_int", "all"),
+        FormField("seed", "Seed", "int"),
+        FormField("repeats", "Repeats", "positive_int"),
+        FormField("run_name", "Run name", "str", "automatic"),
+    ]),
+]
+FIELDS = {f.name: f for _, section in SECTIONS for f in section}
+SETTING_NAMES = [name for name in FIELDS if name in Settings.__dataclass_fields__]
+RUN_OPTIONS = ("subset", "data_path", "limit", "seed", "repeats", "run_name")
+
+
+def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str | None]:
+    """(value, problem) of one field as typed; the problem is a short phrase or None."""
+    raw = raw.strip()
+    kind = form_field.kind
+    if raw == "" or (kind == "effort" and raw == NOT_SENT):
+        if form_field.required:
+            return None, "required"
+        if kind == "data_file" and subset == LOCAL_FILE:
+            return None, "required for a local file"
+        if kind == "int":
+            return 0, None
+        if kind == "positive_int" and form_field.name == "repeats":
+            return 1, None
+        if kind == "positive_int" and form_field.name != "grader_concurrency":
+            return None, "required"
+        return None, None
+    if kind == "choice":
+        return raw, None
+    if kind in ("optional_int", "int") or form_field.name == "repeats":
+        try:
+            value = int(raw)
+        except ValueError:
+            return None, f"{raw!r} is not a whole number"
+        if kind == "optional_int" and value < 1:
+            return None, "must be at least 1 (or empty for all)"
+        if kind == "positive_int" and value < 1:
+            return None, f"{value} must be at least 1"
+        return value, None
+    if kind == "data_file":
+        path = Path(raw).expanduser()
+        if not path.exists():
+            return None, "no such file"
+        if path.is_dir():
+            return None, "is a directory, not a JSONL file"
+        return str(path), None
+    if kind == "template":
+        try:
+            load_template(Path(raw).expanduser())
+        except TemplateError as exc:
+            return None, str(exc).split(": ", 1)[-1].removeprefix(f"{raw}: ")
+        return str(Path(raw).expanduser()), None
+    if form_field.name == "run_name":
+        return raw, None
+    key = attribute_key(form_field.name)
+    try:
+        return parse_value(key, KEYS[key][1], raw, origin="typed"), None
+    except SettingsError as exc:
+        return None, str(exc).removeprefix(f"{key} (typed): ")
+
+
+def initial_text(settings: Settings, name: str) -> str:
+    if name == "subset":
+        return "main"
+    if name == "seed":
+        return "0"
+    if name == "repeats":
+        return "1"
+    if name in RUN_OPTIONS:
+        return ""
+    value = getattr(settings, name)
+    if value is None:
+        return NOT_SENT if FIELDS[name].kind == "effort" else ""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+class ConfigScreen(Screen):
+    SUB_TITLE = "new run"
+    BINDINGS = [
+        Binding("ctrl+s", "start", "Start", id="config.start"),
+        Binding("ctrl+t", "check_connection", "Check", id="config.check"),
+        Binding("c", "check_connection", "Check connection", show=False, id="config.check_c"),
+        Binding("ctrl+o", "load_preset", "Load preset", id="config.load_preset"),
+        Binding("ctrl+r", "save_preset", "Save preset", id="config.save_preset"),
+        Binding("ctrl+g", "write_env", "Write .env", id="config.write_env"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._starting = False
+        self._problems: dict[str, str | None] = {name: None for name in FIELDS}
+
+    def compose(self) -> ComposeResult:
+        settings = self.app.settings
+        yield Header()
+        with VerticalScroll(id="config-form"):
+            for title, section in SECTIONS:
+                yield Static(Text(title), classes="form-section")
+                for form_field in section:
+                    yield from self._field_row(settings, form_field)
+        yield Static(id="config-status")
+        with Horizontal(id="config-actions"):
+            yield Button("Start ^s", id="start", variant="primary", compact=True)
+            yield Button("Check ^t", id="check", compact=True)
+            yield Button("Load preset ^o", id="load-preset", compact=True)
+            yield Button("Save preset ^r", id="save-preset", compact=True)
+            yield Button("Write .env ^g", id="write-env", compact=True)
+        yield Footer()
+
+    def _field_row(self, settings: Settings, form_field: FormField) -> ComposeResult:
+        value = initial_text(settings, form_field.name)
+        with Horizontal(classes="field-row", id=f"row-{form_field.name}"):
+            yield Label(form_field.label, classes="field-label")
+            if form_field.kind == "effort":
+                options = [("not sent", NOT_SENT)] + [(effort, effort) for effort in REASONING_EFFORTS]
+                yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
+            elif form_field.kind == "choice":
+                options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
+                yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
+            else:
+                yield Input(value, placeholder=form_field.placeholder, password=form_field.kind == "secret",
+                            compact=True, id=f"field-{form_field.name}")
+        yield Static("", classes="field-message", id=f"message-{form_field.name}")
+
+    def on_mount(self) -> None:
+        self.validate_all()
+        self.query_one("#field-base_url", Input).focus()
+
+    # ---- reading and checking the form ----------------------------------------------------
+    def raw(self, name: str) -> str:
+        widget = self.query_one(f"#field-{name}")
+        if isinstance(widget, Select):
+            return str(widget.value)
+        return widget.value
+
+    def set_raw(self, name: str, value: Any) -> None:
+        widget = self.query_one(f"#field-{name}")
+        if isinstance(widget, Select):
+            widget.value = str(value) if value not in (None, "") else NOT_SENT
+        else:
+            widget.value = "" if value is None else str(value)
+
+    def validate_field(self, name: str) -> tuple[Any, str | None]:
+        value, problem = check_field(FIELDS[name], self.raw(name), self.raw("subset"))
+        # Touch the widgets only on a change: every class change restyles, and a screen of 21
+        # fields restyled on each keystroke is what made it slow to open.
+        if self._problems.get(name, "unset") != problem:
+            self._problems[name] = problem
+            message = self.query_one(f"#message-{name}", Static)
+            message.update(Text(problem or ""))
+            message.set_class(problem is not None, "-shown")
+            self.query_one(f"#row-{name}").set_class(problem is not None, "-invalid")
+        return value, problem
+
+    def validate_all(self) -> tuple[dict[str, Any], list[str]]:
+        values, problems = {}, []
+        for name in FIELDS:
+            value, problem = self.validate_field(name)
+            values[name] = value
+            if problem:
+                problems.append(name)
+        return values, problems
+
+    @on(Input.Changed)
+    def _input_changed(self, event: Input.Changed) -> None:
+        name = (event.input.id or "").removeprefix("field-")
+        if name in FIELDS:
+            self.validate_field(name)
+
+    @on(Select.Changed)
+    def _select_changed(self, event: Select.Changed) -> None:
+        name = (event.select.id or "").removeprefix("field-")
+        if name in FIELDS:
+            self.validate_field(name)
+        if name == "subset" and self.is_mounted:
+            self.validate_field("data_path")
+
+    def form_settings(self, values: dict[str, Any]) -> Settings:
+        return replace(self.app.settings, **{name: values[name] for name in SETTING_NAMES})
+
+    def show_status(self, message: str, *, error: bool = False) -> None:
+        status = self.query_one("#config-status", Static)
+        status.update(Text(message))
+        status.set_class(error, "-error")
+        status.set_class(bool(message), "-shown")
+
+    def _first_problem(self, problems: list[str]) -> None:
+        labels = ", ".join(FIELDS[name].label.lower() for name in problems[:4])
+        self.show_status(f"fix the marked fields first: {labels}", error=True)
+        widget = self.query_one(f"#field-{problems[0]}")
+        widget.focus()
+        self.query_one("#config-form", VerticalScroll).scroll_to_widget(widget)
+
+    # ---- actions --------------------------------------------------------------------------
+    @on(Button.Pressed)
+    async def _button(self, event: Button.Pressed) -> None:
+        actions = {"start": "start", "check": "check_connection", "load-preset": "load_preset",
+                   "save-preset": "save_preset", "write-env": "write_env"}
+        if event.button.id in actions:
+            await self.run_action(actions[event.button.id])
+
+    async def action_start(self) -> None:
+        if self._starting:
+            return
+        values, problems = self.validate_all()
+        if problems:
+            self._first_problem(problems)
+            return
+        settings = self.form_settings(values)
+        self._starting = True
+        self.show_status("loading the dataset…")
+        try:
+            settings.require_models()
+            load_template(settings.grader_template)
+            if values["subset"] == LOCAL_FILE:
+                dataset = await asyncio.to_thread(load_jsonl, values["data_path"])
+            else:
+                dataset = await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
+            self.show_status("planning the run…")
+            run_id = await plan_run(self.app.store, settings, dataset, limit=values["limit"], seed=values["seed"],
+                                    repeats=values["repeats"], name=values["run_name"])
+            await self.app.start_run(run_id, settings)
+        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(str(exc), 300), error=True)
+            return
+        finally:
+            self._starting = False
+        from hbtui.tui.screens.monitor import MonitorScreen
+
+        self.show_status("")
+        # The monitor replaces this screen: Back from it goes to the runs list.
+        await self.app.switch_screen(MonitorScreen(run_id))
+
+    def action_check_connection(self) -> None:
+        values, problems = self.validate_all()
+        problems = [name for name in problems if name in SETTING_NAMES]
+        if problems:
+            self._first_problem(problems)
+            return
+        self.show_status("checking the connection…")
+        self.run_worker(self._check(self.form_settings(values)), group="check", exclusive=True)
+
+    async def _check(self, settings: Settings) -> None:
+        from hbtui.checks import check_connection
+
+        results = await check_connection(settings)
+        text = Text()
+        for result in results:
+            if text:
+                text.append("\n")
+            text.append("✓ " if result.ok else "✗ ", style="bold green" if result.ok else "bold red")
+            text.append(f"{result.name}: {result.message}")
+        status = self.query_one("#config-status", Static)
+        status.update(text)
+        ok = all(result.ok for result in results)
+        status.set_class(not ok, "-error")
+        status.set_class(True, "-shown")
+        self.notify("connection check passed" if ok else "connection check found problems",
+                    severity="information" if ok else "warning", markup=False)
+
+    def preset_values(self) -> dict[str, str]:
+        return {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
+
+    def action_save_preset(self) -> None:
+        from hbtui.presets import PresetError, save_preset
+        from hbtui.tui.screens.presets import PresetNameModal
+
+        def named(name: str | None) -> None:
+            if not name:
+                return
+            try:
+                path = save_preset(name, self.preset_values())
+            except PresetError as exc:
+                self.show_status(str(exc), error=True)
+                return
+            self.show_status(f"saved preset {name!r} in {path} (API keys are never saved in presets)")
+
+        self.app.push_screen(PresetNameModal(), named)
+
+    def action_load_preset(self) -> None:
+        from hbtui.presets import PresetError, load_presets
+        from hbtui.tui.screens.presets import PresetPickerModal
+
+        try:
+            presets = load_presets()
+        except PresetError as exc:
+            self.show_status(str(exc), error=True)
+            return
+        if not presets:
+            self.show_status("no presets saved yet (ctrl+r saves the current settings as one)")
+            return
+
+        def picked(name: str | None) -> None:
+            if name is None:
+                return
+            for field_name, value in presets[name].items():
+                if field_name in FIELDS and FIELDS[field_name].kind != "secret":
+                    self.set_raw(field_name, value)
+            self.call_after_refresh(self.validate_all)
+            self.show_status(f"loaded preset {name!r}")
+
+        self.app.push_screen(PresetPickerModal(sorted(presets)), picked)
+
+    def action_write_env(self) -> None:
+        from hbtui.envfile import EnvFileError, write_env
+
+        values, problems = self.validate_all()
+        problems = [name for name in problems if name in SETTING_NAMES and not FIELDS[name].required]
+        if problems:
+            self._first_problem(problems)
+            return
+        path = self.app.env_file or ".env"
+        try:
+            written = write_env(path, self.form_settings(values))
+        except EnvFileError as exc:
+            self.show_status(str(exc), error=True)
+            return
+        self.show_status(f"wrote {written} (owner-only; it holds the API keys)")

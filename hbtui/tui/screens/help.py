@@ -1,0 +1,51 @@
+"""The keys of the screen underneath and of the app, with what each does."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Static
+
+
+class HelpModal(ModalScreen[None]):
+    BINDINGS = [
+        Binding("escape,q,question_mark", "close", "Close", id="help.close"),
+    ]
+
+    def __init__(self, under: Screen) -> None:
+        super().__init__()
+        # Read now: once this modal is on top, the screen below has no active bindings.
+        self.rows = self.bindings_of(under)
+        self.title_text = f"keys: {under.__class__.__name__.removesuffix('Screen').lower() or 'app'}"
+
+    def bindings_of(self, screen: Screen) -> list[tuple[str, str, str]]:
+        rows: dict[tuple[str, str], tuple[str, str, str]] = {}
+        for node, _, binding in self.app.bindings_for(screen):
+            where = "app" if node is self.app else "screen"
+            key = (binding.action, where)
+            keys = self.app.get_key_display(binding)
+            if key in rows:  # one line per action: "j, ↓"
+                keys = f"{rows[key][0]}, {keys}"
+            rows[key] = (keys, binding.description, where)
+        ordered = sorted(rows.values(), key=lambda row: row[2] != "screen")
+        ordered.append(("ctrl+p", "Command palette: every action by name", "app"))
+        return ordered
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_column(style="dim")
+        for key, description, where in self.rows:
+            table.add_row(Text(key), Text(description), Text(where))
+        with VerticalScroll(id="help-body") as body:
+            body.border_title = self.title_text
+            body.border_subtitle = "escape closes"
+            yield Static(table, id="help-table")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,312 @@
+"""The live monitor of one run, whichever process drives it.
+
+One timer at 4 Hz decides what to show: for a run of this process it reads the counters that
+the engine's observer keeps (no I/O); for a run of another process it reads the database, at
+most twice a second, in a worker that a tick skips while the previous read is still going. The
+widgets are repainted only when what they show changed, so a flood of events costs a few
+repaints a second, never one per event. Leaving the monitor never stops the run: the run's
+worker belongs to the App.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, ProgressBar, Static
+
+from hbtui import scoring
+from hbtui.store import StoreError
+from hbtui.text import one_line, visible_controls
+from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
+from hbtui.tui.widgets.histogram import ScoreHistogram
+
+TICK_SECONDS = 0.25
+POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
+POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
+HISTOGRAM_SECONDS = 1.0
+METRIC_SECONDS = 2.0  # the bootstrap is the costly part: at most this often
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def count(value: int) -> str:
+    if value >= 1_000_000:
+        return f"{value / 1e6:.1f}M"
+    if value >= 10_000:
+        return f"{value / 1e3:.0f}k"
+    if value >= 1_000:
+        return f"{value / 1e3:.1f}k"
+    return str(value)
+
+
+def safe(text: str, width: int = 120) -> Text:
+    """Text from the database or a model, as data: no markup, escape sequences visible."""
+    return Text(one_line(visible_controls(text), width))
+
+
+class MonitorScreen(Screen):
+    SUB_TITLE = "live monitor"
+    BINDINGS = [
+        Binding("p", "pause", "Pause/resume", id="monitor.pause"),
+        Binding("x", "cancel_run", "Cancel run", id="monitor.cancel"),
+        Binding("enter,b", "browse", "Results", id="monitor.browse"),
+    ]
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.view: MonitorView | None = None
+        self.refreshes = 0  # repaints done, for the benchmark
+        self.polls = 0  # database reads done
+        self._shown: tuple | None = None
+        self._polling = False
+        self._polled_at = 0.0
+        self._metric: scoring.Metric | None = None
+        self._metric_n = -1
+        self._metric_at = 0.0
+        self._metric_busy = False
+        self._announced_end = False
+        self._histogram_at = 0.0
+        self._seen_running = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="monitor-status")
+        with Horizontal(classes="monitor-bar"):
+            yield Static("conversations", classes="bar-label")
+            yield ProgressBar(total=None, show_eta=False, id="conversations-bar")
+            yield Static(id="conversations-count", classes="bar-count")
+        with Horizontal(classes="monitor-bar"):
+            yield Static("criteria", classes="bar-label")
+            yield ProgressBar(total=None, show_eta=False, id="criteria-bar")
+            yield Static(id="criteria-count", classes="bar-count")
+        with Horizontal(id="monitor-main"):
+            with Vertical(id="monitor-left"):
+                yield Static(id="monitor-stats")
+                yield ScoreHistogram(id="monitor-histogram")
+            with Vertical(id="monitor-right"):
+                yield Static(id="monitor-score")
+                yield Static(id="monitor-errors")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.tick()
+        self.set_interval(TICK_SECONDS, self.tick)
+
+    # ---- gathering ----------------------------------------------------------------------
+    @property
+    def live(self):
+        return self.app.live_runs.get(self.run_id)
+
+    def tick(self) -> None:
+        live = self.live
+        if live is not None:
+            self.apply(view_from_counters(live.engine.run, live.counters, live.engine.live_snapshot()))
+            return
+        ended = self.view is not None and self.view.ended
+        wait = POLL_ENDED_SECONDS if ended and self._announced_end else POLL_SECONDS
+        # Measured from the start of the last read; half a tick of slack so timer jitter
+        # does not halve the rate.
+        if not self._polling and time.monotonic() - self._polled_at >= wait - TICK_SECONDS / 2:
+            self._polling = True
+            self._polled_at = time.monotonic()
+            self.run_worker(self.poll(), group="monitor-poll", exit_on_error=False)
+
+    async def poll(self) -> None:
+        try:
+            store = self.app.store
+            if store is None:
+                return
+            view = await view_from_store(store, self.run_id)
+            self.polls += 1
+        except StoreError as exc:
+            self.query_one("#monitor-status", Static).update(safe(str(exc), 300))
+            return
+        finally:
+            self._polling = False
+        if self.live is None:  # a run started here meanwhile has the fresher figures
+            self.apply(view)
+
+    def apply(self, view: MonitorView) -> None:
+        self.view = view
+        self._update_metric(view)
+        signature = (view.signature(), self._metric_n)
+        if signature != self._shown:
+            self._shown = signature
+            self.paint(view)
+        if not view.ended:
+            self._seen_running = True
+        elif not self._announced_end:
+            self._announced_end = True
+            if self._seen_running:
+                score = "" if view.final_score is None else f": score {view.final_score:.3f}"
+                self.notify(f"run {view.run_id} {view.status}{score}", markup=False,
+                            severity="error" if view.status == "failed" else "information")
+
+    def _update_metric(self, view: MonitorView) -> None:
+        n = len(view.scores)
+        if (self._metric_busy or n == self._metric_n or n == 0
+                or (time.monotonic() - self._metric_at < METRIC_SECONDS and not view.ended)):
+            return
+        self._metric_busy = True
+        scores = list(view.scores)
+
+        async def compute() -> None:
+            try:
+                self._metric = await asyncio.to_thread(scoring.metric, scores)
+                self._metric_n = len(scores)
+            finally:
+                self._metric_at = time.monotonic()
+                self._metric_busy = False
+
+        self.run_worker(compute(), group="monitor-metric", exit_on_error=False)
+
+    # ---- painting -----------------------------------------------------------------------
+    def paint(self, view: MonitorView) -> None:
+        self.refreshes += 1
+        status = Text()
+        status.append(f"run {view.run_id} ", style="bold")
+        status.append_text(safe(view.name, 40))
+        status.append("  ")
+        status.append(view.status, style="bold")
+        if view.status in ("running", "paused"):
+            status.append(" (this process)" if view.in_process else " (another process)", style="dim")
+        if view.ended and view.final_score is not None:
+            status.append(f"  final score {view.final_score:.3f}", style="bold")
+        if view.error:
+            status.append("  ")
+            status.append_text(safe(view.error, 80))
+        self.query_one("#monitor-status", Static).update(status)
+
+        self._bar("conversations", view.conversations_done, view.conversations_total,
+                  f" ({view.conversations_failed} failed)" if view.conversations_failed else "")
+        self._bar("criteria", view.criteria_done, view.criteria_total,
+                  f" ({view.criteria_errors} errors)" if view.criteria_errors else "")
+        self.query_one("#monitor-stats", Static).update(self._stats(view))
+        self.query_one("#monitor-score", Static).update(self._score(view))
+        self.query_one("#monitor-errors", Static).update(self._errors(view))
+        histogram = self.query_one("#monitor-histogram", ScoreHistogram)
+        # A plotext chart costs milliseconds to draw: once a second is plenty for a histogram.
+        stale = time.monotonic() - self._histogram_at >= HISTOGRAM_SECONDS or view.ended
+        if len(histogram.scores) != len(view.scores) and stale:
+            self._histogram_at = time.monotonic()
+            histogram.update_scores(view.scores)
+
+    def _bar(self, name: str, done: int, total: int, extra: str) -> None:
+        self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=done)
+        self.query_one(f"#{name}-count", Static).update(Text(f"{done}/{total}{extra}"))
+
+    def _stats(self, view: MonitorView) -> Table:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(no_wrap=True, overflow="ellipsis")
+        grid.add_row("calls/s", Text(f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration(view.eta_seconds)}"
+                                     if not view.ended else "– (the run has ended)"))
+        for index, (url, (in_flight, limit)) in enumerate(sorted(view.endpoints.items())):
+            # The limit is the adaptive one: below the configured concurrency after 429s.
+            grid.add_row("in flight" if index == 0 else "", Text(f"{in_flight}/{limit}  ") + safe(url, 40))
+        if not view.endpoints:
+            grid.add_row("in flight", Text("–" if view.in_process or view.ended else "– (no heartbeat yet)"))
+        p50 = "–" if view.latency_p50 is None else f"{view.latency_p50:.0f} ms"
+        p95 = "–" if view.latency_p95 is None else f"{view.latency_p95:.0f} ms"
+        grid.add_row("latency", Text(f"p50 {p50}  p95 {p95}"))
+        pt, ct, pg, cg = view.tokens
+        grid.add_row("tokens", Text(f"test {count(pt)} in/{count(ct)} out"))
+        grid.add_row("", Text(f"grader {count(pg)} in/{count(cg)} out"))
+        return grid
+
+    def _score(self, view: MonitorView) -> Text:
+        text = Text()
+        text.append("score ", style="bold")
+        metric = self._metric
+        # The mean is cheap and exact now; the interval comes from the last bootstrap (marked … when older).
+        value = scoring.clipped_mean(view.scores) if view.scores else None
+        if view.ended and view.final_score is not None:
+            value = view.final_score
+        ci = view.final_ci95 if view.ended and view.final_ci95 else (metric.ci95 if metric else None)
+        text.append("–" if value is None else f"{value:.3f}")
+        text.append(f"  n={len(view.scores)}\n")
+        text.append("95% CI ", style="bold")
+        text.append("–" if ci is None else f"{ci[0]:.3f}–{ci[1]:.3f}")
+        if not view.ended and metric is not None and self._metric_n != len(view.scores):
+            text.append(" …", style="dim")
+        return text
+
+    def _errors(self, view: MonitorView) -> Text:
+        text = Text()
+        text.append("errors", style="bold")
+        if not view.errors_by_kind:
+            text.append("  none")
+        for kind, number in sorted(view.errors_by_kind.items(), key=lambda item: -item[1]):
+            text.append("\n ")
+            text.append_text(safe(kind, 20))
+            text.append(f" {number}")
+        if view.retried_by_kind:
+            text.append("\nfailed attempts (retried)", style="bold")
+            for kind, number in sorted(view.retried_by_kind.items(), key=lambda item: -item[1]):
+                text.append("\n ")
+                text.append_text(safe(kind, 20))
+                text.append(f" {number}")
+        if view.recent_errors:
+            text.append("\nlatest", style="bold")
+            for at, kind, message in view.recent_errors:
+                text.append(f"\n {time.strftime('%H:%M:%S', time.localtime(at))} " if at else "\n ")
+                text.append_text(safe(f"{kind}: {message}", 60))
+        return text
+
+    # ---- actions --------------------------------------------------------------------------
+    def _own_engine(self):
+        live = self.live
+        if live is None:
+            owner = self.view.owner if self.view else None
+            ended = self.view is not None and self.view.ended
+            self.notify(f"run {self.run_id} has ended" if ended else
+                        f"run {self.run_id} is driven by another process{f' ({owner})' if owner else ''}:"
+                        " pause or stop it there", markup=False, severity="warning")
+            return None
+        return live
+
+    def action_pause(self) -> None:
+        live = self._own_engine()
+        if live is None:
+            return
+        if live.engine.paused:
+            live.engine.resume()
+            self.notify("resumed", markup=False)
+        else:
+            live.engine.pause()
+            self.notify("paused: calls in flight finish, no new ones start", markup=False)
+        self.tick()
+
+    def action_cancel_run(self) -> None:
+        live = self._own_engine()
+        if live is None:
+            return
+        from hbtui.tui.screens.confirm import ConfirmModal
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.app.cancel_run(self.run_id)
+                self.notify(f"cancelling run {self.run_id}: saving what completed", markup=False)
+
+        self.app.push_screen(ConfirmModal(f"Cancel run {self.run_id}? What completed is kept; the run is marked "
+                                          "cancelled.", yes="Cancel run", no="Keep running"), answered)
+
+    def action_browse(self) -> None:
+        self.app.open_run(self.run_id)

@@ -1,0 +1,46 @@
+"""The two small dialogs of presets: name the current settings, pick saved ones."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+
+class PresetNameModal(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="preset_name.cancel")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text("Save these settings as preset (API keys are left out):"))
+            yield Input(placeholder="preset name", id="preset-name")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PresetPickerModal(ModalScreen[str | None]):
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="preset_picker.cancel")]
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text("Load a preset (enter picks, escape cancels):"))
+            yield OptionList(*(Option(Text(name), id=str(i)) for i, name in enumerate(self.names)),
+                             id="preset-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.names[int(event.option.id)])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,146 @@
+"""Every run in the database, newest first; the app's root screen.
+
+A run list stays small (tens or hundreds of rows), so Textual's DataTable is fine here. It is
+re-read every couple of seconds so running runs (of this or another process) move on their own.
+"""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from hbtui.store import RunRow
+from hbtui.text import one_line
+
+REFRESH_SECONDS = 2.0
+# What tells runs apart comes first: at 80 columns the rest scrolls sideways.
+COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "dataset", "date")
+
+
+def run_cells(run: RunRow, now: float) -> tuple[Text, ...]:
+    """One table row; every string from the database goes in as Text, never as markup."""
+    status = run.shown_status(now)
+    score = f"{run.score:.3f}" if run.score is not None else ""
+    ci = run.ci95
+    return (
+        Text(str(run.id), justify="right"),
+        Text(one_line(run.name, 32)),
+        Text(status),
+        Text(score, justify="right"),
+        Text(f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else ""),
+        Text(str(run.n_scored if run.n_scored is not None else run.n_conversations), justify="right"),
+        Text(one_line(run.model_test or "", 24)),
+        Text(one_line(run.model_grader or "", 24)),
+        Text(one_line(run.dataset_name or "", 24)),
+        Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))),
+    )
+
+
+class RunsScreen(Screen):
+    SUB_TITLE = "runs"
+    BINDINGS = [
+        Binding("enter", "open_run", "Open", id="runs.open"),
+        Binding("m", "monitor", "Monitor", id="runs.monitor"),
+        Binding("n", "new_run", "New run", id="runs.new"),
+        Binding("r", "refresh", "Refresh", id="runs.refresh"),
+        Binding("j", "cursor_down", "Down", show=False, id="runs.down"),
+        Binding("k", "cursor_up", "Up", show=False, id="runs.up"),
+        Binding("g", "first", "First", show=False, id="runs.first"),
+        Binding("G", "last", "Last", show=False, id="runs.last"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: list[tuple] = []
+        self._refreshing = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Static(Text("No runs yet: press n to configure and start one."), id="runs-empty")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        await self.reload()
+        self.set_interval(REFRESH_SECONDS, self.reload)
+
+    async def on_screen_resume(self) -> None:
+        await self.reload()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#runs-table", DataTable)
+
+    async def reload(self) -> None:
+        store = self.app.store
+        if self._refreshing or store is None:
+            return
+        self._refreshing = True
+        try:
+            runs = await store.list_runs()
+        finally:
+            self._refreshing = False
+        now = time.time()
+        rows = [(run.id, run_cells(run, now)) for run in runs]
+        plain = [(run_id, tuple(cell.plain for cell in cells)) for run_id, cells in rows]
+        self.set_class(not rows, "-empty")
+        if plain == self._shown:
+            return  # nothing changed: keep the cursor and the scroll position untouched
+        self._shown = plain
+        table = self.table
+        selected = self.selected_run_id()
+        table.clear()
+        for run_id, cells in rows:
+            table.add_row(*cells, key=str(run_id))
+        if selected is not None and str(selected) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(selected)))
+
+    def selected_run_id(self) -> int | None:
+        table = self.table
+        if table.row_count == 0:
+            return None
+        key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return int(key.value)
+
+    # DataTable turns enter into RowSelected before our binding sees it.
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.app.open_run(int(event.row_key.value))
+
+    def action_open_run(self) -> None:
+        run_id = self.selected_run_id()
+        if run_id is not None:
+            self.app.open_run(run_id)
+
+    def action_monitor(self) -> None:
+        run_id = self.selected_run_id()
+        if run_id is None:
+            self.notify("no run selected", markup=False)
+            return
+        self.app.open_monitor(run_id)
+
+    def action_new_run(self) -> None:
+        self.app.open_config()
+
+    async def action_refresh(self) -> None:
+        self._shown = []
+        await self.reload()
+
+    def action_cursor_down(self) -> None:
+        self.table.action_cursor_down()
+
+    def action_cursor_up(self) -> None:
+        self.table.action_cursor_up()
+
+    def action_first(self) -> None:
+        self.table.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        self.table.move_cursor(row=max(0, self.table.row_count - 1))

@@ -1,0 +1,236 @@
+"""The app shell, runs list and configuration screen, driven by Textual's pilot against the
+test server (its own process) and real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from textual.widgets import DataTable, Input, Select, Static
+
+from hbtui.config import Settings
+from hbtui.store import Store
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.config import ConfigScreen
+from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.screens.help import HelpModal
+from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.runs import RunsScreen
+from tests.conftest import run_engine, settings_for
+from tests.support.server_process import FakeServer
+from tests.support.tui import screen_text, wait_for
+
+KEY = "sk-VISIBLEKEYMARKER-0123456789"
+
+
+def make_app(db, **values) -> HBTuiApp:
+    return HBTuiApp(settings=Settings(db_path=str(db), **values), env_file=None)
+
+
+async def test_opens_on_the_configuration_screen_when_the_database_is_empty(tmp_path):
+    app = make_app(tmp_path / "empty.sqlite")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the configuration screen")
+        await pilot.press("escape")  # back lands on the (empty) runs list, never past it
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("escape")
+        assert isinstance(app.screen, RunsScreen)
+        assert "No runs yet" in screen_text(app)
+
+
+async def test_opens_on_the_runs_list_with_a_finished_run(finished_run_db):
+    app = make_app(finished_run_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, what="one row")
+        text = screen_text(app)
+        assert "small-run" in text and "finished" in text and "0.625" in text
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="n opens the configuration")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="m opens the monitor")
+        await wait_for(pilot, lambda: app.screen.view is not None and app.screen.view.status == "finished")
+
+
+async def test_a_run_configured_on_screen_runs_to_the_end_in_the_monitor(server, small_dataset, tmp_path):
+    app = make_app(tmp_path / "runs" / "hbtui.sqlite")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+        screen = app.screen
+        base_url = screen.query_one("#field-base_url", Input)
+        base_url.focus()
+        await pilot.press(*server.base_url)  # typed, as a person would
+        screen.query_one("#field-model_test", Input).value = "test-model"
+        screen.query_one("#field-model_grader", Input).value = "grader-model"
+        screen.query_one("#field-subset", Select).value = "file"
+        screen.query_one("#field-data_path", Input).value = str(small_dataset)
+        screen.query_one("#field-run_name", Input).value = "from-the-form"
+        await pilot.pause()
+        assert base_url.value == server.base_url
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
+        monitor = app.screen
+        await wait_for(pilot, lambda: monitor.view is not None and monitor.view.status == "finished",
+                       timeout=20, what="the run to finish")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "finished" in text and "final score 0.625" in text
+        assert "3/3" in text and "8/8" in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+    async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
+        run = await store.resolve_run("from-the-form")
+    assert run.status == "finished" and run.score == 0.625
+
+
+async def test_a_bad_value_is_marked_next_to_its_field(tmp_path, small_dataset):
+    app = make_app(tmp_path / "db.sqlite", base_url="http://127.0.0.1:9/v1", model_test="a", model_grader="b")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+        screen = app.screen
+        concurrency = screen.query_one("#field-concurrency", Input)
+        message = screen.query_one("#message-concurrency", Static)
+        concurrency.value = "0"
+        await pilot.pause()
+        assert "must be at least 1" in str(message.render()) and message.display
+        concurrency.value = "many"
+        await pilot.pause()
+        assert "'many' is not a whole number" in str(message.render())
+        concurrency.value = "4"
+        await pilot.pause()
+        assert not message.display
+        screen.query_one("#field-base_url", Input).value = "localhost:8080"
+        screen.query_one("#field-subset", Select).value = "file"
+        screen.query_one("#field-data_path", Input).value = str(small_dataset) + ".missing"
+        template = tmp_path / "template.txt"
+        template.write_text("no placeholders here")
+        screen.query_one("#field-grader_template", Input).value = str(template)
+        await pilot.pause()
+        assert "not an http(s) URL" in str(screen.query_one("#message-base_url", Static).render())
+        assert "no such file" in str(screen.query_one("#message-data_path", Static).render())
+        assert "<<conversation>> is missing" in str(screen.query_one("#message-grader_template", Static).render())
+        await pilot.press("ctrl+s")  # refused: nothing starts while a field is wrong
+        await pilot.pause()
+        assert isinstance(app.screen, ConfigScreen)
+        assert "fix the marked fields" in screen_text(app)
+
+
+async def test_the_api_key_never_appears_on_screen(server, tmp_path):
+    app = make_app(tmp_path / "db.sqlite", base_url=server.base_url, api_key=KEY, model_test="test-model",
+                   model_grader="grader-model")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+        assert app.screen.query_one("#field-api_key", Input).value == KEY  # held, to be used
+        assert "VISIBLEKEYMARKER" not in screen_text(app)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "json_schema" in screen_text(app), what="the check results")
+        text = screen_text(app)
+        assert "VISIBLEKEYMARKER" not in text and "✓" in text
+
+
+async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_path):
+    with FakeServer(api_key="sk-right") as guarded:
+        app = make_app(tmp_path / "db.sqlite", base_url=guarded.base_url, api_key="sk-wrong-key",
+                       model_test="test-model", model_grader="grader-model")
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+            await pilot.press("ctrl+t")
+            await wait_for(pilot, lambda: "401: key rejected" in screen_text(app), what="401 reported")
+            screen = app.screen
+            screen.query_one("#field-api_key", Input).value = "sk-right"
+            screen.query_one("#field-model_test", Input).value = "no-such-model"
+            await pilot.press("ctrl+t")
+            await wait_for(pilot, lambda: "model no-such-model not served" in screen_text(app),
+                           what="unknown model reported")
+            assert "served: test-model, grader-model" in screen_text(app)
+
+
+async def test_help_lists_the_keys_and_the_palette_offers_every_action(finished_run_db):
+    app = make_app(finished_run_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        runs = app.screen
+        titles = {command.title for command in app.get_system_commands(runs)}
+        assert {"Open", "Monitor", "New run", "Refresh", "Help", "Back"} <= titles
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
+        text = screen_text(app)
+        assert "New run" in text and "Monitor" in text and "Quit" in text
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+
+
+async def test_text_from_the_database_is_shown_as_data(server, small_dataset, tmp_path):
+    db = tmp_path / "db.sqlite"
+    await run_engine(settings_for(server, db), small_dataset, name="[bold]loud[/bold] \x1b[31mred")
+    app = make_app(db)
+    async with app.run_test(size=(120, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count)
+        assert "[bold]loud[/bold] ␛[31mred" in screen_text(app)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        await pilot.pause(0.2)
+        assert "[bold]loud[/bold] ␛[31mred" in screen_text(app)
+
+
+async def test_quitting_during_a_run_asks_then_stops_it_resumably(server, small_dataset, tmp_path):
+    server.control(latency_ms=300)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+    async with await Store.open(db) as store:
+        from hbtui.dataset import load_jsonl
+        from hbtui.engine import plan_run
+
+        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="slow")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await app.start_run(run_id, settings)
+        app.open_monitor(run_id)
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirmation")
+        await pilot.press("n")  # keep running
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        assert app.live_runs
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the app to quit")
+    with sqlite3.connect(db) as connection:
+        status, owner = connection.execute("SELECT status, owner FROM runs WHERE id = ?", (run_id,)).fetchone()
+    assert status == "interrupted" and owner is None
+
+
+async def test_a_monitor_of_an_unknown_run_ends_with_a_message(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="no-such-run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: not app.is_running, what="the app to stop")
+    assert app.return_code == 2
+
+
+async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, small_dataset, tmp_path):
+    server.control(latency_ms=300)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+    async with await Store.open(db) as store:
+        from hbtui.dataset import load_jsonl
+        from hbtui.engine import plan_run
+
+        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="to-cancel")
+    app = HBTuiApp(settings=settings, env_file=None, monitor_run="to-cancel")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        monitor = app.screen
+        await app.start_run(run_id, settings)
+        await pilot.press("p")
+        await wait_for(pilot, lambda: monitor.view.status == "paused", what="paused")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: monitor.view.status == "running", what="running again")
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: monitor.view.status == "cancelled", timeout=10, what="cancelled")
+        assert not app.live_runs

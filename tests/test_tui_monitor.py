@@ -1,0 +1,114 @@
+"""The monitor attached to a run that another process drives (`hbtui run`, as under nohup):
+it reads the database only, sees the counts grow and the end, and never stops that process."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hbtui.config import Settings
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.runs import RunsScreen
+from tests.conftest import make_record, write_jsonl
+from tests.support.tui import screen_text, wait_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def twelve_records(tmp_path) -> Path:
+    """12 conversations x 5 criteria: 72 calls, a few seconds at 2 in flight and 80 ms each."""
+    records = [
+        make_record(f"m{i}", [(f"[[MET]] point {j}", 2, ["axis:accuracy"]) if j % 2 else
+                              (f"[[NOT_MET]] point {j}", 3, ["axis:completeness"]) for j in range(5)],
+                    user=f"question number {i}")
+        for i in range(12)
+    ]
+    return write_jsonl(tmp_path / "twelve.jsonl", records)
+
+
+def start_headless_run(server, db: Path, data: Path, name: str, cwd: Path) -> subprocess.Popen:
+    env = dict(os.environ, BASE_URL=server.base_url, MODEL_TEST="test-model", MODEL_GRADER="grader-model",
+               HBTUI_DB=str(db), CONCURRENCY="2", PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", name],
+                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_run_row(db: Path, name: str, process: subprocess.Popen, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.exists():
+            try:
+                with sqlite3.connect(db) as connection:
+                    if connection.execute("SELECT 1 FROM runs WHERE name = ? AND status = 'running'",
+                                          (name,)).fetchone():
+                        return
+            except sqlite3.OperationalError:
+                pass  # the schema is being created
+        if process.poll() is not None:
+            raise AssertionError(f"hbtui run ended early: {process.stderr.read()}")
+        time.sleep(0.05)
+    raise AssertionError("the run never started")
+
+
+async def test_the_monitor_follows_a_run_of_another_process_to_its_end(server, twelve_records, tmp_path):
+    server.control(latency_ms=80)
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    process = start_headless_run(server, db, twelve_records, "outside", tmp_path)
+    try:
+        wait_for_run_row(db, "outside", process)
+        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run="outside")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+            monitor = app.screen
+            assert not monitor.view.in_process
+            seen: list[int] = []
+            deadline = time.monotonic() + 30
+            while monitor.view.status != "finished" and time.monotonic() < deadline:
+                if not seen or seen[-1] != monitor.view.criteria_done:
+                    seen.append(monitor.view.criteria_done)
+                await pilot.pause(0.1)
+            assert monitor.view.status == "finished"
+            assert len(seen) >= 3 and seen == sorted(seen), seen  # it grew, step by step, never back
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            assert "finished" in text and "60/60" in text and "12/12" in text
+            assert f"final score {monitor.view.final_score:.3f}" in text
+        assert process.wait(timeout=15) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_records, tmp_path):
+    server.control(latency_ms=150)
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    process = start_headless_run(server, db, twelve_records, "keeps-going", tmp_path)
+    try:
+        wait_for_run_row(db, "keeps-going", process)
+        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run="keeps-going")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+            await pilot.press("p", "x")  # not this process's run: only a message, nothing stops
+            await pilot.pause(0.2)
+            assert app.screen.view.status == "running" and not app.live_runs
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+            await pilot.press("q")  # nothing of this process runs, so it quits without asking
+            await wait_for(pilot, lambda: not app.is_running)
+        assert process.poll() is None, "closing the monitor stopped the run"
+        assert process.wait(timeout=30) == 0
+        with sqlite3.connect(db) as connection:
+            assert connection.execute("SELECT status FROM runs WHERE name = 'keeps-going'").fetchone() == ("finished",)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
