@@ -22,7 +22,7 @@ from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.engine import Engine, RunFailed, plan_run, settings_for_run
-from hbtui.export import write_csv, write_jsonl, write_run_folder
+from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
@@ -148,11 +148,8 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
             loop.remove_signal_handler(signum)
     final = await store.get_run(run.id)
     if status == "finished":
-        folder = await write_run_folder(store, final, Path(settings.db_path).parent)
-        await store.finish_run(run.id, "finished", report=final.report, folder=str(folder))
-        final = await store.get_run(run.id)
         print(render_report(final, brief=True))
-        print(f"results: {folder}")
+        print(f"results: {final.folder}")
         errors = (final.report or {}).get("criteria", {}).get("errors", 0)
         if errors:
             print(f"{errors} criteria failed to grade; retry them with: hbtui regrade-errors {final.id}")

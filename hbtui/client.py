@@ -116,6 +116,7 @@ class CallRecord:
     ok: bool
     kind: str | None
     latency_ms: float
+    message: str = ""
 
 
 def split_reasoning(message: dict) -> tuple[str, str | None]:
@@ -323,7 +324,7 @@ class ChatClient:
                             continue
                         error = ChatError(REFUSED, message, status, attempts)
             error.attempts = attempts
-            self.on_call(CallRecord(self.endpoint.base_url, False, error.kind, latency_ms))
+            self.on_call(CallRecord(self.endpoint.base_url, False, error.kind, latency_ms, error.message))
             if error.kind not in TRANSIENT_KINDS or attempts >= self.max_attempts:
                 raise error
             await asyncio.sleep(self._delay(attempts, retry_after))

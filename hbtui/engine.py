@@ -37,6 +37,7 @@ from hbtui.events import (
     RunFinished,
     RunStarted,
 )
+from hbtui.export import write_run_folder
 from hbtui.grading import grade_criterion, grader_prompt, load_template
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.store import MET, NOT_MET, ERROR, PlannedConversation, RunRow, Store, WorkItem
@@ -154,6 +155,8 @@ class Engine:
         self._template = load_template(settings.grader_template)
         self.cancel_status = "interrupted"
         self.error: str | None = None
+        # Run folders (results.jsonl, description.md) go beside the database, as the old harness had them.
+        self.runs_root = Path(settings.db_path).parent
 
     # ---- control from a display --------------------------------------------------------
     def pause(self) -> None:
@@ -197,7 +200,7 @@ class Engine:
         if not record.ok:
             stats.failures += 1
             self.live.errors_by_kind[record.kind] = self.live.errors_by_kind.get(record.kind, 0) + 1
-            self.emit(CallFailed(self.run.id, record.endpoint, record.kind, ""))
+            self.emit(CallFailed(self.run.id, record.endpoint, record.kind, record.message))
 
     def live_snapshot(self) -> dict:
         for url, limiter in self._limiters.items():
@@ -260,6 +263,9 @@ class Engine:
             self.error = error
             try:
                 await self.store.finish_run(run_id, status, error=error, report=report)
+                if status == "finished":
+                    folder = await write_run_folder(self.store, await self.store.get_run(run_id), self.runs_root)
+                    await self.store.set_folder(run_id, str(folder))
             except sqlite3.Error:
                 pass  # the same fault: the stale heartbeat will show the run as interrupted
             score = report["overall_score"] if report else None
@@ -370,7 +376,7 @@ class Engine:
                 ERROR, None, None, None, exc.message, exc.kind, exc.attempts, None, None, None, time.time(),
                 item.conversation_id, idx,
             )))
-            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0))
+            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
@@ -382,7 +388,7 @@ class Engine:
         )))
         self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, verdict.criteria_met if verdict else None,
                                   outcome.error_kind, outcome.latency_ms, outcome.prompt_tokens,
-                                  outcome.completion_tokens))
+                                  outcome.completion_tokens, outcome.error))
 
     def _check_fatal(self, exc: ChatError) -> None:
         if exc.fatal and self._fatal is None:

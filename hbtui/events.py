@@ -43,11 +43,12 @@ class CriterionGraded:
     run_id: int
     conversation_id: int
     idx: int
-    met: bool | None  # None: grading failed (error_kind says why)
+    met: bool | None  # None: grading failed (error_kind and error say why)
     error_kind: str | None
     latency_ms: float
     prompt_tokens: int
     completion_tokens: int
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,7 @@ class ConversationScored:
 
 @dataclass(frozen=True, slots=True)
 class CallFailed:
-    """One failed HTTP attempt; ``retrying`` says whether the client will try again."""
+    """One failed HTTP attempt (the client may try again)."""
 
     run_id: int
     endpoint: str

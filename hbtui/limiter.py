@@ -4,9 +4,11 @@ Grading waits ahead of generation when both share an endpoint, so conversations 
 scores appear) as the run goes instead of all replies first and all verdicts last.
 
 When an endpoint keeps answering 429, the cap shrinks multiplicatively (at most once per
-``cooldown`` seconds, so one burst of refusals counts once) and grows back by one after every
-``grow_after`` successes: a run started with too high a concurrency slows down instead of
-failing.
+``cooldown`` seconds, so one burst of refusals counts once) and grows back by one after about
+one window of successes (``growth`` x the current cap), as TCP's congestion window does: a run
+started with too high a concurrency slows down instead of failing, while an endpoint that
+refuses now and then (a 429 that does not shrink the cap leaves the count alone) keeps its
+concurrency.
 """
 
 from __future__ import annotations
@@ -21,12 +23,12 @@ GENERATION = 1
 
 
 class AdaptiveLimiter:
-    def __init__(self, limit: int, *, minimum: int = 1, cooldown: float = 1.0, grow_after: int = 20) -> None:
+    def __init__(self, limit: int, *, minimum: int = 1, cooldown: float = 1.0, growth: float = 1.0) -> None:
         self.max_limit = limit
         self.limit = limit
         self.minimum = minimum
         self.cooldown = cooldown
-        self.grow_after = grow_after
+        self.growth = growth
         self.in_flight = 0
         self._waiters: list[tuple[int, int, asyncio.Future]] = []
         self._order = itertools.count()
@@ -63,17 +65,17 @@ class AdaptiveLimiter:
 
     def rate_limited(self) -> None:
         now = time.monotonic()
-        self._successes = 0
         if now - self._last_shrink < self.cooldown:
             return
         self._last_shrink = now
+        self._successes = 0
         self.limit = max(self.minimum, int(self.limit * 0.7))
 
     def succeeded(self) -> None:
         if self.limit >= self.max_limit:
             return
         self._successes += 1
-        if self._successes >= self.grow_after:
+        if self._successes >= max(1.0, self.limit * self.growth):
             self._successes = 0
             self.limit += 1
             self._wake()

@@ -473,6 +473,10 @@ class Store:
         )
         await self.db.commit()
 
+    async def set_folder(self, run_id: int, folder: str) -> None:
+        await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
+        await self.db.commit()
+
     async def save_report(self, run_id: int, report: dict) -> None:
         await self.db.execute(
             "UPDATE runs SET report_json = ?, score = ? WHERE id = ?",
@@ -669,6 +673,10 @@ class Store:
         verdict_counts = dict(
             await self._all("SELECT status, count(*) FROM verdicts WHERE run_id = ? GROUP BY status", (run_id,))
         )
+        # Criteria of a conversation that got no reply will never be graded: they are not work left.
+        unreachable = (await self._one(
+            "SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE run_id = ? AND status = 'failed'", (run_id,)
+        ))[0]
         kinds: dict[str, int] = {}
         for kind, count in await self._all(
             "SELECT error_kind, count(*) FROM verdicts WHERE run_id = ? AND status = 'error' GROUP BY error_kind",
@@ -698,7 +706,7 @@ class Store:
             conversations_failed=conv.get("failed", 0),
             conversations_scored=scored,
             criteria_total=total_criteria,
-            criteria_done=total_criteria - verdict_counts.get(PENDING, 0),
+            criteria_done=total_criteria - verdict_counts.get(PENDING, 0) + unreachable,
             criteria_met=verdict_counts.get(MET, 0),
             criteria_errors=verdict_counts.get(ERROR, 0),
             errors_by_kind=kinds,

@@ -175,7 +175,7 @@ def test_limiter_shrinks_on_persistent_429_and_grows_back(server):
     server.control(persistent_429_until=6, retry_after=0.01)
 
     async def go():
-        limiter = AdaptiveLimiter(8, cooldown=0.0, grow_after=2)
+        limiter = AdaptiveLimiter(8, cooldown=0.0, growth=0.25)
         client = ChatClient(Endpoint(server.base_url), limiter=limiter, backoff_base=0.01, max_attempts=10)
         try:
             await asyncio.gather(*(client.complete("test-model", MESSAGES) for _ in range(4)))
@@ -188,3 +188,23 @@ def test_limiter_shrinks_on_persistent_429_and_grows_back(server):
     shrunk, recovered = asyncio.run(go())
     assert shrunk < 8
     assert recovered > shrunk
+
+
+def test_occasional_429s_do_not_starve_the_limiter(server):
+    """15% of calls refused at random: the cap may dip, but it does not stay at the bottom."""
+    server.control(faults={"rate_limit": 0.15}, retry_after=0.0, seed=5, latency_ms=5)
+
+    async def go():
+        limiter = AdaptiveLimiter(8, cooldown=0.2)
+        client = ChatClient(Endpoint(server.base_url), limiter=limiter, backoff_base=0.01, max_attempts=10)
+        try:
+            lowest = 8
+            for _ in range(10):
+                await asyncio.gather(*(client.complete("test-model", MESSAGES) for _ in range(40)))
+                lowest = min(lowest, limiter.limit)
+            return lowest, limiter.limit
+        finally:
+            await client.aclose()
+
+    lowest, final = asyncio.run(go())
+    assert final >= 4, (lowest, final)

@@ -107,15 +107,9 @@ class HBTuiApp(App[int]):
         return live
 
     async def _drive(self, live: LiveRun, store: Store, settings: Settings) -> str | None:
-        from hbtui.export import write_run_folder
-
         status = None
         try:
-            status = await live.engine.execute()
-            if status == "finished":
-                final = await store.get_run(live.run_id)
-                folder = await write_run_folder(store, final, Path(settings.db_path).parent)
-                await store.finish_run(live.run_id, "finished", report=final.report, folder=str(folder))
+            status = await live.engine.execute()  # a finished run also gets its folder there
         except Exception as exc:  # noqa: BLE001 - a run that cannot start is a message, not a crash
             live.counters.failed_to_start(str(exc))
             self.notify(one_line(f"run {live.run_id} stopped: {exc}", 300), severity="error", markup=False)

@@ -144,8 +144,8 @@ class RunCounters:
                 self.criteria_errors += 1
                 kind = event.error_kind or "unknown"
                 self.errors_by_kind[kind] += 1
-                self.recent_errors.append((time.time(), kind, f"criterion {event.idx} of conversation "
-                                                              f"{event.conversation_id} failed to grade"))
+                where = f"criterion {event.idx} of conversation {event.conversation_id}"
+                self.recent_errors.append((time.time(), kind, f"{where}: {event.error or 'failed to grade'}"))
             elif event.latency_ms:
                 self.latencies.append(event.latency_ms)
         elif isinstance(event, ReplyGenerated):
