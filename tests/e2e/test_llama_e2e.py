@@ -84,20 +84,25 @@ def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
 
     async def open_in_app():
         from hbtui.config import Settings
-        from hbtui.tui.app import HBTuiApp
+        from tests.support.browser_harness import browser_app
+        from tests.support.tui import screen_text
+        from tests.test_tui_browser import normalised, open_conversation, open_run
 
-        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
-        async with app.run_test(size=(100, 30)) as pilot:
-            await pilot.pause(0.5)
-            from hbtui.tui.screens.run import RunScreen
+        app = browser_app(db)
+        async with app.run_test(size=(100, 40)) as pilot:
+            screen = await open_run(pilot, 1)
+            summary = screen_text(app)
+            await pilot.press("2")
+            conversation = await open_conversation(pilot, screen)
+            await pilot.press("j")
+            await pilot.pause()
+            return summary, conversation.detail, normalised(screen_text(app))
 
-            await app.push_screen(RunScreen(1))
-            await pilot.pause(0.5)
-            text = "\n".join(str(w.render()) for w in app.screen.query("*") if hasattr(w, "render"))
-            return text
-
-    screen_text = asyncio.run(open_in_app())
-    assert "e2e" in screen_text or MODEL in screen_text
+    summary, detail, conversation_text = asyncio.run(open_in_app())
+    assert f"Score {report['overall_score']:.3f}" in summary
+    first = detail.verdicts[0]
+    shown = first.explanation if first.status in ("met", "not_met") else first.error
+    assert " ".join(shown.split())[:30] in conversation_text
 
 
 def test_provider_refusals_are_negotiated_against_a_real_server(llama, short_records, tmp_path):
