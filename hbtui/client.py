@@ -63,6 +63,17 @@ class Endpoint:
         return headers
 
 
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str
+    messages: list[dict]
+    temperature: float | None
+    max_tokens: int | None
+    reasoning_effort: str | None
+    response_format: dict | None
+    priority: int
+
+
 @dataclass(slots=True)
 class ChatResult:
     content: str
@@ -201,25 +212,17 @@ class ChatClient:
         if self._own_http:
             await self.http.aclose()
 
-    def _body(
-        self,
-        model: str,
-        messages: list[dict],
-        quirks: ModelQuirks,
-        temperature: float | None,
-        max_tokens: int | None,
-        reasoning_effort: str | None,
-        response_format: dict | None,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model, "messages": messages}
-        if temperature is not None and "temperature" not in quirks.dropped:
-            body["temperature"] = temperature
-        if max_tokens is not None and quirks.max_tokens_key not in quirks.dropped:
-            body[quirks.max_tokens_key] = max_tokens
-        if reasoning_effort and "reasoning_effort" not in quirks.dropped:
-            body["reasoning_effort"] = reasoning_effort
-        if response_format is not None and quirks.json_schema:
-            body["response_format"] = response_format
+    def _body(self, request: "ChatRequest", quirks: ModelQuirks) -> dict[str, Any]:
+        """The request as this endpoint and model accept it, after what they refused so far."""
+        body: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        if request.temperature is not None and "temperature" not in quirks.dropped:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None and quirks.max_tokens_key not in quirks.dropped:
+            body[quirks.max_tokens_key] = request.max_tokens
+        if request.reasoning_effort and "reasoning_effort" not in quirks.dropped:
+            body["reasoning_effort"] = request.reasoning_effort
+        if request.response_format is not None and quirks.json_schema:
+            body["response_format"] = request.response_format
         return body
 
     def _learn(self, model: str, quirks: ModelQuirks, param: str) -> None:
@@ -251,36 +254,27 @@ class ChatClient:
         response_format: dict | None = None,
         priority: int = GENERATION,
     ) -> ChatResult:
+        request = ChatRequest(model, messages, temperature, max_tokens, reasoning_effort, response_format, priority)
         quirks = self.quirks.setdefault(model, ModelQuirks())
         shape = response_format is not None
-        args = (model, messages, quirks, temperature, max_tokens, reasoning_effort, response_format, priority)
         if shape in quirks.settled:
-            return await self._complete(*args)
+            return await self._complete(request, quirks)
         async with quirks.first_call:
             if shape in quirks.settled:
-                return await self._complete(*args)
-            result = await self._complete(*args)
+                return await self._complete(request, quirks)
+            result = await self._complete(request, quirks)
             quirks.settled.add(shape)
             return result
 
-    async def _complete(
-        self,
-        model: str,
-        messages: list[dict],
-        quirks: ModelQuirks,
-        temperature: float | None,
-        max_tokens: int | None,
-        reasoning_effort: str | None,
-        response_format: dict | None,
-        priority: int,
-    ) -> ChatResult:
+    async def _complete(self, request: "ChatRequest", quirks: ModelQuirks) -> ChatResult:
+        model = request.model
         attempts = 0
         adjustments = 0
         while True:
             attempts += 1
-            body = self._body(model, messages, quirks, temperature, max_tokens, reasoning_effort, response_format)
+            body = self._body(request, quirks)
             retry_after: float | None = None
-            await self.limiter.acquire(priority)
+            await self.limiter.acquire(request.priority)
             started = time.perf_counter()
             try:
                 response = await self.http.post(self.endpoint.chat_url, json=body, headers=self.endpoint.headers)
