@@ -234,3 +234,31 @@ async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, sm
         await pilot.press("y")
         await wait_for(pilot, lambda: monitor.view.status == "cancelled", timeout=10, what="cancelled")
         assert not app.live_runs
+
+
+def test_an_unexpected_error_is_one_line_and_a_log_without_locals(tmp_path):
+    """Textual's default handler prints a traceback with local variables; ours must not."""
+    import subprocess
+    import sys
+
+    secret = "sk-LOCAL-SECRET-0042"
+    script = tmp_path / "broken_app.py"
+    script.write_text(f"""
+from hbtui.config import Settings
+from hbtui.tui.app import HBTuiApp
+
+class Broken(HBTuiApp):
+    CSS_PATH = []
+
+    async def on_mount(self):
+        api_key = {secret!r}
+        raise RuntimeError("boom")
+
+Broken(Settings(db_path={str(tmp_path / "db.sqlite")!r}), env_file=None).run(headless=True)
+""")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert "hbtui: internal error: RuntimeError: boom" in output
+    assert secret not in output and "Traceback" not in output
+    log = (tmp_path / "hbtui-crash.log").read_text()
+    assert "RuntimeError: boom" in log and secret not in log

@@ -86,6 +86,31 @@ class HBTuiApp(App[int]):
             await self.store.close()
             self.store = None
 
+    def _fatal_error(self) -> None:
+        """An unexpected error: one line on the terminal, the traceback in a file.
+
+        Textual's own handler prints a traceback with local variables, which could show an API
+        key; ours keeps the traceback (code lines only, no locals) in an owner-only file beside
+        the database, for a bug report.
+        """
+        import os
+        import traceback
+
+        error = self._exception
+        log = Path(self.settings.db_path).parent / "hbtui-crash.log"
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            with os.fdopen(fd, "a", encoding="utf-8") as handle:
+                handle.write("".join(traceback.format_exception(error)) + "\n")
+            where = f"; traceback in {log}"
+        except OSError:
+            where = ""
+        self.bell()
+        self._exit_renderables.append(
+            Text(f"hbtui: internal error: {one_line(f'{type(error).__name__}: {error}', 300)}{where}")
+        )
+        self._close_messages_no_wait()
+
     # ---- runs of this process -------------------------------------------------------------
     async def start_run(self, run_id: int, settings: Settings) -> LiveRun:
         """Drive a planned run in this process; returns at once, the run goes on in a worker."""
