@@ -185,3 +185,26 @@ def test_full_run_of_all_738_real_records(server, tmp_path):
         assert conn.execute("SELECT count(*) FROM verdicts WHERE status IN ('met','not_met')").fetchone()[0] == 8807
         assert conn.execute("SELECT count(*) FROM conversations WHERE score IS NOT NULL").fetchone()[0] == 738
     assert assert_verdicts_are_the_servers(db) == 8807
+
+
+def test_cut_off_verdict_is_asked_again_with_twice_the_budget(server, tmp_path, small_dataset):
+    server.control(truncate_grader_below=150)  # verdicts asked with fewer tokens come back cut
+    db = tmp_path / "db.sqlite"
+    run_id, status = asyncio.run(run_engine(settings_for(server, db, max_tokens_grader=100,
+                                                         grader_parse_attempts=1), small_dataset))
+    assert status == "finished"
+    with sqlite3.connect(db) as conn:
+        statuses = dict(conn.execute("SELECT status, count(*) FROM verdicts GROUP BY status"))
+        attempts = conn.execute("SELECT sum(attempts) FROM verdicts").fetchone()[0]
+    assert statuses == {"met": 5, "not_met": 3}  # even with a single parse attempt allowed
+    assert server.stats()["grader"] == 16 and attempts == 16  # each asked at 100 tokens, then at 200
+
+
+def test_truncated_reply_is_graded_and_flagged(server, tmp_path, small_dataset):
+    server.control(truncate_generation=True)
+    db = tmp_path / "db.sqlite"
+    run_id, status = asyncio.run(run_engine(settings_for(server, db), small_dataset))
+    assert status == "finished"
+    with sqlite3.connect(db) as conn:
+        assert {r for (r,) in conn.execute("SELECT finish_reason FROM conversations")} == {"length"}
+        assert conn.execute("SELECT count(*) FROM verdicts WHERE status IN ('met', 'not_met')").fetchone()[0] == 8

@@ -115,6 +115,7 @@ class RunScreen(Screen):
         Binding("e", "toggle_errors", "Errors", id="run.errors"),
         Binding("slash", "search", "Search", id="run.search"),
         Binding("x", "clear_filters", "Clear", id="run.clear"),
+        Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
     ]
 
     def __init__(self, run_id: int) -> None:
@@ -240,6 +241,42 @@ class RunScreen(Screen):
             self._opened = None
 
     # ---- actions -------------------------------------------------------------------------
+    async def action_regrade_errors(self) -> None:
+        """Put what failed back in the queue and drive the run here, as `hbtui regrade-errors` does."""
+        from hbtui.config import SettingsError
+        from hbtui.engine import settings_for_run
+        from hbtui.tui.screens.confirm import ConfirmModal
+
+        store = self.app.store
+        run = await store.get_run(self.run_id)
+        if run.shown_status() == "running":
+            self.notify("this run is still going; retry its errors when it has stopped", markup=False)
+            return
+        progress = await store.progress(self.run_id)
+        failed = progress.criteria_errors + progress.conversations_failed
+        if not failed:
+            self.notify("nothing failed in this run", markup=False)
+            return
+        try:
+            settings = settings_for_run(run, self.app.settings)
+            settings.require_models()
+        except SettingsError as exc:
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return
+
+        async def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            verdicts, replies = await store.reset_errors(self.run_id)
+            await self.app.start_run(self.run_id, settings)
+            self.notify(f"retrying {verdicts} criteria and {replies} replies", markup=False)
+            self.app.open_monitor(self.run_id)
+
+        self.app.push_screen(ConfirmModal(
+            f"Retry the {progress.criteria_errors} criteria and {progress.conversations_failed} replies that failed,"
+            f" with the run's models at {run.settings.get('base_url')}? Refused replies are not asked again.",
+            yes="Retry", no="Not now"), answered)
+
     def action_show_tab(self, tab: str) -> None:
         # set_focus, not focus(): focus() is deferred, and a key typed right after (2 G) would go astray.
         self.query_one(TabbedContent).active = tab
