@@ -111,8 +111,13 @@ def _warn(message: str) -> None:
     print(f"hbtui: warning: {message}", file=sys.stderr)
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    settings = load_settings(args.env_file, warn=_warn)
+READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "export")
+
+
+def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
+    # Browsing never needs an endpoint: a bad value elsewhere in .env must not lock the user out.
+    lenient = args.command in READ_ONLY_COMMANDS
+    settings = load_settings(args.env_file, warn=warn, lenient=lenient)
     overrides = {attr: getattr(args, attr, None) for _, attr, _ in SETTING_FLAGS}
     if args.db:
         overrides["db_path"] = args.db
@@ -209,8 +214,8 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         if args.json:
-            print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status()}, **run.report},
-                             indent=2))
+            print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status(),
+                                      "error": run.error}, **run.report}, indent=2))
         else:
             print(render_report(run, scores=await store.conversation_scores(run.id)))
     return EXIT_OK
@@ -227,12 +232,13 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def run_app(args: argparse.Namespace, settings: Settings) -> int:
+def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -> int:
     # Textual is imported only here: headless commands never load it.
     from hbtui.tui.app import HBTuiApp
 
     app = HBTuiApp(settings=settings, env_file=args.env_file, monitor_run=getattr(args, "run", None)
                    if args.command == "monitor" else None)
+    app.startup_problems = problems
     app.run(mouse=not args.no_mouse)
     return app.return_code or EXIT_OK
 
@@ -248,10 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        settings = settings_from(args)
         command = args.command
+        problems: list[str] = []
+        settings = settings_from(args, warn=problems.append if command in (None, "monitor") else _warn)
         if command in (None, "monitor"):
-            return run_app(args, settings)
+            return run_app(args, settings, problems)
         if command == "run":
             return asyncio.run(cmd_run(args, settings))
         if command == "resume":

@@ -93,6 +93,7 @@ class ChatError(Exception):
         self.message = message
         self.status = status
         self.attempts = attempts
+        self.endpoint: str | None = None  # set by the client that raised it
 
     @property
     def fatal(self) -> bool:
@@ -195,6 +196,7 @@ class ChatClient:
         on_note: Callable[[str], None] | None = None,
         on_call: Callable[[CallRecord], None] | None = None,
         http: httpx.AsyncClient | None = None,
+        gate: asyncio.Event | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.limiter = limiter
@@ -205,6 +207,8 @@ class ChatClient:
         self.on_note = on_note or (lambda message: None)
         self.on_call = on_call or (lambda record: None)
         self.quirks: dict[str, ModelQuirks] = {}
+        # While the gate is clear (a paused run) no new request leaves, retries included.
+        self.gate = gate
         self._own_http = http is None
         self.http = http or make_http_client(timeout, limiter.max_limit)
 
@@ -266,6 +270,15 @@ class ChatClient:
             quirks.settled.add(shape)
             return result
 
+    async def _acquire(self, priority: int) -> None:
+        while True:
+            if self.gate is not None:
+                await self.gate.wait()
+            await self.limiter.acquire(priority)
+            if self.gate is None or self.gate.is_set():
+                return
+            self.limiter.release()  # paused while we queued for the slot: wait for the resume
+
     async def _complete(self, request: "ChatRequest", quirks: ModelQuirks) -> ChatResult:
         model = request.model
         attempts = 0
@@ -274,7 +287,7 @@ class ChatClient:
             attempts += 1
             body = self._body(request, quirks)
             retry_after: float | None = None
-            await self.limiter.acquire(request.priority)
+            await self._acquire(request.priority)
             started = time.perf_counter()
             try:
                 response = await self.http.post(self.endpoint.chat_url, json=body, headers=self.endpoint.headers)
@@ -318,6 +331,7 @@ class ChatClient:
                             continue
                         error = ChatError(REFUSED, message, status, attempts)
             error.attempts = attempts
+            error.endpoint = self.endpoint.base_url
             self.on_call(CallRecord(self.endpoint.base_url, False, error.kind, latency_ms, error.message))
             if error.kind not in TRANSIENT_KINDS or attempts >= self.max_attempts:
                 raise error

@@ -182,7 +182,7 @@ def _env_file_lines(path: Path) -> dict[str, int]:
         if stripped.startswith("export "):
             stripped = stripped[len("export "):]
         if "=" in stripped and not stripped.startswith("#"):
-            lines.setdefault(stripped.split("=", 1)[0].strip(), number)
+            lines[stripped.split("=", 1)[0].strip()] = number  # the last one wins, as in python-dotenv
     return lines
 
 
@@ -190,12 +190,17 @@ def load_settings(
     env_file: str | Path | None = ".env",
     environ: Mapping[str, str] | None = None,
     warn=None,
+    lenient: bool = False,
 ) -> Settings:
     """Merge `.env` < environment into validated Settings.
 
     Unknown `.env` keys that look like a misspelt known key are errors (a silently ignored
     ``MODLE_TEST`` would run the wrong model); other unknown keys are reported through ``warn``
     since a shared `.env` often holds other tools' settings.
+
+    ``lenient`` (for browsing: `runs`, `show`, the app) reports a bad value through ``warn`` and
+    leaves that setting at its default, so one typo in `.env` does not lock a user out of runs
+    they already have; a run itself always loads strictly.
     """
     environ = os.environ if environ is None else environ
     raw: dict[str, tuple[Any, str]] = {}
@@ -208,8 +213,11 @@ def load_settings(
                 canonical = ALIASES.get(key, key)
                 if canonical not in KEYS:
                     close = difflib.get_close_matches(key, list(KEYS) + list(ALIASES), n=1, cutoff=0.8)
-                    if close:
+                    if close and not lenient:
                         raise SettingsError(f"{origin}: unknown key {key!r}; did you mean {close[0]}?")
+                    if close:
+                        warn(f"{origin}: unknown key {key!r}; did you mean {close[0]}?")
+                        continue
                     if warn:
                         warn(f"{origin}: unknown key {key!r} ignored")
                     continue
@@ -227,7 +235,13 @@ def load_settings(
     values: dict[str, Any] = {}
     for key, (value, origin) in raw.items():
         attr, kind = KEYS[key]
-        parsed = parse_value(key, kind, value, origin)
+        try:
+            parsed = parse_value(key, kind, value, origin)
+        except SettingsError as exc:
+            if not lenient:
+                raise
+            warn(str(exc) + "; using the default")
+            continue
         if parsed is not None:
             values[attr] = parsed
     return Settings(**values)

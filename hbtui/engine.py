@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from hbtui import scoring
-from hbtui.client import CONTEXT_LENGTH, ChatClient, ChatError, Endpoint, CallRecord
+from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, CallRecord, ChatClient, ChatError, Endpoint
 from hbtui.config import Settings
 from hbtui.dataset import Dataset, Record, sample
 from hbtui.events import (
@@ -125,6 +125,7 @@ class EndpointStats:
     limit: int = 0
     calls: int = 0
     failures: int = 0
+    successes: int = 0
 
 
 @dataclass
@@ -187,6 +188,7 @@ class Engine:
                 backoff_base=self.backoff_base,
                 on_note=self._note,
                 on_call=self._on_call,
+                gate=self._unpaused,
             )
         return self._clients[base_url]
 
@@ -197,6 +199,7 @@ class Engine:
     def _on_call(self, record: CallRecord) -> None:
         stats = self.live.endpoints[record.endpoint]
         stats.calls += 1
+        stats.successes += record.ok
         if not record.ok:
             stats.failures += 1
             self.live.errors_by_kind[record.kind] = self.live.errors_by_kind.get(record.kind, 0) + 1
@@ -222,11 +225,16 @@ class Engine:
         grader = self._client(
             settings.effective_grader_base_url, settings.effective_grader_api_key, settings.effective_grader_concurrency
         )
+        # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
+        # work still missing, so a resume asks them again; refusals and unparseable verdicts are
+        # answers, kept until `regrade-errors` asks for them.
+        await self.store.reset_errors(run_id, TRANSIENT_KINDS)
         await self.store.refresh_summaries(run_id)
         work = await self.store.pending_work(run_id)
         progress = await self.store.progress(run_id)
         self.emit(RunStarted(run_id, self.run.name, progress.conversations_total, progress.criteria_total,
-                             progress.conversations_generated + progress.conversations_failed, progress.criteria_done))
+                             progress.conversations_generated + progress.conversations_failed, progress.criteria_done,
+                             await self.store.conversation_scores(run_id)))
         writer = asyncio.create_task(self._writer(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
         drive = asyncio.create_task(self._drive(work, test, grader), name="hbtui-drive")
@@ -246,7 +254,9 @@ class Engine:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
             if not writer.done():
-                # Whatever completed reaches the database before the run is closed, even on Ctrl-C.
+                # Whatever completed reaches the database before the run is closed, even on Ctrl-C,
+                # with the final live figures for monitors in other processes.
+                self._writes.put_nowait(("heartbeat", self.live_snapshot()))
                 await self._writes.put(None)
                 await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
             for client in self._clients.values():
@@ -314,9 +324,8 @@ class Engine:
                 priority=GENERATION,
             )
         except ChatError as exc:
-            self._check_fatal(exc)
-            if exc.fatal:
-                return None  # not this conversation's fault: leave it pending for a resume
+            if self._check_fatal(exc):
+                return None
             message = exc.message if exc.kind != CONTEXT_LENGTH else f"context too long: {exc.message}"
             self._writes.put_nowait(("reply", (
                 "failed", None, None, None, message, exc.kind, exc.attempts, None, None, None, time.time(),
@@ -368,8 +377,7 @@ class Engine:
                 parse_attempts=settings.grader_parse_attempts,
             )
         except ChatError as exc:
-            self._check_fatal(exc)
-            if exc.fatal:
+            if self._check_fatal(exc):
                 return
             statuses[idx] = ERROR
             self._writes.put_nowait(("verdict", (
@@ -379,6 +387,8 @@ class Engine:
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
+        if outcome.unparsed:
+            self.live.errors_by_kind[UNPARSEABLE] = self.live.errors_by_kind.get(UNPARSEABLE, 0) + outcome.unparsed
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
         statuses[idx] = status
         self._writes.put_nowait(("verdict", (
@@ -390,8 +400,25 @@ class Engine:
                                   outcome.error_kind, outcome.latency_ms, outcome.prompt_tokens,
                                   outcome.completion_tokens, outcome.error))
 
-    def _check_fatal(self, exc: ChatError) -> None:
-        if exc.fatal and self._fatal is None:
+    def _check_fatal(self, exc: ChatError) -> bool:
+        """True (and the run stops) on what every later call would hit too.
+
+        A wrong key or model, and an endpoint that has not answered once since the run started
+        (wrong URL, server down): recording every conversation as failed would only hide that.
+        The conversation stays pending, for a resume once that is fixed.
+        """
+        stats = self.live.endpoints.get(exc.endpoint or "")
+        if exc.kind == CONNECTION and stats is not None and stats.successes == 0:
+            unreachable = ChatError(CONNECTION, f"cannot reach {exc.endpoint}: {exc.message}", exc.status, exc.attempts)
+            self._stop(unreachable)
+            return True
+        if exc.fatal:
+            self._stop(exc)
+            return True
+        return False
+
+    def _stop(self, exc: ChatError) -> None:
+        if self._fatal is None:
             self._fatal = exc
             self._note(f"stopping: {exc}")
 

@@ -18,6 +18,7 @@ class RunStarted:
     criteria_total: int
     conversations_done: int
     criteria_done: int
+    scores: tuple[float, ...] | list[float] = ()  # of conversations already scored (a resume)
 
 
 @dataclass(frozen=True, slots=True)

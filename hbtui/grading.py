@@ -154,6 +154,7 @@ class GradeOutcome:
     completion_tokens: int
     error: str | None = None
     error_kind: str | None = None
+    unparsed: int = 0  # answers that held no verdict (each one asked again, if tries were left)
 
 
 async def grade_criterion(
@@ -196,6 +197,7 @@ async def grade_criterion(
         if verdict:
             outcome.verdict = verdict
             return outcome
+        outcome.unparsed += 1
         if result.finish_reason == "length" and not enlarged:
             enlarged = True
             budget *= 2

@@ -35,6 +35,7 @@ class ProgressPrinter:
         self.replies = self.criteria = self.failed_calls = self.criterion_errors = 0
         self.generation_failures = 0
         self.scores: list[float] = []
+        self.calls_before = 0  # already stored when this process started: not part of its rate
         self.name = ""
 
     def _print(self, line: str) -> None:
@@ -45,6 +46,8 @@ class ProgressPrinter:
             self.name = event.name
             self.conversations_total, self.criteria_total = event.conversations_total, event.criteria_total
             self.replies, self.criteria = event.conversations_done, event.criteria_done
+            self.calls_before = event.conversations_done + event.criteria_done
+            self.scores = list(event.scores)
             self._print(
                 f"run {event.run_id} {one_line(event.name)}: {event.conversations_total} conversations,"
                 f" {event.criteria_total} criteria ({event.conversations_done} replies and {event.criteria_done}"
@@ -78,7 +81,7 @@ class ProgressPrinter:
         self.last_print = time.monotonic()
         elapsed = self.last_print - self.started
         share = self.criteria / self.criteria_total if self.criteria_total else 1.0
-        rate = (self.replies + self.criteria) / elapsed if elapsed > 0 else 0.0
+        rate = (self.replies + self.criteria - self.calls_before) / elapsed if elapsed > 0 else 0.0
         running = sum(self.scores) / len(self.scores) if self.scores else None
         score = f"  mean score so far {min(max(running, 0), 1):.3f}" if running is not None else ""
         self._print(

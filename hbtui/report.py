@@ -75,6 +75,8 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
         f"run {run.id} {one_line(run.name, 60)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
         f" {one_line(run.model_grader, 40)} on {run.dataset_name}"
     )
+    if run.error:
+        head += f"\nerror: {one_line(run.error, 400)}"
     if not overall:
         return head + "\nno conversation is fully graded yet"
     score = (

@@ -106,3 +106,23 @@ def test_resume_of_unknown_run_names_it(workdir, small_dataset):
     assert result.returncode == 2 and "no run 'two'" in result.stderr
     result = hbtui("resume", "one", cwd=workdir, check=True)  # nothing missing: finishes at once
     assert "score 0.6250" in result.stdout
+
+
+def test_a_bad_env_value_does_not_lock_the_user_out_of_browsing(workdir, small_dataset):
+    hbtui("run", "--data", str(small_dataset), "--name", "kept", cwd=workdir, check=True)
+    env = workdir / ".env"
+    env.write_text(env.read_text() + "CONCURRENCY=abc\n")
+    listing = hbtui("runs", cwd=workdir)
+    assert listing.returncode == 0 and "kept" in listing.stdout
+    assert "CONCURRENCY (.env:6): 'abc' is not a whole number; using the default" in listing.stderr
+    run = hbtui("run", "--data", str(small_dataset), cwd=workdir)  # a run is never started on a guess
+    assert run.returncode == 2 and "CONCURRENCY" in run.stderr
+
+
+def test_failed_run_says_why_in_show(tmp_path, small_dataset):
+    (tmp_path / ".env").write_text("BASE_URL=http://127.0.0.1:9/v1\nMODEL_TEST=m\nMODEL_GRADER=g\nMAX_ATTEMPTS=1\n")
+    run = hbtui("run", "--data", str(small_dataset), cwd=tmp_path)
+    assert run.returncode == 1 and "cannot reach http://127.0.0.1:9/v1" in run.stderr
+    shown = hbtui("show", "latest", cwd=tmp_path, check=True).stdout
+    assert "error: connection: cannot reach" in shown
+    assert json.loads(hbtui("show", "latest", "--json", cwd=tmp_path, check=True).stdout)["run"]["error"]

@@ -208,3 +208,59 @@ def test_truncated_reply_is_graded_and_flagged(server, tmp_path, small_dataset):
     with sqlite3.connect(db) as conn:
         assert {r for (r,) in conn.execute("SELECT finish_reason FROM conversations")} == {"length"}
         assert conn.execute("SELECT count(*) FROM verdicts WHERE status IN ('met', 'not_met')").fetchone()[0] == 8
+
+
+def test_unreachable_endpoint_stops_the_run_instead_of_failing_every_conversation(tmp_path, small_dataset):
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(type("Down", (), {"base_url": "http://127.0.0.1:9/v1"})(), db, max_attempts=2)
+    run_id, status = asyncio.run(run_engine(settings, small_dataset))
+    assert status == "failed"
+    with sqlite3.connect(db) as conn:
+        error, = conn.execute("SELECT error FROM runs").fetchone()
+        statuses = {s for (s,) in conn.execute("SELECT status FROM conversations")}
+    assert "cannot reach http://127.0.0.1:9/v1" in error
+    assert statuses == {"pending"}  # nothing recorded as failed: a resume does it all
+
+
+def test_pause_stops_new_requests_until_resumed(server, tmp_path, small_dataset):
+    server.control(latency_ms=100)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=2)
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="paused")
+            engine = Engine(store, await store.get_run(run_id), settings, backoff_base=0.01)
+            task = asyncio.create_task(engine.execute())
+            while server.stats()["requests"] < 3:
+                await asyncio.sleep(0.01)
+            engine.pause()
+            await asyncio.sleep(0.3)  # the calls in flight at the pause finish
+            paused_at = server.stats()["requests"]
+            await asyncio.sleep(0.5)
+            still = server.stats()["requests"]
+            engine.resume()
+            return paused_at, still, await task
+
+    paused_at, still, status = asyncio.run(go())
+    assert paused_at == still and status == "finished"
+
+
+def test_resume_asks_again_what_got_no_answer(server, tmp_path, small_dataset):
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+    run_id, status = asyncio.run(run_engine(settings, small_dataset))
+    with sqlite3.connect(db) as conn:  # as a run ends after its retries ran out, or a refusal
+        conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'server_error' WHERE idx = 0")
+        conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'refused' WHERE idx = 1")
+    server.reset_stats()
+
+    async def resume():
+        async with await Store.open(db) as store:
+            return await Engine(store, await store.get_run(run_id), settings, backoff_base=0.01).execute()
+
+    assert asyncio.run(resume()) == "finished"
+    assert server.stats()["requests"] == 3  # the three criteria that got no answer; not the refused
+    with sqlite3.connect(db) as conn:
+        kinds = [k for (k,) in conn.execute("SELECT error_kind FROM verdicts WHERE status = 'error'")]
+    assert kinds == ["refused"] * 3

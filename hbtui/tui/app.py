@@ -55,6 +55,8 @@ class HBTuiApp(App[int]):
         self.monitor_run = monitor_run
         self.store: Store | None = None
         self.live_runs: dict[int, LiveRun] = {}
+        # Problems found while reading .env (bad values left at their defaults), shown once up.
+        self.startup_problems: list[str] = []
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def on_mount(self) -> None:
@@ -66,6 +68,8 @@ class HBTuiApp(App[int]):
         except StoreError as exc:
             self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
             return
+        for problem in self.startup_problems:
+            self.notify(one_line(problem, 300), title="settings", severity="warning", timeout=15, markup=False)
         if self.monitor_run is not None:
             try:
                 run = await self.store.resolve_run(self.monitor_run)
