@@ -48,6 +48,7 @@ SETTING_FLAGS = [
     ("--grader-concurrency", "grader_concurrency", "requests in flight to a separate grader endpoint"),
     ("--timeout", "timeout", "seconds to wait for one answer (TIMEOUT, default 120)"),
     ("--max-attempts", "max_attempts", "attempts per call before it counts as failed (default 6)"),
+    ("--grader-parse-attempts", "grader_parse_attempts", "times a grader is asked when its answer holds no verdict (default 3)"),
     ("--grader-template", "grader_template", "your own grader prompt (GRADER_TEMPLATE)"),
 ]
 
@@ -225,6 +226,8 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         out = Path(args.out)
+        if not out.parent.is_dir():
+            raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
         writer = write_jsonl if args.format == "jsonl" else write_csv
         count = await writer(store, run.id, out)
     unit = "conversations" if args.format == "jsonl" else "verdicts"

@@ -21,7 +21,6 @@ CSV_COLUMNS = [
 
 
 def _private_open(path: Path, newline: str | None = None):
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     return os.fdopen(fd, "w", encoding="utf-8", newline=newline)
 

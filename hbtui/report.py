@@ -33,7 +33,7 @@ def render_runs(runs: list[RunRow]) -> str:
     for run in runs:
         overall = (run.report or {}).get("metrics", {}).get("overall_score")
         rows.append([
-            str(run.id), one_line(run.name, 36), _status(run), one_line(run.model_test, 24),
+            str(run.id), one_line(run.name, 64), _status(run), one_line(run.model_test, 24),
             one_line(run.model_grader, 24), one_line(run.dataset_name, 16),
             time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
             _fmt(run.score), _ci(overall), str(overall["n"]) if overall else "-",

@@ -5,6 +5,7 @@ real engine into a real SQLite file."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,15 @@ from hbtui.store import Store
 from tests.support.fake_server import DEFAULT_CONFIG
 from tests.support.server_process import FakeServer
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "healthbench"
+# ../shared/healthbench beside the checkout (as on CI); HBTUI_HEALTHBENCH_DIR points elsewhere.
+SHARED = Path(os.environ.get("HBTUI_HEALTHBENCH_DIR") or Path(__file__).resolve().parents[2] / "shared" / "healthbench")
 MAIN_SUBSET = SHARED / "healthbench_main_subset.jsonl"
 HARD_SUBSET = SHARED / "healthbench_hard_subset.jsonl"
 CONSENSUS_SUBSET = SHARED / "healthbench_consensus_subset.jsonl"
 
 needs_shared = pytest.mark.skipif(
-    not MAIN_SUBSET.exists(), reason=f"real HealthBench records not found at {SHARED} (../shared is absent)"
+    not MAIN_SUBSET.exists(),
+    reason=f"real HealthBench records not found at {SHARED} (../shared is absent; HBTUI_HEALTHBENCH_DIR sets another)",
 )
 
 

@@ -126,3 +126,10 @@ def test_failed_run_says_why_in_show(tmp_path, small_dataset):
     shown = hbtui("show", "latest", cwd=tmp_path, check=True).stdout
     assert "error: connection: cannot reach" in shown
     assert json.loads(hbtui("show", "latest", "--json", cwd=tmp_path, check=True).stdout)["run"]["error"]
+
+
+def test_export_into_a_missing_folder_is_refused(workdir, small_dataset):
+    hbtui("run", "--data", str(small_dataset), cwd=workdir, check=True)
+    result = hbtui("export", "latest", "--out", str(workdir / "nowhere" / "x.csv"), "--format", "csv", cwd=workdir)
+    assert result.returncode == 2 and "does not exist" in result.stderr
+    assert not (workdir / "nowhere").exists()
