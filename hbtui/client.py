@@ -261,14 +261,14 @@ class ChatClient:
         request = ChatRequest(model, messages, temperature, max_tokens, reasoning_effort, response_format, priority)
         quirks = self.quirks.setdefault(model, ModelQuirks())
         shape = response_format is not None
-        if shape in quirks.settled:
-            return await self._complete(request, quirks)
-        async with quirks.first_call:
-            if shape in quirks.settled:
-                return await self._complete(request, quirks)
-            result = await self._complete(request, quirks)
-            quirks.settled.add(shape)
-            return result
+        if shape not in quirks.settled:
+            async with quirks.first_call:
+                if shape not in quirks.settled:
+                    result = await self._complete(request, quirks)
+                    quirks.settled.add(shape)
+                    return result
+            # Settled while we waited: go now, without holding the lock (it would serialise us).
+        return await self._complete(request, quirks)
 
     async def _acquire(self, priority: int) -> None:
         while True:

@@ -208,3 +208,19 @@ def test_occasional_429s_do_not_starve_the_limiter(server):
 
     lowest, final = asyncio.run(go())
     assert final >= 4, (lowest, final)
+
+
+def test_first_call_goes_alone_then_the_rest_together(server):
+    """The first request of a model waits for nobody and the others wait for it, but only for it:
+    once it has answered, the rest are in flight at once (not one at a time behind a lock)."""
+    server.control(latency_ms=100)
+
+    async def go():
+        client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(16), backoff_base=0.01)
+        try:
+            await asyncio.gather(*(client.complete("test-model", MESSAGES) for _ in range(9)))
+        finally:
+            await client.aclose()
+
+    asyncio.run(go())
+    assert server.stats()["max_in_flight"] == 8
