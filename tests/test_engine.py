@@ -44,9 +44,11 @@ def test_fault_storm_finishes_and_no_fault_becomes_not_met(server, tmp_path):
     )
     db = tmp_path / "storm.sqlite"
     settings = settings_for(server, db, timeout=1.0, max_attempts=3, grader_parse_attempts=2, concurrency=16)
-    run_id, status = asyncio.run(run_engine(settings, MAIN_SUBSET, limit=12, seed=1))
+    run_id, status = asyncio.run(run_engine(settings, MAIN_SUBSET, limit=40, seed=1))
     assert status == "finished"
     stats = server.stats()
+    print(f"\nfault storm: {stats['requests']} requests, faults injected {stats['faults']},"
+          f" json_schema refused {stats['by_status'].get('400', 0)}")
     assert stats["faults"]["rate_limit"] > 0 and stats["faults"]["bad_json"] > 0
     checked = assert_verdicts_are_the_servers(db)
     assert checked > 100
