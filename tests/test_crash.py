@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
 
 KILLS = 20
-LIMIT, SEED = 100, 5
+LIMIT, SEED = 150, 5
 
 
 def snapshot(db):
@@ -31,7 +31,7 @@ def snapshot(db):
 @needs_shared
 @pytest.mark.slow
 def test_sigkill_at_random_moments_then_resume(server, tmp_path):
-    server.control(latency_ms=40, latency_jitter_ms=20)
+    server.control(latency_ms=80, latency_jitter_ms=40)  # enough work to outlast 20 kills
     baseline_db = tmp_path / "baseline.sqlite"
     settings = settings_for(server, baseline_db, concurrency=8)
     asyncio.run(run_engine(settings, MAIN_SUBSET, limit=LIMIT, seed=SEED))
