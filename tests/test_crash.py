@@ -18,6 +18,17 @@ KILLS = 20
 LIMIT, SEED = 150, 5
 
 
+def committed(db) -> int:
+    """Replies and verdicts stored so far: each is one answered call that is never asked again."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db) as conn:
+        if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'verdicts'").fetchone()[0]:
+            return 0
+        return conn.execute("SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
+                            " + (SELECT count(*) FROM conversations WHERE status != 'pending')").fetchone()[0]
+
+
 def snapshot(db):
     with sqlite3.connect(db) as conn:
         verdicts = conn.execute(
@@ -46,7 +57,9 @@ def test_sigkill_at_random_moments_then_resume(server, tmp_path):
     resume = [sys.executable, "-m", "hbtui", "resume", "crash"]
     rng = random.Random(11)
     kills, in_flight_at_kills, commands = 0, 0, 0
+    lost_per_kill = []  # calls a killed process sent whose answers it had not committed
     while True:
+        sent_before, stored_before = server.stats()["requests"], committed(db)
         planned = db.exists() and sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] > 0
         process = subprocess.Popen(resume if planned else start, env=env, cwd=tmp_path,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -58,6 +71,8 @@ def test_sigkill_at_random_moments_then_resume(server, tmp_path):
             os.kill(process.pid, signal.SIGKILL)
             process.wait()
             kills += 1
+            time.sleep(0.05)  # let the server see the dropped connections
+            lost_per_kill.append((server.stats()["requests"] - sent_before) - (committed(db) - stored_before))
             with sqlite3.connect(db) as conn:
                 assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
             continue
@@ -73,8 +88,11 @@ def test_sigkill_at_random_moments_then_resume(server, tmp_path):
     assert len(verdicts) == len(set((p, r, i) for p, r, i, *_ in verdicts))  # no duplicate rows
     assert verdicts == base_verdicts and replies == base_replies and score == base_score
     print(f"\n{kills} kills over {commands} processes; {baseline_calls} calls uninterrupted, {total_calls} with kills:"
-          f" {extra} repeated, {in_flight_at_kills} in flight at the kills")
-    # A call is repeated only if it was in flight when its process died (the server had it, or its
-    # answer had not been committed yet); at most `concurrency` per kill can be.
-    assert extra <= kills * 8
-    assert extra <= in_flight_at_kills + kills
+          f" {extra} repeated; in flight at the kills: {sum(lost_per_kill)} (sent, not committed; at most"
+          f" {max(lost_per_kill)} at one kill), of which the server was still answering {in_flight_at_kills}")
+    # Only the calls in flight at the kills (sent, answer not yet committed) were asked again:
+    # nothing committed was paid for twice. (The slack: a request of a killed process still in the
+    # socket buffer when we counted reaches the server a moment later.)
+    assert sum(lost_per_kill) - kills <= extra <= sum(lost_per_kill) + kills
+    # In flight means the 8 slots plus answers waiting for the group commit under way.
+    assert max(lost_per_kill) <= 2 * 8
