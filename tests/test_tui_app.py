@@ -262,3 +262,126 @@ Broken(Settings(db_path={str(tmp_path / "db.sqlite")!r}), env_file=None).run(hea
     assert secret not in output and "Traceback" not in output
     log = (tmp_path / "hbtui-crash.log").read_text()
     assert "RuntimeError: boom" in log and secret not in log
+
+
+async def plan_only(settings, data, name):
+    """A run planned and never driven: what a `hbtui run` killed before its first call leaves."""
+    from hbtui.dataset import load_jsonl
+    from hbtui.engine import plan_run
+
+    async with await Store.open(settings.db_path) as store:
+        return await plan_run(store, settings, load_jsonl(data), name=name)
+
+
+async def test_continue_resumes_a_stopped_run_from_the_runs_list(server, small_dataset, tmp_path):
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+    run_id = await plan_only(settings, small_dataset, "stopped")
+    with sqlite3.connect(db) as connection:  # as a Ctrl-C leaves it
+        connection.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+    # The app's own settings name no endpoint: the run's stored ones are used.
+    app = make_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        assert "Continue" in {command.title for command in app.get_system_commands(app.screen)}
+        assert "Continue" in screen_text(app)  # in the footer at 80 columns
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
+
+        def finished() -> bool:
+            with sqlite3.connect(db) as connection:
+                return connection.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "finished"
+
+        await wait_for(pilot, finished, timeout=20, what="the run to finish")
+        await wait_for(pilot, lambda: not app.live_runs, what="the engine to let go")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await plan_only(settings, small_dataset, "second")  # home and end move the cursor, as g and G
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.screen.table.row_count == 2)
+        await pilot.press("end")
+        assert app.screen.selected_run_id() == run_id
+        await pilot.press("home")
+        assert app.screen.selected_run_id() != run_id
+        await pilot.press("G")
+        await pilot.press("c")  # finished, nothing failed: nothing to do, no monitor
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, RunsScreen)
+    with sqlite3.connect(db) as connection:
+        score, = connection.execute("SELECT score FROM runs WHERE id = ?", (run_id,)).fetchone()
+    assert score == 0.625
+
+
+async def test_continue_leaves_a_run_of_another_process_alone(server, small_dataset, tmp_path):
+    import os
+    import time
+
+    db = tmp_path / "db.sqlite"
+    run_id = await plan_only(settings_for(server, db), small_dataset, "elsewhere")
+    with sqlite3.connect(db) as connection:  # a live heartbeat of a live process
+        connection.execute("UPDATE runs SET status = 'running', heartbeat_at = ?, owner = ? WHERE id = ?",
+                           (time.time() + 3600, f"{os.uname().nodename}:{os.getpid()}", run_id))
+    app = make_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        assert "running" in screen_text(app)
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, RunsScreen) and not app.live_runs
+        assert any("press m to monitor" in str(note.message) for note in app._notifications)
+
+
+async def test_pause_and_cancel_are_offered_only_while_this_process_drives_the_run(server, small_dataset, tmp_path):
+    server.control(latency_ms=200)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+    run_id = await plan_only(settings, small_dataset, "offered")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        app.open_monitor(run_id)
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        monitor = app.screen
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "Pause" not in text and "Cancel run" not in text  # nobody drives it
+        titles = {command.title for command in app.get_system_commands(monitor)}
+        assert "Pause/resume" not in titles and "Results" in titles
+        await app.start_run(run_id, settings)
+        await wait_for(pilot, lambda: "Pause/resume" in screen_text(app), what="p in the footer")
+        assert "Cancel run" in screen_text(app)
+        await wait_for(pilot, lambda: monitor.view.status == "finished", timeout=20, what="the end")
+        await wait_for(pilot, lambda: "Pause/resume" not in screen_text(app), what="p gone from the footer")
+        await pilot.press("p")  # refused quietly: no engine to pause
+        await pilot.pause(0.1)
+        assert not any("has ended" in str(note.message) for note in app._notifications)
+
+
+async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, tmp_path):
+    db = tmp_path / "db.sqlite"
+    down = type("Down", (), {"base_url": "http://127.0.0.1:9/v1"})()
+    settings = settings_for(down, db, max_attempts=1)
+    run_id = await plan_only(settings, small_dataset, "doomed")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await app.start_run(run_id, settings)
+        app.open_monitor(run_id)
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        monitor = app.screen
+        await wait_for(pilot, lambda: monitor.view is not None and monitor.view.status == "failed", what="failed")
+        await pilot.pause(0.3)
+        assert "cannot reach http://127.0.0.1:9/v1" in screen_text(app)
+    # A long error stored by another process: all of it, wrapped, as text.
+    long_error = ("auth: [bold]Incorrect[/bold] API key \x1b[31m provided. " + "word " * 40 + "THE-END")
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE runs SET error = ? WHERE id = ?", (long_error, run_id))
+    app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run=str(run_id))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        await pilot.pause(0.3)
+        failure = app.screen.query_one("#monitor-failure", Static)
+        assert failure.display and failure.size.height >= 3
+        text = screen_text(app)
+        assert "run failed:" in text and "[bold]Incorrect[/bold]" in text and "␛[31m" in text
+        assert "THE-END" in text

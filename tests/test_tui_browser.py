@@ -267,3 +267,37 @@ async def test_run_without_report_is_computed_on_open(tmp_path):
         text = screen_text(app)
         assert f"Score {expected['overall_score']:.3f}" in text
         assert "interrupted" in text
+
+
+async def test_the_list_has_a_column_header_and_marks_conversations_without_a_reply(big_db):
+    db, run_id = big_db
+    rows = await read(db, lambda s: s.conversation_page(run_id, ConversationFilter(), "position", offset=0, limit=5000))
+    failed = next(row for row in rows if row.status == "failed")
+    graded_error = next(row for row in rows if row.status != "failed" and row.n_errors and row.score is None)
+    app = browser_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_run(pilot, run_id)
+        lst = screen.conversation_list
+        await pilot.press("2")
+        await pilot.pause()
+        header = lst.render_line(0).text
+        # The fixed columns are 6 + 9 + 13 + 5 + 7 + 3 + 3 cells wide at 80 columns.
+        assert header.index("score") == 28 and header.index("preview") == 46
+        assert header.split() == ["#", "id", "theme", "score", "met", "pen", "preview"]
+        for target in (failed, graded_error):
+            lst.cursor = target.position
+            await wait_for(pilot, lambda: lst.row(target.position) is not None)
+            await pilot.pause()
+            line = next(line for line in screen_text(app).splitlines() if line.lstrip().startswith(f"{target.position + 1} "))
+            if target is failed:
+                assert line[28:33] == "    —" and line[44] == "✗" and line[46:].startswith("no reply")
+            else:
+                assert line[28:33] == "  err" and line[44] == "!" and "no reply" not in line
+        assert "#" in screen_text(app).splitlines()[lst.region.y].split()  # the header stays put when scrolled
+        lst.cursor = 0
+        await pilot.pause()
+        conversation = await open_conversation(pilot, screen)
+        title = screen_text(app).splitlines()[0]
+        detail = conversation.detail.summary
+        assert title.index("score") < title.index(detail.prompt_id[:8] + "…")
+        assert detail.prompt_id not in title and len(detail.prompt_id) > 12

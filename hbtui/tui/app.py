@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from rich.text import Text
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -229,6 +230,9 @@ class HBTuiApp(App[int]):
             if binding.action in seen:
                 continue
             seen.add(binding.action)
+            _, name, arguments = parse_action(binding.action)
+            if node.check_action(name, arguments) is False:
+                continue  # not possible here now (pause of a run that has ended): not offered
             yield SystemCommand(binding.description, binding.tooltip or f"key: {self.get_key_display(binding)}",
                                 partial(self.run_action, binding.action, node))
 

@@ -33,6 +33,12 @@ def message_text(role: str, content) -> Text:
     return text
 
 
+def short_id(prompt_id: str) -> str:
+    """A prompt id short enough to leave room: HealthBench's are 36-character UUIDs."""
+    flat = one_line(prompt_id, 40)
+    return flat if len(flat) <= 12 else flat[:8] + "…"
+
+
 def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
     s = detail.summary
     text = Text()
@@ -40,18 +46,21 @@ def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
     text.append(f"  #{s.position + 1}", style="dim")
     if s.repeat:
         text.append(f" (repeat {s.repeat})", style="dim")
-    text.append("  ")
-    text.append(one_line(s.prompt_id, 40), style="dim")
-    text.append("  ")
-    text.append(one_line(s.theme or "-", 30))
+    # The score first: at 80 columns what comes last is cut.
     text.append("  score ")
     if s.score is not None:
         text.append(f"{s.score:.3f}", style=f"bold {score_style(s.score)}")
+    elif s.status == "failed":
+        text.append("— no reply", style="bold red")
     else:
-        text.append("err" if s.n_errors or s.status == "failed" else "—", style="bold magenta")
+        text.append("err" if s.n_errors else "—", style="bold magenta")
     met = s.n_met if s.n_met is not None else 0
     positives = sum(1 for v in detail.verdicts if v.points > 0)
     text.append(f"  {met}/{positives} met", style="green")
+    text.append("  ")
+    text.append(short_id(s.prompt_id), style="dim")
+    text.append("  ")
+    text.append(one_line(s.theme or "-", 30))
     if s.penalties:
         text.append(f"  {s.penalties} penalt{'y' if s.penalties == 1 else 'ies'}", style="red")
     if s.n_errors:
@@ -82,7 +91,7 @@ class ConversationScreen(Screen):
 
     BINDINGS = [
         Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
-        Binding("N,left_square_bracket", "step(-1)", "Prev conv", id="conversation.previous"),
+        Binding("N,left_square_bracket", "step(-1)", "Prev conv", show=False, id="conversation.previous"),
         Binding("j,down", "criterion(1)", "Next criterion", show=False, id="conversation.down"),
         Binding("k,up", "criterion(-1)", "Prev criterion", show=False, id="conversation.up"),
         Binding("g,home", "scroll_home_all", "Top", show=False, id="conversation.top"),
@@ -92,7 +101,7 @@ class ConversationScreen(Screen):
         Binding("e", "jump('grader-error')", "Error", id="conversation.error"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
-        Binding("r", "toggle_reasoning", "Reasoning", id="conversation.reasoning"),
+        Binding("r", "toggle_reasoning", "Reasoning", show=False, id="conversation.reasoning"),
     ]
 
     def __init__(self, run_id: int, conversation_ids: list[int], index: int) -> None:

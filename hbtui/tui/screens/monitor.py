@@ -84,10 +84,12 @@ class MonitorScreen(Screen):
         self._announced_end = False
         self._histogram_at = 0.0
         self._seen_running = False
+        self._controllable = False  # as the footer last showed it
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(id="monitor-status")
+        yield Static(id="monitor-failure")
         with Horizontal(classes="monitor-bar"):
             yield Static("conversations", classes="bar-label")
             yield ProgressBar(total=None, show_eta=False, id="conversations-bar")
@@ -113,6 +115,12 @@ class MonitorScreen(Screen):
     @property
     def live(self):
         return self.app.live_runs.get(self.run_id)
+
+    @property
+    def controllable(self) -> bool:
+        """Pause and cancel act on this process's engine, and only until the run ends."""
+        live = self.live
+        return live is not None and live.counters.finished is None
 
     def tick(self) -> None:
         live = self.live
@@ -145,6 +153,9 @@ class MonitorScreen(Screen):
 
     def apply(self, view: MonitorView) -> None:
         self.view = view
+        if self.controllable != self._controllable:  # the footer follows: p and x come and go
+            self._controllable = self.controllable
+            self.refresh_bindings()
         self._update_metric(view)
         signature = (view.signature(), self._metric_n)
         if signature != self._shown:
@@ -189,10 +200,15 @@ class MonitorScreen(Screen):
             status.append(" (this process)" if view.in_process else " (another process)", style="dim")
         if view.ended and view.final_score is not None:
             status.append(f"  final score {view.final_score:.3f}", style="bold")
-        if view.error:
-            status.append("  ")
-            status.append_text(safe(view.error, 80))
         self.query_one("#monitor-status", Static).update(status)
+        # The whole error, wrapped: the reason a run failed is what one needs to fix it.
+        failure = self.query_one("#monitor-failure", Static)
+        failure.display = bool(view.error)
+        if view.error:
+            message = Text()
+            message.append(f"run {view.status}: " if view.ended else "error: ", style="bold")
+            message.append(visible_controls(view.error))
+            failure.update(message)
 
         self._bar("conversations", view.conversations_done, view.conversations_total,
                   f" ({view.conversations_failed} failed)" if view.conversations_failed else "")
@@ -271,6 +287,13 @@ class MonitorScreen(Screen):
         return text
 
     # ---- actions --------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Pause and cancel act on this process's engine: not offered for a run of another
+        # process (pause it there) nor for one that has ended.
+        if action in ("pause", "cancel_run"):
+            return self.controllable
+        return True
+
     def _own_engine(self):
         live = self.live
         if live is None:

@@ -106,15 +106,15 @@ class RunScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     BINDINGS = [
-        Binding("1", "show_tab('summary')", "Summary", id="run.summary"),
-        Binding("2", "show_tab('conversations')", "List", id="run.conversations"),
+        Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
+        Binding("2", "show_tab('conversations')", "List", show=False, id="run.conversations"),
         Binding("s", "cycle_sort", "Sort", id="run.sort"),
         Binding("t", "cycle_theme", "Theme", id="run.theme"),
         Binding("r", "score_range", "Range", id="run.range"),
         Binding("p", "toggle_penalties", "Penalties", id="run.penalties"),
         Binding("e", "toggle_errors", "Errors", id="run.errors"),
         Binding("slash", "search", "Search", id="run.search"),
-        Binding("x", "clear_filters", "Clear", id="run.clear"),
+        Binding("x", "clear_filters", "Clear", show=False, id="run.clear"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
     ]
 

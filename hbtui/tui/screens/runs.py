@@ -14,10 +14,13 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from hbtui.store import RunRow
+from hbtui.client import TRANSIENT_KINDS
+from hbtui.store import RunRow, StoreError
 from hbtui.text import one_line
 
 REFRESH_SECONDS = 2.0
+# Statuses a run can be continued from; a finished one only when calls got no answer.
+RESUMABLE = ("interrupted", "failed", "cancelled", "pending")
 # What tells runs apart comes first: at 80 columns the rest scrolls sideways.
 COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "dataset", "date")
 
@@ -46,12 +49,14 @@ class RunsScreen(Screen):
     BINDINGS = [
         Binding("enter", "open_run", "Open", id="runs.open"),
         Binding("m", "monitor", "Monitor", id="runs.monitor"),
+        Binding("c", "continue_run", "Continue", id="runs.continue"),
         Binding("n", "new_run", "New run", id="runs.new"),
-        Binding("r", "refresh", "Refresh", id="runs.refresh"),
+        Binding("r", "refresh", "Refresh", show=False, id="runs.refresh"),  # it refreshes itself
         Binding("j", "cursor_down", "Down", show=False, id="runs.down"),
         Binding("k", "cursor_up", "Up", show=False, id="runs.up"),
-        Binding("g", "first", "First", show=False, id="runs.first"),
-        Binding("G", "last", "Last", show=False, id="runs.last"),
+        # priority: the table's own home/end scroll without moving the cursor.
+        Binding("g,home", "first", "First", show=False, priority=True, id="runs.first"),
+        Binding("G,end", "last", "Last", show=False, priority=True, id="runs.last"),
     ]
 
     def __init__(self) -> None:
@@ -124,6 +129,48 @@ class RunsScreen(Screen):
         if run_id is None:
             self.notify("no run selected", markup=False)
             return
+        self.app.open_monitor(run_id)
+
+    async def action_continue_run(self) -> None:
+        """Resume the selected run in this process, as `hbtui resume` does."""
+        from hbtui.config import SettingsError
+        from hbtui.engine import settings_for_run
+
+        run_id = self.selected_run_id()
+        store = self.app.store
+        if run_id is None or store is None:
+            self.notify("no run selected", markup=False)
+            return
+        if run_id in self.app.live_runs:
+            self.app.open_monitor(run_id)
+            return
+        run = await store.get_run(run_id)
+        status = run.shown_status()
+        if status == "running":
+            self.notify(f"run {run_id} is driven by another process{f' ({one_line(run.owner, 60)})' if run.owner else ''};"
+                        " press m to monitor it", markup=False, severity="warning")
+            return
+        if status == "finished":
+            kinds = (await store.progress(run_id)).errors_by_kind
+            if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
+                self.notify(f"run {run_id} is finished: nothing to continue"
+                            + (" (R in its results retries the errors)" if kinds else ""), markup=False)
+                return
+        elif status not in RESUMABLE:
+            self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
+            return
+        try:
+            settings = settings_for_run(run, self.app.settings)
+            settings.require_models()
+        except SettingsError as exc:
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return
+        try:
+            await self.app.start_run(run_id, settings)
+        except StoreError as exc:
+            self.notify(one_line(f"run {run_id} cannot continue: {exc}", 300), severity="error", markup=False)
+            return
+        self.notify(f"continuing run {run_id}", markup=False)
         self.app.open_monitor(run_id)
 
     def action_new_run(self) -> None:

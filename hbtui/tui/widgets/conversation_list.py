@@ -3,6 +3,7 @@
 A run can hold thousands of conversations; DataTable builds every row up front and rebuilds
 its offsets on each change. This widget only knows the row count, keeps a few pages of
 summaries around the visible region, and renders the lines on screen (Textual's Line API).
+The first line is a column header that stays put while the rows scroll under it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ LOW, HIGH = 0.4, 0.7  # score colour thresholds
 def score_class(summary: ConversationSummary) -> str:
     """The component class that colours a row's score cell."""
     if summary.score is None:
-        return "--error" if summary.n_errors or summary.status == "failed" else "--dim"
+        if summary.status == "failed":
+            return "--no-reply"
+        return "--error" if summary.n_errors else "--dim"
     if summary.score < LOW:
         return "--low"
     if summary.score < HIGH:
@@ -44,10 +47,19 @@ def score_text(summary: ConversationSummary) -> str:
     if summary.score is not None:
         return f"{summary.score:5.2f}"
     if summary.status == "failed":
-        return "  err"
+        return "    —"
     if summary.n_errors:
         return "  err"
     return "    …"
+
+
+def theme_width(width: int) -> int:
+    return 12 if width < 110 else 22
+
+
+def header_line(width: int) -> str:
+    """Column titles, cell for cell as wide as the row cells below them."""
+    return (f"{'#':>5} {'id':<8} {'theme':<{theme_width(width)}} score {'met':>5} {'pen':>3}   preview")
 
 
 @dataclass(slots=True)
@@ -80,6 +92,7 @@ class ConversationList(ScrollView, can_focus=True):
         "conversation-list--high",
         "conversation-list--dim",
         "conversation-list--error",
+        "conversation-list--no-reply",
         "conversation-list--penalty",
         "conversation-list--loading",
     }
@@ -94,7 +107,9 @@ class ConversationList(ScrollView, can_focus=True):
         & > .conversation-list--mid { color: $warning; }
         & > .conversation-list--high { color: $success; text-style: bold; }
         & > .conversation-list--dim { color: $text-muted; }
+        & > .conversation-list--header { color: $text-muted; text-style: bold; }
         & > .conversation-list--error { color: $error; text-style: reverse; }
+        & > .conversation-list--no-reply { color: $error; text-style: bold; }
         & > .conversation-list--penalty { color: $error; }
         & > .conversation-list--loading { color: $text-disabled; }
     }
@@ -159,7 +174,7 @@ class ConversationList(ScrollView, can_focus=True):
                 return total
             self._store_page(page, rows)
         self.loaded = True
-        self.virtual_size = Size(self._line_width(), total)
+        self.virtual_size = Size(self._line_width(), total + 1)
         self.cursor = cursor
         if not keep_cursor:
             self.scroll_to(y=0, animate=False, immediate=True)
@@ -209,23 +224,31 @@ class ConversationList(ScrollView, can_focus=True):
     def _line_width(self) -> int:
         return max(self.scrollable_content_region.width, 40)
 
+    @property
+    def rows_height(self) -> int:
+        """Lines available to rows: the header takes the first."""
+        return max(self.scrollable_content_region.height - 1, 0)
+
     def on_resize(self) -> None:
-        self.virtual_size = Size(self._line_width(), self.total)
+        self.virtual_size = Size(self._line_width(), self.total + 1)
         self._scroll_cursor_into_view()
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
         width = self.scrollable_content_region.width
+        if y == 0:
+            style = self.rich_style + self.get_component_rich_style("conversation-list--header", partial=True)
+            return Strip([Segment(header_line(width), style)]).extend_cell_length(width, style).crop(0, width)
+        index = scroll_y + y - 1
         if index >= self.total:
-            if self.total == 0 and y == 0 and self.loaded:
+            if self.total == 0 and y == 1 and self.loaded:
                 style = self.get_component_rich_style("conversation-list--dim")
                 return Strip([Segment(" No conversations match.", style)]).extend_cell_length(width).crop(0, width)
             return Strip.blank(width, self.rich_style)
         summary = self.row(index)
         # Prefetch the neighbouring page so that scrolling on does not show placeholders.
         next_page = (index + self.size.height) // PAGE_SIZE
-        if y == 0 and next_page not in self._pages and next_page * PAGE_SIZE < self.total:
+        if y == 1 and next_page not in self._pages and next_page * PAGE_SIZE < self.total:
             self._request(next_page)
         base = self.rich_style
         if index == self.cursor:
@@ -240,18 +263,27 @@ class ConversationList(ScrollView, can_focus=True):
     def _segments(self, s: ConversationSummary, base: Style, width: int) -> list[Segment]:
         part = lambda name: base + self.get_component_rich_style(f"conversation-list{name}", partial=True)  # noqa: E731
         dim = part("--dim")
-        theme_width = 12 if width < 110 else 22
-        theme = one_line(s.theme or "-", theme_width)
+        columns = theme_width(width)
+        theme = one_line(s.theme or "-", columns)
         met = f"{s.n_met if s.n_met is not None else '-'}/{s.n_criteria}"
+        no_reply = s.status == "failed"
+        if no_reply:  # nothing was graded: not the same thing as a grader error
+            marker = Segment(" ✗ ", part("--no-reply"))
+        elif s.n_errors:
+            marker = Segment(" ! ", part("--error"))
+        else:
+            marker = Segment("   ", base)
         segments = [
             Segment(f"{s.position + 1:>5} ", dim),
             Segment(f"{one_line(s.prompt_id, 8):<8} ", dim),
-            Segment(f"{theme:<{theme_width}} ", base),
+            Segment(f"{theme:<{columns}} ", base),
             Segment(score_text(s), part(score_class(s))),
             Segment(f" {met:>5} ", base),
             Segment(f"{('-' + str(s.penalties)) if s.penalties else '':>3}", part("--penalty")),
-            Segment(" ! " if (s.n_errors or s.status == "failed") else "   ", part("--error") if (s.n_errors or s.status == "failed") else base),
+            marker,
         ]
+        if no_reply:
+            segments.append(Segment("no reply  ", part("--no-reply")))
         used = sum(cell_len(seg.text) for seg in segments)
         room = max(width - used, 0)
         if room:
@@ -264,16 +296,16 @@ class ConversationList(ScrollView, can_focus=True):
         if clamped != new:
             self.cursor = clamped
             return
-        self.refresh_line(old - self.scroll_offset.y)
-        self.refresh_line(new - self.scroll_offset.y)
+        self.refresh_line(old - self.scroll_offset.y + 1)
+        self.refresh_line(new - self.scroll_offset.y + 1)
         self._scroll_cursor_into_view()
 
     def refresh_line(self, y: int) -> None:
-        if 0 <= y < self.size.height:
+        if 1 <= y < self.size.height:
             self.refresh(Region(0, y, self.size.width, 1))
 
     def _scroll_cursor_into_view(self) -> None:
-        height = self.scrollable_content_region.height
+        height = self.rows_height
         if height <= 0:
             return
         top = self.scroll_offset.y
@@ -295,10 +327,10 @@ class ConversationList(ScrollView, can_focus=True):
         self.cursor = max(self.total - 1, 0)
 
     def action_page_down_rows(self) -> None:
-        self.cursor += max(self.scrollable_content_region.height - 1, 1)
+        self.cursor += max(self.rows_height - 1, 1)
 
     def action_page_up_rows(self) -> None:
-        self.cursor -= max(self.scrollable_content_region.height - 1, 1)
+        self.cursor -= max(self.rows_height - 1, 1)
 
     def action_open(self) -> None:
         summary = self.row(self.cursor)
@@ -306,7 +338,9 @@ class ConversationList(ScrollView, can_focus=True):
             self.post_message(self.Opened(self, self.cursor, summary.id))
 
     def on_click(self, event) -> None:
-        index = self.scroll_offset.y + event.y
+        if event.y < 1:
+            return  # the header
+        index = self.scroll_offset.y + event.y - 1
         if 0 <= index < self.total:
             if index == self.cursor and event.chain >= 2:
                 self.action_open()
