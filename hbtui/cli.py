@@ -58,19 +58,25 @@ class UsageError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--db", help="the database (HBTUI_DB, default runs/hbtui.sqlite)")
-    common.add_argument("--env-file", default=".env", help="settings file (default .env)")
+    def with_common(parser: argparse.ArgumentParser, defaults: bool) -> argparse.ArgumentParser:
+        # Given before or after the command; a subcommand's unset copy must not erase the other.
+        missing = {} if defaults else {"default": argparse.SUPPRESS}
+        parser.add_argument("--db", help="the database (HBTUI_DB, default runs/hbtui.sqlite)",
+                            **({"default": None} if defaults else missing))
+        parser.add_argument("--env-file", help="settings file (default .env)",
+                            **({"default": ".env"} if defaults else missing))
+        return parser
+
+    common = with_common(argparse.ArgumentParser(add_help=False), defaults=False)
 
     settings_flags = argparse.ArgumentParser(add_help=False)
     for flag, attr, text in SETTING_FLAGS:
         settings_flags.add_argument(flag, dest=attr, help=text)
 
-    parser = argparse.ArgumentParser(
+    parser = with_common(argparse.ArgumentParser(
         prog="hbtui",
         description="Run HealthBench against any OpenAI-compatible API and review it in the terminal.",
-        parents=[common],
-    )
+    ), defaults=True)
     parser.add_argument("--version", action="version", version=f"hbtui {__version__}")
     parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (the app)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -133,3 +133,11 @@ def test_export_into_a_missing_folder_is_refused(workdir, small_dataset):
     result = hbtui("export", "latest", "--out", str(workdir / "nowhere" / "x.csv"), "--format", "csv", cwd=workdir)
     assert result.returncode == 2 and "does not exist" in result.stderr
     assert not (workdir / "nowhere").exists()
+
+
+def test_db_before_or_after_the_command(workdir, small_dataset):
+    db = workdir / "elsewhere.sqlite"
+    hbtui("run", "--data", str(small_dataset), "--db", str(db), "--name", "here", cwd=workdir, check=True)
+    before = hbtui("--db", str(db), "runs", cwd=workdir, check=True).stdout
+    after = hbtui("runs", "--db", str(db), cwd=workdir, check=True).stdout
+    assert "here" in before and before == after
