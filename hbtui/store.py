@@ -190,6 +190,7 @@ class ConversationSummary:
     n_errors: int
     penalties: int
     error_kind: str | None
+    n_positive: int = 0  # criteria worth positive points: what n_met counts against
 
 
 @dataclass(slots=True)
@@ -238,7 +239,8 @@ class Progress:
 
 
 SUMMARY_COLUMNS = (
-    "id, position, repeat, prompt_id, theme, preview, status, score, n_criteria, n_met, n_errors, penalties, error_kind"
+    "id, position, repeat, prompt_id, theme, preview, status, score, n_criteria, n_met, n_errors, penalties, error_kind,"
+    " (SELECT count(*) FROM verdicts v WHERE v.conversation_id = conversations.id AND v.points > 0)"
 )
 
 
@@ -782,8 +784,8 @@ class Store:
         )
         if row is None:
             raise StoreError(f"no conversation {conversation_id}")
-        summary = ConversationSummary(*row[:13])
-        example_tags, reply, reasoning, finish_reason, error, record_id = row[13:]
+        summary = ConversationSummary(*row[:14])
+        example_tags, reply, reasoning, finish_reason, error, record_id = row[14:]
         body = (await self._one("SELECT body FROM records WHERE id = ?", (record_id,)))[0]
         verdicts = [
             VerdictRow(idx, text, points, json.loads(tags), status, explanation, raw, vreason, verror, kind, attempts, latency)

@@ -265,7 +265,7 @@ class ConversationList(ScrollView, can_focus=True):
         dim = part("--dim")
         columns = theme_width(width)
         theme = one_line(s.theme or "-", columns)
-        met = f"{s.n_met if s.n_met is not None else '-'}/{s.n_criteria}"
+        met = f"{s.n_met if s.n_met is not None else '-'}/{s.n_positive}"  # as the conversation header counts
         no_reply = s.status == "failed"
         if no_reply:  # nothing was graded: not the same thing as a grader error
             marker = Segment(" ✗ ", part("--no-reply"))
