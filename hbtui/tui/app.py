@@ -20,9 +20,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker
 
-from hbtui.config import Settings
-from hbtui.engine import Engine
-from hbtui.store import Store, StoreError
+from hbtui.config import Settings, SettingsError
+from hbtui.engine import Engine, settings_for_run
+from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.monitor_data import RunCounters
 
@@ -117,6 +117,16 @@ class HBTuiApp(App[int]):
         self._close_messages_no_wait()
 
     # ---- runs of this process -------------------------------------------------------------
+    def settings_to_continue(self, run: RunRow) -> Settings | None:
+        """The run's own settings with this session's keys; None (and a notice) if unusable."""
+        try:
+            settings = settings_for_run(run, self.settings)
+            settings.require_models()
+        except SettingsError as exc:
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return None
+        return settings
+
     async def start_run(self, run_id: int, settings: Settings) -> LiveRun:
         """Drive a planned run in this process; returns at once, the run goes on in a worker."""
         # The engine gets its own connection: its group commits never queue behind the

@@ -243,8 +243,6 @@ class RunScreen(Screen):
     # ---- actions -------------------------------------------------------------------------
     async def action_regrade_errors(self) -> None:
         """Put what failed back in the queue and drive the run here, as `hbtui regrade-errors` does."""
-        from hbtui.config import SettingsError
-        from hbtui.engine import settings_for_run
         from hbtui.tui.screens.confirm import ConfirmModal
 
         store = self.app.store
@@ -257,11 +255,8 @@ class RunScreen(Screen):
         if not failed:
             self.notify("nothing failed in this run", markup=False)
             return
-        try:
-            settings = settings_for_run(run, self.app.settings)
-            settings.require_models()
-        except SettingsError as exc:
-            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+        settings = self.app.settings_to_continue(run)
+        if settings is None:
             return
 
         async def answered(yes: bool | None) -> None:

@@ -133,8 +133,6 @@ class RunsScreen(Screen):
 
     async def action_continue_run(self) -> None:
         """Resume the selected run in this process, as `hbtui resume` does."""
-        from hbtui.config import SettingsError
-        from hbtui.engine import settings_for_run
 
         run_id = self.selected_run_id()
         store = self.app.store
@@ -159,11 +157,8 @@ class RunsScreen(Screen):
         elif status not in RESUMABLE:
             self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
             return
-        try:
-            settings = settings_for_run(run, self.app.settings)
-            settings.require_models()
-        except SettingsError as exc:
-            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+        settings = self.app.settings_to_continue(run)
+        if settings is None:
             return
         try:
             await self.app.start_run(run_id, settings)
