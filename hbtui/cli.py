@@ -199,11 +199,11 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
+        run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
+        run_settings.require_models()
         if regrade:
             verdicts, replies = await store.reset_errors(run.id)
             print(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
-        run_settings = settings_for_run(run, settings, **_overrides(args))
-        run_settings.require_models()
         return await drive(store, run, run_settings)
 
 
@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "export":
             return asyncio.run(cmd_export(args, settings))
         parser.error(f"unknown command {command}")
-    except (SettingsError, DatasetError, StoreError, TemplateError, RunFailed, RunBusy, UsageError, ValueError) as exc:
+    except (SettingsError, DatasetError, StoreError, TemplateError, RunFailed, RunBusy, UsageError) as exc:
         print(f"hbtui: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ChatError as exc:

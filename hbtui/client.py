@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import re
 import time
@@ -316,6 +317,8 @@ class ChatClient:
                         error = ChatError(RATE_LIMITED, message, status, attempts)
                     elif status >= 500:
                         error = ChatError(SERVER_ERROR, message, status, attempts)
+                    elif status == 408:
+                        error = ChatError(TIMEOUT, message, status, attempts)
                     elif status in (401, 403):
                         error = ChatError(AUTH, message, status, attempts)
                     elif status == 404:
@@ -338,24 +341,35 @@ class ChatClient:
             await asyncio.sleep(self._delay(attempts, retry_after))
 
     def _result(self, response: httpx.Response, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
+        """A 200 that is not a chat completion is a bad response (retried), never a crash."""
+        def bad() -> ChatError:
+            return ChatError(BAD_RESPONSE, f"not a chat completion: {response.text[:200]!r}", 200, attempts)
+
         try:
             body = response.json()
             choice = body["choices"][0]
             message = choice["message"]
         except (ValueError, KeyError, IndexError, TypeError):
-            raise ChatError(BAD_RESPONSE, f"not a chat completion: {response.text[:200]!r}", 200, attempts) from None
+            raise bad() from None
+        if not isinstance(choice, dict) or not isinstance(message, dict):
+            raise bad()
         content, reasoning = split_reasoning(message)
-        usage = body.get("usage") or {}
+        usage = body.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
         return ChatResult(
             content=content,
             reasoning=reasoning,
-            finish_reason=choice.get("finish_reason"),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
             latency_ms=latency_ms,
             attempts=attempts,
             json_schema_used=json_schema,
         )
+
+
+def _count(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else 0
 
 
 def make_http_client(timeout: float, connections: int) -> httpx.AsyncClient:
@@ -390,9 +404,10 @@ def _retry_after(response: httpx.Response) -> float | None:
         ms = response.headers.get("retry-after-ms")
         return float(ms) / 1000 if ms and ms.replace(".", "", 1).isdigit() else None
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
         return None  # an HTTP date: fall back to our own backoff
+    return seconds if math.isfinite(seconds) else None
 
 
 async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:

@@ -121,11 +121,15 @@ def attribute_key(attribute: str) -> str:
 
 
 def mask_secret(secret: str | None) -> str | None:
-    """``sk-…a1b2``: enough to tell two keys apart, never enough to use one."""
+    """``sk-…a1b2``: enough to tell two long keys apart, never enough to use one.
+
+    A short key (a local server's ``--api-key token1234``) shows nothing: four characters of
+    ten would give most of it away.
+    """
     if not secret:
         return None
-    if len(secret) <= 8:
-        return "…" * 3
+    if len(secret) < 20:
+        return "…"
     return f"{secret[:3]}…{secret[-4:]}"
 
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from hbtui import scoring
 from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, CallRecord, ChatClient, ChatError, Endpoint
-from hbtui.config import Settings
+from hbtui.config import Settings, SettingsError
 from hbtui.dataset import Dataset, Record, sample
 from hbtui.events import (
     CallFailed,
@@ -72,7 +72,7 @@ async def plan_run(
     """Choose the records (exactly as the reference samples them) and create the run."""
     settings.require_models()
     if repeats < 1:
-        raise ValueError(f"--repeats {repeats}: must be at least 1")
+        raise SettingsError(f"--repeats {repeats}: must be at least 1")
     chosen = sample(dataset.records, limit, seed)
     planned: list[PlannedConversation] = []
     # The reference repeats the whole sampled list (examples * n_repeats), so repeat is the outer loop.
@@ -110,11 +110,29 @@ async def plan_run(
 
 
 def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settings:
-    """The run's stored settings with the current API keys (never stored) and any overrides."""
+    """The run's stored settings, with the current API keys (never stored) and any overrides.
+
+    A key goes only to the endpoint it was configured for: when the current settings point at
+    another URL than the run's, their key would leak to the run's host, so that is refused.
+    The database is the one open now, wherever the run was made.
+    """
     stored = {k: v for k, v in run.settings.items() if k in Settings.__dataclass_fields__}
-    stored["api_key"] = current.api_key
-    stored["grader_api_key"] = current.grader_api_key
-    return Settings(**stored).with_overrides(**overrides)
+    stored.update(api_key=None, grader_api_key=None, db_path=current.db_path)
+    merged = Settings(**stored).with_overrides(**overrides)
+    pairs = [("BASE_URL", "API_KEY", current.base_url, merged.base_url, current.api_key)]
+    if current.grader_api_key or current.grader_base_url:
+        pairs.append(("GRADER_BASE_URL", "GRADER_API_KEY", current.effective_grader_base_url,
+                      merged.effective_grader_base_url, current.effective_grader_api_key))
+    keys = {}
+    for url_key, key_name, current_url, run_url, key in pairs:
+        if key and current_url and current_url != run_url:
+            raise SettingsError(
+                f"run {run.id} calls {run_url}, but {url_key} is {current_url} now: {key_name} is not sent to"
+                f" another host. Set {url_key}={run_url} with its key, or resume with --base-url {current_url}"
+            )
+        keys[key_name] = key
+    grader_key = keys.get("GRADER_API_KEY", current.grader_api_key)
+    return replace(merged, api_key=keys.get("API_KEY"), grader_api_key=grader_key)
 
 
 @dataclass
@@ -228,7 +246,7 @@ class Engine:
         # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
         # work still missing, so a resume asks them again; refusals and unparseable verdicts are
         # answers, kept until `regrade-errors` asks for them.
-        await self.store.reset_errors(run_id, TRANSIENT_KINDS)
+        await self.store.reset_errors(run_id, TRANSIENT_KINDS, owner=self.owner)
         await self.store.refresh_summaries(run_id)
         work = await self.store.pending_work(run_id)
         progress = await self.store.progress(run_id)
@@ -251,35 +269,49 @@ class Engine:
         except Exception as exc:  # noqa: BLE001 - the run must end with a status, whatever broke
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
-            if not writer.done():
-                # Whatever completed reaches the database before the run is closed, even on Ctrl-C,
-                # with the final live figures for monitors in other processes.
-                self._writes.put_nowait(("heartbeat", self.live_snapshot()))
-                await self._writes.put(None)
-                await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
-            for client in self._clients.values():
-                await client.aclose()
-            store_error = writer.exception() if not writer.cancelled() else None
-            report = None
-            if store_error is not None:
-                status = "failed"
-                error = (f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
-                         f" resumes with `hbtui resume {run_id}` once that is fixed")
-            elif status == "finished":
+            # Shielded: a second cancel (Ctrl-C twice, the app stopping a run it just cancelled)
+            # must not cut the final writes and leave the run marked as running.
+            status = await asyncio.shield(self._close(writer, heartbeat, status, error))
+        return status
+
+    async def _close(self, writer: asyncio.Task, heartbeat: asyncio.Task, status: str, error: str | None) -> str:
+        """Flush what completed, close the clients, decide the final status and record it."""
+        run_id = self.run.id
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, return_exceptions=True)
+        if not writer.done():
+            # Whatever completed reaches the database before the run is closed, even on Ctrl-C,
+            # with the final live figures for monitors in other processes.
+            self._writes.put_nowait(("heartbeat", self.live_snapshot()))
+            await self._writes.put(None)
+            await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
+        for client in self._clients.values():
+            await client.aclose()
+        store_error = writer.exception() if not writer.cancelled() else None
+        report = None
+        if store_error is not None:
+            status = "failed"
+            error = (f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
+                     f" resumes with `hbtui resume {run_id}` once that is fixed")
+        elif status == "finished":
+            progress = await self.store.progress(run_id)
+            left = progress.criteria_total - progress.criteria_done
+            if left or progress.conversations_generated + progress.conversations_failed < progress.conversations_total:
+                # Never call a run finished while work is missing, whatever stopped it.
+                status, error = "interrupted", f"{left} criteria were left ungraded; `hbtui resume {run_id}` does them"
+            else:
                 await self.store.refresh_summaries(run_id)
                 report = await compute_report(self.store, run_id)
-            self.error = error
-            try:
-                await self.store.finish_run(run_id, status, error=error, report=report)
-                if status == "finished":
-                    folder = await write_run_folder(self.store, await self.store.get_run(run_id), self.runs_root)
-                    await self.store.set_folder(run_id, str(folder))
-            except sqlite3.Error:
-                pass  # the same fault: the stale heartbeat will show the run as interrupted
-            score = report["overall_score"] if report else None
-            self.emit(RunFinished(run_id, status, score, error))
+        self.error = error
+        try:
+            await self.store.finish_run(run_id, status, error=error, report=report)
+            if status == "finished":
+                folder = await write_run_folder(self.store, await self.store.get_run(run_id), self.runs_root)
+                await self.store.set_folder(run_id, str(folder))
+        except sqlite3.Error:
+            pass  # the same fault: the stale heartbeat will show the run as interrupted
+        score = report["overall_score"] if report else None
+        self.emit(RunFinished(run_id, status, score, error))
         return status
 
     async def _drive(self, work: list[WorkItem], test: ChatClient, grader: ChatClient) -> None:
@@ -287,6 +319,15 @@ class Engine:
         for item in work:
             queue.put_nowait(item)
         grading: set[asyncio.Task] = set()
+        failures: list[BaseException] = []
+
+        def graded(task: asyncio.Task) -> None:
+            grading.discard(task)
+            # A grading task that broke must stop the run, not vanish with its criteria pending.
+            if not task.cancelled() and task.exception() is not None and not failures:
+                failures.append(task.exception())
+                for other in [*workers, *grading]:
+                    other.cancel()
 
         async def worker() -> None:
             while not queue.empty() and self._fatal is None:
@@ -298,7 +339,7 @@ class Engine:
                     item.reply = reply
                 task = asyncio.create_task(self._grade_conversation(grader, item))
                 grading.add(task)
-                task.add_done_callback(grading.discard)
+                task.add_done_callback(graded)
 
         workers = [asyncio.create_task(worker()) for _ in range(max(1, self.settings.concurrency))]
         try:
@@ -309,7 +350,11 @@ class Engine:
             for task in [*workers, *grading]:
                 task.cancel()
             await asyncio.gather(*workers, *grading, return_exceptions=True)
+            if failures:
+                raise failures[0] from None
             raise
+        if failures:
+            raise failures[0]
 
     async def _generate(self, client: ChatClient, item: WorkItem) -> str | None:
         await self._unpaused.wait()

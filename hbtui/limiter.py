@@ -47,7 +47,7 @@ class AdaptiveLimiter:
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self.release()  # granted just as we were cancelled: give the slot back
-            else:
+            elif entry in self._waiters:  # _wake may have dropped it already, as cancelled
                 self._waiters.remove(entry)
                 heapq.heapify(self._waiters)
             raise

@@ -535,8 +535,13 @@ class Store:
             )
         return items
 
-    async def reset_errors(self, run_id: int, kinds: Iterable[str] | None = None) -> tuple[int, int]:
-        """Put failed verdicts (and transiently failed replies) back in the queue; nothing is deleted."""
+    async def reset_errors(self, run_id: int, kinds: Iterable[str] | None = None, owner: str | None = None
+                           ) -> tuple[int, int]:
+        """Put failed verdicts (and transiently failed replies) back in the queue; nothing is deleted.
+
+        Refused while another live process drives the run (its work list is already made, so it
+        would leave them pending); ``owner`` is the caller's own owner id, which may.
+        """
         from hbtui.client import TRANSIENT_KINDS, UNPARSEABLE
 
         retry_kinds = set(kinds) if kinds else TRANSIENT_KINDS | {UNPARSEABLE}
@@ -544,6 +549,10 @@ class Store:
         db = self.db
         await db.execute("BEGIN IMMEDIATE")
         try:
+            current, heartbeat = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
+            if (current and current != owner and heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS
+                    and owner_alive(current)):
+                raise RunBusy(f"run {run_id} is being driven by process {current}; retry its errors once it stops")
             verdicts = await db.execute(
                 f"UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'"
                 f" AND (error_kind IN ({marks}) OR error_kind IS NULL)",

@@ -224,3 +224,28 @@ def test_first_call_goes_alone_then_the_rest_together(server):
 
     asyncio.run(go())
     assert server.stats()["max_in_flight"] == 8
+
+
+def test_retry_after_that_is_not_a_number_falls_back_to_backoff():
+    import httpx
+
+    from hbtui.client import _retry_after
+
+    for value in ("nan", "inf", "-inf", "Wed, 21 Oct 2015 07:28:00 GMT"):
+        assert _retry_after(httpx.Response(429, headers={"Retry-After": value})) is None
+    assert _retry_after(httpx.Response(429, headers={"Retry-After": "2"})) == 2.0
+
+
+def test_a_cancelled_waiter_raises_cancelled_error():
+    async def go():
+        limiter = AdaptiveLimiter(1)
+        await limiter.acquire()
+        waiter = asyncio.create_task(limiter.acquire())
+        await asyncio.sleep(0)
+        waiter.cancel()
+        limiter.release()  # wakes the queue before the waiter sees its cancellation
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        return limiter.in_flight
+
+    assert asyncio.run(go()) == 0

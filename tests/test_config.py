@@ -74,3 +74,7 @@ def test_grader_shares_key_only_on_the_same_endpoint():
     assert same.effective_grader_api_key == "k1"
     other = Settings(base_url="http://a/v1", api_key="k1", grader_base_url="http://b/v1", grader_api_key="k2")
     assert other.effective_grader_base_url == "http://b/v1" and other.effective_grader_api_key == "k2"
+
+
+def test_a_short_key_is_masked_whole():
+    assert mask_secret("token1234x") == "…"

@@ -266,3 +266,78 @@ def test_resume_asks_again_what_got_no_answer(server, tmp_path, small_dataset):
     with sqlite3.connect(db) as conn:
         kinds = [k for (k,) in conn.execute("SELECT error_kind FROM verdicts WHERE status = 'error'")]
     assert kinds == ["refused"] * 3
+
+
+def test_a_key_is_never_sent_to_another_host_on_resume(finished_run_db):
+    from hbtui.config import Settings, SettingsError
+    from hbtui.engine import settings_for_run
+
+    async def load():
+        async with await Store.open(finished_run_db) as store:
+            return await store.resolve_run("small-run")
+
+    run = asyncio.run(load())
+    elsewhere = Settings(base_url="https://other.example/v1", api_key="sk-other-provider-key-0000", db_path="x.db")
+    with pytest.raises(SettingsError, match="not sent to another host"):
+        settings_for_run(run, elsewhere)
+    same = Settings(base_url=run.settings["base_url"], api_key="sk-right", db_path="moved.db")
+    settings = settings_for_run(run, same)
+    assert settings.api_key == "sk-right" and settings.db_path == "moved.db"
+    assert settings_for_run(run, Settings(db_path="y.db")).api_key is None
+
+
+def test_regrade_is_refused_while_another_process_drives_the_run(finished_run_db):
+    import time as clock
+
+    from hbtui.store import RunBusy
+
+    with sqlite3.connect(finished_run_db) as conn:
+        conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'unparseable' WHERE idx = 0")
+        conn.execute("UPDATE runs SET owner = 'elsewhere:1', heartbeat_at = ?", (clock.time(),))
+
+    async def regrade():
+        async with await Store.open(finished_run_db) as store:
+            await store.reset_errors(1)
+
+    with pytest.raises(RunBusy, match="elsewhere:1"):
+        asyncio.run(regrade())
+    with sqlite3.connect(finished_run_db) as conn:
+        assert conn.execute("SELECT count(*) FROM verdicts WHERE status = 'error'").fetchone()[0] == 3
+
+
+def test_a_malformed_answer_is_retried_and_never_leaves_a_finished_run_incomplete(tmp_path, small_dataset):
+    """A 200 whose message is not an object: a bad response, retried; the run is not 'finished'
+    with criteria left pending."""
+    from aiohttp import web
+
+    seen = set()
+
+    async def chat(request):
+        body = await request.json()
+        last = body["messages"][-1]["content"]
+        if "criteria_met" in last and last not in seen:  # each verdict: malformed the first time
+            seen.add(last)
+            return web.json_response({"choices": [{"message": "oops"}], "usage": "none"})
+        content = '{"explanation": "ok", "criteria_met": true}' if "criteria_met" in last else "A reply."
+        return web.json_response({"choices": [{"message": {"role": "assistant", "content": content},
+                                               "finish_reason": "stop"}], "usage": {"prompt_tokens": 1}})
+
+    async def go():
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        server = type("Odd", (), {"base_url": f"http://127.0.0.1:{port}/v1"})()
+        try:
+            return await run_engine(settings_for(server, tmp_path / "db.sqlite", max_attempts=3), small_dataset)
+        finally:
+            await runner.cleanup()
+
+    run_id, status = asyncio.run(go())
+    assert status == "finished"
+    with sqlite3.connect(tmp_path / "db.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM verdicts WHERE status != 'met'").fetchone()[0] == 0
+        assert conn.execute("SELECT sum(attempts) FROM verdicts").fetchone()[0] == 16  # each asked twice
