@@ -110,7 +110,8 @@ async def _check_endpoint(role: str, url: str, key: str | None, models: list[tup
             if purpose == "grader":
                 quirks = client.quirks.get(model)
                 if quirks is not None and not quirks.json_schema:
-                    results.append(CheckResult(f"{label} json_schema", False,
+                    # Handled: verdicts are then parsed from the text (schema first, then fallback).
+                    results.append(CheckResult(f"{label} json_schema", True,
                                                "json_schema not supported: verdicts will be parsed from text"))
                 else:
                     results.append(CheckResult(f"{label} json_schema", True, "json_schema supported"))

@@ -128,9 +128,13 @@ def describe(run: RunRow) -> str:
 
 
 async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
+    """`<timestamp>-<name>/` under ``root``; a run finished again (resume, regrade) rewrites the
+    folder it already has rather than leaving an outdated one beside a new one."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(run.finished_at or time.time()))
     safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.name)[:80]
     folder = root / f"{stamp}-{safe_name}"
+    if run.folder and Path(run.folder).parent == root and Path(run.folder).is_dir():
+        folder = Path(run.folder)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     await write_jsonl(store, run.id, folder / "results.jsonl")

@@ -615,6 +615,7 @@ class Store:
 
         replies: (status, reply, reasoning, finish_reason, error, error_kind, attempts, latency_ms,
                   prompt_tokens, completion_tokens, generated_at, conversation_id)
+        Attempts and tokens add up over retries (regrade, resume): all of them were spent.
         verdicts: (status, explanation, raw_output, reasoning, error, error_kind, attempts, latency_ms,
                    prompt_tokens, completion_tokens, graded_at, conversation_id, idx)
         summaries: (score, n_met, n_errors, penalties, conversation_id)
@@ -625,15 +626,19 @@ class Store:
             if replies:
                 await db.executemany(
                     "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"
-                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?, prompt_tokens = ?, completion_tokens = ?,"
+                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
                     " generated_at = ? WHERE id = ?",
                     replies,
                 )
             if verdicts:
                 await db.executemany(
                     "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?, prompt_tokens = ?,"
-                    " completion_tokens = ?, graded_at = ? WHERE conversation_id = ? AND idx = ?",
+                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                    " graded_at = ? WHERE conversation_id = ? AND idx = ?",
                     verdicts,
                 )
             if summaries:

@@ -33,7 +33,7 @@ async def test_a_refused_json_schema_is_reported(server):
     results = by_name(await check_connection(Settings(base_url=server.base_url, model_test="test-model",
                                                       model_grader="grader-model")))
     check = results["grader model grader-model json_schema"]
-    assert not check.ok
+    assert check.ok  # handled: verdicts are parsed from the text, so the check does not fail
     assert check.message == "json_schema not supported: verdicts will be parsed from text"
     assert results["grader model grader-model"].ok  # asked again without it, and answered
 

@@ -341,3 +341,25 @@ def test_a_malformed_answer_is_retried_and_never_leaves_a_finished_run_incomplet
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM verdicts WHERE status != 'met'").fetchone()[0] == 0
         assert conn.execute("SELECT sum(attempts) FROM verdicts").fetchone()[0] == 16  # each asked twice
+
+
+def test_a_regraded_run_keeps_every_token_spent_and_one_folder(server, tmp_path, small_dataset):
+    db = tmp_path / "runs" / "db.sqlite"
+    server.control(grader_format="broken")
+    settings = settings_for(server, db, grader_parse_attempts=1)
+    run_id, _ = asyncio.run(run_engine(settings, small_dataset))
+    with sqlite3.connect(db) as conn:
+        first = conn.execute("SELECT sum(prompt_tokens) FROM verdicts").fetchone()[0]
+    server.control(grader_format="json")
+
+    async def regrade():
+        async with await Store.open(db) as store:
+            await store.reset_errors(run_id)
+            return await Engine(store, await store.get_run(run_id), settings, backoff_base=0.01).execute()
+
+    assert asyncio.run(regrade()) == "finished"
+    with sqlite3.connect(db) as conn:
+        total, attempts = conn.execute("SELECT sum(prompt_tokens), sum(attempts) FROM verdicts").fetchone()
+    assert total > first and attempts == 16  # both rounds counted
+    folders = [p for p in db.parent.iterdir() if p.is_dir()]
+    assert len(folders) == 1 and "0.6250" in (folders[0] / "description.md").read_text()

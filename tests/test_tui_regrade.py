@@ -1,7 +1,9 @@
 """Retrying what failed from the browser: the key, the question, the run driven here again."""
 
 import asyncio
+import os
 import sqlite3
+import sys
 
 from hbtui.tui.screens.monitor import MonitorScreen
 from tests.conftest import run_engine, settings_for
@@ -33,3 +35,31 @@ async def test_R_retries_failed_criteria_from_the_browser(server, small_dataset,
         status, score = conn.execute("SELECT status, score FROM runs").fetchone()
     assert statuses == {"met": 5, "not_met": 3}
     assert status == "finished" and abs(score - 0.625) < 1e-12
+
+
+async def test_a_list_made_stale_by_a_retry_opens_safely_and_reloads(server, small_dataset, tmp_path):
+    """Filter on errors, fix them elsewhere, then open: the chosen conversation opens, no crash."""
+    from tests.test_tui_browser import open_conversation
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    server.control(grader_format="broken")
+    settings = settings_for(server, db, grader_parse_attempts=1)
+    await run_engine(settings, small_dataset, name="stale")
+    server.control(grader_format="json")
+    app = browser_app(db)
+    app.settings = settings
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_run(pilot, 1)
+        await pilot.press("2", "e")
+        await wait_for(pilot, lambda: screen.total == 3, what="the errors filter")
+        # another process retries the errors while this list is on screen
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "hbtui", "regrade-errors", "stale", "--db", str(db),
+            env={**os.environ, "BASE_URL": server.base_url, "MODEL_TEST": "test-model", "MODEL_GRADER": "grader-model"},
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        assert await proc.wait() == 0
+        conversation = await open_conversation(pilot, screen)
+        assert conversation.conversation_ids == [conversation.detail.summary.id]
+        assert "met" in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: screen.total == 0, what="the list to reload (no errors left)")

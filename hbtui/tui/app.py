@@ -102,6 +102,7 @@ class HBTuiApp(App[int]):
         import traceback
 
         error = self._exception
+        error = getattr(error, "error", None) or error  # a failed worker wraps what really broke
         log = Path(self.settings.db_path).parent / "hbtui-crash.log"
         try:
             fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -231,14 +231,31 @@ class RunScreen(Screen):
         from hbtui.tui.screens.conversation import ConversationScreen
 
         ids = await self.app.store.conversation_ids(self.run_id, self.filter, self.sort)
-        index = ids.index(event.conversation_id) if event.conversation_id in ids else event.index
-        self._opened = ConversationScreen(self.run_id, ids, index)
+        if event.conversation_id not in ids:
+            # The run changed under the list (a retry, another process): open what was chosen,
+            # alone, and bring the list up to date.
+            ids = [event.conversation_id]
+            self.notify("the run has changed since this list was read: reloading it", markup=False)
+            self.load_run()
+        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id))
         await self.app.push_screen(self._opened)
 
     def on_screen_resume(self) -> None:
         if self._opened is not None:
             self.conversation_list.cursor = self._opened.index
             self._opened = None
+        else:
+            self._reload_if_changed()
+
+    @work(group="run-check", exclusive=True)
+    async def _reload_if_changed(self) -> None:
+        """Coming back from a monitor or a retry: a run that moved on is read again."""
+        if self.run is None:
+            return
+        now = await self.app.store.get_run(self.run_id)
+        if (now.status, now.finished_at, now.score, now.heartbeat_at) != (
+                self.run.status, self.run.finished_at, self.run.score, self.run.heartbeat_at):
+            self.load_run()
 
     # ---- actions -------------------------------------------------------------------------
     async def action_regrade_errors(self) -> None:

@@ -28,6 +28,8 @@ COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "d
 def run_cells(run: RunRow, now: float) -> tuple[Text, ...]:
     """One table row; every string from the database goes in as Text, never as markup."""
     status = run.shown_status(now)
+    ago = run.stopped_ago(now)
+    status = f"{status} {ago}" if ago else status
     score = f"{run.score:.3f}" if run.score is not None else ""
     ci = run.ci95
     return (
@@ -160,13 +162,23 @@ class RunsScreen(Screen):
         settings = self.app.settings_to_continue(run)
         if settings is None:
             return
-        try:
-            await self.app.start_run(run_id, settings)
-        except StoreError as exc:
-            self.notify(one_line(f"run {run_id} cannot continue: {exc}", 300), severity="error", markup=False)
-            return
-        self.notify(f"continuing run {run_id}", markup=False)
-        self.app.open_monitor(run_id)
+        from hbtui.tui.screens.confirm import ConfirmModal
+
+        async def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                await self.app.start_run(run_id, settings)
+            except StoreError as exc:
+                self.notify(one_line(f"run {run_id} cannot continue: {exc}", 300), severity="error", markup=False)
+                return
+            self.notify(f"continuing run {run_id}", markup=False)
+            self.app.open_monitor(run_id)
+
+        # Paid calls start at once: name the run, so a cursor left on an old one is noticed.
+        self.app.push_screen(ConfirmModal(
+            f"Continue run {run_id} {one_line(run.name, 60)} ({status}) against {run.settings.get('base_url')}?",
+            yes="Continue", no="Not now"), answered)
 
     def action_new_run(self) -> None:
         self.app.open_config()
