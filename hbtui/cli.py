@@ -21,7 +21,7 @@ from hbtui import __version__
 from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import Engine, RunFailed, plan_run, settings_for_run
+from hbtui.engine import Engine, plan_run, settings_for_run
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
@@ -281,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "export":
             return asyncio.run(cmd_export(args, settings))
         parser.error(f"unknown command {command}")
-    except (SettingsError, DatasetError, StoreError, TemplateError, RunFailed, RunBusy, UsageError) as exc:
+    except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError) as exc:
         print(f"hbtui: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ChatError as exc:

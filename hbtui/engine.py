@@ -46,10 +46,6 @@ from hbtui.store import MET, NOT_MET, ERROR, PlannedConversation, RunRow, Store,
 HEARTBEAT_SECONDS = 2.0
 
 
-class RunFailed(Exception):
-    """The run stopped on a problem every later call would hit (bad key, unknown model)."""
-
-
 def preview_of(record: Record) -> str:
     text = record.prompt[-1]["content"]
     return " ".join(text.split())[:200]

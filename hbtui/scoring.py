@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -244,11 +244,6 @@ def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP
         criterion_errors=errors,
         criteria_pending=max(pending, 0),
     )
-
-
-def metrics_with_prefix(metrics: Mapping[str, Metric], prefix: str) -> dict[str, Metric]:
-    """``theme:``, ``axis:``... metrics with the prefix removed, for breakdown tables."""
-    return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}
 
 
 def histogram(scores: Sequence[float], width: float = 0.1) -> list[tuple[float, float, int]]:

@@ -12,7 +12,6 @@ import json
 import os
 import socket
 import sqlite3
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,6 @@ from hbtui import schema
 from hbtui.scoring import ConversationInput, GradedCriterion
 
 HEARTBEAT_STALE_SECONDS = 15.0
-ACTIVE = ("running",)
 MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
 
 
@@ -479,26 +477,12 @@ class Store:
         await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
         await self.db.commit()
 
-    async def save_report(self, run_id: int, report: dict) -> None:
-        await self.db.execute(
-            "UPDATE runs SET report_json = ?, score = ? WHERE id = ?",
-            (json.dumps(report), report.get("overall_score"), run_id),
-        )
-        await self.db.commit()
-
     async def log(self, run_id: int, level: str, message: str) -> None:
         await self.db.execute(
             "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)", (run_id, time.time(), level, message)
         )
         await self.db.commit()
 
-    async def log_lines(self, run_id: int, limit: int = 200) -> list[tuple[float, str, str]]:
-        rows = await self._all(
-            "SELECT at, level, message FROM run_log WHERE run_id = ? ORDER BY id DESC LIMIT ?", (run_id, limit)
-        )
-        return list(reversed(rows))
-
-    # ---- the engine's work list ----------------------------------------------------------
     async def pending_work(self, run_id: int) -> list[WorkItem]:
         """Conversations without a reply, or with verdicts still pending, in plan order."""
         conversations = await self._all(
@@ -857,15 +841,3 @@ def owner_alive(owner: str | None) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def check_owner_only(path: Path) -> bool:
-    """True when only the owner may read ``path`` (used by tests and `hbtui doctor`-style checks)."""
-    mode = path.stat().st_mode
-    return not mode & (stat.S_IRWXG | stat.S_IRWXO)
-
-
-# ---- monitor queries (the live monitor's extra reads go here) -------------------------------
-
-
-# ---- browser queries (the results browser's extra reads go here) ----------------------------
