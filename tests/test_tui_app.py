@@ -286,7 +286,7 @@ async def test_continue_resumes_a_stopped_run_from_the_runs_list(server, small_d
         assert "Continue" in {command.title for command in app.get_system_commands(app.screen)}
         assert "Continue" in screen_text(app)  # in the footer at 80 columns
         await pilot.press("c")
-        await wait_for(pilot, lambda: "Continue run 1 stopped (interrupted)" in screen_text(app), what="the question")
+        await wait_for(pilot, lambda: "Continue this interrupted run? (run 1 stopped" in screen_text(app), what="the question")
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
 

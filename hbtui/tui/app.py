@@ -12,7 +12,7 @@ import gc
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Awaitable, Callable, Iterable
 
 from rich.text import Text
 from textual.actions import parse as parse_action
@@ -123,15 +123,38 @@ class HBTuiApp(App[int]):
         self._close_messages_no_wait()
 
     # ---- runs of this process -------------------------------------------------------------
-    def settings_to_continue(self, run: RunRow) -> Settings | None:
-        """The run's own settings with this session's keys; None (and a notice) if unusable."""
+    def offer_to_drive(self, run: RunRow, question: str, yes: str,
+                       before: Callable[[], Awaitable[str]] | None = None) -> None:
+        """Ask, then drive ``run`` here with its monitor open: continue (c) and retry (R).
+
+        The run's own settings are used with this session's keys, and checked before asking.
+        ``before`` runs once the user agreed (a retry puts what failed back in the queue) and
+        returns what to tell the user.
+        """
+        from hbtui.tui.screens.confirm import ConfirmModal
+
         try:
             settings = settings_for_run(run, self.settings)
             settings.require_models()
         except SettingsError as exc:
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
-            return None
-        return settings
+            return
+
+        async def answered(agreed: bool | None) -> None:
+            if not agreed:
+                return
+            try:
+                message = await before() if before else f"continuing run {run.id}"
+                await self.start_run(run.id, settings)
+            except StoreError as exc:  # another process took the run meanwhile, or the file broke
+                self.notify(one_line(f"run {run.id}: {exc}", 300), severity="error", markup=False)
+                return
+            self.notify(message, markup=False)
+            self.open_monitor(run.id)
+
+        # Paid calls start at once: the question names the run and its endpoint.
+        self.push_screen(ConfirmModal(f"{question} (run {run.id} {one_line(run.name, 60)} at"
+                                      f" {run.settings.get('base_url')})", yes=yes, no="Not now"), answered)
 
     async def start_run(self, run_id: int, settings: Settings) -> LiveRun:
         """Drive a planned run in this process; returns at once, the run goes on in a worker."""

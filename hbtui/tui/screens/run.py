@@ -260,8 +260,6 @@ class RunScreen(Screen):
     # ---- actions -------------------------------------------------------------------------
     async def action_regrade_errors(self) -> None:
         """Put what failed back in the queue and drive the run here, as `hbtui regrade-errors` does."""
-        from hbtui.tui.screens.confirm import ConfirmModal
-
         store = self.app.store
         run = await store.get_run(self.run_id)
         if run.shown_status() == "running":
@@ -272,22 +270,14 @@ class RunScreen(Screen):
         if not failed:
             self.notify("nothing failed in this run", markup=False)
             return
-        settings = self.app.settings_to_continue(run)
-        if settings is None:
-            return
 
-        async def answered(yes: bool | None) -> None:
-            if not yes:
-                return
+        async def reset() -> str:
             verdicts, replies = await store.reset_errors(self.run_id)
-            await self.app.start_run(self.run_id, settings)
-            self.notify(f"retrying {verdicts} criteria and {replies} replies", markup=False)
-            self.app.open_monitor(self.run_id)
+            return f"retrying {verdicts} criteria and {replies} replies"
 
-        self.app.push_screen(ConfirmModal(
-            f"Retry the {progress.criteria_errors} criteria and {progress.conversations_failed} replies that failed,"
-            f" with the run's models at {run.settings.get('base_url')}? Refused replies are not asked again.",
-            yes="Retry", no="Not now"), answered)
+        self.app.offer_to_drive(
+            run, f"Retry the {progress.criteria_errors} criteria and {progress.conversations_failed} replies that"
+            " failed? Refused replies are not asked again.", "Retry", before=reset)
 
     def action_show_tab(self, tab: str) -> None:
         # set_focus, not focus(): focus() is deferred, and a key typed right after (2 G) would go astray.

@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
-from hbtui.store import RunRow, StoreError
+from hbtui.store import RunRow
 from hbtui.text import one_line
 
 REFRESH_SECONDS = 2.0
@@ -159,26 +159,7 @@ class RunsScreen(Screen):
         elif status not in RESUMABLE:
             self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
             return
-        settings = self.app.settings_to_continue(run)
-        if settings is None:
-            return
-        from hbtui.tui.screens.confirm import ConfirmModal
-
-        async def answered(yes: bool | None) -> None:
-            if not yes:
-                return
-            try:
-                await self.app.start_run(run_id, settings)
-            except StoreError as exc:
-                self.notify(one_line(f"run {run_id} cannot continue: {exc}", 300), severity="error", markup=False)
-                return
-            self.notify(f"continuing run {run_id}", markup=False)
-            self.app.open_monitor(run_id)
-
-        # Paid calls start at once: name the run, so a cursor left on an old one is noticed.
-        self.app.push_screen(ConfirmModal(
-            f"Continue run {run_id} {one_line(run.name, 60)} ({status}) against {run.settings.get('base_url')}?",
-            yes="Continue", no="Not now"), answered)
+        self.app.offer_to_drive(run, f"Continue this {status} run?", "Continue")
 
     def action_new_run(self) -> None:
         self.app.open_config()
