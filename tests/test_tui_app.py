@@ -179,11 +179,7 @@ async def test_quitting_during_a_run_asks_then_stops_it_resumably(server, small_
     server.control(latency_ms=300)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db)
-    async with await Store.open(db) as store:
-        from hbtui.dataset import load_jsonl
-        from hbtui.engine import plan_run
-
-        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="slow")
+    run_id = await plan_only(settings, small_dataset, "slow")
     app = HBTuiApp(settings=settings, env_file=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
@@ -215,11 +211,7 @@ async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, sm
     server.control(latency_ms=300)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db)
-    async with await Store.open(db) as store:
-        from hbtui.dataset import load_jsonl
-        from hbtui.engine import plan_run
-
-        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="to-cancel")
+    run_id = await plan_only(settings, small_dataset, "to-cancel")
     app = HBTuiApp(settings=settings, env_file=None, monitor_run="to-cancel")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))

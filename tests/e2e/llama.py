@@ -19,16 +19,16 @@ test's stdout. SmolLM2 on one thread does ~45-80 tokens/s: use generous timeouts
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 import httpx
+
+from tests.support.server_lifecycle import ServerProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build_llama_server.sh"
@@ -66,7 +66,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LlamaServer:
+class LlamaServer(ServerProcess):
     """Context manager owning one ``llama-server`` process.
 
     ``extra_args`` are appended to the command line (e.g. ``["--parallel", "2"]``).
@@ -186,35 +186,13 @@ class LlamaServer:
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 10 s)."""
         proc, self.process = self.process, None
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        if proc is not None:
+            self.end_process(proc, timeout=10)
         if self.log_path is not None and not self.keep_log:
             self.log_path.unlink(missing_ok=True)
             self.log_path = None
 
-    def __enter__(self) -> LlamaServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     # -- helpers -----------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """OpenAI-style base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
-        return f"{self.root_url}/v1"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     def log_tail(self, max_chars: int = 4000) -> str:
         """The last ``max_chars`` of the server's output (for failure messages)."""

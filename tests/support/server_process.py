@@ -21,10 +21,11 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 import httpx
+
+from tests.support.server_lifecycle import ServerProcess
 
 FAKE_SERVER_SCRIPT = Path(__file__).with_name("fake_server.py")
 LISTENING_PREFIX = "LISTENING "
@@ -34,7 +35,7 @@ class FakeServerError(RuntimeError):
     """The fake server failed to start or answered a control call with an error."""
 
 
-class FakeServer:
+class FakeServer(ServerProcess):
     """Context manager owning one fake-server subprocess.
 
     Arguments mirror the script's options: ``api_key`` (require this bearer
@@ -119,13 +120,7 @@ class FakeServer:
             self._http.close()
             self._http = None
         if self.process is not None:
-            if self.process.poll() is None:
-                self.process.terminate()
-                try:
-                    self.process.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.process.kill()
-                    self.process.wait(timeout=5)
+            self.end_process(self.process, timeout=5)
             if self.process.stdout is not None:
                 self.process.stdout.close()
             self.process = None
@@ -133,24 +128,7 @@ class FakeServer:
             self._stderr_file.close()
             self._stderr_file = None
 
-    def __enter__(self) -> FakeServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
     # -- addresses ---------------------------------------------------------
-
-    @property
-    def base_url(self) -> str:
-        """OpenAI-style base URL, e.g. ``http://127.0.0.1:PORT/v1``."""
-        return f"{self.root_url}/v1"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
 
     # -- control API -------------------------------------------------------
 
