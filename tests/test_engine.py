@@ -363,3 +363,34 @@ def test_a_regraded_run_keeps_every_token_spent_and_one_folder(server, tmp_path,
     assert total > first and attempts == 16  # both rounds counted
     folders = [p for p in db.parent.iterdir() if p.is_dir()]
     assert len(folders) == 1 and "0.6250" in (folders[0] / "description.md").read_text()
+
+
+def test_a_second_cancel_does_not_cut_the_final_writes(server, tmp_path, small_dataset):
+    """Ctrl-C twice, or an app stopping a run it just cancelled: the second cancel lands while
+    the engine records how the run ended, and must not leave it marked as running."""
+    server.control(latency_ms=200)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db)
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="twice")
+            task = asyncio.create_task(Engine(store, await store.get_run(run_id), settings).execute())
+            record_end = store.finish_run
+
+            async def cancelled_again_while_recording(*args, **kwargs):
+                task.cancel()
+                await asyncio.sleep(0.05)  # where the second cancel arrives
+                return await record_end(*args, **kwargs)
+
+            store.finish_run = cancelled_again_while_recording
+            while server.stats()["requests"] < 2:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await asyncio.sleep(0.3)  # the shielded close goes on to its end
+
+    asyncio.run(go())
+    with sqlite3.connect(db) as conn:
+        status, owner = conn.execute("SELECT status, owner FROM runs").fetchone()
+    assert status == "interrupted" and owner is None
