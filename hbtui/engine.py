@@ -39,7 +39,7 @@ from hbtui.events import (
     RunStarted,
 )
 from hbtui.export import write_run_folder
-from hbtui.grading import grade_criterion, grader_prompt, load_template
+from hbtui.grading import fill_template, grade_criterion, graded_conversation, load_template
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.store import MET, NOT_MET, ERROR, PlannedConversation, RunRow, Store, WorkItem
 
@@ -391,7 +391,8 @@ class Engine:
 
     async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
         statuses = {idx: status for idx, _, _, status in item.all_criteria}
-        await asyncio.gather(*(self._grade_one(client, item, idx, text, points, statuses)
+        rendered = graded_conversation(item.prompt, item.reply or "")
+        await asyncio.gather(*(self._grade_one(client, item, rendered, idx, text, points, statuses)
                                for idx, text, points in item.criteria))
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
@@ -407,13 +408,13 @@ class Engine:
         self._writes.put_nowait(("summary", (score, n_met, errors, penalties, item.conversation_id)))
         self.emit(ConversationScored(self.run.id, item.conversation_id, score))
 
-    async def _grade_one(self, client: ChatClient, item: WorkItem, idx: int, text: str, points: float,
-                         statuses: dict[int, str]) -> None:
+    async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, idx: int, text: str,
+                         points: float, statuses: dict[int, str]) -> None:
         await self._unpaused.wait()
         if self._fatal is not None:
             return
         settings = self.settings
-        prompt = grader_prompt(self._template, item.prompt, item.reply or "", points, text)
+        prompt = fill_template(self._template, rendered, points, text)
         try:
             outcome = await grade_criterion(
                 client,

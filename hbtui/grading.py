@@ -71,14 +71,20 @@ def render_criterion(points: float, criterion: str) -> str:
     return f"[{points}] {criterion}"
 
 
-def grader_prompt(template: str, conversation: Sequence[dict], reply: str, points: float, criterion: str) -> str:
+def graded_conversation(conversation: Sequence[dict], reply: str) -> str:
+    """The conversation with the reply as its last turn, rendered once for all its criteria."""
+    return render_conversation([*conversation, {"role": "assistant", "content": reply}])
+
+
+def fill_template(template: str, rendered_conversation: str, points: float, criterion: str) -> str:
     """The template with both slots filled in one pass, so slot-like text inside a reply or a
     criterion is left as written instead of being substituted again."""
-    values = {
-        CONVERSATION_SLOT: render_conversation([*conversation, {"role": "assistant", "content": reply}]),
-        CRITERION_SLOT: render_criterion(points, criterion),
-    }
+    values = {CONVERSATION_SLOT: rendered_conversation, CRITERION_SLOT: render_criterion(points, criterion)}
     return _SLOTS.sub(lambda match: values[match.group(0)], template)
+
+
+def grader_prompt(template: str, conversation: Sequence[dict], reply: str, points: float, criterion: str) -> str:
+    return fill_template(template, graded_conversation(conversation, reply), points, criterion)
 
 
 @dataclass(frozen=True, slots=True)
