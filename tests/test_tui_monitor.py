@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,11 +35,20 @@ def twelve_records(tmp_path) -> Path:
     return write_jsonl(tmp_path / "twelve.jsonl", records)
 
 
-def start_headless_run(server, db: Path, data: Path, name: str, cwd: Path) -> subprocess.Popen:
+@contextmanager
+def headless_run(server, db: Path, data: Path, name: str, cwd: Path):
+    """`hbtui run` in its own process, as under nohup, once its run is in the database."""
     env = dict(os.environ, BASE_URL=server.base_url, MODEL_TEST="test-model", MODEL_GRADER="grader-model",
                HBTUI_DB=str(db), CONCURRENCY="2", PYTHONPATH=str(ROOT))
-    return subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", name],
-                            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", name],
+                               cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_run_row(db, name, process)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def wait_for_run_row(db: Path, name: str, process: subprocess.Popen, timeout: float = 15.0) -> None:
@@ -61,9 +71,7 @@ def wait_for_run_row(db: Path, name: str, process: subprocess.Popen, timeout: fl
 async def test_the_monitor_follows_a_run_of_another_process_to_its_end(server, twelve_records, tmp_path):
     server.control(latency_ms=80)
     db = tmp_path / "runs" / "hbtui.sqlite"
-    process = start_headless_run(server, db, twelve_records, "outside", tmp_path)
-    try:
-        wait_for_run_row(db, "outside", process)
+    with headless_run(server, db, twelve_records, "outside", tmp_path) as process:
         app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run="outside")
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
@@ -82,18 +90,12 @@ async def test_the_monitor_follows_a_run_of_another_process_to_its_end(server, t
             assert "finished" in text and "60/60" in text and "12/12" in text
             assert f"final score {monitor.view.final_score:.3f}" in text
         assert process.wait(timeout=15) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_records, tmp_path):
     server.control(latency_ms=150)
     db = tmp_path / "runs" / "hbtui.sqlite"
-    process = start_headless_run(server, db, twelve_records, "keeps-going", tmp_path)
-    try:
-        wait_for_run_row(db, "keeps-going", process)
+    with headless_run(server, db, twelve_records, "keeps-going", tmp_path) as process:
         app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run="keeps-going")
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
@@ -108,7 +110,3 @@ async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_
         assert process.wait(timeout=30) == 0
         with sqlite3.connect(db) as connection:
             assert connection.execute("SELECT status FROM runs WHERE name = 'keeps-going'").fetchone() == ("finished",)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
