@@ -237,23 +237,41 @@ class HBTuiApp(App[int]):
         await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
 
     def open_run(self, run_id: int) -> None:
-        """The results browser of one run (another module; missing until it is written)."""
-        try:
-            from hbtui.tui.screens.run import RunScreen
-        except ImportError:
-            self.notify("the results browser is not available in this build", severity="warning", markup=False)
-            return
+        from hbtui.tui.screens.run import RunScreen
+
         self.push_screen(RunScreen(run_id))
 
-    def open_config(self) -> None:
-        """The configuration screen, built once and kept: it has many widgets (slow to build),
-        and what was typed into it is still there when the user comes back."""
+    def _install_config(self) -> None:
         from hbtui.tui.screens.config import ConfigScreen
 
         if not self.is_screen_installed("config"):
             self.install_screen(ConfigScreen(), "config")
+
+    def open_config(self) -> None:
+        """The configuration screen, built once and kept: it has many widgets (slow to build),
+        and what was typed into it is still there when the user comes back."""
+        self._install_config()
         if self.screen is not self.get_screen("config"):
             self.push_screen("config")
+
+    def prebuild_config(self) -> None:
+        """Build the configuration screen off screen while the runs list waits for a key.
+
+        Its 115 widgets take 120-130 ms to compose and style the first time, over twice what a
+        key press to the next screen may take; built ahead, `n` shows it in about 25 ms.
+        Textual has no public call that mounts a screen without showing it, so this uses the
+        one push_screen uses (App._get_screen); if a later Textual drops it, the screen is
+        simply built on first use, as before.
+        """
+        self._install_config()
+        screen = self.get_screen("config")
+        get_screen = getattr(self, "_get_screen", None)
+        if screen.is_running or get_screen is None:
+            return
+        try:
+            get_screen(screen)
+        except Exception:  # noqa: BLE001 - an optimisation only: the first `n` builds it instead
+            return
 
     def open_monitor(self, run_id: int) -> None:
         from hbtui.tui.screens.monitor import MonitorScreen

@@ -12,13 +12,17 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.store import RunRow
 from hbtui.text import one_line
+from hbtui.tui.widgets.key_bar import KeyBar
 
 REFRESH_SECONDS = 2.0
+# Once the runs list has been on screen this long (its first keys likely typed), the configuration
+# screen is built off screen; a key pressed during the build waits for it, once.
+CONFIG_PREBUILD_DELAY = 0.5
 # Statuses a run can be continued from; a finished one only when calls got no answer.
 RESUMABLE = ("interrupted", "failed", "cancelled", "pending")
 # What tells runs apart comes first: at 80 columns the rest scrolls sideways.
@@ -65,6 +69,7 @@ class RunsScreen(Screen):
         super().__init__()
         self._shown: list[tuple] = []
         self._refreshing = False
+        self._config_prebuild_planned = False
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -72,7 +77,7 @@ class RunsScreen(Screen):
         table.add_columns(*COLUMNS)
         yield table
         yield Static(Text("No runs yet: press n to configure and start one."), id="runs-empty")
-        yield Footer()
+        yield KeyBar()
 
     async def on_mount(self) -> None:
         await self.reload()
@@ -80,6 +85,15 @@ class RunsScreen(Screen):
 
     async def on_screen_resume(self) -> None:
         await self.reload()
+        if not self._config_prebuild_planned:
+            self._config_prebuild_planned = True
+            self.set_timer(CONFIG_PREBUILD_DELAY, self._prebuild_config)
+
+    def _prebuild_config(self) -> None:
+        if self.app.screen is self:
+            self.app.prebuild_config()
+        else:  # not while another screen (a monitor repainting) is in use: the next time back here
+            self._config_prebuild_planned = False
 
     @property
     def table(self) -> DataTable:
