@@ -134,6 +134,14 @@ async def test_summary_list_sort_and_conversation(finished_run_db):
         assert screen.conversation_list.cursor == 1  # the list follows where review ended
 
 
+def assert_bar(verdicts: VerdictList, kind: str) -> None:
+    """The selected criterion is drawn with the thick bar, in the colour of its kind, on every line."""
+    colour = verdicts.get_component_rich_style(f"verdict-list--{kind}").color
+    for y in verdicts.lines_of(verdicts.selected):
+        bar = verdicts.render_line(y)._segments[0]
+        assert bar.text == "█" and bar.style.color == colour, (y, bar)
+
+
 async def test_jump_to_penalty_and_copy(finished_run_db):
     run = await read(finished_run_db, lambda s: s.resolve_run("small-run"))
     app = browser_app(finished_run_db)
@@ -145,11 +153,11 @@ async def test_jump_to_penalty_and_copy(finished_run_db):
         await pilot.press("p")
         assert verdicts.current.kind == "penalty"
         assert verdicts.current.verdict.points < 0
-        assert verdicts.current.has_class("penalty")
+        assert_bar(verdicts, "penalty")
         assert "Recommends an unsafe dose" in screen_text(app)
         await pilot.press("m")
         assert verdicts.current.kind == "not-met"
-        assert verdicts.current.has_class("not-met")
+        assert_bar(verdicts, "not-met")
         assert "Mentions hydration" in verdicts.current.verdict.criterion
         await pilot.press("e")  # no grader error here: the selection stays
         assert verdicts.current.kind == "not-met"

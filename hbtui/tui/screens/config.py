@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Header, Input, Label, Select, Static
+from textual.widgets import Button, Header, Input, Label, Select, Static
 
 from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
@@ -26,6 +26,7 @@ from hbtui.engine import plan_run
 from hbtui.grading import TemplateError, load_template
 from hbtui.store import StoreError
 from hbtui.text import one_line
+from hbtui.tui.widgets.key_bar import KeyBar
 
 NOT_SENT = "none"
 LOCAL_FILE = "file"
@@ -170,7 +171,7 @@ class ConfigScreen(Screen):
             yield Button("Load preset ^o", id="load-preset", compact=True)
             yield Button("Save preset ^r", id="save-preset", compact=True)
             yield Button("Write .env ^g", id="write-env", compact=True)
-        yield Footer()
+        yield KeyBar()
 
     def _field_row(self, settings: Settings, form_field: FormField) -> ComposeResult:
         value = initial_text(settings, form_field.name)

@@ -14,12 +14,13 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Collapsible, Footer, Static
+from textual.widgets import Static
 
 from hbtui.store import ConversationDetail
+from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.widgets.breakdown import score_style
+from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
 
 
@@ -84,10 +85,8 @@ def reply_text(detail: ConversationDetail) -> Text:
     return text
 
 
-class ConversationScreen(Screen):
+class ConversationScreen(ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
-
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     BINDINGS = [
         Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
@@ -104,45 +103,58 @@ class ConversationScreen(Screen):
         Binding("r", "toggle_reasoning", "Reasoning", show=False, id="conversation.reasoning"),
     ]
 
-    def __init__(self, run_id: int, conversation_ids: list[int], index: int) -> None:
+    def __init__(self, run_id: int, conversation_ids: list[int], index: int,
+                 detail: ConversationDetail | None = None) -> None:
+        """``detail``, when the opener has read it already, is drawn in the first frame."""
         super().__init__()
         self.run_id = run_id
         self.conversation_ids = list(conversation_ids)
         self.index = index
         self.detail: ConversationDetail | None = None
         self.loaded = False
+        self.reasoning_shown = False
+        self._preloaded = detail
 
     def compose(self) -> ComposeResult:
+        self.apply_breakpoint()
         yield Static(Text("Loading…", style="dim"), id="conversation-title")
         with Horizontal(id="conversation-body"):
             with VerticalScroll(id="transcript", can_focus=False):
                 yield Static(id="messages")
                 yield Static(id="reply", classes="reply")
-                with Collapsible(title="reasoning (r)", collapsed=True, id="reasoning"):
-                    yield Static(id="reasoning-text")
+                yield Static(id="reasoning")
             with VerticalScroll(id="criteria", can_focus=False):
                 yield Static(Text("RUBRIC", style="bold"), id="criteria-title")
                 yield VerdictList(id="verdicts")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
-        self.show_conversation(self.index)
+        if self._preloaded is not None:
+            # Filled before the first layout: one layout pass, and no "Loading…" frame.
+            self._show(self._preloaded, self.index)
+            self._preloaded = None
+        else:
+            self.show_conversation(self.index)
 
     @work(group="conversation-load", exclusive=True)
     async def show_conversation(self, index: int) -> None:
         detail = await self.app.store.conversation_detail(self.conversation_ids[index])
+        self._show(detail, index)
+        for pane in self.query(VerticalScroll):
+            pane.scroll_home(animate=False, immediate=True)
+        self.query_one("#conversation-body").scroll_home(animate=False, immediate=True)
+
+    def _show(self, detail: ConversationDetail, index: int) -> None:
         self.index = index
         self.detail = detail
         self.query_one("#conversation-title", Static).update(header_text(detail, index, len(self.conversation_ids)))
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
-        reasoning = self.query_one("#reasoning", Collapsible)
-        reasoning.display = bool(detail.reasoning)
-        reasoning.collapsed = True
-        self.query_one("#reasoning-text", Static).update(Text(visible_controls(detail.reasoning or "")))
+        self.reasoning_shown = False
+        self._show_reasoning()
         verdicts = self.query_one(VerdictList)
-        await verdicts.show(detail.verdicts)
+        verdicts.show(detail.verdicts)
         counts = {kind: 0 for kind in KINDS}
         for item in verdicts.items:
             counts[item.kind] += 1
@@ -153,9 +165,20 @@ class ConversationScreen(Screen):
                 title.append("  ")
                 title.append(f"{count} {label.split(' ', 1)[1]}", style=style)
         self.query_one("#criteria-title", Static).update(title)
-        for pane in self.query(VerticalScroll):
-            pane.scroll_home(animate=False, immediate=True)
         self.loaded = True
+
+    def _show_reasoning(self) -> None:
+        """The model's reasoning, folded to one line until `r` unfolds it."""
+        reasoning = self.query_one("#reasoning", Static)
+        text = self.detail.reasoning if self.detail else None
+        reasoning.display = bool(text)
+        if not text:
+            return
+        line = Text("▾ reasoning (r hides it)" if self.reasoning_shown else "▸ reasoning (r shows it)", style="bold")
+        if self.reasoning_shown:
+            line.append("\n")
+            line.append(visible_controls(text), style="")
+        reasoning.update(line)
 
     # ---- actions -------------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
@@ -201,8 +224,8 @@ class ConversationScreen(Screen):
         self.notify("copied the reply", markup=False)
 
     def action_toggle_reasoning(self) -> None:
-        reasoning = self.query_one("#reasoning", Collapsible)
-        if not reasoning.display:
+        if self.detail is None or not self.detail.reasoning:
             self.notify("this reply has no reasoning", markup=False)
             return
-        reasoning.collapsed = not reasoning.collapsed
+        self.reasoning_shown = not self.reasoning_shown
+        self._show_reasoning()

@@ -19,13 +19,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, ProgressBar, Static
+from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
 from hbtui.tui.widgets.histogram import ScoreHistogram
+from hbtui.tui.widgets.key_bar import KeyBar
 
 TICK_SECONDS = 0.25
 POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
@@ -105,7 +106,7 @@ class MonitorScreen(Screen):
             with Vertical(id="monitor-right"):
                 yield Static(id="monitor-score")
                 yield Static(id="monitor-errors")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.tick()

@@ -13,15 +13,16 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hbtui.engine import compute_report
 from hbtui.store import ConversationFilter, RunRow
+from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.text import one_line
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
+from hbtui.tui.widgets.key_bar import KeyBar
 
 SORT_ORDER = ("position", "-score", "score")
 SORT_LABELS = {"position": "position", "score": "score ↑ (worst first)", "-score": "score ↓ (best first)"}
@@ -100,10 +101,8 @@ class FilterInput(Input):
         await self.screen.close_input(self, apply=True)
 
 
-class RunScreen(Screen):
+class RunScreen(ResponsiveScreen):
     """A run's summary and its conversation list (sortable, filterable)."""
-
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
 
     BINDINGS = [
         Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
@@ -130,6 +129,7 @@ class RunScreen(Screen):
         self._opened = None  # the ConversationScreen last opened, to follow its position back
 
     def compose(self) -> ComposeResult:
+        self.apply_breakpoint()
         yield Static(Text(f"Run {self.run_id}", style="bold"), id="run-title")
         with TabbedContent(initial="summary", id="run-tabs"):
             with TabPane("1 Summary", id="summary"):
@@ -146,7 +146,7 @@ class RunScreen(Screen):
                 yield FilterInput(placeholder="score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
                                   id="range-input", classes="filter-input")
                 yield ConversationList(id="conversation-list")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.set_focus(self.query_one("#summary-scroll"))
@@ -230,14 +230,16 @@ class RunScreen(Screen):
     async def _open(self, event: ConversationList.Opened) -> None:
         from hbtui.tui.screens.conversation import ConversationScreen
 
-        ids = await self.app.store.conversation_ids(self.run_id, self.filter, self.sort)
+        store = self.app.store
+        ids = await store.conversation_ids(self.run_id, self.filter, self.sort)
         if event.conversation_id not in ids:
             # The run changed under the list (a retry, another process): open what was chosen,
             # alone, and bring the list up to date.
             ids = [event.conversation_id]
             self.notify("the run has changed since this list was read: reloading it", markup=False)
             self.load_run()
-        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id))
+        detail = await store.conversation_detail(event.conversation_id)
+        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail)
         await self.app.push_screen(self._opened)
 
     def on_screen_resume(self) -> None:

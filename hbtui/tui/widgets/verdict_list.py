@@ -1,16 +1,23 @@
 """A conversation's rubric: each criterion with its points, verdict and the grader's reasons.
 
-A rubric has tens of criteria at most, so each is a widget; the colour says whether the
-verdict helped or hurt the score, and the state is a CSS class (.met, .not-met, .penalty,
-.avoided, .grader-error, .pending).
+The colour of each criterion's bar says whether the verdict helped or hurt the score. The whole
+rubric is one widget drawing its own lines (Textual's Line API) rather than a widget per
+criterion: opening a conversation then costs one layout node instead of a dozen, each with its
+own rich Table measured several times per layout (the difference between 55-64 ms and the
+under-50 ms a key press to the next screen should take).
 """
 
 from __future__ import annotations
 
-from rich.table import Table
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.containers import Vertical
-from textual.widgets import Static
+from textual import events
+from textual.geometry import Offset, Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
 
 from hbtui.store import ERROR, MET, NOT_MET, VerdictRow
 from hbtui.text import visible_controls
@@ -24,6 +31,11 @@ KINDS = {
     "grader-error": ("! error", "bold magenta"),
     "pending": ("… pending", "dim"),
 }
+
+# Columns before the wrapped text: bar, space, number (3), space, label (9), space.
+NUMBER_WIDTH, LABEL_WIDTH = 3, 9
+INDENT = 1 + 1 + NUMBER_WIDTH + 1 + LABEL_WIDTH + 1
+MIN_TEXT_WIDTH = 12
 
 
 def verdict_kind(v: VerdictRow) -> str:
@@ -41,51 +53,34 @@ def _data(text: str | None) -> Text:
     return Text(visible_controls(text or ""))
 
 
-class CriterionView(Static):
-    """One criterion and its verdict."""
+@dataclass(slots=True)
+class Criterion:
+    """One criterion of the rubric shown, with its verdict."""
 
-    DEFAULT_CSS = """
-    CriterionView { height: auto; padding: 0 1; border-left: outer $surface-lighten-1; }
-    """
+    verdict: VerdictRow
+    number: int
+    kind: str
 
-    def __init__(self, verdict: VerdictRow, number: int) -> None:
-        self.verdict = verdict
-        self.kind = verdict_kind(verdict)
-        super().__init__(self._content(number), classes=self.kind)
-
-    def set_verdict(self, verdict: VerdictRow, number: int) -> None:
-        """Show another criterion in this widget (stepping conversations reuses the widgets)."""
-        self.remove_class(self.kind, "-selected")
-        self.verdict = verdict
-        self.kind = verdict_kind(verdict)
-        self.add_class(self.kind)
-        self.update(self._content(number))
-
-    def _content(self, number: int) -> Table:
-        # A grid gives wrapped lines a hanging indent under the criterion, not under the label.
+    def paragraphs(self) -> list[Text]:
+        """What is written right of the label, one paragraph a row (each wraps on its own)."""
         v = self.verdict
-        label, style = KINDS[self.kind]
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(no_wrap=True, width=3, justify="right")
-        grid.add_column(no_wrap=True, width=9)
-        grid.add_column(ratio=1)
         head = Text()
         head.append(f"[{v.points:+g}] ", style="bold red" if v.points < 0 else "bold")
         head.append_text(_data(v.criterion))
-        grid.add_row(Text(f"{number}.", style="dim"), Text(label, style=style), head)
+        rows = [head]
         if v.tags:
-            grid.add_row("", "", Text(visible_controls(" ".join(v.tags)), style="dim italic"))
+            rows.append(Text(visible_controls(" ".join(v.tags)), style="dim italic"))
         if v.explanation:
-            grid.add_row("", "", _data(v.explanation))
+            rows.append(_data(v.explanation))
         if self.kind == "grader-error":
             error = Text("error: ", style="bold magenta")
             error.append_text(_data(f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}, "
                                     f"{v.attempts} attempt{'s' if v.attempts != 1 else ''})"))
-            grid.add_row("", "", error)
+            rows.append(error)
             raw = Text("raw grader output: ", style="bold magenta")
             raw.append_text(_data(v.raw_output) if v.raw_output else Text("(none)", style="dim"))
-            grid.add_row("", "", raw)
-        return grid
+            rows.append(raw)
+        return rows
 
     @property
     def copy_text(self) -> str:
@@ -96,57 +91,156 @@ class CriterionView(Static):
         return v.explanation or ""
 
 
-class VerdictList(Vertical):
+class VerdictList(Widget):
     """The criteria of one conversation with one selected (j/k and the jump keys move it)."""
 
+    COMPONENT_CLASSES = {
+        "verdict-list--met",
+        "verdict-list--not-met",
+        "verdict-list--penalty",
+        "verdict-list--avoided",
+        "verdict-list--grader-error",
+        "verdict-list--pending",
+        "verdict-list--selected",
+    }
+
     DEFAULT_CSS = """
-    VerdictList { height: auto; }
-    VerdictList > CriterionView.-selected { background: $boost; border-left: outer $accent; }
+    VerdictList {
+        height: auto;
+        & > .verdict-list--met { color: $success; }
+        & > .verdict-list--not-met { color: $warning; }
+        & > .verdict-list--penalty { color: $error; }
+        & > .verdict-list--avoided { color: $success-darken-2; }
+        & > .verdict-list--grader-error { color: magenta; }
+        & > .verdict-list--pending { color: $surface-lighten-2; }
+        & > .verdict-list--selected { background: $boost; }
+    }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
+        self.items: list[Criterion] = []
         self.selected = -1
+        self._width = -1
+        self._lines: list[tuple[int, Strip]] = []  # (criterion index or -1 for a gap, text)
+        self._first_line: list[int] = []  # criterion index -> its first line
 
-    async def show(self, verdicts: list[VerdictRow]) -> None:
-        # Reuse the widgets already mounted: n/N through a run should not rebuild the DOM.
-        items = self.items
-        for number, (item, verdict) in enumerate(zip(items, verdicts), start=1):
-            item.set_verdict(verdict, number)
-        if len(items) > len(verdicts):
-            await self.remove_children(items[len(verdicts):])
-        elif len(verdicts) > len(items):
-            await self.mount_all(CriterionView(v, i + 1) for i, v in enumerate(verdicts[len(items):], start=len(items)))
+    # ---- content -------------------------------------------------------------------------
+    def show(self, verdicts: list[VerdictRow]) -> None:
+        """Show another conversation's verdicts, none selected."""
+        self.items = [Criterion(v, number, verdict_kind(v)) for number, v in enumerate(verdicts, start=1)]
         self.selected = -1
+        self._width = -1
+        self.refresh(layout=True)
 
     @property
-    def items(self) -> list[CriterionView]:
-        return list(self.query_children(CriterionView))
+    def current(self) -> Criterion | None:
+        return self.items[self.selected] if 0 <= self.selected < len(self.items) else None
 
-    @property
-    def current(self) -> CriterionView | None:
-        items = self.items
-        return items[self.selected] if 0 <= self.selected < len(items) else None
-
-    def select(self, index: int) -> CriterionView | None:
-        items = self.items
-        if not items:
+    def select(self, index: int) -> Criterion | None:
+        if not self.items:
             return None
-        index = max(0, min(index, len(items) - 1))
-        if 0 <= self.selected < len(items):
-            items[self.selected].remove_class("-selected")
+        index = max(0, min(index, len(self.items) - 1))
         self.selected = index
-        item = items[index]
-        item.add_class("-selected")
-        item.scroll_visible(animate=False)
-        return item
+        self.refresh()
+        self._scroll_selected_into_view()
+        return self.items[index]
 
-    def next_of(self, kinds: set[str]) -> CriterionView | None:
+    def next_of(self, kinds: set[str]) -> Criterion | None:
         """Select the next criterion of one of ``kinds`` after the selected one, wrapping."""
-        items = self.items
-        count = len(items)
+        count = len(self.items)
         for step in range(1, count + 1):
             index = (self.selected + step) % count
-            if items[index].kind in kinds:
+            if self.items[index].kind in kinds:
                 return self.select(index)
         return None
+
+    # ---- layout and drawing --------------------------------------------------------------
+    def _layout(self, width: int) -> list[tuple[int, Strip]]:
+        """The lines of every criterion at ``width``, computed once per width and content."""
+        if width == self._width:
+            return self._lines
+        console = self.app.console
+        text_width = max(width - INDENT - 1, MIN_TEXT_WIDTH)
+        lines: list[tuple[int, Strip]] = []
+        firsts: list[int] = []
+        for index, item in enumerate(self.items):
+            if index:
+                lines.append((-1, Strip.blank(0)))  # a blank line between criteria
+            firsts.append(len(lines))
+            label, label_style = KINDS[item.kind]
+            first = True
+            for paragraph in item.paragraphs():
+                for wrapped in paragraph.wrap(console, text_width, overflow="fold"):
+                    if first:
+                        prefix = [Segment(f"{item.number}.".rjust(NUMBER_WIDTH), Style(dim=True)),
+                                  Segment(" "),
+                                  Segment(label.ljust(LABEL_WIDTH), Style.parse(label_style)),
+                                  Segment(" ")]
+                        first = False
+                    else:
+                        prefix = [Segment(" " * (NUMBER_WIDTH + 1 + LABEL_WIDTH + 1))]
+                    segments = prefix + list(wrapped.render(console))
+                    lines.append((index, Strip(segments)))
+        self._width, self._lines, self._first_line = width, lines, firsts
+        return lines
+
+    def lines_of(self, index: int) -> range:
+        """The lines (y of this widget) that criterion ``index`` takes at the current width."""
+        lines = self._layout(self.size.width)
+        top = self._first_line[index]
+        bottom = top
+        while bottom + 1 < len(lines) and lines[bottom + 1][0] == index:
+            bottom += 1
+        return range(top, bottom + 1)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._layout(width))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        lines = self._layout(width)
+        base = self.rich_style
+        if y >= len(lines):
+            return Strip.blank(width, base)
+        index, text = lines[y]
+        if index < 0:
+            return Strip.blank(width, base)
+        item = self.items[index]
+        selected = index == self.selected
+        if selected:
+            base = base + self.get_component_rich_style("verdict-list--selected", partial=True)
+        bar_style = base + self.get_component_rich_style(f"verdict-list--{item.kind}", partial=True)
+        bar = Segment("█" if selected else "▌", bar_style)
+        strip = Strip([bar, Segment(" ", base), *text.apply_style(base)])
+        return strip.extend_cell_length(width, base).crop(0, width)
+
+    def on_click(self, event: events.Click) -> None:
+        lines = self._layout(self.size.width)
+        if 0 <= event.y < len(lines) and lines[event.y][0] >= 0:
+            self.select(lines[event.y][0])
+
+    def _scroll_selected_into_view(self) -> None:
+        """Scroll the ancestors so that the selected criterion's lines are in view.
+
+        Widget.scroll_visible works on whole widgets; this is its walk up the ancestors, started
+        from the region of one criterion inside this widget.
+        """
+        if self.selected < 0:
+            return
+        if not self.region:  # not laid out yet: after the next refresh it will be
+            self.call_after_refresh(self._scroll_selected_into_view)
+            return
+        lines = self.lines_of(self.selected)
+        region = Region(0, lines.start, self.size.width, len(lines)).translate(self.virtual_region.offset)
+        widget: Widget = self
+        while isinstance(widget.parent, Widget) and widget.parent is not self.screen:
+            container = widget.parent
+            scrolled = container.scroll_to_region(region, animate=False, immediate=True) or Offset(0, 0)
+            region = (region.translate(-scrolled)
+                      .translate(container.styles.margin.top_left)
+                      .translate(container.styles.border.spacing.top_left)
+                      .translate(container.virtual_region_with_margin.offset)
+                      .grow(container.styles.margin)
+                      .intersection(container.virtual_region_with_margin))
+            widget = container

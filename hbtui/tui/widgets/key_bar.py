@@ -1,0 +1,124 @@
+"""The key line at the bottom of every screen: what the keys do here, in one line.
+
+Textual's Footer is a container with a widget per key, composed again each time the focus
+moves; on a screen being opened that is a second layout pass, and much of the time of a key
+press to the next screen. This bar draws the same bindings as one line of text.
+
+The app's own keys (help, back, quit) and the command palette stay at the right end; when the
+line is too narrow, the screen's keys are dropped from the end first and a "…" says so, since
+`?` lists every key and the palette offers every action.
+"""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.screen import Screen
+from textual.widget import Widget
+
+SEPARATOR = "  "
+MORE = " …"
+
+
+class KeyBar(Widget):
+    """One line of `key description` pairs for the bindings active on this screen."""
+
+    COMPONENT_CLASSES = {"key-bar--key", "key-bar--description", "key-bar--disabled"}
+
+    DEFAULT_CSS = """
+    KeyBar {
+        dock: bottom;
+        height: 1;
+        color: $footer-foreground;
+        background: $footer-background;
+        & > .key-bar--key { color: $footer-key-foreground; text-style: bold; }
+        & > .key-bar--description { color: $footer-description-foreground; }
+        & > .key-bar--disabled { color: $text-disabled; }
+    }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._spans: list[tuple[int, int, str]] = []  # (start, end, key) of each entry drawn, for clicks
+
+    def on_mount(self) -> None:
+        self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
+
+    def on_unmount(self) -> None:
+        self.screen.bindings_updated_signal.unsubscribe(self)
+
+    def _bindings_changed(self, screen: Screen) -> None:
+        if self.is_attached and screen is self.screen:
+            self.refresh()
+
+    def entries(self) -> tuple[list[tuple[str, str, str, bool]], list[tuple[str, str, str, bool]]]:
+        """(key, shown key, description, enabled) of the screen's keys and of the app's keys."""
+        app = self.app
+        screen_keys: list[tuple[str, str, str, bool]] = []
+        app_keys: list[tuple[str, str, str, bool]] = []
+        seen: set[str] = set()
+        active = self.screen.active_bindings
+        for namespace, binding, enabled, _tooltip in active.values():
+            if not binding.show or not binding.description or binding.action in seen:
+                continue
+            seen.add(binding.action)
+            entry = (binding.key, app.get_key_display(binding), binding.description, enabled)
+            (app_keys if namespace is app else screen_keys).append(entry)
+        palette = active.get(app.COMMAND_PALETTE_BINDING)
+        if app.ENABLE_COMMAND_PALETTE and palette is not None and palette.binding.action not in seen:
+            app_keys.append((palette.binding.key, app.get_key_display(palette.binding), "Commands", palette.enabled))
+        return screen_keys, app_keys
+
+    def render(self) -> Text:
+        width = self.size.width
+        screen_keys, app_keys = self.entries()
+        right = self._join(app_keys)
+        # Drop the app's keys from the end (the palette, then quit...) only when even they do not fit.
+        while app_keys and right.cell_len > width - 1:
+            app_keys = app_keys[:-1]
+            right = self._join(app_keys)
+        room = width - right.cell_len - 1 - len(SEPARATOR)
+        left_keys = list(screen_keys)
+        left = self._join(left_keys)
+        while left_keys and left.cell_len > room:
+            left_keys = left_keys[:-1]
+            left = self._join(left_keys, more=True)
+        line = Text(" ", end="")
+        line.append_text(left)
+        gap = width - line.cell_len - right.cell_len
+        line.append(" " * max(gap, 1))
+        offset = line.cell_len
+        line.append_text(right)
+        self._spans = self._spans_of(left_keys, 1) + self._spans_of(app_keys, offset)
+        return line
+
+    def _join(self, keys: list[tuple[str, str, str, bool]], more: bool = False) -> Text:
+        key_style = self.get_component_rich_style("key-bar--key", partial=True)
+        description_style = self.get_component_rich_style("key-bar--description", partial=True)
+        disabled = self.get_component_rich_style("key-bar--disabled", partial=True)
+        text = Text(end="")
+        for index, (_key, shown, description, enabled) in enumerate(keys):
+            if index:
+                text.append(SEPARATOR)
+            text.append(shown, key_style if enabled else disabled + Style(bold=True))
+            text.append(" ")
+            text.append(description, description_style if enabled else disabled)
+        if more:
+            text.append(MORE, description_style)
+        return text
+
+    @staticmethod
+    def _spans_of(keys: list[tuple[str, str, str, bool]], start: int) -> list[tuple[int, int, str]]:
+        spans = []
+        for key, shown, description, _enabled in keys:
+            end = start + len(shown) + 1 + len(description)
+            spans.append((start, end, key))
+            start = end + len(SEPARATOR)
+        return spans
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, key in self._spans:
+            if start <= event.x < end:
+                self.app.simulate_key(key)
+                return

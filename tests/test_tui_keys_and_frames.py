@@ -1,0 +1,127 @@
+"""The key bar, mouse on keys and criteria, and what the first frame of a new screen shows.
+
+The first frame matters: a screen that is drawn wide and then restyled narrow, or drawn with
+"Loading…" and then filled, makes a key press to the next screen take two layouts instead of one.
+"""
+
+from __future__ import annotations
+
+from hbtui.config import Settings
+from hbtui.store import Store
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.config import ConfigScreen
+from hbtui.tui.screens.conversation import ConversationScreen
+from hbtui.tui.screens.runs import RunsScreen
+from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.verdict_list import VerdictList
+from tests.support.browser_harness import browser_app
+from tests.support.screen_text import screen_lines
+from tests.support.tui import wait_for
+from tests.test_tui_browser import open_conversation, open_run
+
+
+async def resolve(db, name: str):
+    async with await Store.open(db) as store:
+        return await store.resolve_run(name)
+
+
+def key_line(app) -> str:
+    return screen_lines(app)[-1]
+
+
+async def test_the_key_bar_keeps_help_and_quit_in_view_at_80_columns(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.pause()
+        line = key_line(app)
+        assert "n New run" in line and "? Help" in line and "q Quit" in line, line
+
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunScreen", what="the run")
+        await pilot.press("2", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
+        await pilot.pause()
+        line = key_line(app)
+        # The conversation's keys do not all fit: the screen's are cut (with "…"), never the app's.
+        assert line.lstrip().startswith("n Next conv"), line
+        assert "…" in line and "? Help" in line and "esc Back" in line and "q Quit" in line, line
+        assert "y Copy reply" not in line
+
+
+async def test_every_key_of_a_conversation_shows_on_a_wide_terminal(finished_run_db):
+    run = await resolve(finished_run_db, "small-run")
+    app = browser_app(finished_run_db)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await open_run(pilot, run.id)
+        await pilot.press("2")
+        await open_conversation(pilot, screen)
+        await pilot.pause()
+        line = key_line(app)
+        for entry in ("n Next conv", "m Missed", "p Penalty", "e Error", "c Copy why", "y Copy reply", "esc Back"):
+            assert entry in line, (entry, line)
+        assert "…" not in line
+
+
+async def test_clicking_a_key_in_the_bar_does_what_the_key_does(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.pause()
+        column = key_line(app).index("New run")
+        assert await pilot.click(KeyBar, offset=(column, 0))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the configuration screen")
+
+
+async def test_a_conversation_is_narrow_and_filled_in_its_very_first_frame(finished_run_db):
+    run = await resolve(finished_run_db, "small-run")
+    app = browser_app(finished_run_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_run(pilot, run.id)
+        await pilot.press("2")
+        await pilot.pause()
+        first_frames: list[tuple[set[str], str]] = []
+        display = app._display
+
+        def on_frame(shown, renderable):
+            if renderable is not None and isinstance(shown, ConversationScreen) and not first_frames:
+                title = screen_lines(app)[0]
+                first_frames.append((set(shown.classes), title))
+            return display(shown, renderable)
+
+        app._display = on_frame
+        await open_conversation(pilot, screen)
+        await wait_for(pilot, lambda: bool(first_frames), what="a frame of the conversation")
+        classes, title = first_frames[0]
+        assert "-narrow" in classes and "-wide" not in classes
+        assert title.lstrip().startswith("Conversation 1/3"), title
+
+
+async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await wait_for(pilot, lambda: app.is_screen_installed("config") and app.get_screen("config").is_running,
+                       timeout=5, what="the configuration screen built off screen")
+        assert isinstance(app.screen, RunsScreen)  # built, not shown
+        config = app.get_screen("config")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is config, what="n shows the screen built ahead")
+        await pilot.press("x")  # typed into the focused field, as on a screen built on demand
+        assert config.raw("base_url").endswith("x")
+
+
+async def test_clicking_a_criterion_selects_it(finished_run_db):
+    run = await resolve(finished_run_db, "small-run")
+    app = browser_app(finished_run_db)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await open_run(pilot, run.id)
+        await pilot.press("2")
+        conversation = await open_conversation(pilot, screen)
+        verdicts = conversation.query_one(VerdictList)
+        await pilot.pause()
+        second = verdicts.lines_of(1)
+        assert await pilot.click(VerdictList, offset=(20, second.start + 1))
+        assert verdicts.selected == 1
+        await pilot.press("j")
+        assert verdicts.selected == 2
