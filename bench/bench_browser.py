@@ -5,7 +5,9 @@ Prints figures, asserts nothing. Targets: opening under 0.5 s, a key to the next
 under 50 ms, a page of the list well under that.
 
 The app runs headless (Textual's test driver) at 80x24, so the figures include Textual's own
-layout and compositing but not a terminal's drawing.
+layout and compositing but not a terminal's drawing. Each time runs from the key sent to the
+first frame composed that shows the new state (read as that frame goes out, so the time a
+poll would take to notice is not counted).
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from textual import events  # noqa: E402
 
+from bench.frame_timer import FrameTimer  # noqa: E402
 from hbtui.store import Store  # noqa: E402
 from hbtui.tui.screens.conversation import ConversationScreen  # noqa: E402
 from hbtui.tui.screens.run import RunScreen  # noqa: E402
@@ -60,43 +62,33 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
           f"({conversations * criteria:,} verdicts) in {time.perf_counter() - started:.2f} s -> {db}")
 
     app = browser_app(db)
-    print(f"app: {type(app).__name__}, 80x24, headless; times are key sent -> state reached -> next frame composed")
+    print(f"app: {type(app).__name__}, 80x24, headless; times are key sent -> first frame composed that shows the new state")
     async with app.run_test(size=(80, 24)) as pilot:
         await until(lambda: app.store is not None and len(app.screen_stack) >= 2)
         await pilot.pause()
-        frames: list[float] = []
-        display = app._display
+        timer = FrameTimer(app)
+        timed, key, laid_out = timer.timed, timer.key, timer.laid_out
 
-        def on_frame(screen, renderable):
-            # Headless, the compositor still builds every frame and hands it here (not drawn).
-            if renderable is not None:
-                frames.append(time.perf_counter())
-            return display(screen, renderable)
-
-        app._display = on_frame
-
-        async def timed(action, condition) -> float:
-            """From ``action`` until ``condition`` holds and a frame composed after it."""
-            started = time.perf_counter()
-            result = action()
-            if asyncio.iscoroutine(result) or hasattr(result, "__await__"):
-                await result
-            await until(condition)
-            reached = time.perf_counter()
-            await until(lambda: frames and frames[-1] >= reached)
-            return frames[-1] - started
-
-        def key(name: str):
-            return lambda: app._driver.send_message(events.Key(name, name if len(name) == 1 else None))
+        def conversation_shown() -> bool:
+            shown = app.screen
+            return (isinstance(shown, ConversationScreen) and shown.loaded
+                    and laid_out(shown.query_one("#messages")))
 
         # ---- open: push_screen -> summary with the report and the list's first page, composed ----
         screen = RunScreen(run_id)
         opened = await timed(lambda: app.push_screen(screen),
-                             lambda: screen.report is not None and screen.conversation_list.loaded)
+                             lambda: screen.report is not None and screen.conversation_list.loaded
+                             and laid_out(screen.query_one("#run-summary")))
         print(f"open run (push_screen -> summary and list page 1 on screen):   {ms(opened)}")
         lst = screen.conversation_list
-        print(f"key 2 -> conversation list on screen:                          "
-              f"{ms(await timed(key('2'), lambda: app.focused is lst))}")
+        summary = screen.query_one("#summary-scroll")
+        first = await timed(key("2"), lambda: app.focused is lst and laid_out(lst))
+        switches = []
+        for _ in range(6):
+            await timed(key("1"), lambda: laid_out(summary))
+            switches.append(await timed(key("2"), lambda: app.focused is lst and laid_out(lst)))
+        print(f"key 2 -> conversation list on screen: first {ms(first)}, then median {ms(statistics.median(switches))},"
+              f" max {ms(max(switches))}")
 
         times = []
         for _ in range(pages):
@@ -111,9 +103,9 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
 
         opens = []
         for _ in range(8):  # several samples: one can land on a garbage collection or a busy core
-            opens.append(await timed(key("enter"), lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded))
-            await timed(key("escape"), lambda: app.screen is screen)
-        entered = await timed(key("enter"), lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
+            opens.append(await timed(key("enter"), conversation_shown))
+            await timed(key("escape"), lambda: laid_out(lst))
+        await timed(key("enter"), conversation_shown)
         print(f"enter -> conversation screen on screen: median {ms(statistics.median(opens))}, max {ms(max(opens))}")
         conversation = app.screen
         steps = []
@@ -123,10 +115,11 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
         print(f"n (next conversation) x10: median {ms(statistics.median(steps))}, max {ms(max(steps))}")
         jumps = []
         verdicts = conversation.query_one(VerdictList)
-        for name in "jjjjkkmpjk":
-            jumps.append(await timed(key(name), lambda: True))
-        print(f"j/k/m/p within a conversation: median {ms(statistics.median(jumps))}, max {ms(max(jumps))}")
-        back = await timed(key("escape"), lambda: app.screen is screen)
+        for name in "jjjjkkjjkk":
+            target = verdicts.selected + (1 if name == "j" else -1)
+            jumps.append(await timed(key(name), lambda: verdicts.selected == target))
+        print(f"j/k within a conversation: median {ms(statistics.median(jumps))}, max {ms(max(jumps))}")
+        back = await timed(key("escape"), lambda: laid_out(lst))
         print(f"escape -> back to the list:                                    {ms(back)}")
 
 
