@@ -11,6 +11,7 @@ from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.conversation import ConversationScreen
+from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import VerdictList
@@ -95,6 +96,26 @@ async def test_a_conversation_is_narrow_and_filled_in_its_very_first_frame(finis
         classes, title = first_frames[0]
         assert "-narrow" in classes and "-wide" not in classes
         assert title.lstrip().startswith("Conversation 1/3"), title
+
+
+async def test_a_run_opened_from_the_list_is_filled_in_its_very_first_frame(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.pause()
+        first_frames: list[str] = []
+        display = app._display
+
+        def on_frame(shown, renderable):
+            if renderable is not None and isinstance(shown, RunScreen) and not first_frames:
+                first_frames.append("\n".join(screen_lines(app)))
+            return display(shown, renderable)
+
+        app._display = on_frame
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: bool(first_frames), what="a frame of the run")
+        assert "Loading" not in first_frames[0]
+        assert "Score 0.625" in first_frames[0] and "small-run" in first_frames[0], first_frames[0]
 
 
 async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finished_run_db):

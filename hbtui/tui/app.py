@@ -16,6 +16,7 @@ from typing import Awaitable, Callable, Iterable
 
 from rich.text import Text
 from textual.actions import parse as parse_action
+from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -237,9 +238,19 @@ class HBTuiApp(App[int]):
         await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
 
     def open_run(self, run_id: int) -> None:
+        """A run's results: read first, then shown in one layout (pressed twice, opened once)."""
+        self._open_run(run_id)
+
+    @work(group="open-run", exclusive=True)
+    async def _open_run(self, run_id: int) -> None:
         from hbtui.tui.screens.run import RunScreen
 
-        self.push_screen(RunScreen(run_id))
+        try:
+            screen = await RunScreen.read(self.store, run_id)
+        except StoreError as exc:  # deleted meanwhile, or the file broke
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return
+        await self.push_screen(screen)
 
     def _install_config(self) -> None:
         from hbtui.tui.screens.config import ConfigScreen

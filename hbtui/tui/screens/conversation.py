@@ -17,8 +17,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from hbtui.store import ConversationDetail
-from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.text import one_line, visible_controls
+from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList

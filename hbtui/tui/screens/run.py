@@ -7,6 +7,7 @@ whole height. Filters and the sort order live on this screen; the list only page
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on, work
@@ -16,11 +17,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hbtui.engine import compute_report
-from hbtui.store import ConversationFilter, RunRow
-from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store
 from hbtui.text import one_line
+from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
-from hbtui.tui.widgets.conversation_list import ConversationList, Query
+from hbtui.tui.widgets.conversation_list import ConversationList, Query, read_first_page
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -91,6 +92,24 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
     return text
 
 
+@dataclass(slots=True)
+class RunData:
+    """What a run's screen shows first, read in one go before it composes."""
+
+    run: RunRow
+    themes: list[str]
+    total: int  # conversations listed
+    first_page: list[ConversationSummary]
+    scores: list[float]
+
+
+async def read_run(store: Store, run_id: int, query: Query) -> RunData:
+    run = await store.get_run(run_id)
+    themes = await store.themes(run_id)
+    total, rows = await read_first_page(store, query)
+    return RunData(run, themes, total, rows, await store.conversation_scores(run_id))
+
+
 class FilterInput(Input):
     """An input of the filter bar: enter applies, escape clears and closes it."""
 
@@ -117,9 +136,11 @@ class RunScreen(ResponsiveScreen):
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
     ]
 
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, data: RunData | None = None) -> None:
+        """``data``, when the opener has read it (``RunScreen.read``), is drawn in the first frame."""
         super().__init__()
         self.run_id = run_id
+        self._preloaded = data
         self.run: RunRow | None = None
         self.report: dict | None = None
         self.themes: list[str] = []
@@ -148,21 +169,34 @@ class RunScreen(ResponsiveScreen):
                 yield ConversationList(id="conversation-list")
         yield KeyBar()
 
+    @classmethod
+    async def read(cls, store: Store, run_id: int) -> "RunScreen":
+        """The screen with its data read, so that it opens with one layout (no "Loading…" frame)."""
+        return cls(run_id, await read_run(store, run_id, Query(run_id, ConversationFilter())))
+
     def on_mount(self) -> None:
         self.set_focus(self.query_one("#summary-scroll"))
-        self.load_run()
+        if self._preloaded is not None:
+            self._show_data(self._preloaded)
+            self._preloaded = None
+        else:
+            self.load_run()
 
     # ---- loading -------------------------------------------------------------------------
+    def _query(self) -> Query:
+        return Query(self.run_id, self.filter, self.sort)
+
     @work(group="run-load", exclusive=True)
     async def load_run(self) -> None:
-        store = self.app.store
-        run = await store.get_run(self.run_id)
-        self.run = run
-        self.themes = await store.themes(self.run_id)
-        self._show_run(run, run.report)
-        await self.query_one(ConversationList).load(Query(self.run_id, self.filter, self.sort))
-        self.query_one(ScoreHistogram).update_scores(await store.conversation_scores(self.run_id))
-        if run.report is None or run.shown_status() == "running":
+        self._show_data(await read_run(self.app.store, self.run_id, self._query()))
+
+    def _show_data(self, data: RunData) -> None:
+        self.run = data.run
+        self.themes = data.themes
+        self._show_run(data.run, data.run.report)
+        self.conversation_list.show_first_page(self._query(), data.total, data.first_page)
+        self.query_one(ScoreHistogram).update_scores(data.scores)
+        if data.run.report is None or data.run.shown_status() == "running":
             self.compute()
 
     @work(group="run-report", exclusive=True)
@@ -224,7 +258,7 @@ class RunScreen(ResponsiveScreen):
         self._update_filter_bar()
 
     async def reload(self) -> None:
-        await self.conversation_list.load(Query(self.run_id, self.filter, self.sort))
+        await self.conversation_list.load(self._query())
 
     @on(ConversationList.Opened)
     async def _open(self, event: ConversationList.Opened) -> None:

@@ -71,6 +71,17 @@ class Query:
     sort: str = "position"
 
 
+async def read_first_page(store, query: Query, cursor: int = 0) -> tuple[int, list[ConversationSummary]]:
+    """The row count of ``query`` and the page that holds row ``cursor`` (clamped to the count)."""
+    total = await store.count_conversations(query.run_id, query.filter)
+    if not total:
+        return 0, []
+    page = min(cursor, total - 1) // PAGE_SIZE
+    rows = await store.conversation_page(query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE,
+                                         limit=PAGE_SIZE)
+    return total, rows
+
+
 class ConversationList(ScrollView, can_focus=True):
     """Conversations of one run: cursor with j/k, g/G, page keys; enter opens one."""
 
@@ -154,25 +165,25 @@ class ConversationList(ScrollView, can_focus=True):
     # ---- data ----------------------------------------------------------------------------
     async def load(self, query: Query, keep_cursor: bool = False) -> int:
         """Show ``query``: count its rows, fetch the page under the cursor, repaint."""
-        store = self.app.store
         self._generation += 1
         generation = self._generation
-        total = await store.count_conversations(query.run_id, query.filter)
-        if generation != self._generation:
-            return total
+        cursor = self.cursor if keep_cursor else 0
+        total, rows = await read_first_page(self.app.store, query, cursor)
+        if generation == self._generation:
+            self.show_first_page(query, total, rows, keep_cursor)
+        return total
+
+    def show_first_page(self, query: Query, total: int, rows: list[ConversationSummary],
+                        keep_cursor: bool = False) -> None:
+        """Show ``query`` from what ``read_first_page`` read (the page under the cursor)."""
+        self._generation += 1  # pages of an earlier query still being read are dropped
         self.query_state = query
         self.total = total
         self._pages.clear()
         self._loading.clear()
         cursor = min(self.cursor, max(total - 1, 0)) if keep_cursor else 0
-        page = cursor // PAGE_SIZE
         if total:
-            rows = await store.conversation_page(
-                query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
-            )
-            if generation != self._generation:
-                return total
-            self._store_page(page, rows)
+            self._store_page(cursor // PAGE_SIZE, rows)
         self.loaded = True
         self.virtual_size = Size(self._line_width(), total + 1)
         self.cursor = cursor
@@ -180,7 +191,6 @@ class ConversationList(ScrollView, can_focus=True):
             self.scroll_to(y=0, animate=False, immediate=True)
         self.refresh()
         self.post_message(self.Counted(self, total))
-        return total
 
     def row(self, index: int) -> ConversationSummary | None:
         """The summary at ``index`` if its page is cached (asks for the page otherwise)."""
