@@ -115,6 +115,14 @@ async def test_a_bad_value_is_marked_next_to_its_field(tmp_path, small_dataset):
         await pilot.pause()
         assert isinstance(app.screen, ConfigScreen)
         assert "fix the marked fields" in screen_text(app)
+        screen.query_one("#field-base_url", Input).value = "http://127.0.0.1:9/v1"
+        screen.query_one("#field-data_path", Input).value = str(small_dataset)
+        await pilot.pause()
+        assert "fix the marked fields" in screen_text(app)  # the template is still wrong
+        screen.query_one("#field-grader_template", Input).value = ""
+        await pilot.pause()
+        text = screen_text(app)
+        assert "fix the marked fields" not in text and "all fields are valid now" in text
 
 
 async def test_the_api_key_never_appears_on_screen(server, tmp_path):
@@ -141,10 +149,18 @@ async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_
             screen = app.screen
             screen.query_one("#field-api_key", Input).value = "sk-right"
             screen.query_one("#field-model_test", Input).value = "no-such-model"
+            await pilot.pause()
+            # The 401 shown is about the key typed before: the result says it is out of date.
+            text = screen_text(app)
+            assert "401: key rejected" in text and "out of date: api key, model changed" in text, text
             await pilot.press("ctrl+t")
             await wait_for(pilot, lambda: "model no-such-model not served" in screen_text(app),
                            what="unknown model reported")
             assert "served: test-model, grader-model" in screen_text(app)
+            assert "out of date" not in screen_text(app)
+            screen.query_one("#field-model_test", Input).value = "test-model"
+            await pilot.pause()
+            assert "out of date: model changed" in screen_text(app)
 
 
 async def test_help_lists_the_keys_and_the_palette_offers_every_action(finished_run_db):
@@ -153,13 +169,17 @@ async def test_help_lists_the_keys_and_the_palette_offers_every_action(finished_
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         runs = app.screen
         titles = {command.title for command in app.get_system_commands(runs)}
-        assert {"Open", "Monitor", "New run", "Refresh", "Help", "Back"} <= titles
+        assert {"Open", "Monitor", "New run", "Refresh", "Help"} <= titles
+        assert "Back" not in titles  # the runs list is the root: nothing to go back to
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
         text = screen_text(app)
         assert "New run" in text and "Monitor" in text and "Quit" in text
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is not runs, what="the run")
+        assert "Back" in {command.title for command in app.get_system_commands(app.screen)}
 
 
 async def test_text_from_the_database_is_shown_as_data(server, small_dataset, tmp_path):

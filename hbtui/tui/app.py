@@ -219,6 +219,11 @@ class HBTuiApp(App[int]):
         if len(self.screen_stack) > 2:
             self.pop_screen()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back" and len(self.screen_stack) <= 2:
+            return False  # on the runs list there is nowhere to go back to: not offered
+        return True
+
     async def action_quit(self) -> None:
         if not self.live_runs:
             self.exit()

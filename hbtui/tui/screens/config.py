@@ -73,6 +73,8 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
 FIELDS = {f.name: f for _, section in SECTIONS for f in section}
 SETTING_NAMES = [name for name in FIELDS if name in Settings.__dataclass_fields__]
 RUN_OPTIONS = ("subset", "data_path", "limit", "seed", "repeats", "run_name")
+# What a connection check depends on: its result is out of date once one of these changes.
+CHECKED_FIELDS = ("base_url", "api_key", "model_test", "grader_base_url", "grader_api_key", "model_grader")
 
 
 def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str | None]:
@@ -155,6 +157,10 @@ class ConfigScreen(Screen):
         super().__init__()
         self._starting = False
         self._problems: dict[str, str | None] = {name: None for name in FIELDS}
+        # The last connection check shown: (the checked fields as typed then, the result text).
+        self._last_check: tuple[dict[str, str], Text] | None = None
+        self._last_check_ok = False
+        self._listing_problems = False  # the status lists fields to fix
 
     def compose(self) -> ComposeResult:
         settings = self.app.settings
@@ -232,6 +238,14 @@ class ConfigScreen(Screen):
         name = (event.input.id or "").removeprefix("field-")
         if name in FIELDS:
             self.validate_field(name)
+            self._status_after_edit(name)
+
+    def _status_after_edit(self, name: str) -> None:
+        """Keep the status line true: a fixed form or a changed endpoint makes it out of date."""
+        if self._listing_problems and not any(self._problems.values()):
+            self.show_status("all fields are valid now", kind="ok")
+        elif self._last_check is not None and name in CHECKED_FIELDS:
+            self._show_check()
 
     @on(Select.Changed)
     def _select_changed(self, event: Select.Changed) -> None:
@@ -244,15 +258,19 @@ class ConfigScreen(Screen):
     def form_settings(self, values: dict[str, Any]) -> Settings:
         return replace(self.app.settings, **{name: values[name] for name in SETTING_NAMES})
 
-    def show_status(self, message: str, *, error: bool = False) -> None:
+    def show_status(self, message: str | Text, *, error: bool = False, kind: str = "message") -> None:
+        """One status for the whole form; ``kind`` says what it shows (message, problems, check)."""
+        self._listing_problems = kind == "problems"
+        if kind != "check":
+            self._last_check = None
         status = self.query_one("#config-status", Static)
-        status.update(Text(message))
+        status.update(message if isinstance(message, Text) else Text(message))
         status.set_class(error, "-error")
         status.set_class(bool(message), "-shown")
 
     def _first_problem(self, problems: list[str]) -> None:
         labels = ", ".join(FIELDS[name].label.lower() for name in problems[:4])
-        self.show_status(f"fix the marked fields first: {labels}", error=True)
+        self.show_status(f"fix the marked fields first: {labels}", error=True, kind="problems")
         widget = self.query_one(f"#field-{problems[0]}")
         widget.focus()
         self.query_one("#config-form", VerticalScroll).scroll_to_widget(widget)
@@ -309,6 +327,7 @@ class ConfigScreen(Screen):
     async def _check(self, settings: Settings) -> None:
         from hbtui.checks import check_connection
 
+        checked = {name: self.raw(name) for name in CHECKED_FIELDS}
         results = await check_connection(settings)
         text = Text()
         for result in results:
@@ -316,13 +335,22 @@ class ConfigScreen(Screen):
                 text.append("\n")
             text.append("✓ " if result.ok else "✗ ", style="bold green" if result.ok else "bold red")
             text.append(f"{result.name}: {result.message}")
-        status = self.query_one("#config-status", Static)
-        status.update(text)
-        ok = all(result.ok for result in results)
-        status.set_class(not ok, "-error")
-        status.set_class(True, "-shown")
-        self.notify("connection check passed" if ok else "connection check found problems",
-                    severity="information" if ok else "warning", markup=False)
+        self._last_check_ok = all(result.ok for result in results)
+        self._last_check = (checked, text)
+        self._show_check()
+        self.notify("connection check passed" if self._last_check_ok else "connection check found problems",
+                    severity="information" if self._last_check_ok else "warning", markup=False)
+
+    def _show_check(self) -> None:
+        """The last check's result, marked out of date while the checked fields differ from it."""
+        checked, text = self._last_check
+        changed = [FIELDS[name].label.lower() + (" (grader)" if name.startswith(("grader_", "model_grader")) else "")
+                   for name in CHECKED_FIELDS if self.raw(name) != checked[name]]
+        if changed:
+            text = text.copy()
+            text.append(f"\n⟳ out of date: {', '.join(changed)} changed since this check (ctrl+t checks again)",
+                        style="bold yellow")
+        self.show_status(text, error=not self._last_check_ok and not changed, kind="check")
 
     def preset_values(self) -> dict[str, str]:
         return {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
