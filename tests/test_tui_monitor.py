@@ -16,7 +16,9 @@ import pytest
 from hbtui.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
+from hbtui.tui.widgets.histogram import ScoreHistogram
 from tests.conftest import make_record, write_jsonl
 from tests.support.tui import screen_text, wait_for
 
@@ -110,3 +112,35 @@ async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_
         assert process.wait(timeout=30) == 0
         with sqlite3.connect(db) as connection:
             assert connection.execute("SELECT status FROM runs WHERE name = 'keeps-going'").fetchone() == ("finished",)
+
+
+async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_records, tmp_path):
+    server.control(latency_ms=80)
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    with headless_run(server, db, twelve_records, "followed", tmp_path) as process:
+        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's results")
+            screen = app.screen
+            listed: list[int] = []
+            histogram: list[int] = []
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                run = screen.run
+                listed.append(sum(1 for i in range(screen.conversation_list.total)
+                                  if (row := screen.conversation_list.row(i)) is not None and row.score is not None))
+                histogram.append(len(screen.query_one(ScoreHistogram).scores))
+                if run.status == "finished" and screen.report and screen.report.get("overall_score") is not None:
+                    break
+                await pilot.pause(0.2)
+            assert screen.run.status == "finished", "the screen never saw the run end"
+            # Seen while it ran: the scores grew step by step on the same screen, never going back.
+            assert len(set(histogram)) >= 3 and histogram == sorted(histogram), histogram
+            assert listed == sorted(listed) and listed[-1] == 12, listed
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            assert "finished" in text and "Conversations 12: 12 scored" in text, text
+            assert f"score {screen.run.score:.3f}" in text
+        assert process.wait(timeout=15) == 0
