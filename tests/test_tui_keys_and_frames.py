@@ -6,11 +6,14 @@ The first frame matters: a screen that is drawn wide and then restyled narrow, o
 
 from __future__ import annotations
 
+import re
+
 from hbtui.config import Settings
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.conversation import ConversationScreen
+from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -146,3 +149,22 @@ async def test_clicking_a_criterion_selects_it(finished_run_db):
         assert verdicts.selected == 1
         await pilot.press("j")
         assert verdicts.selected == 2
+
+
+async def test_the_monitor_stacks_its_panels_on_a_small_terminal(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="small-run")
+    async with app.run_test(size=(60, 20)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        await pilot.pause(0.3)
+        lines = screen_lines(app)
+        text = "\n".join(lines)
+        assert app.screen.has_class("-stacked")
+        # Every label and count whole, none cut with "…" as when the panels sat side by side.
+        assert re.search(r"criteria +━+ 100% (\d+)/\1", text), text
+        for label in ("calls/s", "in flight", "latency", "tokens"):
+            assert any(line.lstrip().startswith(label) for line in lines), (label, text)
+        assert "final score 0.625" in lines[1]
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="small-run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        assert app.screen.has_class("-side-by-side") and not app.screen.has_class("-stacked")

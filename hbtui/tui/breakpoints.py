@@ -15,7 +15,8 @@ WIDE_FROM_COLUMNS = 120
 
 
 class ResponsiveScreen(Screen):
-    """A screen with -narrow below 120 columns and -wide from there, right from its first frame.
+    """A screen whose breakpoint class is right from its first frame (-narrow below 120 columns,
+    -wide from there, unless the subclass sets other HORIZONTAL_BREAKPOINTS).
 
     Subclasses call ``apply_breakpoint()`` first thing in ``compose``.
     """
@@ -23,6 +24,9 @@ class ResponsiveScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, NARROW), (WIDE_FROM_COLUMNS, WIDE)]
 
     def apply_breakpoint(self) -> None:
-        wide = self.app.size.width >= WIDE_FROM_COLUMNS
-        self.set_class(wide, WIDE, update=False)
-        self.set_class(not wide, NARROW, update=False)
+        # As Textual picks it on a resize: the class of the largest threshold the width reaches.
+        width = self.app.size.width
+        breakpoints = sorted(self.HORIZONTAL_BREAKPOINTS)
+        chosen = max((threshold, name) for threshold, name in breakpoints if width >= threshold)[1]
+        for _, name in breakpoints:
+            self.set_class(name == chosen, name, update=False)

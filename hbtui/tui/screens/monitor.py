@@ -18,12 +18,12 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
+from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -61,8 +61,10 @@ def safe(text: str, width: int = 120) -> Text:
     return Text(one_line(visible_controls(text), width))
 
 
-class MonitorScreen(Screen):
+class MonitorScreen(ResponsiveScreen):
     SUB_TITLE = "live monitor"
+    # Below 72 columns the two panels stack in one scroll instead of clipping their labels.
+    HORIZONTAL_BREAKPOINTS = [(0, "-stacked"), (72, "-side-by-side")]
     BINDINGS = [
         Binding("p", "pause", "Pause/resume", id="monitor.pause"),
         Binding("x", "cancel_run", "Cancel run", id="monitor.cancel"),
@@ -88,6 +90,7 @@ class MonitorScreen(Screen):
         self._controllable = False  # as the footer last showed it
 
     def compose(self) -> ComposeResult:
+        self.apply_breakpoint()
         yield Header()
         yield Static(id="monitor-status")
         yield Static(id="monitor-failure")
@@ -201,6 +204,8 @@ class MonitorScreen(Screen):
             status.append(" (this process)" if view.in_process else " (another process)", style="dim")
         if view.ended and view.final_score is not None:
             status.append(f"  final score {view.final_score:.3f}", style="bold")
+        elif view.scores and self.has_class("-stacked"):  # the score panel is below the fold there
+            status.append(f"  score {scoring.clipped_mean(view.scores):.3f}", style="bold")
         self.query_one("#monitor-status", Static).update(status)
         # The whole error, wrapped: the reason a run failed is what one needs to fix it.
         failure = self.query_one("#monitor-failure", Static)
