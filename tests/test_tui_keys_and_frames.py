@@ -7,6 +7,7 @@ The first frame matters: a screen that is drawn wide and then restyled narrow, o
 from __future__ import annotations
 
 import re
+from contextlib import asynccontextmanager
 
 from hbtui.config import Settings
 from hbtui.store import Store
@@ -27,6 +28,34 @@ from tests.test_tui_browser import open_conversation, open_run
 async def resolve(db, name: str):
     async with await Store.open(db) as store:
         return await store.resolve_run(name)
+
+
+@asynccontextmanager
+async def small_run_list(db, size: tuple[int, int]):
+    """The app at ``size`` on the conversation list of the run "small-run": (app, pilot, run screen)."""
+    run = await resolve(db, "small-run")
+    app = browser_app(db)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_run(pilot, run.id)
+        await pilot.press("2")
+        yield app, pilot, screen
+
+
+class FirstFrame:
+    """The classes of the first screen of ``screen_type`` drawn, and its lines, as that frame went out."""
+
+    def __init__(self, app, screen_type: type) -> None:
+        self.classes: set[str] | None = None
+        self.lines: list[str] | None = None
+        display = app._display
+
+        def on_frame(shown, renderable):
+            if renderable is not None and isinstance(shown, screen_type) and self.lines is None:
+                self.classes = set(shown.classes)
+                self.lines = screen_lines(app)
+            return display(shown, renderable)
+
+        app._display = on_frame
 
 
 def key_line(app) -> str:
@@ -54,11 +83,7 @@ async def test_the_key_bar_keeps_help_and_quit_in_view_at_80_columns(finished_ru
 
 
 async def test_every_key_of_a_conversation_shows_on_a_wide_terminal(finished_run_db):
-    run = await resolve(finished_run_db, "small-run")
-    app = browser_app(finished_run_db)
-    async with app.run_test(size=(160, 48)) as pilot:
-        screen = await open_run(pilot, run.id)
-        await pilot.press("2")
+    async with small_run_list(finished_run_db, (160, 48)) as (app, pilot, screen):
         await open_conversation(pilot, screen)
         await pilot.pause()
         line = key_line(app)
@@ -78,27 +103,13 @@ async def test_clicking_a_key_in_the_bar_does_what_the_key_does(finished_run_db)
 
 
 async def test_a_conversation_is_narrow_and_filled_in_its_very_first_frame(finished_run_db):
-    run = await resolve(finished_run_db, "small-run")
-    app = browser_app(finished_run_db)
-    async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_run(pilot, run.id)
-        await pilot.press("2")
+    async with small_run_list(finished_run_db, (80, 24)) as (app, pilot, screen):
         await pilot.pause()
-        first_frames: list[tuple[set[str], str]] = []
-        display = app._display
-
-        def on_frame(shown, renderable):
-            if renderable is not None and isinstance(shown, ConversationScreen) and not first_frames:
-                title = screen_lines(app)[0]
-                first_frames.append((set(shown.classes), title))
-            return display(shown, renderable)
-
-        app._display = on_frame
+        first = FirstFrame(app, ConversationScreen)
         await open_conversation(pilot, screen)
-        await wait_for(pilot, lambda: bool(first_frames), what="a frame of the conversation")
-        classes, title = first_frames[0]
-        assert "-narrow" in classes and "-wide" not in classes
-        assert title.lstrip().startswith("Conversation 1/3"), title
+        await wait_for(pilot, lambda: first.lines is not None, what="a frame of the conversation")
+        assert "-narrow" in first.classes and "-wide" not in first.classes
+        assert first.lines[0].lstrip().startswith("Conversation 1/3"), first.lines[0]
 
 
 async def test_a_run_opened_from_the_list_is_filled_in_its_very_first_frame(finished_run_db):
@@ -106,19 +117,12 @@ async def test_a_run_opened_from_the_list_is_filled_in_its_very_first_frame(fini
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
         await pilot.pause()
-        first_frames: list[str] = []
-        display = app._display
-
-        def on_frame(shown, renderable):
-            if renderable is not None and isinstance(shown, RunScreen) and not first_frames:
-                first_frames.append("\n".join(screen_lines(app)))
-            return display(shown, renderable)
-
-        app._display = on_frame
+        first = FirstFrame(app, RunScreen)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: bool(first_frames), what="a frame of the run")
-        assert "Loading" not in first_frames[0]
-        assert "Score 0.625" in first_frames[0] and "small-run" in first_frames[0], first_frames[0]
+        await wait_for(pilot, lambda: first.lines is not None, what="a frame of the run")
+        text = "\n".join(first.lines)
+        assert "Loading" not in text
+        assert "Score 0.625" in text and "small-run" in text, text
 
 
 async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finished_run_db):
@@ -136,11 +140,7 @@ async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finis
 
 
 async def test_clicking_a_criterion_selects_it(finished_run_db):
-    run = await resolve(finished_run_db, "small-run")
-    app = browser_app(finished_run_db)
-    async with app.run_test(size=(160, 48)) as pilot:
-        screen = await open_run(pilot, run.id)
-        await pilot.press("2")
+    async with small_run_list(finished_run_db, (160, 48)) as (app, pilot, screen):
         conversation = await open_conversation(pilot, screen)
         verdicts = conversation.query_one(VerdictList)
         await pilot.pause()
