@@ -1,0 +1,274 @@
+"""The store's queries: runs, progress, scoring inputs, and the pages the screens and exports read."""
+
+from __future__ import annotations
+
+import json
+
+from hbtui.scoring import ConversationInput, GradedCriterion
+from hbtui.store.connection import Connection
+from hbtui.store.rows import (
+    ERROR,
+    MET,
+    NOT_MET,
+    PENDING,
+    RUN_COLUMNS,
+    SORTS,
+    SUMMARY_COLUMNS,
+    ConversationDetail,
+    ConversationFilter,
+    ConversationSummary,
+    Progress,
+    RunNotFound,
+    RunRow,
+    StoreError,
+    VerdictRow,
+    WorkItem,
+    run_from_row,
+)
+
+
+class StoreReads(Connection):
+    """Reading a run: for reports, screens, exports and the engine's plan of what is left."""
+
+    async def list_runs(self) -> list[RunRow]:
+        return [run_from_row(r) for r in await self._all(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC")]
+
+    async def get_run(self, run_id: int) -> RunRow:
+        row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        if row is None:
+            raise RunNotFound(f"no run with id {run_id} in {self.path}")
+        return run_from_row(row)
+
+    async def resolve_run(self, ref: str | int) -> RunRow:
+        """A run by id, unique name, or ``latest``."""
+        text = str(ref).strip()
+        if text == "latest":
+            row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC LIMIT 1")
+            if row is None:
+                raise RunNotFound(f"no runs in {self.path} yet")
+            return run_from_row(row)
+        row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?", (text,))
+        if row is None and text.isdigit():
+            row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (int(text),))
+        if row is None:
+            raise RunNotFound(f"no run {text!r} in {self.path} (give an id, a name, or latest; see `hbtui runs`)")
+        return run_from_row(row)
+
+    async def pending_work(self, run_id: int) -> list[WorkItem]:
+        """Conversations without a reply, or with verdicts still pending, in plan order."""
+        conversations = await self._all(
+            "SELECT c.id, c.position, c.status, c.reply, c.example_tags, r.body FROM conversations c"
+            " JOIN records r ON r.id = c.record_id WHERE c.run_id = ? AND c.status != 'failed'"
+            " AND (c.status = 'pending' OR EXISTS (SELECT 1 FROM verdicts v WHERE v.conversation_id = c.id"
+            " AND v.status = 'pending')) ORDER BY c.position",
+            (run_id,),
+        )
+        if not conversations:
+            return []
+        verdicts: dict[int, list[tuple]] = {}
+        for conv_id, idx, text, points, tags, status in await self._all(
+            "SELECT conversation_id, idx, criterion, points, tags, status FROM verdicts WHERE run_id = ?"
+            " AND conversation_id IN (SELECT c.id FROM conversations c WHERE c.run_id = ? AND c.status != 'failed'"
+            " AND (c.status = 'pending' OR EXISTS (SELECT 1 FROM verdicts v WHERE v.conversation_id = c.id"
+            " AND v.status = 'pending'))) ORDER BY conversation_id, idx",
+            (run_id, run_id),
+        ):
+            verdicts.setdefault(conv_id, []).append((idx, text, points, tuple(json.loads(tags)), status))
+        items = []
+        for conv_id, position, status, reply, example_tags, body in conversations:
+            rows = verdicts.get(conv_id, [])
+            items.append(
+                WorkItem(
+                    conversation_id=conv_id,
+                    position=position,
+                    prompt=json.loads(body)["prompt"],
+                    reply=reply if status == "generated" else None,
+                    criteria=[(idx, text, points) for idx, text, points, _, st in rows if st == PENDING],
+                    all_criteria=[(idx, points, tags, st) for idx, _, points, tags, st in rows],
+                    example_tags=json.loads(example_tags),
+                )
+            )
+        return items
+
+    async def scoring_inputs(self, run_id: int) -> list[ConversationInput]:
+        conversations = await self._all(
+            "SELECT id, status, example_tags FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+        )
+        criteria: dict[int, list[GradedCriterion]] = {}
+        errors: dict[int, int] = {}
+        for conv_id, points, tags, status in await self._all(
+            "SELECT conversation_id, points, tags, status FROM verdicts WHERE run_id = ? ORDER BY conversation_id, idx",
+            (run_id,),
+        ):
+            met = True if status == MET else False if status == NOT_MET else None
+            criteria.setdefault(conv_id, []).append(GradedCriterion(points, tuple(json.loads(tags)), met))
+            if status == ERROR:
+                errors[conv_id] = errors.get(conv_id, 0) + 1
+        return [
+            ConversationInput(
+                example_tags=json.loads(tags),
+                criteria=criteria.get(conv_id, []),
+                excluded=status == "failed",
+                errors=errors.get(conv_id, 0),
+            )
+            for conv_id, status, tags in conversations
+        ]
+
+    async def progress(self, run_id: int) -> Progress:
+        conv = dict(
+            await self._all("SELECT status, count(*) FROM conversations WHERE run_id = ? GROUP BY status", (run_id,))
+        )
+        scored = (await self._one(
+            "SELECT count(*) FROM conversations WHERE run_id = ? AND score IS NOT NULL", (run_id,)
+        ))[0]
+        verdict_counts = dict(
+            await self._all("SELECT status, count(*) FROM verdicts WHERE run_id = ? GROUP BY status", (run_id,))
+        )
+        # Criteria of a conversation that got no reply will never be graded: they are not work left.
+        unreachable = (await self._one(
+            "SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE run_id = ? AND status = 'failed'", (run_id,)
+        ))[0]
+        kinds: dict[str, int] = {}
+        for kind, count in await self._all(
+            "SELECT error_kind, count(*) FROM verdicts WHERE run_id = ? AND status = 'error' GROUP BY error_kind",
+            (run_id,),
+        ):
+            kinds[kind or "unknown"] = kinds.get(kind or "unknown", 0) + count
+        for kind, count in await self._all(
+            "SELECT error_kind, count(*) FROM conversations WHERE run_id = ? AND status = 'failed' GROUP BY error_kind",
+            (run_id,),
+        ):
+            key = f"reply {kind or 'unknown'}"
+            kinds[key] = kinds.get(key, 0) + count
+        test_tokens = await self._one(
+            "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM conversations"
+            " WHERE run_id = ?",
+            (run_id,),
+        )
+        grader_tokens = await self._one(
+            "SELECT coalesce(sum(prompt_tokens), 0), coalesce(sum(completion_tokens), 0) FROM verdicts WHERE run_id = ?",
+            (run_id,),
+        )
+        total_conv = sum(conv.values())
+        total_criteria = sum(verdict_counts.values())
+        return Progress(
+            conversations_total=total_conv,
+            conversations_generated=conv.get("generated", 0),
+            conversations_failed=conv.get("failed", 0),
+            conversations_scored=scored,
+            criteria_total=total_criteria,
+            criteria_done=total_criteria - verdict_counts.get(PENDING, 0) + unreachable,
+            criteria_met=verdict_counts.get(MET, 0),
+            criteria_errors=verdict_counts.get(ERROR, 0),
+            errors_by_kind=kinds,
+            prompt_tokens_test=test_tokens[0],
+            completion_tokens_test=test_tokens[1],
+            prompt_tokens_grader=grader_tokens[0],
+            completion_tokens_grader=grader_tokens[1],
+        )
+
+    async def recent_latencies(self, run_id: int, limit: int = 500) -> list[float]:
+        rows = await self._all(
+            "SELECT latency_ms FROM verdicts WHERE run_id = ? AND graded_at IS NOT NULL AND latency_ms IS NOT NULL"
+            " ORDER BY graded_at DESC LIMIT ?",
+            (run_id, limit),
+        )
+        return [r[0] for r in rows]
+
+    async def calls_since(self, run_id: int, since: float) -> int:
+        verdicts = await self._one(
+            "SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at > ?", (run_id, since)
+        )
+        replies = await self._one(
+            "SELECT count(*) FROM conversations WHERE run_id = ? AND generated_at > ?", (run_id, since)
+        )
+        return verdicts[0] + replies[0]
+
+    async def recent_errors(self, run_id: int, limit: int = 20) -> list[tuple[float, str, str]]:
+        rows = await self._all(
+            "SELECT graded_at, error_kind, error FROM verdicts WHERE run_id = ? AND status = 'error'"
+            " UNION ALL SELECT generated_at, error_kind, error FROM conversations WHERE run_id = ? AND status = 'failed'"
+            " ORDER BY 1 DESC LIMIT ?",
+            (run_id, run_id, limit),
+        )
+        return [(r[0] or 0.0, r[1] or "unknown", r[2] or "") for r in rows]
+
+    async def conversation_scores(self, run_id: int) -> list[float]:
+        return [r[0] for r in await self._all(
+            "SELECT score FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position", (run_id,)
+        )]
+
+    async def themes(self, run_id: int) -> list[str]:
+        return [r[0] for r in await self._all(
+            "SELECT DISTINCT theme FROM conversations WHERE run_id = ? AND theme IS NOT NULL ORDER BY theme", (run_id,)
+        )]
+
+    async def count_conversations(self, run_id: int, flt: ConversationFilter | None = None) -> int:
+        where, args = (flt or ConversationFilter()).where()
+        return (await self._one(f"SELECT count(*) FROM conversations WHERE run_id = ?{where}", (run_id, *args)))[0]
+
+    async def conversation_page(
+        self, run_id: int, flt: ConversationFilter | None = None, sort: str = "position", offset: int = 0, limit: int = 100
+    ) -> list[ConversationSummary]:
+        where, args = (flt or ConversationFilter()).where()
+        rows = await self._all(
+            f"SELECT {SUMMARY_COLUMNS} FROM conversations WHERE run_id = ?{where} ORDER BY {SORTS[sort]}"
+            " LIMIT ? OFFSET ?",
+            (run_id, *args, limit, offset),
+        )
+        return [ConversationSummary(*r) for r in rows]
+
+    async def conversation_ids(self, run_id: int, flt: ConversationFilter | None = None, sort: str = "position") -> list[int]:
+        """Ids in list order, for next/previous conversation without reloading pages."""
+        where, args = (flt or ConversationFilter()).where()
+        return [r[0] for r in await self._all(
+            f"SELECT id FROM conversations WHERE run_id = ?{where} ORDER BY {SORTS[sort]}", (run_id, *args)
+        )]
+
+    async def conversation_detail(self, conversation_id: int) -> ConversationDetail:
+        row = await self._one(
+            f"SELECT {SUMMARY_COLUMNS}, example_tags, reply, reasoning, finish_reason, error, record_id"
+            " FROM conversations WHERE id = ?",
+            (conversation_id,),
+        )
+        if row is None:
+            raise StoreError(f"no conversation {conversation_id}")
+        summary = ConversationSummary(*row[:14])
+        example_tags, reply, reasoning, finish_reason, error, record_id = row[14:]
+        body = (await self._one("SELECT body FROM records WHERE id = ?", (record_id,)))[0]
+        verdicts = [
+            VerdictRow(idx, text, points, json.loads(tags), status, explanation, raw, vreason, verror, kind, attempts, latency)
+            for idx, text, points, tags, status, explanation, raw, vreason, verror, kind, attempts, latency in await self._all(
+                "SELECT idx, criterion, points, tags, status, explanation, raw_output, reasoning, error, error_kind,"
+                " attempts, latency_ms FROM verdicts WHERE conversation_id = ? ORDER BY idx",
+                (conversation_id,),
+            )
+        ]
+        return ConversationDetail(
+            summary=summary,
+            prompt=json.loads(body)["prompt"],
+            example_tags=json.loads(example_tags),
+            reply=reply,
+            reasoning=reasoning,
+            finish_reason=finish_reason,
+            error=error,
+            verdicts=verdicts,
+        )
+
+    async def export_rows(self, run_id: int):
+        """Conversations with their verdicts in plan order, one at a time (an export never holds a run whole)."""
+        cursor = await self.db.execute(
+            "SELECT c.id, c.position, c.repeat, c.prompt_id, c.example_tags, c.status, c.reply, c.reasoning,"
+            " c.finish_reason, c.error, c.error_kind, c.score, r.body FROM conversations c"
+            " JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
+            (run_id,),
+        )
+        rows = await cursor.fetchall()
+        await cursor.close()
+        for row in rows:
+            verdicts = await self._all(
+                "SELECT idx, criterion, points, tags, status, explanation, error, error_kind FROM verdicts"
+                " WHERE conversation_id = ? ORDER BY idx",
+                (row[0],),
+            )
+            yield row, verdicts

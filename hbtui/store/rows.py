@@ -1,0 +1,249 @@
+"""What the store holds and hands out: run and conversation rows, filters, statuses, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+HEARTBEAT_STALE_SECONDS = 15.0
+MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
+
+
+class StoreError(Exception):
+    """A database that cannot be used; the message names the file."""
+
+
+class RunNotFound(StoreError):
+    pass
+
+
+class RunBusy(StoreError):
+    """Another live process drives this run."""
+
+
+@dataclass(slots=True)
+class RunRow:
+    id: int
+    name: str
+    status: str
+    created_at: float
+    finished_at: float | None
+    dataset_name: str
+    dataset_path: str | None
+    dataset_sha256: str
+    model_test: str
+    model_grader: str
+    settings: dict
+    plan: dict
+    n_conversations: int
+    n_criteria: int
+    error: str | None
+    score: float | None
+    report: dict | None
+    folder: str | None
+    heartbeat_at: float | None
+    owner: str | None
+    live: dict | None
+
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        metric = (self.report or {}).get("metrics", {}).get("overall_score")
+        return tuple(metric["ci95"]) if metric else None
+
+    @property
+    def n_scored(self) -> int | None:
+        return (self.report or {}).get("conversations", {}).get("scored")
+
+    def shown_status(self, now: float | None = None) -> str:
+        """`running` only while its process keeps the heartbeat; a silent one was interrupted."""
+        if self.status == "running" and (self.heartbeat_stale(now) or not owner_alive(self.owner)):
+            return "interrupted"
+        return self.status
+
+    def stopped_ago(self, now: float | None = None) -> str | None:
+        """How long ago an interrupted run's process went silent, e.g. "3 min ago"."""
+        moment = self.heartbeat_at if self.status == "running" else self.finished_at
+        if self.shown_status(now) != "interrupted" or moment is None:
+            return None
+        seconds = (time.time() if now is None else now) - moment
+        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+            if seconds >= size:
+                return f"{seconds / size:.0f} {unit} ago"
+        return f"{seconds:.0f} s ago"
+
+    def heartbeat_stale(self, now: float | None = None) -> bool:
+        now = time.time() if now is None else now
+        return self.heartbeat_at is None or now - self.heartbeat_at > HEARTBEAT_STALE_SECONDS
+
+
+RUN_COLUMNS = (
+    "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
+    " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
+    " heartbeat_at, owner, live_json"
+)
+
+
+def run_from_row(row: Sequence[Any]) -> RunRow:
+    values = list(row)
+    for i in (10, 11):
+        values[i] = json.loads(values[i])
+    for i in (16, 20):
+        values[i] = json.loads(values[i]) if values[i] else None
+    return RunRow(*values)
+
+
+@dataclass(slots=True)
+class PlannedConversation:
+    position: int
+    repeat: int
+    prompt_id: str
+    record_body: str
+    record_sha256: str
+    theme: str | None
+    example_tags: Sequence[str]
+    preview: str
+    criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
+
+
+@dataclass(slots=True)
+class WorkItem:
+    """A conversation that still needs a reply, or verdicts, when a run starts or resumes."""
+
+    conversation_id: int
+    position: int
+    prompt: list[dict]
+    reply: str | None
+    criteria: list[tuple[int, str, float]]  # (idx, criterion, points) still to grade
+    all_criteria: list[tuple[int, float, tuple[str, ...], str]]  # (idx, points, tags, status)
+    example_tags: list[str]
+
+
+@dataclass(slots=True)
+class ConversationFilter:
+    theme: str | None = None
+    min_score: float | None = None
+    max_score: float | None = None
+    has_errors: bool = False
+    has_penalties: bool = False
+    text: str | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses, args = [], []
+        if self.theme:
+            clauses.append("theme = ?")
+            args.append(self.theme)
+        if self.min_score is not None:
+            clauses.append("score >= ?")
+            args.append(self.min_score)
+        if self.max_score is not None:
+            clauses.append("score <= ?")
+            args.append(self.max_score)
+        if self.has_errors:
+            clauses.append("(n_errors > 0 OR status = 'failed')")
+        if self.has_penalties:
+            clauses.append("penalties > 0")
+        if self.text:
+            pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            clauses.append("(preview LIKE ? ESCAPE '\\' OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\')")
+            args.extend([pattern, pattern, pattern])
+        return (" AND " + " AND ".join(clauses)) if clauses else "", args
+
+
+SORTS = {
+    "position": "position",
+    "score": "score IS NULL, score, position",
+    "-score": "score IS NULL, score DESC, position",
+}
+
+
+@dataclass(slots=True)
+class ConversationSummary:
+    id: int
+    position: int
+    repeat: int
+    prompt_id: str
+    theme: str | None
+    preview: str
+    status: str
+    score: float | None
+    n_criteria: int
+    n_met: int | None
+    n_errors: int
+    penalties: int
+    error_kind: str | None
+    n_positive: int = 0  # criteria worth positive points: what n_met counts against
+
+
+@dataclass(slots=True)
+class VerdictRow:
+    idx: int
+    criterion: str
+    points: float
+    tags: list[str]
+    status: str
+    explanation: str | None
+    raw_output: str | None
+    reasoning: str | None
+    error: str | None
+    error_kind: str | None
+    attempts: int
+    latency_ms: float | None
+
+
+@dataclass(slots=True)
+class ConversationDetail:
+    summary: ConversationSummary
+    prompt: list[dict]
+    example_tags: list[str]
+    reply: str | None
+    reasoning: str | None
+    finish_reason: str | None
+    error: str | None
+    verdicts: list[VerdictRow] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Progress:
+    conversations_total: int
+    conversations_generated: int
+    conversations_failed: int
+    conversations_scored: int
+    criteria_total: int
+    criteria_done: int
+    criteria_met: int
+    criteria_errors: int
+    errors_by_kind: dict[str, int]
+    prompt_tokens_test: int
+    completion_tokens_test: int
+    prompt_tokens_grader: int
+    completion_tokens_grader: int
+
+
+SUMMARY_COLUMNS = (
+    "id, position, repeat, prompt_id, theme, preview, status, score, n_criteria, n_met, n_errors, penalties, error_kind,"
+    " (SELECT count(*) FROM verdicts v WHERE v.conversation_id = conversations.id AND v.points > 0)"
+)
+
+
+def owner_alive(owner: str | None) -> bool:
+    """False when the owner ran on this machine and its process is gone (killed, crashed).
+
+    A heartbeat alone would make a user wait out its staleness before resuming a run whose
+    process they just killed; on another machine, the heartbeat is all we can go by.
+    """
+    if not owner or ":" not in owner:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

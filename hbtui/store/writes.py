@@ -1,0 +1,261 @@
+"""The store's writes: creating runs, owning them, and the engine's batched results."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Iterable, Sequence
+
+from hbtui.store.connection import Connection
+from hbtui.store.rows import (
+    ERROR,
+    HEARTBEAT_STALE_SECONDS,
+    MET,
+    NOT_MET,
+    PlannedConversation,
+    RunBusy,
+    RunNotFound,
+    StoreError,
+    owner_alive,
+)
+
+
+class StoreWrites(Connection):
+    """Changing a run: its creation, its owner and heartbeat, its results, its end."""
+
+    async def create_run(
+        self,
+        *,
+        name: str,
+        dataset_name: str,
+        dataset_path: str | None,
+        dataset_sha256: str,
+        model_test: str,
+        model_grader: str,
+        settings: dict,
+        plan: dict,
+        conversations: Sequence[PlannedConversation],
+    ) -> int:
+        """The run, its conversations and one pending verdict row per criterion, in one transaction."""
+        db = self.db
+        now = time.time()
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            if await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
+                raise StoreError(f"a run named {name!r} exists already; choose another --name")
+            cursor = await db.execute(
+                "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
+                " model_grader, settings_json, plan_json, n_conversations, n_criteria)"
+                " VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    name, now, dataset_name, dataset_path, dataset_sha256, model_test, model_grader,
+                    json.dumps(settings), json.dumps(plan), len(conversations),
+                    sum(len(c.criteria) for c in conversations),
+                ),
+            )
+            run_id = cursor.lastrowid
+            record_ids: dict[str, int] = {}
+            for conv in conversations:
+                if conv.record_sha256 not in record_ids:
+                    await db.execute(
+                        "INSERT OR IGNORE INTO records (prompt_id, sha256, body) VALUES (?, ?, ?)",
+                        (conv.prompt_id, conv.record_sha256, conv.record_body),
+                    )
+                    row = await self._one("SELECT id FROM records WHERE sha256 = ?", (conv.record_sha256,))
+                    record_ids[conv.record_sha256] = row[0]
+            conv_rows = [
+                (run_id, c.position, c.repeat, c.prompt_id, record_ids[c.record_sha256], c.theme,
+                 json.dumps(list(c.example_tags)), c.preview, len(c.criteria))
+                for c in conversations
+            ]
+            await db.executemany(
+                "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
+                " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                conv_rows,
+            )
+            ids = dict(await self._all("SELECT position, id FROM conversations WHERE run_id = ?", (run_id,)))
+            await db.executemany(
+                "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    (run_id, ids[c.position], idx, text, points, json.dumps(list(tags)))
+                    for c in conversations
+                    for idx, (text, points, tags) in enumerate(c.criteria)
+                ),
+            )
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        return run_id
+
+    async def claim_run(self, run_id: int, owner: str) -> None:
+        """Make ``owner`` the one process driving the run, unless another live one does."""
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
+            if row is None:
+                raise RunNotFound(f"no run with id {run_id}")
+            current, heartbeat, status = row
+            live = heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS and owner_alive(current)
+            if current and current != owner and live:
+                raise RunBusy(
+                    f"run {run_id} is being driven by process {current} (heartbeat {time.time() - heartbeat:.0f} s ago);"
+                    " watch it with `hbtui monitor` instead"
+                )
+            await db.execute(
+                "UPDATE runs SET owner = ?, heartbeat_at = ?, status = 'running', error = NULL, finished_at = NULL"
+                " WHERE id = ?",
+                (owner, time.time(), run_id),
+            )
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+
+    async def heartbeat(self, run_id: int, owner: str, live: dict) -> None:
+        await self.db.execute(
+            "UPDATE runs SET heartbeat_at = ?, live_json = ? WHERE id = ? AND owner = ?",
+            (time.time(), json.dumps(live), run_id, owner),
+        )
+        await self.db.commit()
+
+    async def finish_run(
+        self, run_id: int, status: str, *, error: str | None = None, report: dict | None = None, folder: str | None = None
+    ) -> None:
+        score = report.get("overall_score") if report else None
+        await self.db.execute(
+            "UPDATE runs SET status = ?, error = ?, finished_at = ?, report_json = COALESCE(?, report_json),"
+            " score = COALESCE(?, score), folder = COALESCE(?, folder), owner = NULL, heartbeat_at = NULL"
+            " WHERE id = ?",
+            (status, error, time.time(), json.dumps(report) if report else None, score, folder, run_id),
+        )
+        await self.db.commit()
+
+    async def set_folder(self, run_id: int, folder: str) -> None:
+        await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
+        await self.db.commit()
+
+    async def log(self, run_id: int, level: str, message: str) -> None:
+        await self.db.execute(
+            "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)", (run_id, time.time(), level, message)
+        )
+        await self.db.commit()
+
+    async def reset_errors(self, run_id: int, kinds: Iterable[str] | None = None, owner: str | None = None
+                           ) -> tuple[int, int]:
+        """Put failed verdicts (and transiently failed replies) back in the queue; nothing is deleted.
+
+        Refused while another live process drives the run (its work list is already made, so it
+        would leave them pending); ``owner`` is the caller's own owner id, which may.
+        """
+        from hbtui.client import TRANSIENT_KINDS, UNPARSEABLE
+
+        retry_kinds = set(kinds) if kinds else TRANSIENT_KINDS | {UNPARSEABLE}
+        marks = ",".join("?" * len(retry_kinds))
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            current, heartbeat = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
+            if (current and current != owner and heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS
+                    and owner_alive(current)):
+                raise RunBusy(f"run {run_id} is being driven by process {current}; retry its errors once it stops")
+            verdicts = await db.execute(
+                f"UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'"
+                f" AND (error_kind IN ({marks}) OR error_kind IS NULL)",
+                (run_id, *retry_kinds),
+            )
+            replies = await db.execute(
+                f"UPDATE conversations SET status = 'pending', error = NULL, error_kind = NULL"
+                f" WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks})",
+                (run_id, *retry_kinds),
+            )
+            await db.execute(
+                "UPDATE conversations SET n_errors = 0, score = NULL WHERE run_id = ? AND id IN"
+                " (SELECT conversation_id FROM verdicts WHERE run_id = ? AND status = 'pending')",
+                (run_id, run_id),
+            )
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        return verdicts.rowcount, replies.rowcount
+
+    async def refresh_summaries(self, run_id: int) -> int:
+        """Recompute every conversation's score from its verdicts.
+
+        The engine writes a conversation's summary after its last verdict; a kill between the two
+        commits, or a regrade, would leave it stale. Scores come from the same scoring function as
+        reports, so the list, the histogram and `show` always agree.
+        """
+        from hbtui.scoring import conversation_score
+
+        per_conversation: dict[int, list[tuple[float, str]]] = {}
+        for conv_id, points, status in await self._all(
+            "SELECT conversation_id, points, status FROM verdicts WHERE run_id = ? ORDER BY conversation_id, idx",
+            (run_id,),
+        ):
+            per_conversation.setdefault(conv_id, []).append((points, status))
+        rows = []
+        for conv_id, items in per_conversation.items():
+            statuses = [s for _, s in items]
+            complete = all(s in (MET, NOT_MET) for s in statuses)
+            score = conversation_score([p for p, _ in items], [s == MET for _, s in items]) if complete else None
+            n_met = sum(1 for p, s in items if s == MET and p > 0)
+            penalties = sum(1 for p, s in items if s == MET and p < 0)
+            rows.append((score, n_met, statuses.count(ERROR), penalties, conv_id))
+        await self.db.executemany(
+            "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?", rows
+        )
+        await self.db.commit()
+        return len(rows)
+
+    async def write_batch(
+        self,
+        replies: Sequence[tuple] = (),
+        verdicts: Sequence[tuple] = (),
+        summaries: Sequence[tuple] = (),
+        log: Sequence[tuple] = (),
+    ) -> None:
+        """One transaction for everything that completed since the last batch.
+
+        replies: (status, reply, reasoning, finish_reason, error, error_kind, attempts, latency_ms,
+                  prompt_tokens, completion_tokens, generated_at, conversation_id)
+        Attempts and tokens add up over retries (regrade, resume): all of them were spent.
+        verdicts: (status, explanation, raw_output, reasoning, error, error_kind, attempts, latency_ms,
+                   prompt_tokens, completion_tokens, graded_at, conversation_id, idx)
+        summaries: (score, n_met, n_errors, penalties, conversation_id)
+        log: (run_id, at, level, message)
+        """
+        db = self.db
+        try:
+            if replies:
+                await db.executemany(
+                    "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"
+                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                    " generated_at = ? WHERE id = ?",
+                    replies,
+                )
+            if verdicts:
+                await db.executemany(
+                    "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
+                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                    " graded_at = ? WHERE conversation_id = ? AND idx = ?",
+                    verdicts,
+                )
+            if summaries:
+                await db.executemany(
+                    "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?",
+                    summaries,
+                )
+            if log:
+                await db.executemany("INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)", log)
+            await db.commit()
+        except BaseException:
+            if db.in_transaction:
+                await db.rollback()
+            raise
