@@ -21,6 +21,7 @@ from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_lines
+from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 from tests.test_tui_browser import open_conversation, open_run
 
@@ -168,3 +169,64 @@ async def test_the_monitor_stacks_its_panels_on_a_small_terminal(finished_run_db
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
         assert app.screen.has_class("-side-by-side") and not app.screen.has_class("-stacked")
+
+
+async def test_the_conversation_scrolls_by_keys_and_k_above_the_first_criterion_returns_to_it(finished_run_db):
+    async with small_run_list(finished_run_db, (80, 16)) as (app, pilot, screen):
+        conversation = await open_conversation(pilot, screen)
+        body = conversation.query_one("#conversation-body")  # at 80 columns the one scroll
+        verdicts = conversation.query_one(VerdictList)
+        await pilot.pause()
+        assert body.max_scroll_y > 0, "the test wants a conversation taller than the screen"
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert body.scroll_y > 0
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert body.scroll_y == 0
+        await pilot.press("G")  # the last criterion, scrolled into view
+        await pilot.pause()
+        assert verdicts.selected == len(verdicts.items) - 1 and body.scroll_y > 0
+        await pilot.press("g")  # top of the conversation, nothing selected
+        await pilot.pause()
+        assert verdicts.selected == -1 and body.scroll_y == 0
+        await pilot.press("j", "k")  # up from the first criterion: the conversation again
+        await pilot.pause()
+        assert verdicts.selected == -1 and body.scroll_y == 0
+
+
+async def test_p_says_no_triggered_penalty_where_the_penalties_were_avoided(finished_run_db):
+    async with small_run_list(finished_run_db, (80, 24)) as (app, pilot, screen):
+        conversation = await open_conversation(pilot, screen)
+        await pilot.press("n")  # p2: its one penalty criterion was avoided (not met)
+        await wait_for(pilot, lambda: conversation.loaded and conversation.index == 1)
+        verdicts = conversation.query_one(VerdictList)
+        assert {item.kind for item in verdicts.items} == {"met", "avoided"}
+        await pilot.press("p")
+        await pilot.pause()
+        assert verdicts.selected == -1
+        assert [n.message for n in app._notifications] == ["no triggered penalty in this conversation"]
+
+
+async def test_r_unfolds_the_reasoning_where_it_can_be_read(tmp_path):
+    db = tmp_path / "hbtui.sqlite"
+    async with await Store.open(db) as store:
+        run_id = await synthesize_run(store, conversations=30, seed=5)
+        ids = await store.conversation_ids(run_id)
+        with_reasoning = [i for i in ids if (await store.conversation_detail(i)).reasoning]
+    assert with_reasoning, "the synthetic run should have replies with reasoning"
+    app = browser_app(db)
+    async with app.run_test(size=(80, 16)) as pilot:
+        screen = await open_run(pilot, run_id)
+        await pilot.press("2")
+        screen.conversation_list.cursor = ids.index(with_reasoning[0])
+        conversation = await open_conversation(pilot, screen)
+        reasoning = conversation.query_one("#reasoning")
+        body = conversation.query_one("#conversation-body")
+        await pilot.pause()
+        assert "▸ reasoning (r shows it)" in str(reasoning.render())
+        await pilot.press("r")
+        await pilot.pause(0.1)
+        assert "▾ reasoning (r hides it)" in str(reasoning.render())
+        # Its first line is on screen: within the body's visible region.
+        assert body.region.contains(reasoning.region.x, reasoning.region.y), (body.region, reasoning.region)

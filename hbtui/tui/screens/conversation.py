@@ -14,14 +14,24 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from hbtui.store import ConversationDetail
 from hbtui.text import one_line, visible_controls
-from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
+
+
+# What m, p and e say when the conversation has nothing of that kind (an avoided penalty is
+# a penalty criterion too: "no triggered penalty", not "no penalty criterion").
+NONE_OF_KIND = {
+    "not-met": "no missed criterion",
+    "penalty": "no triggered penalty",
+    "grader-error": "no grader error",
+}
 
 
 def message_text(role: str, content) -> Text:
@@ -92,15 +102,19 @@ class ConversationScreen(ResponsiveScreen):
         Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
         Binding("N,left_square_bracket", "step(-1)", "Prev conv", show=False, id="conversation.previous"),
         Binding("j,down", "criterion(1)", "Next criterion", show=False, id="conversation.down"),
-        Binding("k,up", "criterion(-1)", "Prev criterion", show=False, id="conversation.up"),
+        Binding("k,up", "criterion(-1)", "Prev criterion (above the first: the conversation)", show=False,
+                id="conversation.up"),
+        Binding("pagedown,space", "page(1)", "Scroll the conversation down", show=False,
+                id="conversation.page_down"),
+        Binding("pageup", "page(-1)", "Scroll the conversation up", show=False, id="conversation.page_up"),
         Binding("g,home", "scroll_home_all", "Top", show=False, id="conversation.top"),
         Binding("G,end", "last_criterion", "Last criterion", show=False, id="conversation.bottom"),
         Binding("m", "jump('not-met')", "Missed", id="conversation.missed"),
         Binding("p", "jump('penalty')", "Penalty", id="conversation.penalty"),
         Binding("e", "jump('grader-error')", "Error", id="conversation.error"),
+        Binding("r", "toggle_reasoning", "Reasoning", id="conversation.reasoning"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
-        Binding("r", "toggle_reasoning", "Reasoning", show=False, id="conversation.reasoning"),
     ]
 
     def __init__(self, run_id: int, conversation_ids: list[int], index: int,
@@ -192,21 +206,35 @@ class ConversationScreen(ResponsiveScreen):
 
     def action_criterion(self, delta: int) -> None:
         verdicts = self.query_one(VerdictList)
+        if delta < 0 and verdicts.selected <= 0:
+            self.action_scroll_home_all()  # up from the first criterion: back to the conversation
+            return
         verdicts.select(verdicts.selected + delta if verdicts.selected >= 0 else 0)
+
+    def _conversation_scroll(self) -> Widget:
+        """What scrolls the transcript: its own pane when wide, the whole body when narrow."""
+        return self.query_one("#conversation-body" if self.has_class(NARROW) else "#transcript")
+
+    def action_page(self, direction: int) -> None:
+        scroll = self._conversation_scroll()
+        if direction > 0:
+            scroll.scroll_page_down(animate=False)
+        else:
+            scroll.scroll_page_up(animate=False)
 
     def action_last_criterion(self) -> None:
         verdicts = self.query_one(VerdictList)
         verdicts.select(len(verdicts.items) - 1)
 
     def action_scroll_home_all(self) -> None:
-        for pane in self.query(VerticalScroll):
+        """The top of the conversation and of the rubric, no criterion selected."""
+        self.query_one(VerdictList).deselect()
+        for pane in (*self.query(VerticalScroll), self.query_one("#conversation-body")):
             pane.scroll_home(animate=False)
-        self.query_one(VerdictList).select(0)
 
     def action_jump(self, kind: str) -> None:
         if self.query_one(VerdictList).next_of({kind}) is None:
-            self.notify(f"no {KINDS[kind][0].split(' ', 1)[1].lower()} criterion in this conversation",
-                        markup=False)
+            self.notify(f"{NONE_OF_KIND[kind]} in this conversation", markup=False)
 
     def action_copy_explanation(self) -> None:
         verdicts = self.query_one(VerdictList)
@@ -229,3 +257,6 @@ class ConversationScreen(ResponsiveScreen):
             return
         self.reasoning_shown = not self.reasoning_shown
         self._show_reasoning()
+        if self.reasoning_shown:  # unfolded where it is seen, not below the fold
+            reasoning = self.query_one("#reasoning", Static)
+            self.call_after_refresh(lambda: reasoning.scroll_visible(top=True, animate=False))

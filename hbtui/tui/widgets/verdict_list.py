@@ -146,6 +146,10 @@ class VerdictList(Widget):
         self._scroll_selected_into_view()
         return self.items[index]
 
+    def deselect(self) -> None:
+        self.selected = -1
+        self.refresh()
+
     def next_of(self, kinds: set[str]) -> Criterion | None:
         """Select the next criterion of one of ``kinds`` after the selected one, wrapping."""
         count = len(self.items)
