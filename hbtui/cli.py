@@ -21,7 +21,7 @@ from hbtui import __version__
 from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import Engine, plan_run, settings_for_run
+from hbtui.engine import Engine, plan_run, resume_hint, settings_for_run
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
@@ -168,7 +168,7 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
         return EXIT_OK
     if status == "failed":
         print(f"run {final.id} {final.name} failed: {one_line(engine.error or final.error or '', 400)}", file=sys.stderr)
-        print(f"fix the cause, then: hbtui resume {final.id}", file=sys.stderr)
+        print(resume_hint(final.id, engine.error or final.error), file=sys.stderr)
         return EXIT_FAILED
     print(f"run {final.id} {final.name} {status}; continue with: hbtui resume {final.id}", file=sys.stderr)
     return EXIT_INTERRUPTED

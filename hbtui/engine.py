@@ -132,6 +132,24 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
     return replace(merged, api_key=keys.get("API_KEY"), grader_api_key=grader_key)
 
 
+def resume_hint(run_id: int, error: str | None) -> str:
+    """What to do about a run that stopped on ``error``, as one line naming the command.
+
+    A resume keeps the run's endpoint and model names (they are part of what the run is), so
+    fixing BASE_URL in .env does not move it: the hint says which flag does.
+    """
+    kind = (error or "").split(":", 1)[0]
+    if kind == "connection":
+        return (f"once the server answers: hbtui resume {run_id} (a run keeps its endpoint; to move it:"
+                f" hbtui resume {run_id} --base-url URL, or --grader-base-url URL)")
+    if kind == "auth":
+        return f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
+    if kind == "not_found":
+        return (f"a run keeps its model names; to correct one: hbtui resume {run_id} --model-test NAME"
+                " (or --model-grader NAME)")
+    return f"fix the cause, then: hbtui resume {run_id}"
+
+
 @dataclass
 class EndpointStats:
     """Live figures of one endpoint, for the monitor of this process and the heartbeat row."""
@@ -166,6 +184,7 @@ class Engine:
         self._unpaused = asyncio.Event()
         self._unpaused.set()
         self._fatal: ChatError | None = None
+        self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._clients: dict[str, ChatClient] = {}
         self._limiters: dict[str, AdaptiveLimiter] = {}
         self._template = load_template(settings.grader_template)
@@ -258,6 +277,7 @@ class Engine:
         writer = asyncio.create_task(self._writer(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
         drive = asyncio.create_task(self._drive(work, test, grader), name="hbtui-drive")
+        self._drive_task = drive
         # A database that stops taking writes (disk full, read-only) stops the calls at once:
         # answers that cannot be stored would be paid for again on resume.
         writer.add_done_callback(lambda task: drive.cancel() if not task.cancelled() and task.exception() else None)
@@ -267,7 +287,10 @@ class Engine:
             if self._fatal is not None:
                 status, error = "failed", str(self._fatal)
         except asyncio.CancelledError:
-            status = self.cancel_status
+            if self._fatal is not None and not self._cancelled_from_outside():
+                status, error = "failed", str(self._fatal)
+            else:
+                status = self.cancel_status
         except Exception as exc:  # noqa: BLE001 - the run must end with a status, whatever broke
             status, error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
@@ -470,6 +493,16 @@ class Engine:
         if self._fatal is None:
             self._fatal = exc
             self._note(f"stopping: {exc}")
+            # The calls still in flight or waiting their turn would each retry the same failure
+            # (an unreachable endpoint: 5 conversations took 56 s to give up); stop them now.
+            # What they had not answered stays pending for the resume.
+            if self._drive_task is not None:
+                self._drive_task.cancel()
+
+    def _cancelled_from_outside(self) -> bool:
+        """Whether the task running the engine was cancelled too (Ctrl-C, the app), not just the drive."""
+        current = asyncio.current_task()
+        return current is not None and current.cancelling() > 0
 
     async def _heartbeat(self) -> None:
         while True:

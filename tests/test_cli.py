@@ -123,6 +123,7 @@ def test_failed_run_says_why_in_show(tmp_path, small_dataset):
     (tmp_path / ".env").write_text("BASE_URL=http://127.0.0.1:9/v1\nMODEL_TEST=m\nMODEL_GRADER=g\nMAX_ATTEMPTS=1\n")
     run = hbtui("run", "--data", str(small_dataset), cwd=tmp_path)
     assert run.returncode == 1 and "cannot reach http://127.0.0.1:9/v1" in run.stderr
+    assert "a run keeps its endpoint; to move it: hbtui resume 1 --base-url URL" in run.stderr
     shown = hbtui("show", "latest", cwd=tmp_path, check=True).stdout
     assert "error: connection: cannot reach" in shown
     assert json.loads(hbtui("show", "latest", "--json", cwd=tmp_path, check=True).stdout)["run"]["error"]

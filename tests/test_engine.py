@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine, plan_run
+from hbtui.engine import Engine, plan_run, resume_hint
 from hbtui.grading import default_template, grader_prompt
 from hbtui.store import RunBusy, Store
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
@@ -222,6 +222,35 @@ def test_unreachable_endpoint_stops_the_run_instead_of_failing_every_conversatio
         statuses = {s for (s,) in conn.execute("SELECT status FROM conversations")}
     assert "cannot reach http://127.0.0.1:9/v1" in error
     assert statuses == {"pending"}  # nothing recorded as failed: a resume does it all
+
+
+def test_an_unreachable_endpoint_stops_after_one_call_has_given_up(tmp_path, small_dataset):
+    """The calls waiting their turn are not each retried to the end once the run is failing."""
+    db = tmp_path / "db.sqlite"
+    down = "http://127.0.0.1:9/v1"
+    settings = settings_for(type("Down", (), {"base_url": down})(), db, max_attempts=3, concurrency=8)
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="down")
+            engine = Engine(store, await store.get_run(run_id), settings, backoff_base=0.01)
+            status = await engine.execute()
+            return status, engine.live.endpoints[down]
+
+    status, stats = asyncio.run(go())
+    assert status == "failed"
+    # One call's attempts; before, each of the three conversations ran its own to the end (9).
+    assert stats.successes == 0 and stats.failures == settings.max_attempts, stats
+
+
+@pytest.mark.parametrize("error, says", [
+    ("connection: cannot reach http://127.0.0.1:9/v1: refused", "hbtui resume 7 --base-url URL"),
+    ("auth: HTTP 401: key rejected", "set the key (API_KEY, or GRADER_API_KEY"),
+    ("not_found: HTTP 404: model x not served", "hbtui resume 7 --model-test NAME"),
+    ("RuntimeError: something else", "fix the cause, then: hbtui resume 7"),
+])
+def test_the_hint_after_a_failed_run_names_what_fixes_it(error, says):
+    assert says in resume_hint(7, error)
 
 
 def test_pause_stops_new_requests_until_resumed(server, tmp_path, small_dataset):

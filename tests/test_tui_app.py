@@ -17,6 +17,7 @@ from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import run_engine, settings_for
 from tests.support.server_process import FakeServer
+from tests.support.screen_text import screen_lines
 from tests.support.tui import screen_text, wait_for
 
 KEY = "sk-VISIBLEKEYMARKER-0123456789"
@@ -385,7 +386,17 @@ async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, 
         monitor = app.screen
         await wait_for(pilot, lambda: monitor.view is not None and monitor.view.status == "failed", what="failed")
         await pilot.pause(0.3)
-        assert "cannot reach http://127.0.0.1:9/v1" in screen_text(app)
+        text = screen_text(app)
+        assert "cannot reach http://127.0.0.1:9/v1" in text
+        # What to do about it, with the flag that moves a run to another endpoint.
+        assert f"hbtui resume {run_id} --base-url URL" in " ".join(text.split())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("c")  # continue it here: the question says the same before any call
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        question = " ".join(" ".join(screen_lines(app)).replace("│", " ").split())  # the dialog's text, unboxed
+        assert "It stopped on: connection: cannot reach" in question and "--base-url URL" in question, question
+        await pilot.press("n")
     # A long error stored by another process: all of it, wrapped, as text.
     long_error = ("auth: [bold]Incorrect[/bold] API key \x1b[31m provided. " + "word " * 40 + "THE-END")
     with sqlite3.connect(db) as connection:
@@ -399,3 +410,5 @@ async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, 
         text = screen_text(app)
         assert "run failed:" in text and "[bold]Incorrect[/bold]" in text and "␛[31m" in text
         assert "THE-END" in text
+        assert f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}" \
+            in " ".join(text.split())

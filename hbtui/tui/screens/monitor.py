@@ -21,6 +21,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
+from hbtui.engine import resume_hint
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import ResponsiveScreen
@@ -214,6 +215,8 @@ class MonitorScreen(ResponsiveScreen):
             message = Text()
             message.append(f"run {view.status}: " if view.ended else "error: ", style="bold")
             message.append(visible_controls(view.error))
+            if view.status == "failed":
+                message.append("\n" + resume_hint(view.run_id, view.error), style="dim")
             failure.update(message)
 
         self._bar("conversations", view.conversations_done, view.conversations_total,

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
+from hbtui.engine import resume_hint
 from hbtui.store import RunRow
 from hbtui.text import one_line
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -173,7 +174,11 @@ class RunsScreen(Screen):
         elif status not in RESUMABLE:
             self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
             return
-        self.app.offer_to_drive(run, f"Continue this {status} run?", "Continue")
+        question = f"Continue this {status} run?"
+        if status == "failed" and run.error:
+            # It continues with its own endpoint and models; the hint says how to change them.
+            question += f"\n\nIt stopped on: {one_line(run.error, 160)}\n\n{resume_hint(run.id, run.error)}"
+        self.app.offer_to_drive(run, question, "Continue")
 
     def action_new_run(self) -> None:
         self.app.open_config()
