@@ -7,6 +7,7 @@ import sqlite3
 
 from textual.widgets import DataTable, Input, Select, Static
 
+from hbtui import scoring
 from hbtui.config import Settings
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
@@ -15,7 +16,7 @@ from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
-from tests.conftest import run_engine, settings_for
+from tests.conftest import make_record, run_engine, settings_for, write_jsonl
 from tests.support.server_process import FakeServer
 from tests.support.screen_text import screen_lines
 from tests.support.tui import screen_text, wait_for
@@ -247,6 +248,44 @@ async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, sm
         await pilot.press("y")
         await wait_for(pilot, lambda: monitor.view.status == "cancelled", timeout=10, what="cancelled")
         assert not app.live_runs
+
+
+async def test_the_monitor_interval_is_drawn_from_the_scores_it_shows(server, tmp_path):
+    """Never an interval of older scores passed off as current, during the run or after a cancel."""
+    server.control(latency_ms=60)
+    records = [make_record(f"c{i}", [(f"[[MET]] a {i}", 3, ["axis:accuracy"]), ("[[NOT_MET]] b", 2 + i % 3, [])])
+               for i in range(40)]
+    data = write_jsonl(tmp_path / "forty.jsonl", records)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=2)
+    run_id = await plan_only(settings, data, "interval")
+    app = HBTuiApp(settings=settings, env_file=None, monitor_run="interval")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        monitor = app.screen
+        await app.start_run(run_id, settings)
+        shown: list[str] = []
+        while monitor.view is None or len(monitor.view.scores) < 6:
+            score_panel = str(monitor.query_one("#monitor-score", Static).render())
+            shown.append(" ".join(score_panel.split()))
+            await pilot.pause(0.05)
+        for text in shown:  # an interval is either current or says what it was drawn from
+            n = int(text.split("n=")[1].split()[0])
+            if "CI –" in text:
+                assert n < 2, text
+            elif "computing" not in text:
+                interval_n = int(text.split("(of ")[1].split(",")[0]) if "(of " in text else n
+                assert interval_n >= 2, text
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: monitor.view.status == "cancelled", timeout=10, what="cancelled")
+        async with await Store.open(db) as store:
+            scores = await store.conversation_scores(run_id)
+        expected = scoring.metric(scores).ci95
+        await wait_for(pilot, lambda: f"95% CI {expected[0]:.3f}–{expected[1]:.3f}" in " ".join(
+            str(monitor.query_one("#monitor-score", Static).render()).split()), what="the final interval")
+        assert "updating" not in str(monitor.query_one("#monitor-score", Static).render())
 
 
 def test_an_unexpected_error_is_one_line_and_a_log_without_locals(tmp_path):

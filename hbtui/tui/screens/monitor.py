@@ -33,7 +33,10 @@ TICK_SECONDS = 0.25
 POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
 POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
 HISTOGRAM_SECONDS = 1.0
-METRIC_SECONDS = 2.0  # the bootstrap is the costly part: at most this often
+# The interval's bootstrap is the costly part: it runs again once the scores have changed and
+# ten times its own last duration has passed (a few ms for hundreds of scores: at every repaint;
+# tens of ms for thousands), and never more than this long after.
+METRIC_MAX_SECONDS = 2.0
 
 
 def duration(seconds: float | None) -> str:
@@ -84,6 +87,7 @@ class MonitorScreen(ResponsiveScreen):
         self._metric: scoring.Metric | None = None
         self._metric_n = -1
         self._metric_at = 0.0
+        self._metric_cost = 0.0  # seconds the last bootstrap took
         self._metric_busy = False
         self._announced_end = False
         self._histogram_at = 0.0
@@ -177,18 +181,21 @@ class MonitorScreen(ResponsiveScreen):
 
     def _update_metric(self, view: MonitorView) -> None:
         n = len(view.scores)
+        wait = min(METRIC_MAX_SECONDS, 10 * self._metric_cost)
         if (self._metric_busy or n == self._metric_n or n == 0
-                or (time.monotonic() - self._metric_at < METRIC_SECONDS and not view.ended)):
+                or (time.monotonic() - self._metric_at < wait and not view.ended)):
             return
         self._metric_busy = True
         scores = list(view.scores)
 
         async def compute() -> None:
+            started = time.monotonic()
             try:
                 self._metric = await asyncio.to_thread(scoring.metric, scores)
                 self._metric_n = len(scores)
             finally:
                 self._metric_at = time.monotonic()
+                self._metric_cost = self._metric_at - started
                 self._metric_busy = False
 
         self.run_worker(compute(), group="monitor-metric", exit_on_error=False)
@@ -264,13 +271,18 @@ class MonitorScreen(ResponsiveScreen):
         value = scoring.clipped_mean(view.scores) if view.scores else None
         if view.ended and view.final_score is not None:
             value = view.final_score
-        ci = view.final_ci95 if view.ended and view.final_ci95 else (metric.ci95 if metric else None)
+        n = len(view.scores)
+        final = view.ended and view.final_ci95 is not None
+        ci = view.final_ci95 if final else (metric.ci95 if metric else None)
         text.append("–" if value is None else f"{value:.3f}")
-        text.append(f"  n={len(view.scores)}\n")
+        text.append(f"  n={n}\n")
         text.append("95% CI ", style="bold")
-        text.append("–" if ci is None else f"{ci[0]:.3f}–{ci[1]:.3f}")
-        if not view.ended and metric is not None and self._metric_n != len(view.scores):
-            text.append(" …", style="dim")
+        if ci is None or (not final and self._metric_n < 2):
+            text.append("–" if n < 2 else "computing…", style="" if n < 2 else "dim")
+        else:
+            text.append(f"{ci[0]:.3f}–{ci[1]:.3f}")
+            if not final and self._metric_n != n:  # say which scores it was drawn from
+                text.append(f" (of {self._metric_n}, updating)", style="dim")
         return text
 
     def _errors(self, view: MonitorView) -> Text:
