@@ -34,9 +34,10 @@ POLL_SECONDS = 0.25  # database reads of a running run of another process (a rea
 POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
 HISTOGRAM_SECONDS = 1.0
 # The interval's bootstrap is the costly part: it runs again once the scores have changed and
-# ten times its own last duration has passed (a few ms for hundreds of scores: at every repaint;
-# tens of ms for thousands), and never more than this long after.
-METRIC_MAX_SECONDS = 2.0
+# sixty times its own last duration has passed, within these bounds: a few hundred scores take
+# milliseconds (so a quarter of a second), thousands tens of ms (so every 2 s; more often, its
+# thread took enough of the GIL to slow the repaints of a fast run below 4 a second).
+METRIC_MIN_SECONDS, METRIC_MAX_SECONDS = 0.25, 2.0
 
 
 def duration(seconds: float | None) -> str:
@@ -181,7 +182,7 @@ class MonitorScreen(ResponsiveScreen):
 
     def _update_metric(self, view: MonitorView) -> None:
         n = len(view.scores)
-        wait = min(METRIC_MAX_SECONDS, 10 * self._metric_cost)
+        wait = min(METRIC_MAX_SECONDS, max(METRIC_MIN_SECONDS, 60 * self._metric_cost))
         if (self._metric_busy or n == self._metric_n or n == 0
                 or (time.monotonic() - self._metric_at < wait and not view.ended)):
             return
