@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import sys
@@ -209,7 +210,9 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
 
 async def cmd_runs(settings: Settings) -> int:
     async with await Store.open(settings.db_path, create=False) as store:
-        print(render_runs(await store.list_runs()))
+        # On a terminal the table fits its width; piped, every column stays whole.
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        print(render_runs(await store.list_runs(), width))
     return EXIT_OK
 
 

@@ -6,7 +6,7 @@ import time
 
 from hbtui.scoring import histogram
 from hbtui.store import RunRow
-from hbtui.text import one_line
+from hbtui.text import middle_cut, one_line
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -25,21 +25,38 @@ def _status(run: RunRow) -> str:
     return f"{run.shown_status()} {ago}" if ago else run.shown_status()
 
 
-def render_runs(runs: list[RunRow]) -> str:
+def render_runs(runs: list[RunRow], width: int | None = None) -> str:
+    """The runs as a table; given a ``width`` (a terminal's), the table fits it: the name is cut
+    in the middle, then the least telling columns go (data, grader, created, model)."""
     if not runs:
         return "no runs yet: start one with `hbtui run` or `hbtui`"
-    header = ["id", "name", "status", "model", "grader", "data", "created", "score", "95% CI", "n"]
+    header = ["id", "name", "status", "score", "95% CI", "n", "model", "created", "grader", "data"]
     rows = []
     for run in runs:
         overall = (run.report or {}).get("metrics", {}).get("overall_score")
         rows.append([
-            str(run.id), one_line(run.name, 64), _status(run), one_line(run.model_test, 24),
-            one_line(run.model_grader, 24), one_line(run.dataset_name, 16),
+            str(run.id), one_line(run.name, 64), _status(run), _fmt(run.score), _ci(overall),
+            str(overall["n"]) if overall else "-", one_line(run.model_test, 24),
             time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
-            _fmt(run.score), _ci(overall), str(overall["n"]) if overall else "-",
+            one_line(run.model_grader, 24), one_line(run.dataset_name, 16),
         ])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in [header, *rows]]
+    table = [header, *rows]
+    columns = list(range(len(header)))
+    widths = [max(len(r[i]) for r in table) for i in columns]
+    name = header.index("name")
+
+    def total() -> int:
+        return sum(widths[i] for i in columns) + 2 * (len(columns) - 1)
+
+    if width is not None:
+        while total() > width and widths[name] > 20:  # first the name, down to 20 characters
+            widths[name] = max(20, widths[name] - (total() - width))
+        while total() > width and len(columns) > 6:  # then the columns from the right
+            columns.pop()
+    lines = []
+    for r in table:
+        cells = [middle_cut(r[i], widths[i]) if i == name else r[i] for i in columns]
+        lines.append("  ".join(cell.ljust(widths[i]) for cell, i in zip(cells, columns)).rstrip())
     return "\n".join(lines)
 
 

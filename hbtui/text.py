@@ -18,3 +18,12 @@ def one_line(text: str, width: int = 120) -> str:
     """A single display line: controls made visible, whitespace folded, cut with an ellipsis."""
     flat = " ".join(visible_controls(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def middle_cut(text: str, width: int) -> str:
+    """One line cut in the middle: run names differ at their end (the time) as much as their start."""
+    flat = one_line(text, 10_000)
+    if len(flat) <= width:
+        return flat
+    head = (width - 1) // 2
+    return flat[:head] + "…" + flat[len(flat) - (width - 1 - head):]

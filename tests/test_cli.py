@@ -1,5 +1,6 @@
 """The headless commands as a user types them: a real process, the test server, a real database."""
 
+import asyncio
 import csv
 import json
 import os
@@ -10,6 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from hbtui.report import render_runs
+from hbtui.store import Store
+from tests.support.synth import synthesize_run
 
 SECRET = "sk-MARKER-7f3a9c1e5b2d4680aa11"
 
@@ -142,3 +147,23 @@ def test_db_before_or_after_the_command(workdir, small_dataset):
     before = hbtui("--db", str(db), "runs", cwd=workdir, check=True).stdout
     after = hbtui("runs", "--db", str(db), cwd=workdir, check=True).stdout
     assert "here" in before and before == after
+
+
+def test_the_runs_table_fits_a_terminal_and_keeps_names_apart(tmp_path):
+    db = tmp_path / "runs.sqlite"
+    names = [f"test-model-healthbench_hard_subset-20261130-0614{second:02d}" for second in (6, 7, 8)]
+
+    async def make():
+        async with await Store.open(db) as store:
+            for name in names:
+                await synthesize_run(store, conversations=5, name=name)
+            return await store.list_runs()
+
+    runs = asyncio.run(make())
+    table = render_runs(runs, 80).splitlines()
+    assert all(len(line) <= 80 for line in table), table
+    assert table[0].split()[:6] == ["id", "name", "status", "score", "95%", "CI"]
+    # Cut in the middle: the ends (the times) still tell the three runs apart.
+    assert [line.split()[1][-6:] for line in table[1:]] == ["061408", "061407", "061406"]
+    whole = render_runs(runs).splitlines()  # piped: nothing cut
+    assert all(name in "\n".join(whole) for name in names) and "grader" in whole[0] and "data" in whole[0]

@@ -94,8 +94,10 @@ class HBTuiApp(App[int]):
     async def on_unmount(self) -> None:
         await self.stop_runs()
         if self.store is not None:
-            await self.store.close()
-            self.store = None
+            # Gone before it is closed: a screen's timer firing meanwhile finds no store and
+            # skips its read, rather than reading from a closed connection.
+            store, self.store = self.store, None
+            await store.close()
 
     def _fatal_error(self) -> None:
         """An unexpected error: one line on the terminal, the traceback in a file.

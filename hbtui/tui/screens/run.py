@@ -72,10 +72,12 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
         text.append("\n")
         text.append("Positive criteria met ")
         text.append(percent(crit["positive_met"], crit["positive"]), style="green")
-        text.append("   penalties triggered ")
+        text.append("\nPenalties triggered ")  # its own line: at 80 columns it wrapped
         text.append(percent(crit["negative_triggered"], crit["negative"]), style="red")
         text.append("\n")
         text.append(f"Grader errors {crit['errors']:,}", style="magenta" if crit["errors"] else "")
+        if crit["errors"] or conv["excluded"]:
+            text.append("   R retries what failed", style="dim")
         if crit.get("pending"):
             text.append(f"   criteria pending {crit['pending']:,}", style="yellow")
         text.append("\n")
@@ -87,10 +89,13 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
     text.append(one_line(run.model_grader, 60))
     text.append("\nDataset ", style="bold")
     text.append(one_line(run.dataset_name, 60))
-    text.append("   status ", style="bold")
+    text.append("\nStatus ", style="bold")  # a line of its own: at 80 columns the date wrapped in two
     text.append(status, style={"finished": "green", "running": "cyan", "interrupted": "yellow"}.get(status, "red"))
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
+    if run.finished_at and status != "running":
+        text.append("   ended ", style="bold")
+        text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at)))
     if run.error:
         text.append("\nError ", style="bold red")
         text.append(one_line(run.error, 300))

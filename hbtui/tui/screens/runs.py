@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Header, Static
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.engine import resume_hint
 from hbtui.store import RunRow
-from hbtui.text import one_line
+from hbtui.text import middle_cut, one_line
 from hbtui.tui.widgets.key_bar import KeyBar
 
 REFRESH_SECONDS = 2.0
@@ -39,7 +39,7 @@ def run_cells(run: RunRow, now: float) -> tuple[Text, ...]:
     ci = run.ci95
     return (
         Text(str(run.id), justify="right"),
-        Text(one_line(run.name, 32)),
+        Text(middle_cut(run.name, 32)),  # default names differ at their end, the time
         Text(status),
         Text(score, justify="right"),
         Text(f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else ""),

@@ -73,17 +73,14 @@ class KeyBar(Widget):
     def render(self) -> Text:
         width = self.size.width
         screen_keys, app_keys = self.entries()
+        left_keys, app_keys = self._fit(screen_keys, app_keys, width)
+        if len(left_keys) < len(screen_keys) and len(app_keys) > 1:
+            # Cramped: the palette's key gives its room to the screen's own (help lists it).
+            without_palette = self._fit(screen_keys, app_keys[:-1], width)
+            if len(without_palette[0]) > len(left_keys):
+                left_keys, app_keys = without_palette
+        left = self._join(left_keys, more=len(left_keys) < len(screen_keys))
         right = self._join(app_keys)
-        # Drop the app's keys from the end (the palette, then quit...) only when even they do not fit.
-        while app_keys and right.cell_len > width - 1:
-            app_keys = app_keys[:-1]
-            right = self._join(app_keys)
-        room = width - right.cell_len - 1 - len(SEPARATOR)
-        left_keys = list(screen_keys)
-        left = self._join(left_keys)
-        while left_keys and left.cell_len > room:
-            left_keys = left_keys[:-1]
-            left = self._join(left_keys, more=True)
         line = Text(" ", end="")
         line.append_text(left)
         gap = width - line.cell_len - right.cell_len
@@ -92,6 +89,19 @@ class KeyBar(Widget):
         line.append_text(right)
         self._spans = self._spans_of(left_keys, 1) + self._spans_of(app_keys, offset)
         return line
+
+    def _fit(self, screen_keys: list, app_keys: list, width: int) -> tuple[list, list]:
+        """The screen's keys that fit beside the app's, from the first; the app's own only
+        shortened (from the end) when even they alone do not fit."""
+        right = self._join(app_keys)
+        while app_keys and right.cell_len > width - 1:
+            app_keys = app_keys[:-1]
+            right = self._join(app_keys)
+        room = width - right.cell_len - 1 - len(SEPARATOR)
+        left_keys = list(screen_keys)
+        while left_keys and self._join(left_keys, more=len(left_keys) < len(screen_keys)).cell_len > room:
+            left_keys = left_keys[:-1]
+        return left_keys, app_keys
 
     def _join(self, keys: list[tuple[str, str, str, bool]], more: bool = False) -> Text:
         key_style = self.get_component_rich_style("key-bar--key", partial=True)
