@@ -127,6 +127,19 @@ async def test_a_bad_value_is_marked_next_to_its_field(tmp_path, small_dataset):
         assert "fix the marked fields" not in text and "all fields are valid now" in text
 
 
+async def test_a_preset_keeps_whole_paths(tmp_path, small_dataset, monkeypatch):
+    monkeypatch.chdir(small_dataset.parent)
+    app = make_app(tmp_path / "db.sqlite", base_url="http://127.0.0.1:9/v1", model_test="a", model_grader="b")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+        screen = app.screen
+        screen.query_one("#field-subset", Select).value = "file"
+        screen.query_one("#field-data_path", Input).value = small_dataset.name  # relative to where hbtui runs
+        await pilot.pause()
+        values = screen.preset_values()
+        assert values["data_path"] == str(small_dataset.resolve()) and "api_key" not in values
+
+
 async def test_the_api_key_never_appears_on_screen(server, tmp_path):
     app = make_app(tmp_path / "db.sqlite", base_url=server.base_url, api_key=KEY, model_test="test-model",
                    model_grader="grader-model")
@@ -241,6 +254,8 @@ async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, sm
         await app.start_run(run_id, settings)
         await pilot.press("p")
         await wait_for(pilot, lambda: monitor.view.status == "paused", what="paused")
+        await wait_for(pilot, lambda: "– (paused)" in screen_text(app).split("calls/s", 1)[-1][:20],
+                       what="no rate of before shown while paused")
         await pilot.press("p")
         await wait_for(pilot, lambda: monitor.view.status == "running", what="running again")
         await pilot.press("x")

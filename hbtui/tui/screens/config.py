@@ -337,9 +337,9 @@ class ConfigScreen(Screen):
             text.append(f"{result.name}: {result.message}")
         self._last_check_ok = all(result.ok for result in results)
         self._last_check = (checked, text)
-        self._show_check()
-        self.notify("connection check passed" if self._last_check_ok else "connection check found problems",
-                    severity="information" if self._last_check_ok else "warning", markup=False)
+        self._show_check()  # the results are the status line itself: no toast over them
+        if not self._last_check_ok:
+            self.app.bell()
 
     def _show_check(self) -> None:
         """The last check's result, marked out of date while the checked fields differ from it."""
@@ -353,7 +353,11 @@ class ConfigScreen(Screen):
         self.show_status(text, error=not self._last_check_ok and not changed, kind="check")
 
     def preset_values(self) -> dict[str, str]:
-        return {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
+        values = {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
+        for name in ("data_path", "grader_template"):  # a preset is loaded from anywhere: whole paths
+            if values.get(name, "").strip():
+                values[name] = str(Path(values[name].strip()).expanduser().resolve())
+        return values
 
     def action_save_preset(self) -> None:
         from hbtui.presets import PresetError, save_preset

@@ -249,8 +249,13 @@ class MonitorScreen(ResponsiveScreen):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(no_wrap=True, overflow="ellipsis")
-        grid.add_row("calls/s", Text(f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration(view.eta_seconds)}"
-                                     if not view.ended else "– (the run has ended)"))
+        if view.ended:
+            rate = "– (the run has ended)"
+        elif view.status == "paused":  # the 10 s average would still show the calls of before
+            rate = "– (paused)"
+        else:
+            rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration(view.eta_seconds)}"
+        grid.add_row("calls/s", Text(rate))
         for index, (url, (in_flight, limit)) in enumerate(sorted(view.endpoints.items())):
             # The limit is the adaptive one: below the configured concurrency after 429s.
             grid.add_row("in flight" if index == 0 else "", Text(f"{in_flight}/{limit}  ") + safe(url, 40))
