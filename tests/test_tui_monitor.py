@@ -15,6 +15,7 @@ import pytest
 
 from hbtui.config import Settings
 from hbtui.tui.app import HBTuiApp
+from hbtui.tui.monitor_data import RunCounters
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
@@ -144,3 +145,14 @@ async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_
             assert "finished" in text and "Conversations 12: 12 scored" in text, text
             assert f"score {screen.run.score:.3f}" in text
         assert process.wait(timeout=15) == 0
+
+
+def test_the_rate_of_a_run_just_started_counts_only_the_seconds_it_has_run():
+    """Divided by the full 10 s window, two seconds of 5 calls each read as 1 call/s, and the
+    first ETA of a continued run came out several times too long."""
+    counters = RunCounters()
+    counters._started = 100.2
+    counters._completions.extend([[100, 5], [101, 5]])
+    assert counters.calls_per_second(now=102.5) == 5.0
+    counters._completions.extend([[second, 5] for second in range(102, 120)])
+    assert counters.calls_per_second(now=120.5) == 5.0  # past the first 10 s: the 10 s window

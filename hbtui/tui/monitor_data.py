@@ -106,6 +106,7 @@ class RunCounters:
         self.latencies: deque[float] = deque(maxlen=500)
         self.tokens = [0, 0, 0, 0]
         self._completions: deque[list[int]] = deque()  # [second, count], newest last
+        self._started = time.monotonic()  # the rate's window never reaches back before this
         self.finished: RunFinished | None = None
         self.events = 0
 
@@ -178,7 +179,10 @@ class RunCounters:
         newest = int(now) - 1
         oldest = newest - int(RATE_WINDOW_SECONDS) + 1
         calls = sum(count for second, count in self._completions if oldest <= second <= newest)
-        return calls / RATE_WINDOW_SECONDS
+        # In its first seconds (a run just started or continued) the window is what has passed:
+        # dividing by the whole 10 s made the first ETA several times too long.
+        window = min(RATE_WINDOW_SECONDS, max(newest - int(self._started) + 1, 1))
+        return calls / window
 
 
 def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> MonitorView:
