@@ -230,3 +230,27 @@ async def test_r_unfolds_the_reasoning_where_it_can_be_read(tmp_path):
         assert "▾ reasoning (r hides it)" in str(reasoning.render())
         # Its first line is on screen: within the body's visible region.
         assert body.region.contains(reasoning.region.x, reasoning.region.y), (body.region, reasoning.region)
+
+
+async def test_no_line_of_the_transcript_is_cut_off_on_a_narrow_terminal(tmp_path):
+    """Stacked (below 120 columns), the transcript takes the height of all its lines."""
+    db = tmp_path / "hbtui.sqlite"
+    async with await Store.open(db) as store:
+        run_id = await synthesize_run(store, conversations=40, seed=3)
+        ids = await store.conversation_ids(run_id)
+    cut = []
+    for width in (100, 111):  # widths where, with a reserved gutter, some lines wrapped once more
+        app = browser_app(db)
+        async with app.run_test(size=(width, 30)) as pilot:
+            await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
+            screen = ConversationScreen(run_id, ids, 0)
+            await app.push_screen(screen)
+            for index in range(len(ids)):
+                if index:
+                    screen.action_step(1)
+                await wait_for(pilot, lambda: screen.loaded and screen.index == index)
+                await pilot.pause()
+                transcript = screen.query_one("#transcript")
+                if transcript.virtual_size.height > transcript.scrollable_content_region.height:
+                    cut.append((width, index))
+    assert not cut, f"transcripts cut off (width, conversation): {cut}"
