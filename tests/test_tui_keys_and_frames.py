@@ -165,6 +165,13 @@ async def test_the_monitor_stacks_its_panels_on_a_small_terminal(finished_run_db
         for label in ("calls/s", "in flight", "latency", "tokens"):
             assert any(line.lstrip().startswith(label) for line in lines), (label, text)
         assert "final score 0.625" in lines[1]
+        # The score and errors are below the fold there: the page keys reach them.
+        main = app.screen.query_one("#monitor-main")
+        score = app.screen.query_one("#monitor-score")
+        assert not main.region.overlaps(score.region) or score.region.bottom > main.region.bottom
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert main.scroll_y > 0 and main.region.contains_region(score.region)
     app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="small-run")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)

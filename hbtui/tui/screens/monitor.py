@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
@@ -108,7 +108,9 @@ class MonitorScreen(ResponsiveScreen):
             yield Static("criteria", classes="bar-label")
             yield ProgressBar(total=None, show_eta=False, id="criteria-bar")
             yield Static(id="criteria-count", classes="bar-count")
-        with Horizontal(id="monitor-main"):
+        # Scrollable and focused: stacked on a small terminal, the score and errors are below
+        # the fold, and the arrow and page keys reach them.
+        with ScrollableContainer(id="monitor-main"):
             with Vertical(id="monitor-left"):
                 yield Static(id="monitor-stats")
                 yield ScoreHistogram(id="monitor-histogram")
@@ -118,6 +120,7 @@ class MonitorScreen(ResponsiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.set_focus(self.query_one("#monitor-main"))
         self.tick()
         self.set_interval(TICK_SECONDS, self.tick)
 
