@@ -16,6 +16,7 @@ import pytest
 from hbtui.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.monitor_data import RunCounters
+from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
@@ -156,3 +157,26 @@ def test_the_rate_of_a_run_just_started_counts_only_the_seconds_it_has_run():
     assert counters.calls_per_second(now=102.5) == 5.0
     counters._completions.extend([[second, 5] for second in range(102, 120)])
     assert counters.calls_per_second(now=120.5) == 5.0  # past the first 10 s: the 10 s window
+
+
+async def test_a_conversation_opened_before_its_reply_fills_in_as_the_run_answers(server, twelve_records, tmp_path):
+    server.control(latency_ms=120)
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    with headless_run(server, db, twelve_records, "early", tmp_path) as process:
+        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's results")
+            await pilot.press("2", "G", "enter")  # the last conversation: the run is far from it
+            await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
+            conversation = app.screen
+            assert conversation.detail.summary.status == "pending"
+            assert "not generated yet" in screen_text(app) and "no reply" not in screen_text(app)
+            await wait_for(pilot, lambda: conversation.detail.reply is not None
+                           and all(v.status != "pending" for v in conversation.detail.verdicts),
+                           timeout=40, what="the reply and its verdicts, on the screen left open")
+            await pilot.pause(0.3)
+            text = screen_text(app)
+            assert "Reply " in text and "not generated yet" not in text and "pending" not in text
+        assert process.wait(timeout=20) == 0

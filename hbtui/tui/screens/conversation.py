@@ -34,6 +34,20 @@ NONE_OF_KIND = {
 }
 
 
+# While its run is going, a conversation not yet answered and graded is read again this often.
+LIVE_SECONDS = 2.0
+
+
+def still_coming(detail: ConversationDetail) -> bool:
+    """The reply or some verdict is still to come."""
+    return detail.summary.status == "pending" or any(v.status == "pending" for v in detail.verdicts)
+
+
+def answered(detail: ConversationDetail) -> tuple:
+    """What changes as the run answers: the reply's arrival and each verdict's status."""
+    return detail.summary.status, detail.reply is not None, tuple(v.status for v in detail.verdicts)
+
+
 def message_text(role: str, content) -> Text:
     if not isinstance(content, str):
         content = json.dumps(content, ensure_ascii=False, indent=1)
@@ -85,6 +99,9 @@ def reply_text(detail: ConversationDetail) -> Text:
     if detail.finish_reason == "length":
         text.append("  ⚠ truncated (finish_reason: length)", style="bold yellow")
     text.append("\n")
+    if detail.reply is None and detail.summary.status == "pending":
+        text.append("not generated yet", style="dim")
+        return text
     if detail.reply is None:
         text.append("no reply", style="bold red")
         if detail.error:
@@ -143,6 +160,7 @@ class ConversationScreen(ResponsiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.set_interval(LIVE_SECONDS, self._follow)
         if self._preloaded is not None:
             # Filled before the first layout: one layout pass, and no "Loading…" frame.
             self._show(self._preloaded, self.index)
@@ -158,17 +176,32 @@ class ConversationScreen(ResponsiveScreen):
             pane.scroll_home(animate=False, immediate=True)
         self.query_one("#conversation-body").scroll_home(animate=False, immediate=True)
 
-    def _show(self, detail: ConversationDetail, index: int) -> None:
+    @work(group="conversation-follow", exclusive=True)
+    async def _follow(self) -> None:
+        """A conversation still being generated or graded (its run is going) is read again."""
+        detail = self.detail
+        if detail is None or not self.loaded or self.app.screen is not self or not still_coming(detail):
+            return
+        fresh = await self.app.store.conversation_detail(detail.summary.id)
+        if self.detail is detail and answered(fresh) != answered(detail):  # not stepped away meanwhile
+            self._show(fresh, self.index, keep_place=True)
+
+    def _show(self, detail: ConversationDetail, index: int, keep_place: bool = False) -> None:
+        """Fill the screen with ``detail``; ``keep_place`` keeps the selected criterion (a refresh)."""
         self.index = index
         self.detail = detail
         self.query_one("#conversation-title", Static).update(header_text(detail, index, len(self.conversation_ids)))
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
-        self.reasoning_shown = False
+        if not keep_place:
+            self.reasoning_shown = False
         self._show_reasoning()
         verdicts = self.query_one(VerdictList)
+        selected = verdicts.selected
         verdicts.show(detail.verdicts)
+        if keep_place and 0 <= selected < len(verdicts.items):
+            verdicts.selected = selected
         counts = {kind: 0 for kind in KINDS}
         for item in verdicts.items:
             counts[item.kind] += 1
