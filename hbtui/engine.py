@@ -132,6 +132,11 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
     return replace(merged, api_key=keys.get("API_KEY"), grader_api_key=grader_key)
 
 
+# Settings that may differ on a resume without changing what the run is: where its database
+# and cache are found, and the keys (stored masked; a new session brings them again).
+UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key"}
+
+
 def resume_hint(run_id: int, error: str | None) -> str:
     """What to do about a run that stopped on ``error``, as one line naming the command.
 
@@ -226,6 +231,20 @@ class Engine:
             )
         return self._clients[base_url]
 
+    async def _record_changed_settings(self) -> None:
+        """A resume given other settings (--base-url, --model-test...) records them on the run,
+        and says what changed: its description and summary then name what answered."""
+        now = self.settings.public_dict()
+        before = self.run.settings
+        changed = [(name, before.get(name), value) for name, value in now.items()
+                   if name not in UNRECORDED_SETTINGS and before.get(name) != value]
+        if not changed:
+            return
+        await self.store.update_run_settings(self.run.id, now, self.settings.model_test, self.settings.model_grader)
+        self.run = await self.store.get_run(self.run.id)
+        self._note("settings changed for this resume: "
+                   + "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changed))
+
     def _note(self, message: str) -> None:
         self._writes.put_nowait(("log", (self.run.id, time.time(), "info", message)))
         self.emit(Noted(self.run.id, "info", message))
@@ -255,6 +274,7 @@ class Engine:
         run_id = self.run.id
         await self.store.claim_run(run_id, self.owner)
         settings = self.settings
+        await self._record_changed_settings()
         test = self._client(settings.base_url, settings.api_key, settings.concurrency)
         grader = self._client(
             settings.effective_grader_base_url, settings.effective_grader_api_key, settings.effective_grader_concurrency

@@ -124,6 +124,21 @@ def test_a_bad_env_value_does_not_lock_the_user_out_of_browsing(workdir, small_d
     assert run.returncode == 2 and "CONCURRENCY" in run.stderr
 
 
+def test_a_resume_on_another_endpoint_and_model_records_them(tmp_path, small_dataset, server):
+    (tmp_path / ".env").write_text("BASE_URL=http://127.0.0.1:9/v1\nMODEL_TEST=typo-model\nMODEL_GRADER=grader-model\n"
+                                   "MAX_ATTEMPTS=1\n")
+    failed = hbtui("run", "--data", str(small_dataset), "--name", "moved", cwd=tmp_path)
+    assert failed.returncode == 1
+    resumed = hbtui("resume", "moved", "--base-url", server.base_url, "--model-test", "test-model", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "settings changed for this resume:" in resumed.stdout + resumed.stderr
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        model, settings, folder = conn.execute("SELECT model_test, settings_json, folder FROM runs").fetchone()
+    assert model == "test-model" and json.loads(settings)["base_url"] == server.base_url
+    description = (tmp_path / folder / "description.md").read_text()  # the folder is kept relative to where hbtui ran
+    assert f"model under test: test-model at {server.base_url}" in description
+
+
 def test_failed_run_says_why_in_show(tmp_path, small_dataset):
     (tmp_path / ".env").write_text("BASE_URL=http://127.0.0.1:9/v1\nMODEL_TEST=m\nMODEL_GRADER=g\nMAX_ATTEMPTS=1\n")
     run = hbtui("run", "--data", str(small_dataset), cwd=tmp_path)

@@ -132,6 +132,14 @@ class StoreWrites(Connection):
         )
         await self.db.commit()
 
+    async def update_run_settings(self, run_id: int, settings: dict, model_test: str, model_grader: str) -> None:
+        """The settings a resume runs with (flags changed them): what the run records from now on."""
+        await self.db.execute(
+            "UPDATE runs SET settings_json = ?, model_test = ?, model_grader = ? WHERE id = ?",
+            (json.dumps(settings), model_test, model_grader, run_id),
+        )
+        await self.db.commit()
+
     async def set_folder(self, run_id: int, folder: str) -> None:
         await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
         await self.db.commit()
