@@ -22,7 +22,7 @@ def _ci(metric: dict | None) -> str:
 
 def _status(run: RunRow) -> str:
     ago = run.stopped_ago()
-    return f"{run.shown_status()} {ago}" if ago else run.shown_status()
+    return f"{run.shown_status()} {ago}" if ago else run.status_label()
 
 
 def render_runs(runs: list[RunRow], width: int | None = None) -> str:

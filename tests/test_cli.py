@@ -4,6 +4,7 @@ import asyncio
 import csv
 import json
 import os
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -182,3 +183,19 @@ def test_the_runs_table_fits_a_terminal_and_keeps_names_apart(tmp_path):
     assert [line.split()[1][-6:] for line in table[1:]] == ["061408", "061407", "061406"]
     whole = render_runs(runs).splitlines()  # piped: nothing cut
     assert all(name in "\n".join(whole) for name in names) and "grader" in whole[0] and "data" in whole[0]
+
+
+def test_a_paused_run_is_listed_as_paused(tmp_path):
+    db = tmp_path / "runs.sqlite"
+
+    async def make():
+        async with await Store.open(db) as store:
+            run_id = await synthesize_run(store, conversations=3, name="held")
+            await store.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}")  # a live process drives it
+            await store.heartbeat(run_id, f"{socket.gethostname()}:{os.getpid()}", {"paused": True})
+            return await store.list_runs()
+
+    (run,) = asyncio.run(make())
+    assert run.shown_status() == "running"  # still driven: what decides whether it may be resumed
+    assert run.status_label() == "paused"
+    assert render_runs([run]).splitlines()[1].split()[2] == "paused"

@@ -64,6 +64,11 @@ class RunRow:
             return "interrupted"
         return self.status
 
+    def status_label(self, now: float | None = None) -> str:
+        """The status as listed: a running run its process has paused says so."""
+        status = self.shown_status(now)
+        return "paused" if status == "running" and (self.live or {}).get("paused") else status
+
     def stopped_ago(self, now: float | None = None) -> str | None:
         """How long ago an interrupted run's process went silent, e.g. "3 min ago"."""
         moment = self.heartbeat_at if self.status == "running" else self.finished_at

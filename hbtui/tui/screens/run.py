@@ -237,7 +237,7 @@ class RunScreen(ResponsiveScreen):
 
     def _show_run(self, run: RunRow, report: dict | None) -> None:
         self.report = report
-        status = run.shown_status()
+        status = run.status_label()
         title = Text()
         title.append(f"Run {run.id} ", style="bold")
         title.append(one_line(run.name, 50))
@@ -259,6 +259,9 @@ class RunScreen(ResponsiveScreen):
     def _update_filter_bar(self) -> None:
         f = self.filter
         bar = Text()
+        total = self.run.n_conversations if self.run else 0
+        bar.append(f"{self.total:,} of {total:,}", style="bold")  # first: at 80 columns the end is cut
+        bar.append("  ·  ")
         bar.append("sort ", style="dim")
         bar.append(SORT_LABELS[self.sort], style="bold")
         parts: list[tuple[str, str]] = []
@@ -278,8 +281,6 @@ class RunScreen(ResponsiveScreen):
             bar.append("  ·  ")
             bar.append(label, style="dim")
             bar.append(value, style="bold cyan")
-        total = self.run.n_conversations if self.run else 0
-        bar.append(f"  ·  {self.total:,} of {total:,}", style="dim")
         self.query_one("#filter-bar", Static).update(bar)
 
     @on(ConversationList.Counted)

@@ -32,7 +32,7 @@ COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "d
 
 def run_cells(run: RunRow, now: float) -> tuple[Text, ...]:
     """One table row; every string from the database goes in as Text, never as markup."""
-    status = run.shown_status(now)
+    status = run.status_label(now)
     ago = run.stopped_ago(now)
     status = f"{status} {ago}" if ago else status
     score = f"{run.score:.3f}" if run.score is not None else ""
