@@ -93,6 +93,13 @@ class HBTuiApp(App[int]):
 
     async def on_unmount(self) -> None:
         await self.stop_runs()
+        # The screens' readers (a monitor's poll, a list page) end before the store closes under
+        # them: one caught mid-query failed with "Cannot operate on a closed database" on exit.
+        self.workers.cancel_all()
+        try:
+            await asyncio.wait_for(self.workers.wait_for_complete(), STOP_TIMEOUT_SECONDS)
+        except asyncio.TimeoutError:
+            pass
         if self.store is not None:
             # Gone before it is closed: a screen's timer firing meanwhile finds no store and
             # skips its read, rather than reading from a closed connection.
