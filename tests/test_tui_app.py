@@ -4,6 +4,7 @@ test server (its own process) and real SQLite files."""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import asynccontextmanager
 
 from textual.widgets import DataTable, Input, Select, Static
 
@@ -242,16 +243,24 @@ async def test_a_monitor_of_an_unknown_run_ends_with_a_message(finished_run_db):
     assert app.return_code == 2
 
 
+@asynccontextmanager
+async def monitor_of_a_run_here(settings, data, name: str, size: tuple[int, int]):
+    """A run planned from ``data``, started in the app's process with its monitor open:
+    (app, pilot, monitor, run id)."""
+    run_id = await plan_only(settings, data, name)
+    app = HBTuiApp(settings=settings, env_file=None, monitor_run=name)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        monitor = app.screen
+        await app.start_run(run_id, settings)
+        yield app, pilot, monitor, run_id
+
+
 async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, small_dataset, tmp_path):
     server.control(latency_ms=300)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db)
-    run_id = await plan_only(settings, small_dataset, "to-cancel")
-    app = HBTuiApp(settings=settings, env_file=None, monitor_run="to-cancel")
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
-        monitor = app.screen
-        await app.start_run(run_id, settings)
+    async with monitor_of_a_run_here(settings, small_dataset, "to-cancel", (80, 24)) as (app, pilot, monitor, _):
         await pilot.press("p")
         await wait_for(pilot, lambda: monitor.view.status == "paused", what="paused")
         await wait_for(pilot, lambda: "– (paused)" in screen_text(app).split("calls/s", 1)[-1][:20],
@@ -273,12 +282,7 @@ async def test_the_monitor_interval_is_drawn_from_the_scores_it_shows(server, tm
     data = write_jsonl(tmp_path / "forty.jsonl", records)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db, concurrency=2)
-    run_id = await plan_only(settings, data, "interval")
-    app = HBTuiApp(settings=settings, env_file=None, monitor_run="interval")
-    async with app.run_test(size=(100, 30)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
-        monitor = app.screen
-        await app.start_run(run_id, settings)
+    async with monitor_of_a_run_here(settings, data, "interval", (100, 30)) as (app, pilot, monitor, run_id):
         shown: list[str] = []
         while monitor.view is None or len(monitor.view.scores) < 6:
             score_panel = str(monitor.query_one("#monitor-score", Static).render())

@@ -8,7 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -116,36 +116,44 @@ async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_
             assert connection.execute("SELECT status FROM runs WHERE name = 'keeps-going'").fetchone() == ("finished",)
 
 
-async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_records, tmp_path):
-    server.control(latency_ms=80)
+@asynccontextmanager
+async def results_of_a_headless_run(server, records: Path, tmp_path: Path, name: str):
+    """`hbtui run` going in its own process, and the app opened on its results from the runs list:
+    (app, pilot); the process must then end by itself with exit code 0."""
     db = tmp_path / "runs" / "hbtui.sqlite"
-    with headless_run(server, db, twelve_records, "followed", tmp_path) as process:
+    with headless_run(server, db, records, name, tmp_path) as process:
         app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
         async with app.run_test(size=(80, 24)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
             await pilot.press("enter")
             await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's results")
-            screen = app.screen
-            listed: list[int] = []
-            histogram: list[int] = []
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline:
-                run = screen.run
-                listed.append(sum(1 for i in range(screen.conversation_list.total)
-                                  if (row := screen.conversation_list.row(i)) is not None and row.score is not None))
-                histogram.append(len(screen.query_one(ScoreHistogram).scores))
-                if run.status == "finished" and screen.report and screen.report.get("overall_score") is not None:
-                    break
-                await pilot.pause(0.2)
-            assert screen.run.status == "finished", "the screen never saw the run end"
-            # Seen while it ran: the scores grew step by step on the same screen, never going back.
-            assert len(set(histogram)) >= 3 and histogram == sorted(histogram), histogram
-            assert listed == sorted(listed) and listed[-1] == 12, listed
-            await pilot.pause(0.3)
-            text = screen_text(app)
-            assert "finished" in text and "Conversations 12: 12 scored" in text, text
-            assert f"score {screen.run.score:.3f}" in text
-        assert process.wait(timeout=15) == 0
+            yield app, pilot
+        assert process.wait(timeout=20) == 0
+
+
+async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_records, tmp_path):
+    server.control(latency_ms=80)
+    async with results_of_a_headless_run(server, twelve_records, tmp_path, "followed") as (app, pilot):
+        screen = app.screen
+        listed: list[int] = []
+        histogram: list[int] = []
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            run = screen.run
+            listed.append(sum(1 for i in range(screen.conversation_list.total)
+                              if (row := screen.conversation_list.row(i)) is not None and row.score is not None))
+            histogram.append(len(screen.query_one(ScoreHistogram).scores))
+            if run.status == "finished" and screen.report and screen.report.get("overall_score") is not None:
+                break
+            await pilot.pause(0.2)
+        assert screen.run.status == "finished", "the screen never saw the run end"
+        # Seen while it ran: the scores grew step by step on the same screen, never going back.
+        assert len(set(histogram)) >= 3 and histogram == sorted(histogram), histogram
+        assert listed == sorted(listed) and listed[-1] == 12, listed
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "finished" in text and "Conversations 12: 12 scored" in text, text
+        assert f"score {screen.run.score:.3f}" in text
 
 
 def test_the_rate_of_a_run_just_started_counts_only_the_seconds_it_has_run():
@@ -161,22 +169,15 @@ def test_the_rate_of_a_run_just_started_counts_only_the_seconds_it_has_run():
 
 async def test_a_conversation_opened_before_its_reply_fills_in_as_the_run_answers(server, twelve_records, tmp_path):
     server.control(latency_ms=120)
-    db = tmp_path / "runs" / "hbtui.sqlite"
-    with headless_run(server, db, twelve_records, "early", tmp_path) as process:
-        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's results")
-            await pilot.press("2", "G", "enter")  # the last conversation: the run is far from it
-            await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
-            conversation = app.screen
-            assert conversation.detail.summary.status == "pending"
-            assert "not generated yet" in screen_text(app) and "no reply" not in screen_text(app)
-            await wait_for(pilot, lambda: conversation.detail.reply is not None
-                           and all(v.status != "pending" for v in conversation.detail.verdicts),
-                           timeout=40, what="the reply and its verdicts, on the screen left open")
-            await pilot.pause(0.3)
-            text = screen_text(app)
-            assert "Reply " in text and "not generated yet" not in text and "pending" not in text
-        assert process.wait(timeout=20) == 0
+    async with results_of_a_headless_run(server, twelve_records, tmp_path, "early") as (app, pilot):
+        await pilot.press("2", "G", "enter")  # the last conversation: the run is far from it
+        await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
+        conversation = app.screen
+        assert conversation.detail.summary.status == "pending"
+        assert "not generated yet" in screen_text(app) and "no reply" not in screen_text(app)
+        await wait_for(pilot, lambda: conversation.detail.reply is not None
+                       and all(v.status != "pending" for v in conversation.detail.verdicts),
+                       timeout=40, what="the reply and its verdicts, on the screen left open")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "Reply " in text and "not generated yet" not in text and "pending" not in text
