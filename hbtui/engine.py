@@ -169,6 +169,7 @@ class EndpointStats:
 @dataclass
 class LiveStats:
     started: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     endpoints: dict[str, EndpointStats] = field(default_factory=dict)
 
@@ -264,6 +265,7 @@ class Engine:
             stats.in_flight, stats.limit = limiter.in_flight, limiter.limit
         return {
             "paused": self.paused,
+            "started_at": self.live.started_at,  # when this process took the run up
             "endpoints": {url: vars(s).copy() for url, s in self.live.endpoints.items()},
             "call_errors": dict(self.live.errors_by_kind),
         }

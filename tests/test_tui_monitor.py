@@ -4,6 +4,7 @@ it reads the database only, sees the counts grow and the end, and never stops th
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -14,14 +15,16 @@ from pathlib import Path
 import pytest
 
 from hbtui.config import Settings
+from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
-from hbtui.tui.monitor_data import RunCounters
+from hbtui.tui.monitor_data import RunCounters, view_from_store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from tests.conftest import make_record, write_jsonl
+from tests.support.synth import synthesize_run
 from tests.support.tui import screen_text, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,3 +184,19 @@ async def test_a_conversation_opened_before_its_reply_fills_in_as_the_run_answer
         await pilot.pause(0.3)
         text = screen_text(app)
         assert "Reply " in text and "not generated yet" not in text and "pending" not in text
+
+
+async def test_the_rate_of_a_run_resumed_by_another_process_counts_from_its_resume(tmp_path):
+    db = tmp_path / "hbtui.sqlite"
+    owner = f"{socket.gethostname()}:{os.getpid()}"
+    async with await Store.open(db) as store:
+        run_id = await synthesize_run(store, conversations=20, criteria_per=5)
+        now = time.time()
+        await store.claim_run(run_id, owner)
+        await store.heartbeat(run_id, owner, {"paused": False, "started_at": now - 2.0})
+        # 20 verdicts in the 2 s since the resume; nothing in the 8 s before (the run was stopped).
+        await store.db.execute("UPDATE verdicts SET graded_at = ? WHERE run_id = ? AND idx < 1", (now - 1.0, run_id))
+        await store.db.commit()
+        view = await view_from_store(store, run_id)
+    assert view.status == "running"
+    assert 9.0 <= view.calls_per_second <= 10.0  # 20 calls in about 2 s, not 20 in 10 s

@@ -219,7 +219,10 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     if live and live.get("paused"):
         status = "paused"
     running = status in ("running", "paused")
-    rate = (await store.calls_since(run_id, now - RATE_WINDOW_SECONDS)) / RATE_WINDOW_SECONDS if running else 0.0
+    # As in RunCounters: a process that took the run up moments ago (a resume) is judged on the
+    # seconds it has run, not on a 10 s window that reaches back into the idle time before.
+    window = min(RATE_WINDOW_SECONDS, max(now - (live or {}).get("started_at", 0.0), 1.0))
+    rate = (await store.calls_since(run_id, now - window)) / window if running else 0.0
     done = progress.conversations_generated + progress.conversations_failed
     remaining = (progress.conversations_total - done) + (progress.criteria_total - progress.criteria_done)
     p50, p95 = percentiles(await store.recent_latencies(run_id))
