@@ -150,8 +150,8 @@ def resume_hint(run_id: int, error: str | None) -> str:
     if kind == "auth":
         return f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
     if kind == "not_found":
-        return (f"a run keeps its model names; to correct one: hbtui resume {run_id} --model-test NAME"
-                " (or --model-grader NAME)")
+        return (f"a run keeps its endpoint and model names; to correct one: hbtui resume {run_id} --model-test NAME"
+                " (or --model-grader NAME, or --base-url URL if the address lacks its /v1)")
     return f"fix the cause, then: hbtui resume {run_id}"
 
 
@@ -237,8 +237,9 @@ class Engine:
         and says what changed: its description and summary then name what answered."""
         now = self.settings.public_dict()
         before = self.run.settings
-        changed = [(name, before.get(name), value) for name, value in now.items()
-                   if name not in UNRECORDED_SETTINGS and before.get(name) != value]
+        # Only what the run recorded: a setting added to hbtui since is no change of the user's.
+        changed = [(name, before[name], value) for name, value in now.items()
+                   if name in before and name not in UNRECORDED_SETTINGS and before[name] != value]
         if not changed:
             return
         await self.store.update_run_settings(self.run.id, now, self.settings.model_test, self.settings.model_grader)
@@ -504,21 +505,24 @@ class Engine:
         stats = self.live.endpoints.get(exc.endpoint or "")
         if exc.kind == CONNECTION and stats is not None and stats.successes == 0:
             unreachable = ChatError(CONNECTION, f"cannot reach {exc.endpoint}: {exc.message}", exc.status, exc.attempts)
-            self._stop(unreachable)
+            self._stop(unreachable, stop_calls=True)
             return True
         if exc.fatal:
             self._stop(exc)
             return True
         return False
 
-    def _stop(self, exc: ChatError) -> None:
+    def _stop(self, exc: ChatError, stop_calls: bool = False) -> None:
+        """The run stops: no new calls. ``stop_calls``: an endpoint never reached, whose calls in
+        flight or waiting their turn would each retry the same failure (5 conversations took
+        56 s to give up) are stopped now, unless calls to another endpoint are in flight: those
+        are paid for and are let finish (so are the calls of any other fatal error, a 401 or an
+        unknown model, which fail at once anyway). What was not answered stays pending."""
         if self._fatal is None:
             self._fatal = exc
             self._note(f"stopping: {exc}")
-            # The calls still in flight or waiting their turn would each retry the same failure
-            # (an unreachable endpoint: 5 conversations took 56 s to give up); stop them now.
-            # What they had not answered stays pending for the resume.
-            if self._drive_task is not None:
+            others_busy = any(limiter.in_flight for url, limiter in self._limiters.items() if url != exc.endpoint)
+            if stop_calls and not others_busy and self._drive_task is not None:
                 self._drive_task.cancel()
 
     def _cancelled_from_outside(self) -> bool:

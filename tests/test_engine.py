@@ -14,6 +14,7 @@ from hbtui.grading import default_template, grader_prompt
 from hbtui.store import RunBusy, Store
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
 from tests.support.fake_server import expected_verdict
+from tests.support.server_process import FakeServer
 
 
 def stored_verdicts(db):
@@ -241,6 +242,21 @@ def test_an_unreachable_endpoint_stops_after_one_call_has_given_up(tmp_path, sma
     assert status == "failed"
     # One call's attempts; before, each of the three conversations ran its own to the end (9).
     assert stats.successes == 0 and stats.failures == settings.max_attempts, stats
+
+
+def test_a_fatal_grader_error_lets_the_paid_replies_in_flight_finish(server, tmp_path, small_dataset):
+    """A 401 from the grader stops the run, but generations already sent elsewhere are answers
+    paid for: they are stored, not cancelled and asked again on resume."""
+    server.control(latency_ms=300)
+    db = tmp_path / "db.sqlite"
+    with FakeServer(api_key="sk-right") as guarded:
+        settings = settings_for(server, db, concurrency=3, grader_base_url=guarded.base_url,
+                                grader_api_key="sk-wrong-key")
+        run_id, status = asyncio.run(run_engine(settings, small_dataset))
+    assert status == "failed"
+    with sqlite3.connect(db) as conn:
+        generated = conn.execute("SELECT count(*) FROM conversations WHERE status = 'generated'").fetchone()[0]
+    assert generated == 3, generated  # all three replies kept, though grading stopped at the first
 
 
 @pytest.mark.parametrize("error, says", [

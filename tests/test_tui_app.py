@@ -3,9 +3,11 @@ test server (its own process) and real SQLite files."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from contextlib import asynccontextmanager
 
+import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
 from hbtui import scoring
@@ -305,6 +307,30 @@ async def test_the_monitor_interval_is_drawn_from_the_scores_it_shows(server, tm
         await wait_for(pilot, lambda: f"95% CI {expected[0]:.3f}–{expected[1]:.3f}" in " ".join(
             str(monitor.query_one("#monitor-score", Static).render()).split()), what="the final interval")
         assert "updating" not in str(monitor.query_one("#monitor-score", Static).render())
+
+
+async def test_quitting_with_a_worker_still_unwinding_closes_the_store(finished_run_db):
+    """A worker that takes a moment to stop once cancelled: quitting waits for it, then closes
+    the store (its thread would otherwise keep the process alive)."""
+    unwound = []
+
+    async def linger() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.2)
+            unwound.append(True)
+            raise
+
+    app = make_app(finished_run_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        app.run_worker(linger(), group="linger")
+        store = app.store
+        await pilot.pause()
+    assert unwound == [True] and app.store is None
+    with pytest.raises(ValueError):  # aiosqlite's "no active connection": closed
+        await store.get_run(1)
 
 
 def test_an_unexpected_error_is_one_line_and_a_log_without_locals(tmp_path):

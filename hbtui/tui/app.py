@@ -92,19 +92,23 @@ class HBTuiApp(App[int]):
             self.open_config()
 
     async def on_unmount(self) -> None:
-        await self.stop_runs()
-        # The screens' readers (a monitor's poll, a list page) end before the store closes under
-        # them: one caught mid-query failed with "Cannot operate on a closed database" on exit.
-        self.workers.cancel_all()
         try:
-            await asyncio.wait_for(self.workers.wait_for_complete(), STOP_TIMEOUT_SECONDS)
+            await self.stop_runs()
+            # Readers still going (a connection check, a run being opened) end before the store
+            # closes under them: one caught mid-query failed with "Cannot operate on a closed
+            # database" on exit. A cancelled worker's wait raises WorkerCancelled: gathered.
+            workers = list(self.workers)
+            for worker in workers:
+                worker.cancel()
+            await asyncio.wait_for(asyncio.gather(*(worker.wait() for worker in workers), return_exceptions=True),
+                                   STOP_TIMEOUT_SECONDS)
         except asyncio.TimeoutError:
             pass
-        if self.store is not None:
-            # Gone before it is closed: a screen's timer firing meanwhile finds no store and
-            # skips its read, rather than reading from a closed connection.
-            store, self.store = self.store, None
-            await store.close()
+        finally:
+            # Whatever happened above: an open aiosqlite thread would keep the process alive.
+            if self.store is not None:
+                store, self.store = self.store, None
+                await store.close()
 
     def _fatal_error(self) -> None:
         """An unexpected error: one line on the terminal, the traceback in a file.

@@ -170,7 +170,7 @@ class MonitorScreen(ResponsiveScreen):
             self._controllable = self.controllable
             self.refresh_bindings()
         self._update_metric(view)
-        signature = (view.signature(), self._metric_n)
+        signature = (view.signature(), self._metric_n, self.has_class("-stacked"))  # a resize changes the status line
         if signature != self._shown:
             self._shown = signature
             self.paint(view)

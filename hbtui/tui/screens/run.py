@@ -7,7 +7,7 @@ whole height. Filters and the sort order live on this screen; the list only page
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rich.text import Text
 from textual import on, work
@@ -224,15 +224,20 @@ class RunScreen(ResponsiveScreen):
     async def compute(self) -> None:
         self._report_at = time.monotonic()
         report = await compute_report(self.app.store, self.run_id)
-        if self.run is not None:
-            self._show_run(self.run, report)
+        run = self.run
+        if run is not None and not (run.report is not None and run.shown_status() != "running"):
+            self._show_run(run, report)  # unless the run ended meanwhile: its own report is shown
 
     @work(group="run-follow", exclusive=True)
     async def _follow(self) -> None:
         """A running run read again: its counts, histogram and list (the cursor stays put)."""
         if self.app.screen is not self or self.run is None:
             return  # under a conversation or the monitor: read again when shown
-        data = await read_run(self.app.store, self.run_id, self._query(), self.conversation_list.cursor)
+        query = Query(self.run_id, replace(self.filter), self.sort)
+        generation = self.conversation_list.generation
+        data = await read_run(self.app.store, self.run_id, query, self.conversation_list.cursor)
+        if (query.filter, query.sort) != (self.filter, self.sort) or generation != self.conversation_list.generation:
+            return  # the filter or order changed meanwhile: what was read is not what is asked
         self._show_data(data, keep_cursor=True)
 
     def _show_run(self, run: RunRow, report: dict | None) -> None:

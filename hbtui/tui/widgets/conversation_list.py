@@ -162,6 +162,11 @@ class ConversationList(ScrollView, can_focus=True):
         self._generation = 0  # bumps on every new query so that late pages of an old one are dropped
         self.loaded = False  # first page of the current query is in
 
+    @property
+    def generation(self) -> int:
+        """Bumped by every new query: a reader compares it to know whether its result still applies."""
+        return self._generation
+
     # ---- data ----------------------------------------------------------------------------
     async def load(self, query: Query, keep_cursor: bool = False) -> int:
         """Show ``query``: count its rows, fetch the page under the cursor, repaint."""
