@@ -217,13 +217,7 @@ async def test_quitting_during_a_run_asks_then_stops_it_resumably(server, small_
     server.control(latency_ms=300)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db)
-    run_id = await plan_only(settings, small_dataset, "slow")
-    app = HBTuiApp(settings=settings, env_file=None)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
-        await app.start_run(run_id, settings)
-        app.open_monitor(run_id)
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+    async with monitor_of_a_run_here(settings, small_dataset, "slow") as (app, pilot, _, run_id):
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the confirmation")
         await pilot.press("n")  # keep running
@@ -246,15 +240,16 @@ async def test_a_monitor_of_an_unknown_run_ends_with_a_message(finished_run_db):
 
 
 @asynccontextmanager
-async def monitor_of_a_run_here(settings, data, name: str, size: tuple[int, int]):
-    """A run planned from ``data``, started in the app's process with its monitor open:
-    (app, pilot, monitor, run id)."""
+async def monitor_of_a_run_here(settings, data, name: str, size: tuple[int, int] = (80, 24), start: bool = True):
+    """A run planned from ``data``, its monitor open over the runs list and, with ``start``, the run
+    driven by the app's process: (app, pilot, monitor, run id)."""
     run_id = await plan_only(settings, data, name)
     app = HBTuiApp(settings=settings, env_file=None, monitor_run=name)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
         monitor = app.screen
-        await app.start_run(run_id, settings)
+        if start:
+            await app.start_run(run_id, settings)
         yield app, pilot, monitor, run_id
 
 
@@ -434,13 +429,7 @@ async def test_pause_and_cancel_are_offered_only_while_this_process_drives_the_r
     server.control(latency_ms=200)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db)
-    run_id = await plan_only(settings, small_dataset, "offered")
-    app = HBTuiApp(settings=settings, env_file=None)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
-        app.open_monitor(run_id)
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
-        monitor = app.screen
+    async with monitor_of_a_run_here(settings, small_dataset, "offered", start=False) as (app, pilot, monitor, run_id):
         await pilot.pause(0.3)
         text = screen_text(app)
         assert "Pause" not in text and "Cancel run" not in text  # nobody drives it

@@ -75,68 +75,64 @@ def wait_for_run_row(db: Path, name: str, process: subprocess.Popen, timeout: fl
     raise AssertionError("the run never started")
 
 
+@asynccontextmanager
+async def app_on_a_headless_run(server, records: Path, tmp_path: Path, name: str, *, on: str):
+    """`hbtui run` going in its own process (as under nohup), and the app attached to it, either
+    ``on="monitor"`` (`hbtui monitor NAME`) or ``on="results"`` (enter on the runs list): yields
+    (app, pilot, process); the process must then end by itself with exit code 0."""
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    with headless_run(server, db, records, name, tmp_path) as process:
+        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None,
+                       monitor_run=name if on == "monitor" else None)
+        async with app.run_test(size=(80, 24)) as pilot:
+            if on == "monitor":
+                await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+            else:
+                await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's results")
+            yield app, pilot, process
+        assert process.wait(timeout=30) == 0
+
+
 async def test_the_monitor_follows_a_run_of_another_process_to_its_end(server, twelve_records, tmp_path):
     server.control(latency_ms=80)
-    db = tmp_path / "runs" / "hbtui.sqlite"
-    with headless_run(server, db, twelve_records, "outside", tmp_path) as process:
-        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run="outside")
-        async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
-            monitor = app.screen
-            assert not monitor.view.in_process
-            seen: list[int] = []
-            deadline = time.monotonic() + 30
-            while monitor.view.status != "finished" and time.monotonic() < deadline:
-                if not seen or seen[-1] != monitor.view.criteria_done:
-                    seen.append(monitor.view.criteria_done)
-                await pilot.pause(0.1)
-            assert monitor.view.status == "finished"
-            assert len(seen) >= 3 and seen == sorted(seen), seen  # it grew, step by step, never back
-            await pilot.pause(0.3)
-            text = screen_text(app)
-            assert "finished" in text and "60/60" in text and "12/12" in text
-            assert f"final score {monitor.view.final_score:.3f}" in text
-        assert process.wait(timeout=15) == 0
+    async with app_on_a_headless_run(server, twelve_records, tmp_path, "outside", on="monitor") as (app, pilot, _):
+        monitor = app.screen
+        assert not monitor.view.in_process
+        seen: list[int] = []
+        deadline = time.monotonic() + 30
+        while monitor.view.status != "finished" and time.monotonic() < deadline:
+            if not seen or seen[-1] != monitor.view.criteria_done:
+                seen.append(monitor.view.criteria_done)
+            await pilot.pause(0.1)
+        assert monitor.view.status == "finished"
+        assert len(seen) >= 3 and seen == sorted(seen), seen  # it grew, step by step, never back
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        assert "finished" in text and "60/60" in text and "12/12" in text
+        assert f"final score {monitor.view.final_score:.3f}" in text
 
 
 async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_records, tmp_path):
     server.control(latency_ms=150)
-    db = tmp_path / "runs" / "hbtui.sqlite"
-    with headless_run(server, db, twelve_records, "keeps-going", tmp_path) as process:
-        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run="keeps-going")
-        async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
-            await pilot.press("p", "x")  # not this process's run: only a message, nothing stops
-            await pilot.pause(0.2)
-            assert app.screen.view.status == "running" and not app.live_runs
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
-            await pilot.press("q")  # nothing of this process runs, so it quits without asking
-            await wait_for(pilot, lambda: not app.is_running)
+    async with app_on_a_headless_run(server, twelve_records, tmp_path, "keeps-going",
+                                     on="monitor") as (app, pilot, process):
+        await pilot.press("p", "x")  # not this process's run: only a message, nothing stops
+        await pilot.pause(0.2)
+        assert app.screen.view.status == "running" and not app.live_runs
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("q")  # nothing of this process runs, so it quits without asking
+        await wait_for(pilot, lambda: not app.is_running)
         assert process.poll() is None, "closing the monitor stopped the run"
-        assert process.wait(timeout=30) == 0
-        with sqlite3.connect(db) as connection:
-            assert connection.execute("SELECT status FROM runs WHERE name = 'keeps-going'").fetchone() == ("finished",)
-
-
-@asynccontextmanager
-async def results_of_a_headless_run(server, records: Path, tmp_path: Path, name: str):
-    """`hbtui run` going in its own process, and the app opened on its results from the runs list:
-    (app, pilot); the process must then end by itself with exit code 0."""
-    db = tmp_path / "runs" / "hbtui.sqlite"
-    with headless_run(server, db, records, name, tmp_path) as process:
-        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
-            await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run's results")
-            yield app, pilot
-        assert process.wait(timeout=20) == 0
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as connection:  # and it went on to its end
+        assert connection.execute("SELECT status FROM runs WHERE name = 'keeps-going'").fetchone() == ("finished",)
 
 
 async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_records, tmp_path):
     server.control(latency_ms=80)
-    async with results_of_a_headless_run(server, twelve_records, tmp_path, "followed") as (app, pilot):
+    async with app_on_a_headless_run(server, twelve_records, tmp_path, "followed", on="results") as (app, pilot, _):
         screen = app.screen
         listed: list[int] = []
         histogram: list[int] = []
@@ -172,7 +168,7 @@ def test_the_rate_of_a_run_just_started_counts_only_the_seconds_it_has_run():
 
 async def test_a_conversation_opened_before_its_reply_fills_in_as_the_run_answers(server, twelve_records, tmp_path):
     server.control(latency_ms=120)
-    async with results_of_a_headless_run(server, twelve_records, tmp_path, "early") as (app, pilot):
+    async with app_on_a_headless_run(server, twelve_records, tmp_path, "early", on="results") as (app, pilot, _):
         await pilot.press("2", "G", "enter")  # the last conversation: the run is far from it
         await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
         conversation = app.screen

@@ -66,6 +66,14 @@ def safe(text: str, width: int = 120) -> Text:
     return Text(one_line(visible_controls(text), width))
 
 
+def append_counts(text: Text, counts: dict[str, int]) -> None:
+    """One line per kind, the most frequent first."""
+    for kind, number in sorted(counts.items(), key=lambda item: -item[1]):
+        text.append("\n ")
+        text.append_text(safe(kind, 20))
+        text.append(f" {number}")
+
+
 class MonitorScreen(ResponsiveScreen):
     SUB_TITLE = "live monitor"
     # Below 72 columns the two panels stack in one scroll instead of clipping their labels.
@@ -299,16 +307,10 @@ class MonitorScreen(ResponsiveScreen):
         text.append("errors", style="bold")
         if not view.errors_by_kind:
             text.append("  none")
-        for kind, number in sorted(view.errors_by_kind.items(), key=lambda item: -item[1]):
-            text.append("\n ")
-            text.append_text(safe(kind, 20))
-            text.append(f" {number}")
+        append_counts(text, view.errors_by_kind)
         if view.retried_by_kind:
             text.append("\nfailed attempts (retried)", style="bold")
-            for kind, number in sorted(view.retried_by_kind.items(), key=lambda item: -item[1]):
-                text.append("\n ")
-                text.append_text(safe(kind, 20))
-                text.append(f" {number}")
+            append_counts(text, view.retried_by_kind)
         if view.recent_errors:
             text.append("\nlatest", style="bold")
             for at, kind, message in view.recent_errors:
