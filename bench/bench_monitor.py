@@ -96,7 +96,7 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
     written = 0
     async with await Store.open(db) as store:
         owner = "bench:writer"
-        await store.claim_run(run_id, owner)
+        lease = await store.claim_run(run_id, owner)
         conversation = 0
         idx = 0
         last_heartbeat = 0.0
@@ -121,7 +121,7 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
             written += len(verdicts)
             if now - last_heartbeat > 2:
                 last_heartbeat = now
-                await store.heartbeat(run_id, owner, {"paused": False, "call_errors": {},
+                await store.heartbeat(run_id, lease, {"paused": False, "call_errors": {},
                                                       "endpoints": {"http://bench/v1": {"in_flight": 64, "limit": 64}}})
             await asyncio.sleep(max(0.0, 0.1 - (time.perf_counter() - tick)))
         await store.finish_run(run_id, "interrupted")

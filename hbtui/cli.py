@@ -22,7 +22,9 @@ from hbtui import __version__
 from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import Engine, plan_run, resume_hint, settings_for_run
+from hbtui.engine import (
+    INCOMPLETE, TAKEN_OVER, Engine, plan_run, refuse_measured_changes, resume_hint, settings_for_run,
+)
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
@@ -30,7 +32,10 @@ from hbtui.report import render_report, render_runs
 from hbtui.store import RunBusy, RunRow, Store, StoreError
 from hbtui.text import one_line
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# Signals that stop a headless run cleanly (interrupted, resumable): Ctrl-C, kill, and the hangup
+# of a terminal or SSH session that went away under a run started without nohup or tmux.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 # Settings flags: (flag, Settings attribute, help). API keys have no flags on purpose: a key on
 # a command line ends up in shell history and `ps` output.
@@ -51,6 +56,10 @@ SETTING_FLAGS = [
     ("--max-attempts", "max_attempts", "attempts per call before it counts as failed (default 6)"),
     ("--grader-parse-attempts", "grader_parse_attempts", "times a grader is asked when its answer holds no verdict (default 3)"),
     ("--grader-template", "grader_template", "your own grader prompt (GRADER_TEMPLATE)"),
+    ("--unreachable-patience", "unreachable_patience",
+     "seconds of connection failures from an endpoint before the run stops, resumable (default 60)"),
+    ("--db-write-patience", "db_write_patience",
+     "seconds to keep answers in memory while the database is locked, before stopping (default 300)"),
 ]
 
 
@@ -147,25 +156,31 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
         nonlocal stops
         stops += 1
         if stops == 1:
-            print("\nstopping: saving what completed (Ctrl-C again to quit at once)", file=sys.stderr)
+            try:
+                print("\nstopping: saving what completed (Ctrl-C again to quit at once)", file=sys.stderr)
+            except OSError:
+                pass  # the terminal is gone (SIGHUP): stop all the same
             runner.cancel()  # the engine catches it, flushes its writes and marks the run interrupted
         else:
             os._exit(EXIT_INTERRUPTED)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, stop)
     try:
         status = await runner
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
+    if status == TAKEN_OVER:
+        print(f"hbtui: error: {one_line(engine.error or '', 400)}", file=sys.stderr)
+        return EXIT_FAILED
     final = await store.get_run(run.id)
-    if status == "finished":
+    if status in ("finished", INCOMPLETE):
         print(render_report(final, brief=True))
         print(f"results: {final.folder}")
-        errors = (final.report or {}).get("criteria", {}).get("errors", 0)
-        if errors:
-            print(f"{errors} criteria failed to grade; retry them with: hbtui regrade-errors {final.id}")
+        if status == INCOMPLETE:
+            print(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", file=sys.stderr)
+            return EXIT_INCOMPLETE
         return EXIT_OK
     if status == "failed":
         print(f"run {final.id} {final.name} failed: {one_line(engine.error or final.error or '', 400)}", file=sys.stderr)
@@ -202,6 +217,7 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         run = await store.resolve_run(args.run)
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
+        await refuse_measured_changes(store, run, run_settings)
         if regrade:
             verdicts, replies = await store.reset_errors(run.id)
             print(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")

@@ -37,6 +37,8 @@ KEYS: dict[str, tuple[str, str]] = {
     "TIMEOUT": ("timeout", "positive_float"),
     "MAX_ATTEMPTS": ("max_attempts", "positive_int"),
     "GRADER_PARSE_ATTEMPTS": ("grader_parse_attempts", "positive_int"),
+    "UNREACHABLE_PATIENCE": ("unreachable_patience", "positive_float"),
+    "DB_WRITE_PATIENCE": ("db_write_patience", "positive_float"),
     "GRADER_TEMPLATE": ("grader_template", "path"),
     "HBTUI_DB": ("db_path", "path"),
     "HBTUI_CACHE": ("cache_dir", "path"),
@@ -69,6 +71,12 @@ class Settings:
     timeout: float = 120.0
     max_attempts: int = 6
     grader_parse_attempts: int = 3
+    # Seconds of nothing but connection failures from an endpoint that answered before, after
+    # which the run stops (resumable) rather than burn every remaining conversation's attempts.
+    unreachable_patience: float = 60.0
+    # Seconds the engine keeps answers in memory while the database refuses its writes (another
+    # process holds a lock) before it stops the run, saying so.
+    db_write_patience: float = 300.0
     grader_template: str | None = None
     db_path: str = "runs/hbtui.sqlite"
     cache_dir: str = str(Path.home() / ".cache" / "hbtui")

@@ -14,8 +14,6 @@ import asyncio
 import gc
 import hashlib
 import json
-import os
-import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import Any, Sequence
 
 from hbtui import scoring
 from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, CallRecord, ChatClient, ChatError, Endpoint
-from hbtui.config import Settings, SettingsError
+from hbtui.config import Settings, SettingsError, attribute_key
 from hbtui.dataset import Dataset, Record, sample
 from hbtui.events import (
     CallFailed,
@@ -41,9 +39,23 @@ from hbtui.events import (
 from hbtui.export import write_run_folder
 from hbtui.grading import fill_template, grade_criterion, graded_conversation, load_template
 from hbtui.limiter import GENERATION, AdaptiveLimiter
-from hbtui.store import MET, NOT_MET, ERROR, PlannedConversation, RunRow, Store, WorkItem
+from hbtui.store import (
+    ERROR, MET, NOT_MET, PlannedConversation, RunRow, RunTakenOver, Store, StoreError, WorkItem,
+)
+from hbtui.store.owners import this_owner
 
 HEARTBEAT_SECONDS = 2.0
+INCOMPLETE = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
+TAKEN_OVER = "taken over"  # this process lost the run to another: no status of its own to write
+
+
+def incomplete_message(run_id: int, no_reply: int, unfinished: int) -> str:
+    parts = []
+    if no_reply:
+        parts.append(f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply")
+    if unfinished:
+        parts.append(f"{unfinished} ha{'ve' if unfinished != 1 else 's'} criteria that failed to grade")
+    return f"{' and '.join(parts)}; complete them with: hbtui regrade-errors {run_id}"
 
 
 def preview_of(record: Record) -> str:
@@ -136,6 +148,34 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
 # and cache are found, and the keys (stored masked; a new session brings them again).
 UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key"}
 
+# What a run measures. A resume may change how the run is reached (endpoint, keys, concurrency,
+# timeouts, patience), never these: that would put two models' replies, or two graders'
+# verdicts, under one label. (The sample is not a setting: a resume cannot change it at all.)
+MEASURED_TEST = ("model_test", "temperature_test", "max_tokens_test", "reasoning_test")
+MEASURED_GRADER = ("model_grader", "grader_template", "temperature_grader", "max_tokens_grader", "reasoning_grader")
+
+
+async def refuse_measured_changes(store: Store, run: RunRow, settings: Settings) -> None:
+    """Raise SettingsError, in one line, when ``settings`` would change what ``run`` measures.
+
+    One correction is allowed: a model name, while none of that model's calls has been answered
+    (a run that stopped on "model not found" at once is corrected with --model-test NAME).
+    """
+    replies, verdicts = await store.answered_calls(run.id)
+    for names, answered in ((MEASURED_TEST, replies), (MEASURED_GRADER, verdicts)):
+        for name in names:
+            if name not in run.settings:
+                continue  # a setting added to hbtui since the run was made
+            before, now = run.settings[name], getattr(settings, name)
+            if before == now or (name in ("model_test", "model_grader") and not answered):
+                continue
+            key = attribute_key(name)
+            raise SettingsError(
+                f"{key} {now!r}: run {run.id} was made with {before!r}, and a resume may change how a run is"
+                f" reached (endpoint, keys, concurrency, timeouts), not what it measures; start a new run"
+                f" (hbtui run) for {now!r}"
+            )
+
 
 def resume_hint(run_id: int, error: str | None) -> str:
     """What to do about a run that stopped on ``error``, as one line naming the command.
@@ -150,7 +190,8 @@ def resume_hint(run_id: int, error: str | None) -> str:
     if kind == "auth":
         return f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
     if kind == "not_found":
-        return (f"a run keeps its endpoint and model names; to correct one: hbtui resume {run_id} --model-test NAME"
+        return (f"a run keeps its endpoint and model names; while none of a model's calls has been answered its"
+                f" name may be corrected: hbtui resume {run_id} --model-test NAME"
                 " (or --model-grader NAME, or --base-url URL if the address lacks its /v1)")
     return f"fix the cause, then: hbtui resume {run_id}"
 
@@ -164,6 +205,7 @@ class EndpointStats:
     calls: int = 0
     failures: int = 0
     successes: int = 0
+    failing_since: float | None = None  # monotonic time of the first connection failure since the last answer
 
 
 @dataclass
@@ -184,11 +226,20 @@ class Engine:
         self.settings = settings
         self.observers = list(observers)
         self.backoff_base = backoff_base
-        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self.owner = this_owner()
+        self.lease: str | None = None  # given by claim_run: every write is fenced by it
         self.live = LiveStats()
         self._writes: asyncio.Queue = asyncio.Queue()
         self._unpaused = asyncio.Event()
         self._unpaused.set()
+        # Calls go out only while this is set: not paused, and the database keeps up. While the
+        # writer cannot commit (another process holds a lock) answers wait in memory; past this
+        # many unwritten, no new call is sent until they are stored (calls in flight finish).
+        self._calls_open = asyncio.Event()
+        self._calls_open.set()
+        self._unwritten = 0
+        self.max_unwritten = max(32, 2 * (settings.concurrency + settings.effective_grader_concurrency))
+        self.taken_over = False
         self._fatal: ChatError | None = None
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._clients: dict[str, ChatClient] = {}
@@ -202,9 +253,23 @@ class Engine:
     # ---- control from a display --------------------------------------------------------
     def pause(self) -> None:
         self._unpaused.clear()
+        self._update_gate()
 
     def resume(self) -> None:
         self._unpaused.set()
+        self._update_gate()
+
+    def _update_gate(self) -> None:
+        if self._unpaused.is_set() and self._unwritten < self.max_unwritten:
+            self._calls_open.set()
+        else:
+            self._calls_open.clear()
+
+    def _store_result(self, kind: str, row: tuple) -> None:
+        """A paid answer (reply or verdict) for the writer: counted until it is committed."""
+        self._unwritten += 1
+        self._writes.put_nowait((kind, row))
+        self._update_gate()
 
     @property
     def paused(self) -> bool:
@@ -228,7 +293,7 @@ class Engine:
                 backoff_base=self.backoff_base,
                 on_note=self._note,
                 on_call=self._on_call,
-                gate=self._unpaused,
+                gate=self._calls_open,
             )
         return self._clients[base_url]
 
@@ -255,6 +320,18 @@ class Engine:
         stats = self.live.endpoints[record.endpoint]
         stats.calls += 1
         stats.successes += record.ok
+        if record.ok or record.kind != CONNECTION:
+            stats.failing_since = None
+        else:
+            now = time.monotonic()
+            stats.failing_since = stats.failing_since or now
+            patience = self.settings.unreachable_patience
+            if stats.successes and now - stats.failing_since >= patience:
+                # The endpoint answered before and has failed every call since, for that long: stop
+                # (resumable) instead of burning every remaining conversation's attempts.
+                self._stop(ChatError(CONNECTION, f"{record.endpoint} stopped answering: every call failed to connect"
+                                     f" for {now - stats.failing_since:.0f} s (UNREACHABLE_PATIENCE {patience:g} s):"
+                                     f" {record.message}"), stop_calls=True, endpoint=record.endpoint)
         if not record.ok:
             stats.failures += 1
             self.live.errors_by_kind[record.kind] = self.live.errors_by_kind.get(record.kind, 0) + 1
@@ -275,7 +352,7 @@ class Engine:
     async def execute(self) -> str:
         """Run until every call is done, or until cancelled; returns the final status."""
         run_id = self.run.id
-        await self.store.claim_run(run_id, self.owner)
+        self.lease = await self.store.claim_run(run_id, self.owner)
         settings = self.settings
         await self._record_changed_settings()
         test = self._client(settings.base_url, settings.api_key, settings.concurrency)
@@ -295,7 +372,8 @@ class Engine:
         gc.freeze()
         progress = await self.store.progress(run_id)
         self.emit(RunStarted(run_id, self.run.name, progress.conversations_total, progress.criteria_total,
-                             progress.conversations_generated + progress.conversations_failed, progress.criteria_done,
+                             progress.conversations_generated, progress.conversations_failed,
+                             progress.criteria_graded, progress.criteria_skipped, progress.criteria_errors,
                              await self.store.conversation_scores(run_id)))
         writer = asyncio.create_task(self._writer(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
@@ -338,30 +416,55 @@ class Engine:
             await client.aclose()
         store_error = writer.exception() if not writer.cancelled() else None
         report = None
-        if store_error is not None:
+        if isinstance(store_error, RunTakenOver):
+            # Another process drives the run now: its status, owner and results are its own.
+            self.taken_over = True
+            self.error = str(store_error)
+            self.emit(RunFinished(run_id, TAKEN_OVER, None, self.error))
+            return TAKEN_OVER
+        if isinstance(store_error, StoreError):
+            status, error = "failed", str(store_error)
+        elif store_error is not None:
             status = "failed"
             error = (f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
                      f" resumes with `hbtui resume {run_id}` once that is fixed")
         elif status == "finished":
-            progress = await self.store.progress(run_id)
-            left = progress.criteria_total - progress.criteria_done
-            if left or progress.conversations_generated + progress.conversations_failed < progress.conversations_total:
-                # Never call a run finished while work is missing, whatever stopped it.
-                status, error = "interrupted", f"{left} criteria were left ungraded; `hbtui resume {run_id}` does them"
-            else:
-                await self.store.refresh_summaries(run_id)
-                report = await compute_report(self.store, run_id)
+            status, error, report = await self._settle(run_id)
         self.error = error
         try:
-            await self.store.finish_run(run_id, status, error=error, report=report)
-            if status == "finished":
+            await self.store.finish_run(run_id, status, error=error, report=report, lease=self.lease)
+            if report is not None:
                 folder = await write_run_folder(self.store, await self.store.get_run(run_id), self.runs_root)
                 await self.store.set_folder(run_id, str(folder))
+        except RunTakenOver as exc:
+            self.taken_over, self.error = True, str(exc)
+            self.emit(RunFinished(run_id, TAKEN_OVER, None, self.error))
+            return TAKEN_OVER
         except sqlite3.Error:
             pass  # the same fault: the stale heartbeat will show the run as interrupted
         score = report["overall_score"] if report else None
         self.emit(RunFinished(run_id, status, score, error))
         return status
+
+    async def _settle(self, run_id: int) -> tuple[str, str | None, dict | None]:
+        """The status of a run whose calls all ended: (status, error, report).
+
+        Finished only when nothing is missing. Replies that never came for a transient reason
+        (connection, timeout, 5xx, 429 after every retry) and criteria whose grading failed make
+        it incomplete: scored on what is there, and completed by `regrade-errors`. Refusals
+        (context too long, a content filter) are answers and leave it finished.
+        """
+        progress = await self.store.progress(run_id)
+        if progress.criteria_left or progress.conversations_left:
+            # Never call a run finished while work is missing, whatever stopped it.
+            return ("interrupted", f"{progress.criteria_left} criteria were left ungraded;"
+                    f" `hbtui resume {run_id}` does them", None)
+        await self.store.refresh_summaries(run_id)
+        report = await compute_report(self.store, run_id)
+        no_reply, unfinished = await self.store.gaps(run_id, TRANSIENT_KINDS)
+        if no_reply or unfinished:
+            return INCOMPLETE, incomplete_message(run_id, no_reply, unfinished), report
+        return "finished", None, report
 
     async def _drive(self, work: list[WorkItem], test: ChatClient, grader: ChatClient) -> None:
         queue: asyncio.Queue[WorkItem] = asyncio.Queue()
@@ -406,7 +509,7 @@ class Engine:
             raise failures[0]
 
     async def _generate(self, client: ChatClient, item: WorkItem) -> str | None:
-        await self._unpaused.wait()
+        await self._calls_open.wait()
         settings = self.settings
         try:
             result = await client.complete(
@@ -421,16 +524,16 @@ class Engine:
             if self._check_fatal(exc):
                 return None
             message = exc.message if exc.kind != CONTEXT_LENGTH else f"context too long: {exc.message}"
-            self._writes.put_nowait(("reply", (
+            self._store_result("reply", (
                 "failed", None, None, None, message, exc.kind, exc.attempts, None, None, None, time.time(),
                 item.conversation_id,
-            )))
-            self.emit(GenerationFailed(self.run.id, item.conversation_id, exc.kind, message))
+            ))
+            self.emit(GenerationFailed(self.run.id, item.conversation_id, exc.kind, message, len(item.all_criteria)))
             return None
-        self._writes.put_nowait(("reply", (
+        self._store_result("reply", (
             "generated", result.content, result.reasoning, result.finish_reason, None, None, result.attempts,
             result.latency_ms, result.prompt_tokens, result.completion_tokens, time.time(), item.conversation_id,
-        )))
+        ))
         self.emit(ReplyGenerated(self.run.id, item.conversation_id, result.latency_ms, result.prompt_tokens,
                                  result.completion_tokens, result.finish_reason == "length"))
         return result.content
@@ -456,7 +559,7 @@ class Engine:
 
     async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, idx: int, text: str,
                          points: float, statuses: dict[int, str]) -> None:
-        await self._unpaused.wait()
+        await self._calls_open.wait()
         if self._fatal is not None:
             return
         settings = self.settings
@@ -475,10 +578,10 @@ class Engine:
             if self._check_fatal(exc):
                 return
             statuses[idx] = ERROR
-            self._writes.put_nowait(("verdict", (
+            self._store_result("verdict", (
                 ERROR, None, None, None, exc.message, exc.kind, exc.attempts, None, None, None, time.time(),
                 item.conversation_id, idx,
-            )))
+            ))
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
@@ -486,11 +589,11 @@ class Engine:
             self.live.errors_by_kind[UNPARSEABLE] = self.live.errors_by_kind.get(UNPARSEABLE, 0) + outcome.unparsed
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
         statuses[idx] = status
-        self._writes.put_nowait(("verdict", (
+        self._store_result("verdict", (
             status, verdict.explanation if verdict else None, outcome.raw_output, outcome.reasoning, outcome.error,
             outcome.error_kind, outcome.attempts, outcome.latency_ms, outcome.prompt_tokens, outcome.completion_tokens,
             time.time(), item.conversation_id, idx,
-        )))
+        ))
         self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, verdict.criteria_met if verdict else None,
                                   outcome.error_kind, outcome.latency_ms, outcome.prompt_tokens,
                                   outcome.completion_tokens, outcome.error))
@@ -502,6 +605,8 @@ class Engine:
         (wrong URL, server down): recording every conversation as failed would only hide that.
         The conversation stays pending, for a resume once that is fixed.
         """
+        if self._fatal is not None and exc.kind in TRANSIENT_KINDS:
+            return True  # the run is stopping: no answer came, so the work stays pending for a resume
         stats = self.live.endpoints.get(exc.endpoint or "")
         if exc.kind == CONNECTION and stats is not None and stats.successes == 0:
             unreachable = ChatError(CONNECTION, f"cannot reach {exc.endpoint}: {exc.message}", exc.status, exc.attempts)
@@ -512,7 +617,7 @@ class Engine:
             return True
         return False
 
-    def _stop(self, exc: ChatError, stop_calls: bool = False) -> None:
+    def _stop(self, exc: ChatError, stop_calls: bool = False, endpoint: str | None = None) -> None:
         """The run stops: no new calls. ``stop_calls``: an endpoint never reached, whose calls in
         flight or waiting their turn would each retry the same failure (5 conversations took
         56 s to give up) are stopped now, unless calls to another endpoint are in flight: those
@@ -521,7 +626,8 @@ class Engine:
         if self._fatal is None:
             self._fatal = exc
             self._note(f"stopping: {exc}")
-            others_busy = any(limiter.in_flight for url, limiter in self._limiters.items() if url != exc.endpoint)
+            failing = endpoint or exc.endpoint
+            others_busy = any(limiter.in_flight for url, limiter in self._limiters.items() if url != failing)
             if stop_calls and not others_busy and self._drive_task is not None:
                 self._drive_task.cancel()
 
@@ -536,34 +642,93 @@ class Engine:
             self._writes.put_nowait(("heartbeat", self.live_snapshot()))
 
     async def _writer(self) -> None:
-        """Group commit: everything queued since the last commit goes in one transaction."""
-        done = False
-        while not done:
-            first = await self._writes.get()
-            batch = [first]
+        """Group commit: everything queued since the last commit goes in one transaction.
+
+        Each transaction is fenced by the run's lease (a takeover stops this driver at its next
+        write). While another connection holds the database's write lock past the busy timeout,
+        the batch is kept and tried again, growing with what arrives meanwhile; the gate keeps
+        new calls from going out (see _update_gate). Only after ``db_write_patience`` seconds of
+        that does the run stop, saying how many answers it could not store.
+        """
+        batch = WriteBatch()
+        locked_since: float | None = None
+        while True:
+            if batch.empty and not batch.done:
+                batch.add(await self._writes.get())
             while not self._writes.empty():
-                batch.append(self._writes.get_nowait())
-            replies, verdicts, summaries, log = [], [], [], []
-            heartbeat = None
-            for entry in batch:
-                if entry is None:
-                    done = True
-                    continue
-                kind, row = entry
-                if kind == "reply":
-                    replies.append(row)
-                elif kind == "verdict":
-                    verdicts.append(row)
-                elif kind == "summary":
-                    summaries.append(row)
-                elif kind == "log":
-                    log.append(row)
-                else:
-                    heartbeat = row
-            if replies or verdicts or summaries or log:
-                await self.store.write_batch(replies, verdicts, summaries, log)
-            if heartbeat is not None:
-                await self.store.heartbeat(self.run.id, self.owner, heartbeat)
+                batch.add(self._writes.get_nowait())
+            if batch.empty:
+                return
+            attempt_started = time.monotonic()
+            try:
+                await self.store.write_batch(batch.replies, batch.verdicts, batch.summaries, batch.log,
+                                             run_id=self.run.id, lease=self.lease, live=batch.heartbeat)
+            except sqlite3.OperationalError as exc:
+                if not database_locked(exc):
+                    raise
+                locked_since = locked_since or attempt_started
+                waited = time.monotonic() - locked_since
+                if waited >= self.settings.db_write_patience:
+                    raise StoreError(
+                        f"the database {self.store.path} stayed locked by another connection for {waited:.0f} s"
+                        f" (DB_WRITE_PATIENCE {self.settings.db_write_patience:g} s); {batch.results} answers"
+                        " received meanwhile could not be stored and will be asked again on resume"
+                    ) from None
+                if batch.lock_noted is False:
+                    batch.lock_noted = True
+                    message = (f"the database is locked by another connection: keeping {batch.results} answers in"
+                               f" memory, no new calls until they are stored (gives up after"
+                               f" {self.settings.db_write_patience:g} s)")
+                    batch.log.append((self.run.id, time.time(), "warning", message))
+                    self.emit(Noted(self.run.id, "warning", message))
+                await asyncio.sleep(0.2)
+                continue
+            if locked_since is not None:
+                locked_since = None
+            self._unwritten -= batch.results
+            self._update_gate()
+            if batch.done:
+                return
+            batch = WriteBatch()
+
+
+def database_locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock; trying later may work."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+@dataclass
+class WriteBatch:
+    """What the writer commits in one transaction; kept whole while the database is locked."""
+
+    replies: list[tuple] = field(default_factory=list)
+    verdicts: list[tuple] = field(default_factory=list)
+    summaries: list[tuple] = field(default_factory=list)
+    log: list[tuple] = field(default_factory=list)
+    heartbeat: dict | None = None  # only the newest counts
+    done: bool = False  # the engine is closing: this is the last batch
+    lock_noted: bool = False
+
+    @property
+    def results(self) -> int:
+        return len(self.replies) + len(self.verdicts)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.replies or self.verdicts or self.summaries or self.log or self.heartbeat is not None)
+
+    def add(self, entry: tuple[str, Any] | None) -> None:
+        if entry is None:
+            self.done = True
+            return
+        kind, row = entry
+        if kind == "heartbeat":
+            self.heartbeat = row
+        else:
+            {"reply": self.replies, "verdict": self.verdicts, "summary": self.summaries, "log": self.log}[kind].append(row)
 
 
 async def compute_report(store: Store, run_id: int) -> dict:

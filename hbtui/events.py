@@ -16,8 +16,11 @@ class RunStarted:
     name: str
     conversations_total: int
     criteria_total: int
-    conversations_done: int
-    criteria_done: int
+    replies: int  # already stored (a resume): replies, and conversations that got none
+    no_reply: int
+    criteria_graded: int
+    criteria_skipped: int  # of conversations that got no reply
+    grading_errors: int
     scores: tuple[float, ...] | list[float] = ()  # of conversations already scored (a resume)
 
 
@@ -37,6 +40,7 @@ class GenerationFailed:
     conversation_id: int
     kind: str
     message: str
+    n_criteria: int = 0  # its criteria, now skipped: there is no reply to grade
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from hbtui.events import (
     RunFinished,
     RunStarted,
 )
+from hbtui.progress import Tally
 from hbtui.text import one_line
 
 
@@ -31,9 +32,8 @@ class ProgressPrinter:
         self.every = every
         self.started = time.monotonic()
         self.last_print = 0.0
-        self.conversations_total = self.criteria_total = 0
-        self.replies = self.criteria = self.failed_calls = self.criterion_errors = 0
-        self.generation_failures = 0
+        self.tally = Tally()
+        self.failed_calls = 0
         self.scores: list[float] = []
         self.calls_before = 0  # already stored when this process started: not part of its rate
         self.name = ""
@@ -42,27 +42,18 @@ class ProgressPrinter:
         print(line, file=self.out, flush=True)
 
     def on_event(self, event: Event) -> None:
+        self.tally.count(event)
         if isinstance(event, RunStarted):
             self.name = event.name
-            self.conversations_total, self.criteria_total = event.conversations_total, event.criteria_total
-            self.replies, self.criteria = event.conversations_done, event.criteria_done
-            self.calls_before = event.conversations_done + event.criteria_done
+            self.calls_before = self.tally.replies + self.tally.no_reply + self.tally.graded
             self.scores = list(event.scores)
             self._print(
                 f"run {event.run_id} {one_line(event.name)}: {event.conversations_total} conversations,"
-                f" {event.criteria_total} criteria ({event.conversations_done} replies and {event.criteria_done}"
+                f" {event.criteria_total} criteria ({self.tally.conversations_done} replies and {self.tally.graded}"
                 " verdicts already stored)"
             )
-        elif isinstance(event, ReplyGenerated):
-            self.replies += 1
         elif isinstance(event, GenerationFailed):
-            self.replies += 1
-            self.generation_failures += 1
             self._print(f"conversation {event.conversation_id}: no reply ({event.kind}): {one_line(event.message, 160)}")
-        elif isinstance(event, CriterionGraded):
-            self.criteria += 1
-            if event.met is None:
-                self.criterion_errors += 1
         elif isinstance(event, ConversationScored):
             if event.score is not None:
                 self.scores.append(event.score)
@@ -80,12 +71,13 @@ class ProgressPrinter:
     def progress_line(self) -> None:
         self.last_print = time.monotonic()
         elapsed = self.last_print - self.started
-        share = self.criteria / self.criteria_total if self.criteria_total else 1.0
-        rate = (self.replies + self.criteria - self.calls_before) / elapsed if elapsed > 0 else 0.0
+        tally = self.tally
+        done_here = tally.conversations_done + tally.graded - self.calls_before
+        rate = done_here / elapsed if elapsed > 0 else 0.0
         running = sum(self.scores) / len(self.scores) if self.scores else None
         score = f"  mean score so far {min(max(running, 0), 1):.3f}" if running is not None else ""
         self._print(
-            f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] replies {self.replies}/{self.conversations_total}"
-            f"  verdicts {self.criteria}/{self.criteria_total} ({share:.0%})  {rate:.1f} calls/s"
-            f"  failed attempts {self.failed_calls}  grading errors {self.criterion_errors}{score}"
+            f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] replies {tally.replies_text()}"
+            f"  verdicts {tally.criteria_text()} {tally.share_graded:.0%}  {rate:.1f} calls/s"
+            f"  failed attempts {self.failed_calls}{score}"
         )

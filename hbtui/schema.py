@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -109,7 +109,14 @@ CREATE INDEX verdicts_by_time ON verdicts(run_id, graded_at);
 CREATE INDEX conversations_by_time ON conversations(run_id, generated_at);
 """
 
-MIGRATIONS = {1: MIGRATE_V1_TO_V2}
+# Version 3: a lease, the fence of every write a driving process makes. A takeover gives the run
+# a new lease, so a driver that was stopped (Ctrl-Z) or cut off and then comes back finds its
+# writes refused instead of driving the run alongside its successor and paying twice.
+MIGRATE_V2_TO_V3 = """
+ALTER TABLE runs ADD COLUMN lease TEXT;
+"""
+
+MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3}
 
 
 def statements(script: str) -> list[str]:

@@ -191,8 +191,8 @@ def test_a_paused_run_is_listed_as_paused(tmp_path):
     async def make():
         async with await Store.open(db) as store:
             run_id = await synthesize_run(store, conversations=3, name="held")
-            await store.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}")  # a live process drives it
-            await store.heartbeat(run_id, f"{socket.gethostname()}:{os.getpid()}", {"paused": True})
+            lease = await store.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}")  # a live process drives it
+            await store.heartbeat(run_id, lease, {"paused": True})
             return await store.list_runs()
 
     (run,) = asyncio.run(make())

@@ -103,8 +103,8 @@ async def test_the_monitor_follows_a_run_of_another_process_to_its_end(server, t
         seen: list[int] = []
         deadline = time.monotonic() + 30
         while monitor.view.status != "finished" and time.monotonic() < deadline:
-            if not seen or seen[-1] != monitor.view.criteria_done:
-                seen.append(monitor.view.criteria_done)
+            if not seen or seen[-1] != monitor.view.criteria_graded:
+                seen.append(monitor.view.criteria_graded)
             await pilot.pause(0.1)
         assert monitor.view.status == "finished"
         assert len(seen) >= 3 and seen == sorted(seen), seen  # it grew, step by step, never back
@@ -188,8 +188,8 @@ async def test_the_rate_of_a_run_resumed_by_another_process_counts_from_its_resu
     async with await Store.open(db) as store:
         run_id = await synthesize_run(store, conversations=20, criteria_per=5)
         now = time.time()
-        await store.claim_run(run_id, owner)
-        await store.heartbeat(run_id, owner, {"paused": False, "started_at": now - 2.0})
+        lease = await store.claim_run(run_id, owner)
+        await store.heartbeat(run_id, lease, {"paused": False, "started_at": now - 2.0})
         # 20 verdicts in the 2 s since the resume; nothing in the 8 s before (the run was stopped).
         await store.db.execute("UPDATE verdicts SET graded_at = ? WHERE run_id = ? AND idx < 1", (now - 1.0, run_id))
         await store.db.commit()

@@ -34,6 +34,7 @@ from hbtui.store.rows import (
     RunBusy,
     RunNotFound,
     RunRow,
+    RunTakenOver,
     StoreError,
     VerdictRow,
     WorkItem,
@@ -41,10 +42,15 @@ from hbtui.store.rows import (
 )
 from hbtui.store.writes import StoreWrites
 
+# How long one statement waits for another connection's write lock before SQLite gives up with
+# "database is locked". The engine's writer then keeps what it holds and tries again (see
+# Engine._writer); settable for tests that hold a lock (HBTUI_BUSY_TIMEOUT, seconds).
+BUSY_TIMEOUT_SECONDS = float(os.environ.get("HBTUI_BUSY_TIMEOUT") or 10.0)
+
 __all__ = [
     "Store", "ConversationDetail", "ConversationFilter", "ConversationSummary", "ERROR",
     "HEARTBEAT_STALE_SECONDS", "MET", "NOT_MET", "PENDING", "PlannedConversation", "Progress",
-    "RunBusy", "RunNotFound", "RunRow", "StoreError", "VerdictRow", "WorkItem", "owner_alive",
+    "RunBusy", "RunNotFound", "RunRow", "RunTakenOver", "StoreError", "VerdictRow", "WorkItem", "owner_alive",
 ]
 
 
@@ -66,7 +72,7 @@ class Store(StoreReads, StoreWrites):
         elif path.is_dir():
             raise StoreError(f"{path}: is a directory, not a database file")
         try:
-            connection = await aiosqlite.connect(path, timeout=10)
+            connection = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
         except sqlite3.Error as exc:
             raise StoreError(f"{path}: cannot open ({exc})") from None
         store = cls(connection, path)
@@ -96,7 +102,7 @@ class Store(StoreReads, StoreWrites):
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=NORMAL")
             await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute("PRAGMA busy_timeout=10000")
+            await db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
             if version < schema.SCHEMA_VERSION:
                 await self._migrate(version, fresh=not tables)
         except sqlite3.OperationalError as exc:

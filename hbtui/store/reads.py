@@ -157,7 +157,8 @@ class StoreReads(Connection):
             conversations_failed=conv.get("failed", 0),
             conversations_scored=scored,
             criteria_total=total_criteria,
-            criteria_done=total_criteria - verdict_counts.get(PENDING, 0) + unreachable,
+            criteria_graded=total_criteria - verdict_counts.get(PENDING, 0),
+            criteria_skipped=unreachable,
             criteria_met=verdict_counts.get(MET, 0),
             criteria_errors=verdict_counts.get(ERROR, 0),
             errors_by_kind=kinds,
@@ -166,6 +167,34 @@ class StoreReads(Connection):
             prompt_tokens_grader=grader_tokens[0],
             completion_tokens_grader=grader_tokens[1],
         )
+
+    async def answered_calls(self, run_id: int) -> tuple[int, int]:
+        """(replies, verdicts) a model gave: answers, refusals included; not calls that failed to
+        reach it or named a model it does not serve."""
+        unanswered = ("connection", "timeout", "server_error", "rate_limited", "bad_response", "auth", "not_found")
+        marks = ",".join("?" * len(unanswered))
+        replies = (await self._one(
+            f"SELECT count(*) FROM conversations WHERE run_id = ? AND (status = 'generated' OR (status = 'failed'"
+            f" AND coalesce(error_kind, '') NOT IN ({marks})))", (run_id, *unanswered),
+        ))[0]
+        verdicts = (await self._one(
+            f"SELECT count(*) FROM verdicts WHERE run_id = ? AND (status IN ('met', 'not_met') OR (status = 'error'"
+            f" AND coalesce(error_kind, '') NOT IN ({marks})))", (run_id, *unanswered),
+        ))[0]
+        return replies, verdicts
+
+    async def gaps(self, run_id: int, transient_kinds: set[str]) -> tuple[int, int]:
+        """(conversations without a reply for a transient reason, conversations with a criterion
+        whose grading failed): what keeps an ended run from being finished."""
+        marks = ",".join("?" * len(transient_kinds))
+        no_reply = (await self._one(
+            f"SELECT count(*) FROM conversations WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks})",
+            (run_id, *transient_kinds),
+        ))[0]
+        unfinished = (await self._one(
+            "SELECT count(DISTINCT conversation_id) FROM verdicts WHERE run_id = ? AND status = 'error'", (run_id,)
+        ))[0]
+        return no_reply, unfinished
 
     async def recent_latencies(self, run_id: int, limit: int = 500) -> list[float]:
         rows = await self._all(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-HEARTBEAT_STALE_SECONDS = 15.0
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_alive, owner_state
+
+# How long a driver on another host may stay silent before its run counts as interrupted and can
+# be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
+HEARTBEAT_STALE_SECONDS = float(os.environ.get("HBTUI_HEARTBEAT_PATIENCE") or 15.0)
 MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
 
 
@@ -23,6 +26,10 @@ class RunNotFound(StoreError):
 
 class RunBusy(StoreError):
     """Another live process drives this run."""
+
+
+class RunTakenOver(StoreError):
+    """This process's lease on the run is gone: another process took the run over."""
 
 
 @dataclass(slots=True)
@@ -59,14 +66,23 @@ class RunRow:
         return (self.report or {}).get("conversations", {}).get("scored")
 
     def shown_status(self, now: float | None = None) -> str:
-        """`running` only while its process keeps the heartbeat; a silent one was interrupted."""
-        if self.status == "running" and (self.heartbeat_stale(now) or not owner_alive(self.owner)):
+        """`running` while its process exists (this host) or keeps the heartbeat (another host).
+
+        A driver on this host that is stopped (Ctrl-Z) or blocked on a lock is still the driver:
+        it holds answers it paid for, and a resume is refused until it goes on or is ended.
+        """
+        if self.status != "running":
+            return self.status
+        state = owner_state(self.owner)
+        if state == GONE or (state == REMOTE and self.heartbeat_stale(now)):
             return "interrupted"
-        return self.status
+        return "running"
 
     def status_label(self, now: float | None = None) -> str:
-        """The status as listed: a running run its process has paused says so."""
+        """The status as listed: a running run its process has paused, or that is stopped, says so."""
         status = self.shown_status(now)
+        if status == "running" and owner_state(self.owner) == STOPPED:
+            return "stopped"
         return "paused" if status == "running" and (self.live or {}).get("paused") else status
 
     def stopped_ago(self, now: float | None = None) -> str | None:
@@ -218,7 +234,8 @@ class Progress:
     conversations_failed: int
     conversations_scored: int
     criteria_total: int
-    criteria_done: int
+    criteria_graded: int  # met, not met, or failed to grade
+    criteria_skipped: int  # of conversations that got no reply: never graded, not work left either
     criteria_met: int
     criteria_errors: int
     errors_by_kind: dict[str, int]
@@ -227,28 +244,16 @@ class Progress:
     prompt_tokens_grader: int
     completion_tokens_grader: int
 
+    @property
+    def criteria_left(self) -> int:
+        return self.criteria_total - self.criteria_graded - self.criteria_skipped
+
+    @property
+    def conversations_left(self) -> int:
+        return self.conversations_total - self.conversations_generated - self.conversations_failed
+
 
 SUMMARY_COLUMNS = (
     "id, position, repeat, prompt_id, theme, preview, status, score, n_criteria, n_met, n_errors, penalties, error_kind,"
     " (SELECT count(*) FROM verdicts v WHERE v.conversation_id = conversations.id AND v.points > 0)"
 )
-
-
-def owner_alive(owner: str | None) -> bool:
-    """False when the owner ran on this machine and its process is gone (killed, crashed).
-
-    A heartbeat alone would make a user wait out its staleness before resuming a run whose
-    process they just killed; on another machine, the heartbeat is all we can go by.
-    """
-    if not owner or ":" not in owner:
-        return False
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

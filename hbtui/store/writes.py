@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from typing import Iterable, Sequence
 
@@ -15,9 +16,31 @@ from hbtui.store.rows import (
     PlannedConversation,
     RunBusy,
     RunNotFound,
+    RunTakenOver,
     StoreError,
-    owner_alive,
 )
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
+
+
+def driver_in_the_way(run_id: int, current: str | None, mine: str | None, heartbeat: float | None) -> str | None:
+    """Why another process still drives the run (so it may not be taken over), or None.
+
+    On this host a driver that exists is alive, stopped or not, whatever its heartbeat: taking
+    over a stopped driver had two processes drive one run once it went on (87% of calls paid
+    twice). On another host a heartbeat older than its patience is all that says it is gone.
+    """
+    if not current or current == mine:
+        return None
+    state = owner_state(current)
+    owner = parse_owner(current)
+    label = owner.label if owner else current
+    silent = "" if heartbeat is None else f" (heartbeat {time.time() - heartbeat:.0f} s ago)"
+    if state == STOPPED:
+        return (f"run {run_id} is driven by process {label}, which is stopped (Ctrl-Z):"
+                f" `fg` it, or end it (kill {owner.pid if owner else '?'}), first")
+    if state == GONE or (state == REMOTE and (heartbeat is None or time.time() - heartbeat > HEARTBEAT_STALE_SECONDS)):
+        return None
+    return f"run {run_id} is being driven by process {label}{silent}"
 
 
 class StoreWrites(Connection):
@@ -88,8 +111,12 @@ class StoreWrites(Connection):
             raise
         return run_id
 
-    async def claim_run(self, run_id: int, owner: str) -> None:
-        """Make ``owner`` the one process driving the run, unless another live one does."""
+    async def claim_run(self, run_id: int, owner: str) -> str:
+        """Make ``owner`` the one process driving the run, unless another live one does.
+
+        Returns the run's new lease: every later write of this driver is made on condition that
+        the run still holds it, so a driver that was taken over cannot write another result.
+        """
         db = self.db
         await db.execute("BEGIN IMMEDIATE")
         try:
@@ -97,40 +124,69 @@ class StoreWrites(Connection):
             if row is None:
                 raise RunNotFound(f"no run with id {run_id}")
             current, heartbeat, status = row
-            live = heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS and owner_alive(current)
-            if current and current != owner and live:
-                raise RunBusy(
-                    f"run {run_id} is being driven by process {current} (heartbeat {time.time() - heartbeat:.0f} s ago);"
-                    " watch it with `hbtui monitor` instead"
-                )
+            busy = driver_in_the_way(run_id, current, owner, heartbeat)
+            if busy:
+                raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
+            lease = secrets.token_hex(16)
             await db.execute(
-                "UPDATE runs SET owner = ?, heartbeat_at = ?, status = 'running', error = NULL, finished_at = NULL"
-                " WHERE id = ?",
-                (owner, time.time(), run_id),
+                "UPDATE runs SET owner = ?, lease = ?, heartbeat_at = ?, status = 'running', error = NULL,"
+                " finished_at = NULL WHERE id = ?",
+                (owner, lease, time.time(), run_id),
             )
             await db.commit()
         except BaseException:
             await db.rollback()
             raise
+        return lease
 
-    async def heartbeat(self, run_id: int, owner: str, live: dict) -> None:
-        await self.db.execute(
-            "UPDATE runs SET heartbeat_at = ?, live_json = ? WHERE id = ? AND owner = ?",
-            (time.time(), json.dumps(live), run_id, owner),
-        )
-        await self.db.commit()
+    async def _fence(self, run_id: int, lease: str, live: dict | None = None) -> None:
+        """Inside the caller's transaction: refresh the heartbeat if ``lease`` still holds the run.
+
+        Being a write, it takes the database's write lock, so no takeover can come between this
+        check and the commit of what follows it.
+        """
+        if live is None:
+            cursor = await self.db.execute(
+                "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND lease = ?", (time.time(), run_id, lease))
+        else:
+            cursor = await self.db.execute(
+                "UPDATE runs SET heartbeat_at = ?, live_json = ? WHERE id = ? AND lease = ?",
+                (time.time(), json.dumps(live), run_id, lease))
+        if cursor.rowcount == 0:
+            row = await self._one("SELECT owner FROM runs WHERE id = ?", (run_id,))
+            owner = parse_owner(row[0] if row else None)
+            by = f"process {owner.label}" if owner else "another process"
+            raise RunTakenOver(f"run {run_id} was taken over by {by}; this process stopped and kept nothing more")
+
+    async def heartbeat(self, run_id: int, lease: str, live: dict) -> None:
+        try:
+            await self._fence(run_id, lease, live)
+            await self.db.commit()
+        except BaseException:
+            if self.db.in_transaction:
+                await self.db.rollback()
+            raise
 
     async def finish_run(
-        self, run_id: int, status: str, *, error: str | None = None, report: dict | None = None, folder: str | None = None
+        self, run_id: int, status: str, *, error: str | None = None, report: dict | None = None,
+        folder: str | None = None, lease: str | None = None,
     ) -> None:
+        """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
         score = report.get("overall_score") if report else None
-        await self.db.execute(
-            "UPDATE runs SET status = ?, error = ?, finished_at = ?, report_json = COALESCE(?, report_json),"
-            " score = COALESCE(?, score), folder = COALESCE(?, folder), owner = NULL, heartbeat_at = NULL"
-            " WHERE id = ?",
-            (status, error, time.time(), json.dumps(report) if report else None, score, folder, run_id),
-        )
-        await self.db.commit()
+        try:
+            if lease is not None:
+                await self._fence(run_id, lease)
+            await self.db.execute(
+                "UPDATE runs SET status = ?, error = ?, finished_at = ?, report_json = COALESCE(?, report_json),"
+                " score = COALESCE(?, score), folder = COALESCE(?, folder), owner = NULL, lease = NULL,"
+                " heartbeat_at = NULL WHERE id = ?",
+                (status, error, time.time(), json.dumps(report) if report else None, score, folder, run_id),
+            )
+            await self.db.commit()
+        except BaseException:
+            if self.db.in_transaction:
+                await self.db.rollback()
+            raise
 
     async def update_run_settings(self, run_id: int, settings: dict, model_test: str, model_grader: str) -> None:
         """The settings a resume runs with (flags changed them): what the run records from now on."""
@@ -154,6 +210,9 @@ class StoreWrites(Connection):
                            ) -> tuple[int, int]:
         """Put failed verdicts (and transiently failed replies) back in the queue; nothing is deleted.
 
+        ``kinds``: only what failed for those reasons (a resume: what got no answer); without, every
+        failed verdict and the replies that got no answer or never parsed (regrade-errors).
+
         Refused while another live process drives the run (its work list is already made, so it
         would leave them pending); ``owner`` is the caller's own owner id, which may.
         """
@@ -165,14 +224,18 @@ class StoreWrites(Connection):
         await db.execute("BEGIN IMMEDIATE")
         try:
             current, heartbeat = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
-            if (current and current != owner and heartbeat and time.time() - heartbeat <= HEARTBEAT_STALE_SECONDS
-                    and owner_alive(current)):
-                raise RunBusy(f"run {run_id} is being driven by process {current}; retry its errors once it stops")
-            verdicts = await db.execute(
-                f"UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'"
-                f" AND (error_kind IN ({marks}) OR error_kind IS NULL)",
-                (run_id, *retry_kinds),
-            )
+            busy = driver_in_the_way(run_id, current, owner, heartbeat)
+            if busy:
+                raise RunBusy(f"{busy}; retry its errors once it stops")
+            if kinds:
+                verdicts = await db.execute(
+                    f"UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'"
+                    f" AND (error_kind IN ({marks}) OR error_kind IS NULL)",
+                    (run_id, *retry_kinds),
+                )
+            else:  # asked for by the user (regrade-errors, R): every verdict that failed, whatever why
+                verdicts = await db.execute(
+                    "UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'", (run_id,))
             replies = await db.execute(
                 f"UPDATE conversations SET status = 'pending', error = NULL, error_kind = NULL"
                 f" WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks})",
@@ -224,8 +287,15 @@ class StoreWrites(Connection):
         verdicts: Sequence[tuple] = (),
         summaries: Sequence[tuple] = (),
         log: Sequence[tuple] = (),
+        *,
+        run_id: int | None = None,
+        lease: str | None = None,
+        live: dict | None = None,
     ) -> None:
         """One transaction for everything that completed since the last batch.
+
+        With ``lease``, the batch is written only while the run still holds it (RunTakenOver
+        otherwise, and nothing of the batch is written).
 
         replies: (status, reply, reasoning, finish_reason, error, error_kind, attempts, latency_ms,
                   prompt_tokens, completion_tokens, generated_at, conversation_id)
@@ -237,6 +307,8 @@ class StoreWrites(Connection):
         """
         db = self.db
         try:
+            if lease is not None and run_id is not None:
+                await self._fence(run_id, lease, live)
             if replies:
                 await db.executemany(
                     "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"

@@ -27,6 +27,7 @@ from hbtui.events import (
     RunFinished,
     RunStarted,
 )
+from hbtui.progress import Tally
 from hbtui.store import RunRow, Store
 
 RATE_WINDOW_SECONDS = 10.0
@@ -42,12 +43,7 @@ class MonitorView:
     model_grader: str = ""
     in_process: bool = False
     owner: str | None = None
-    conversations_total: int = 0
-    conversations_done: int = 0
-    conversations_failed: int = 0
-    criteria_total: int = 0
-    criteria_done: int = 0
-    criteria_errors: int = 0
+    tally: Tally = field(default_factory=Tally)  # counted as the headless lines count
     calls_per_second: float = 0.0
     eta_seconds: float | None = None
     endpoints: dict[str, tuple[int, int]] = field(default_factory=dict)  # url -> (in flight, limit)
@@ -64,12 +60,17 @@ class MonitorView:
 
     @property
     def ended(self) -> bool:
-        return self.status in ("finished", "failed", "cancelled", "interrupted")
+        return self.status in ("finished", "incomplete", "failed", "cancelled", "interrupted", "taken over")
+
+    @property
+    def criteria_graded(self) -> int:
+        return self.tally.graded
 
     def signature(self) -> tuple:
         """Changes whenever anything shown changes: the screen repaints only then."""
         return (
-            self.status, self.conversations_done, self.conversations_failed, self.criteria_done, self.criteria_errors,
+            self.status, self.tally.conversations_done, self.tally.no_reply, self.tally.graded,
+            self.tally.grading_errors, self.tally.skipped,
             round(self.calls_per_second, 1), None if self.eta_seconds is None else int(self.eta_seconds),
             tuple(sorted(self.endpoints.items())), len(self.scores), tuple(sorted(self.errors_by_kind.items())),
             tuple(sorted(self.retried_by_kind.items())), tuple(self.recent_errors), self.latency_p50,
@@ -96,9 +97,7 @@ class RunCounters:
     """An engine observer for a run of this process: counters only, no I/O, no repaint."""
 
     def __init__(self) -> None:
-        self.conversations_total = self.criteria_total = 0
-        self.conversations_done = self.conversations_failed = 0
-        self.criteria_done = self.criteria_errors = 0
+        self.tally = Tally()
         self.scores: list[float] = []
         self.errors_by_kind: Counter[str] = Counter()
         self.retried_by_kind: Counter[str] = Counter()
@@ -113,10 +112,7 @@ class RunCounters:
     async def seed(self, store: Store, run_id: int) -> None:
         """Start from what the database holds (a resumed run has work done already)."""
         progress = await store.progress(run_id)
-        self.conversations_total, self.criteria_total = progress.conversations_total, progress.criteria_total
-        self.conversations_done = progress.conversations_generated + progress.conversations_failed
-        self.conversations_failed = progress.conversations_failed
-        self.criteria_done, self.criteria_errors = progress.criteria_done, progress.criteria_errors
+        self.tally = Tally.from_progress(progress)
         self.errors_by_kind.update(progress.errors_by_kind)
         self.tokens = [progress.prompt_tokens_test, progress.completion_tokens_test,
                        progress.prompt_tokens_grader, progress.completion_tokens_grader]
@@ -136,13 +132,12 @@ class RunCounters:
 
     def on_event(self, event: Event) -> None:
         self.events += 1
+        self.tally.count(event)
         if isinstance(event, CriterionGraded):
-            self.criteria_done += 1
             self._completed()
             self.tokens[2] += event.prompt_tokens
             self.tokens[3] += event.completion_tokens
             if event.met is None:
-                self.criteria_errors += 1
                 kind = event.error_kind or "unknown"
                 self.errors_by_kind[kind] += 1
                 where = f"criterion {event.idx} of conversation {event.conversation_id}"
@@ -150,7 +145,6 @@ class RunCounters:
             elif event.latency_ms:
                 self.latencies.append(event.latency_ms)
         elif isinstance(event, ReplyGenerated):
-            self.conversations_done += 1
             self._completed()
             self.latencies.append(event.latency_ms)
             self.tokens[0] += event.prompt_tokens
@@ -159,8 +153,6 @@ class RunCounters:
             if event.score is not None:
                 self.scores.append(event.score)
         elif isinstance(event, GenerationFailed):
-            self.conversations_done += 1
-            self.conversations_failed += 1
             self.errors_by_kind[f"reply {event.kind}"] += 1
             self.recent_errors.append((time.time(), event.kind, event.message))
         elif isinstance(event, CallFailed):
@@ -168,8 +160,6 @@ class RunCounters:
         elif isinstance(event, Noted):
             if event.message.startswith("stopping"):
                 self.recent_errors.append((time.time(), "fatal", event.message))
-        elif isinstance(event, RunStarted):
-            self.conversations_total, self.criteria_total = event.conversations_total, event.criteria_total
         elif isinstance(event, RunFinished):
             self.finished = event
 
@@ -188,18 +178,13 @@ class RunCounters:
 def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> MonitorView:
     """The view of a run of this process; ``snapshot`` is ``engine.live_snapshot()``."""
     rate = counters.calls_per_second()
-    remaining = (counters.conversations_total - counters.conversations_done) + (
-        counters.criteria_total - counters.criteria_done)
+    remaining = counters.tally.calls_left
     p50, p95 = percentiles(list(counters.latencies))
     finished = counters.finished
     status = finished.status if finished else ("paused" if snapshot.get("paused") else "running")
     return MonitorView(
         run_id=run.id, name=run.name, status=status, model_test=run.model_test, model_grader=run.model_grader,
-        in_process=True, owner="this process",
-        conversations_total=counters.conversations_total, conversations_done=counters.conversations_done,
-        conversations_failed=counters.conversations_failed,
-        criteria_total=counters.criteria_total, criteria_done=counters.criteria_done,
-        criteria_errors=counters.criteria_errors,
+        in_process=True, owner="this process", tally=Tally(**vars(counters.tally)),
         calls_per_second=rate, eta_seconds=None if finished else eta(remaining, rate),
         endpoints={url: (s["in_flight"], s["limit"]) for url, s in snapshot.get("endpoints", {}).items()},
         scores=counters.scores, errors_by_kind=dict(counters.errors_by_kind),
@@ -223,16 +208,12 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     # seconds it has run, not on a 10 s window that reaches back into the idle time before.
     window = min(RATE_WINDOW_SECONDS, max(now - (live or {}).get("started_at", 0.0), 1.0))
     rate = (await store.calls_since(run_id, now - window)) / window if running else 0.0
-    done = progress.conversations_generated + progress.conversations_failed
-    remaining = (progress.conversations_total - done) + (progress.criteria_total - progress.criteria_done)
+    tally = Tally.from_progress(progress)
+    remaining = tally.calls_left
     p50, p95 = percentiles(await store.recent_latencies(run_id))
     return MonitorView(
         run_id=run.id, name=run.name, status=status, model_test=run.model_test, model_grader=run.model_grader,
-        in_process=False, owner=run.owner,
-        conversations_total=progress.conversations_total, conversations_done=done,
-        conversations_failed=progress.conversations_failed,
-        criteria_total=progress.criteria_total, criteria_done=progress.criteria_done,
-        criteria_errors=progress.criteria_errors,
+        in_process=False, owner=run.owner, tally=tally,
         calls_per_second=rate, eta_seconds=eta(remaining, rate) if running else None,
         endpoints={url: (s.get("in_flight", 0), s.get("limit", 0)) for url, s in (live or {}).get("endpoints", {}).items()},
         scores=await store.conversation_scores(run_id), errors_by_kind=progress.errors_by_kind,

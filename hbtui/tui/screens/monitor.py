@@ -238,10 +238,9 @@ class MonitorScreen(ResponsiveScreen):
                 message.append("\n" + resume_hint(view.run_id, view.error), style="dim")
             failure.update(message)
 
-        self._bar("conversations", view.conversations_done, view.conversations_total,
-                  f" ({view.conversations_failed} failed)" if view.conversations_failed else "")
-        self._bar("criteria", view.criteria_done, view.criteria_total,
-                  f" ({view.criteria_errors} errors)" if view.criteria_errors else "")
+        tally = view.tally
+        self._bar("conversations", tally.conversations_done, tally.conversations_total, tally.replies_text())
+        self._bar("criteria", tally.graded, tally.to_grade, tally.criteria_text())
         self.query_one("#monitor-stats", Static).update(self._stats(view))
         self.query_one("#monitor-score", Static).update(self._score(view))
         self.query_one("#monitor-errors", Static).update(self._errors(view))
@@ -252,9 +251,9 @@ class MonitorScreen(ResponsiveScreen):
             self._histogram_at = time.monotonic()
             histogram.update_scores(view.scores)
 
-    def _bar(self, name: str, done: int, total: int, extra: str) -> None:
+    def _bar(self, name: str, done: int, total: int, label: str) -> None:
         self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=done)
-        self.query_one(f"#{name}-count", Static).update(Text(f"{done}/{total}{extra}"))
+        self.query_one(f"#{name}-count", Static).update(Text(label))
 
     def _stats(self, view: MonitorView) -> Table:
         grid = Table.grid(padding=(0, 1))

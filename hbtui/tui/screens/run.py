@@ -90,7 +90,7 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
     text.append("\nDataset ", style="bold")
     text.append(one_line(run.dataset_name, 60))
     text.append("\nStatus ", style="bold")  # a line of its own: at 80 columns the date wrapped in two
-    text.append(status, style={"finished": "green", "running": "cyan", "interrupted": "yellow"}.get(status, "red"))
+    text.append(status, style={"finished": "green", "running": "cyan", "interrupted": "yellow", "incomplete": "yellow"}.get(status, "red"))
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
     if run.finished_at and status != "running":

@@ -25,7 +25,7 @@ REFRESH_SECONDS = 2.0
 # screen is built off screen; a key pressed during the build waits for it, once.
 CONFIG_PREBUILD_DELAY = 0.5
 # Statuses a run can be continued from; a finished one only when calls got no answer.
-RESUMABLE = ("interrupted", "failed", "cancelled", "pending")
+RESUMABLE = ("interrupted", "failed", "cancelled", "pending", "incomplete")
 # What tells runs apart comes first: at 80 columns the rest scrolls sideways.
 COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "dataset", "date")
 
@@ -173,6 +173,14 @@ class RunsScreen(Screen):
                 return
         elif status not in RESUMABLE:
             self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
+            return
+        if status == "incomplete":
+            async def retry() -> str:
+                verdicts, replies = await store.reset_errors(run_id)
+                return f"run {run_id}: retrying {verdicts} criteria and {replies} replies that failed"
+
+            question = f"Complete this incomplete run?\n\n{one_line(run.error or '', 200)}"
+            self.app.offer_to_drive(run, question, "Complete", before=retry)
             return
         question = f"Continue this {status} run?"
         if status == "failed" and run.error:
