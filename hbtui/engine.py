@@ -464,6 +464,10 @@ class Engine:
         no_reply, unfinished = await self.store.gaps(run_id, TRANSIENT_KINDS)
         if no_reply or unfinished:
             return INCOMPLETE, incomplete_message(run_id, no_reply, unfinished), report
+        if progress.conversations_total and not report["conversations"]["scored"]:
+            # Every reply refused (a request no conversation could pass): nothing was measured.
+            return (INCOMPLETE, f"no conversation could be scored: all {progress.conversations_failed} replies were"
+                    " refused (see `hbtui show` for why)", report)
         return "finished", None, report
 
     async def _drive(self, work: list[WorkItem], test: ChatClient, grader: ChatClient) -> None:

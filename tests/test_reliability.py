@@ -1,0 +1,383 @@
+"""Nothing paid twice, nothing mislabelled: a driver taken over, a stopped driver, a long lock,
+an endpoint that goes away mid-run, runs with gaps, resume flags that would relabel a run, and
+one way of counting progress. Real server process, real SQLite files, real subprocesses."""
+
+import asyncio
+import io
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hbtui import cli
+from hbtui.dataset import load_jsonl
+from hbtui.engine import Engine, plan_run
+from hbtui.events import RunStarted
+from hbtui.printer import ProgressPrinter
+from hbtui.store import RunBusy, Store
+from hbtui.tui.monitor_data import RunCounters, view_from_store
+from tests.conftest import make_record, run_engine, settings_for, write_jsonl
+from tests.support.server_process import FakeServer
+
+
+def many_records(path: Path, n: int, criteria: int = 3) -> Path:
+    return write_jsonl(path, [
+        make_record(f"r{i}", [(f"criterion {k} of {i}", 5 - k, ["axis:accuracy"]) for k in range(criteria)],
+                    user=f"question number {i}")
+        for i in range(n)
+    ])
+
+
+def stored_answers(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
+                            " + (SELECT count(*) FROM conversations WHERE status != 'pending')").fetchone()[0]
+
+
+class OnStart:
+    """Runs ``action`` (a coroutine function) once the engine has started its work."""
+
+    def __init__(self, action):
+        self.action = action
+
+    def on_event(self, event):
+        if isinstance(event, RunStarted):
+            asyncio.ensure_future(self.action())
+
+
+# ---- 1. fencing: a driver whose run was taken over stops and writes nothing more ---------------
+
+def test_a_driver_taken_over_stops_at_its_next_write_and_leaves_the_run_to_its_new_owner(
+        server, tmp_path, monkeypatch):
+    import hbtui.store.writes as writes
+
+    monkeypatch.setattr(writes, "HEARTBEAT_STALE_SECONDS", 0.0)  # another host's takeover is allowed at once
+    data = many_records(tmp_path / "data.jsonl", 40)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=4)
+    server.control(latency_ms=30)
+    at_takeover = {}
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(data), name="fenced")
+
+            async def take_over():
+                await asyncio.sleep(0.5)
+                # Another host's process (its heartbeat rule allowed it) takes the run over.
+                async with await Store.open(db) as other:
+                    at_takeover["lease"] = await other.claim_run(run_id, "elsewhere:4242:1")
+                at_takeover["stored"] = stored_answers(db)
+                at_takeover["requests"] = server.stats()["requests"]
+
+            engine = Engine(store, await store.get_run(run_id), settings, [OnStart(take_over)], backoff_base=0.01)
+            engine.owner = "farhost:99:1"  # seen from the other process, this driver is on another host
+            return engine, await engine.execute()
+
+    engine, status = asyncio.run(go())
+    assert status == "taken over"
+    assert "taken over by process elsewhere:4242" in engine.error
+    # Nothing written after the takeover, and the run is left as its new owner made it.
+    assert stored_answers(db) == at_takeover["stored"]
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT status, owner, lease FROM runs").fetchone()
+    assert row == ("running", "elsewhere:4242:1", at_takeover["lease"])
+    # It stopped calling at once: at most the calls that were in flight followed the takeover.
+    assert server.stats()["requests"] - at_takeover["requests"] <= 2 * 4
+
+
+# ---- 1. a stopped driver on this host is alive: no takeover ------------------------------------
+
+def _owner_of(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    start = stat[stat.rfind(")") + 2:].split()[19]
+    return f"{socket.gethostname()}:{pid}:{start}"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc to see a stopped process")
+def test_a_stopped_driver_is_not_taken_over_and_the_refusal_says_how_to_go_on(tmp_path):
+    from tests.support.synth import synthesize_run
+
+    db = tmp_path / "db.sqlite"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        async def claim(owner_text, heartbeat_age):
+            async with await Store.open(db) as store:
+                run_id = (await store.list_runs())[0].id if await store.list_runs() else await synthesize_run(
+                    store, conversations=2, name="held")
+                await store.db.execute("UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ?",
+                                       (owner_text, time.time() - heartbeat_age))
+                await store.db.commit()
+                return await store.claim_run(run_id, "me:1:1")
+
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        time.sleep(0.1)
+        with pytest.raises(RunBusy) as stopped:
+            asyncio.run(claim(_owner_of(sleeper.pid), heartbeat_age=600))  # silent for 10 minutes, yet alive
+        message = str(stopped.value)
+        assert f"process {socket.gethostname()}:{sleeper.pid}, which is stopped (Ctrl-Z)" in message
+        assert "`fg` it" in message and f"kill {sleeper.pid}" in message and "\n" not in message
+
+        os.kill(sleeper.pid, signal.SIGCONT)
+        time.sleep(0.1)
+        with pytest.raises(RunBusy, match="is being driven by process"):  # running, heartbeat stale: still its own
+            asyncio.run(claim(_owner_of(sleeper.pid), heartbeat_age=600))
+        # The same pid with another start time is another process: the driver is gone.
+        assert asyncio.run(claim(f"{socket.gethostname()}:{sleeper.pid}:1", heartbeat_age=600))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert asyncio.run(claim(_owner_of(os.getpid()).replace(str(os.getpid()), str(sleeper.pid), 1), 0))
+
+
+# ---- 2. a write lock held longer than the busy timeout -----------------------------------------
+
+def _hold_write_lock(db: Path, seconds: float, held: threading.Event) -> threading.Thread:
+    def hold():
+        conn = sqlite3.connect(db, timeout=30, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        held.set()
+        time.sleep(seconds)
+        conn.execute("COMMIT")
+        conn.close()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds, **settings_values):
+    import hbtui.store as store_module
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_SECONDS", 0.2)  # the lock outlasts it many times over
+    data = many_records(tmp_path / "data.jsonl", 40)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=4, **settings_values)
+    server.control(latency_ms=20)
+    seen = {}
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(data), name="locked")
+            held = threading.Event()
+
+            async def lock():
+                await asyncio.sleep(0.3)
+                thread = seen["thread"] = _hold_write_lock(db, lock_seconds, held)
+                await asyncio.to_thread(held.wait)
+                seen["requests_at_lock"] = server.stats()["requests"]
+                await asyncio.sleep(lock_seconds - 0.3)
+                seen["requests_before_unlock"] = server.stats()["requests"]
+                await asyncio.to_thread(thread.join)
+
+            engine = Engine(store, await store.get_run(run_id), settings, [OnStart(lock)], backoff_base=0.01)
+            status = await engine.execute()
+            await asyncio.to_thread(seen["thread"].join)  # the other connection is done with the file
+            return run_id, engine, status
+
+    run_id, engine, status = asyncio.run(go())
+    return db, run_id, engine, status, seen
+
+
+def test_a_long_write_lock_loses_no_answer_and_pays_nothing_twice(server, tmp_path, monkeypatch):
+    db, run_id, engine, status, seen = _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds=3.0)
+    assert status == "finished", engine.error
+    # Every call once: 40 replies and 120 verdicts, none asked again.
+    assert server.stats()["requests"] == 40 + 120
+    # Back-pressure: while the lock held, no more calls went out than the unwritten allowance and
+    # the calls already in flight.
+    assert seen["requests_before_unlock"] - seen["requests_at_lock"] <= engine.max_unwritten + 2 * 4
+    with sqlite3.connect(db) as conn:
+        notes = [m for (m,) in conn.execute("SELECT message FROM run_log WHERE level = 'warning'")]
+    assert any("database is locked by another connection" in note for note in notes)
+
+
+def test_a_lock_past_its_patience_stops_the_run_saying_why_and_a_resume_completes_it(
+        server, tmp_path, monkeypatch):
+    db, run_id, engine, status, _ = _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds=3.0,
+                                                       db_write_patience=1.0)
+    assert status == "failed"
+    assert "stayed locked by another connection" in engine.error and "DB_WRITE_PATIENCE" in engine.error
+    assert "answers received meanwhile could not be stored" in engine.error
+
+    async def resume():
+        async with await Store.open(db) as store:
+            await store.db.execute("UPDATE runs SET heartbeat_at = 0, owner = NULL")  # as after the process exited
+            await store.db.commit()
+            return await Engine(store, await store.get_run(run_id), settings_for(server, db),
+                                backoff_base=0.01).execute()
+
+    assert asyncio.run(resume()) == "finished"
+
+
+# ---- 6. an endpoint that goes away mid-run; runs with gaps are incomplete ----------------------
+
+def test_an_endpoint_that_stops_answering_stops_the_run_resumable(tmp_path):
+    data = many_records(tmp_path / "data.jsonl", 30)
+    db = tmp_path / "db.sqlite"
+    with FakeServer(config={"latency_ms": 50}) as first:
+        settings = settings_for(first, db, concurrency=2, max_attempts=3, unreachable_patience=1.0)
+        port = first.port
+
+        async def go():
+            async with await Store.open(db) as store:
+                run_id = await plan_run(store, settings, load_jsonl(data), name="gone")
+
+                async def kill_server():
+                    await asyncio.sleep(1.0)
+                    await asyncio.to_thread(first.stop)
+
+                engine = Engine(store, await store.get_run(run_id), settings, [OnStart(kill_server)],
+                                backoff_base=0.3)
+                return run_id, engine, await engine.execute()
+
+        run_id, engine, status = asyncio.run(go())
+    assert status == "failed" and "stopped answering" in engine.error and "UNREACHABLE_PATIENCE" in engine.error
+    with sqlite3.connect(db) as conn:
+        burnt = conn.execute("SELECT count(*) FROM conversations WHERE status = 'failed'").fetchone()[0]
+        pending = conn.execute("SELECT count(*) FROM conversations WHERE status = 'pending'").fetchone()[0]
+    # Stopped after about a second of failures, not after every conversation burnt its attempts.
+    assert pending > 15 and burnt <= 4
+    with FakeServer(port=port) as back:
+        async def resume():
+            async with await Store.open(db) as store:
+                return await Engine(store, await store.get_run(run_id), settings_for(back, db),
+                                    backoff_base=0.01).execute()
+
+        assert asyncio.run(resume()) == "finished"
+
+
+@pytest.fixture
+def in_dir(tmp_path, monkeypatch, server):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
+                                   "CONCURRENCY=4\nMAX_ATTEMPTS=1\n")
+    for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
+        monkeypatch.delenv(key, raising=False)
+    return tmp_path
+
+
+def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors_completes_it(
+        in_dir, server, capsys):
+    data = many_records(in_dir / "data.jsonl", 30)
+    server.control(faults={"server_error": 0.3}, seed=4)
+    assert cli.main(["run", "--data", str(data), "--name", "gappy"]) == cli.EXIT_INCOMPLETE
+    err = capsys.readouterr().err
+    line = [ln for ln in err.splitlines() if ln.startswith("run 1 incomplete")]
+    assert len(line) == 1 and "hbtui regrade-errors 1" in line[0]
+    with sqlite3.connect(in_dir / "runs" / "hbtui.sqlite") as conn:
+        no_reply = conn.execute("SELECT count(*) FROM conversations WHERE status = 'failed'").fetchone()[0]
+        unfinished = conn.execute("SELECT count(DISTINCT conversation_id) FROM verdicts WHERE status = 'error'"
+                                  ).fetchone()[0]
+    assert f"{no_reply} conversations got no reply" in line[0] and f"{unfinished} have criteria" in line[0]
+
+    assert cli.main(["show", "gappy", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["run"]["status"] == "incomplete"
+    assert cli.main(["runs"]) == 0 and "incomplete" in capsys.readouterr().out
+
+    server.control(faults={})
+    assert cli.main(["regrade-errors", "gappy"]) == 0
+    capsys.readouterr()
+    assert cli.main(["show", "gappy", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run"]["status"] == "finished"
+
+
+def test_a_run_where_every_reply_is_refused_is_not_finished(in_dir, server, capsys):
+    data = many_records(in_dir / "data.jsonl", 3)
+    server.control(context_chars=1)  # every request "too long": refusals, answers of a kind
+    status = cli.main(["run", "--data", str(data), "--name", "refused"])
+    assert status == cli.EXIT_INCOMPLETE
+    assert "no conversation could be scored" in capsys.readouterr().err
+
+
+# ---- 7. resume never relabels a run ------------------------------------------------------------
+
+def test_resume_may_not_change_what_a_run_measures(in_dir, server, capsys):
+    data = many_records(in_dir / "data.jsonl", 3)
+    assert cli.main(["run", "--data", str(data), "--name", "done"]) == 0
+    db = in_dir / "runs" / "hbtui.sqlite"
+    with sqlite3.connect(db) as conn:
+        before = conn.execute("SELECT model_test, model_grader, settings_json, status FROM runs").fetchone()
+    capsys.readouterr()
+    for flags in (["--model-grader", "other"], ["--model-test", "other"], ["--temperature-grader", "0.9"],
+                  ["--max-tokens-test", "10"], ["--reasoning-grader", "high"]):
+        assert cli.main(["resume", "done", *flags]) == cli.EXIT_USAGE, flags
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "not what it measures" in err and "start a new run" in err, err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT model_test, model_grader, settings_json, status FROM runs").fetchone() == before
+    # How it is reached may change.
+    assert cli.main(["resume", "done", "--concurrency", "2", "--timeout", "30"]) == 0
+
+
+def test_resume_refuses_another_model_under_test_on_a_half_done_run(in_dir, server, capsys):
+    data = many_records(in_dir / "data.jsonl", 12)
+    server.control(latency_ms=40)
+    db = in_dir / "runs" / "hbtui.sqlite"
+    runner = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "half"],
+                              cwd=in_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        while not db.exists() or stored_answers(db) < 5:
+            time.sleep(0.05)
+    finally:
+        runner.send_signal(signal.SIGINT)
+        runner.wait(30)
+    assert cli.main(["resume", "half", "--model-test", "grader-model"]) == cli.EXIT_USAGE
+    assert "MODEL_TEST 'grader-model': run 1 was made with 'test-model'" in capsys.readouterr().err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT model_test FROM runs").fetchone()[0] == "test-model"
+
+
+# ---- 8. one way of counting progress -----------------------------------------------------------
+
+def test_the_headless_lines_and_the_monitor_count_the_same(server, tmp_path):
+    records = [make_record(f"r{i}", [("c one", 5, []), ("c two", 3, [])], user=f"q{i}" + ("x" * 400) * (i % 3 == 0))
+               for i in range(9)]
+    data = write_jsonl(tmp_path / "data.jsonl", records)
+    server.control(context_chars=300)  # three conversations are too long: no reply, criteria skipped
+    db = tmp_path / "db.sqlite"
+    out = io.StringIO()
+    counters = RunCounters()
+    asyncio.run(run_engine(settings_for(server, db), data, observers=[ProgressPrinter(out), counters]))
+
+    async def from_store():
+        async with await Store.open(db) as store:
+            return await view_from_store(store, 1)
+
+    stored = asyncio.run(from_store()).tally
+    last = out.getvalue().strip().splitlines()[-1]
+    assert stored.graded == 12 and stored.skipped == 6 and stored.to_grade == 12
+    assert f"verdicts {stored.criteria_text()} 100%" in last and "6 skipped: no reply" in last
+    assert f"replies {stored.replies_text()}" in last and "(3 without a reply)" in last
+    assert vars(counters.tally) == vars(stored)
+
+
+# ---- 15. SIGHUP stops a headless run cleanly -------------------------------------------------
+
+def test_sighup_stops_a_headless_run_as_interrupted_and_resumable(in_dir, server):
+    data = many_records(in_dir / "data.jsonl", 30)
+    server.control(latency_ms=40)
+    db = in_dir / "runs" / "hbtui.sqlite"
+    runner = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "hup"],
+                              cwd=in_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while not db.exists() or stored_answers(db) < 5:
+        time.sleep(0.05)
+    runner.send_signal(signal.SIGHUP)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == cli.EXIT_INTERRUPTED, err
+    assert "interrupted; continue with: hbtui resume 1" in err
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status, owner FROM runs").fetchone() == ("interrupted", None)
+    server.control(latency_ms=0)
+    resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "hup"], cwd=in_dir, capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
