@@ -45,6 +45,10 @@ from hbtui.store import (
 from hbtui.store.owners import this_owner
 
 HEARTBEAT_SECONDS = 2.0
+# No new call goes out unless a write confirmed, this recently, that this process still holds
+# the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
+# when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
+LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
 INCOMPLETE = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
 TAKEN_OVER = "taken over"  # this process lost the run to another: no status of its own to write
 
@@ -238,6 +242,8 @@ class Engine:
         self._calls_open = asyncio.Event()
         self._calls_open.set()
         self._unwritten = 0
+        self._confirmed_at = time.monotonic()  # of the last write made under the lease
+        self._confirming = False
         self.max_unwritten = max(32, 2 * (settings.concurrency + settings.effective_grader_concurrency))
         self.taken_over = False
         self._fatal: ChatError | None = None
@@ -260,7 +266,11 @@ class Engine:
         self._update_gate()
 
     def _update_gate(self) -> None:
-        if self._unpaused.is_set() and self._unwritten < self.max_unwritten:
+        unconfirmed = time.monotonic() - self._confirmed_at > LEASE_CONFIRM_SECONDS
+        if unconfirmed and not self._confirming:
+            self._confirming = True
+            self._writes.put_nowait(("heartbeat", self.live_snapshot()))  # the writer confirms the lease
+        if self._unpaused.is_set() and self._unwritten < self.max_unwritten and not unconfirmed:
             self._calls_open.set()
         else:
             self._calls_open.clear()
@@ -353,6 +363,7 @@ class Engine:
         """Run until every call is done, or until cancelled; returns the final status."""
         run_id = self.run.id
         self.lease = await self.store.claim_run(run_id, self.owner)
+        self._confirmed_at = time.monotonic()
         settings = self.settings
         await self._record_changed_settings()
         test = self._client(settings.base_url, settings.api_key, settings.concurrency)
@@ -513,6 +524,7 @@ class Engine:
             raise failures[0]
 
     async def _generate(self, client: ChatClient, item: WorkItem) -> str | None:
+        self._update_gate()
         await self._calls_open.wait()
         settings = self.settings
         try:
@@ -563,6 +575,7 @@ class Engine:
 
     async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, idx: int, text: str,
                          points: float, statuses: dict[int, str]) -> None:
+        self._update_gate()
         await self._calls_open.wait()
         if self._fatal is not None:
             return
@@ -687,8 +700,8 @@ class Engine:
                     self.emit(Noted(self.run.id, "warning", message))
                 await asyncio.sleep(0.2)
                 continue
-            if locked_since is not None:
-                locked_since = None
+            locked_since = None
+            self._confirmed_at, self._confirming = time.monotonic(), False
             self._unwritten -= batch.results
             self._update_gate()
             if batch.done:

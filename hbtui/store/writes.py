@@ -118,6 +118,12 @@ class StoreWrites(Connection):
         the run still holds it, so a driver that was taken over cannot write another result.
         """
         db = self.db
+        # First without the write lock: a driver stopped (Ctrl-Z) in the middle of a commit holds
+        # it, and the user should hear that the driver is stopped, not that the file is locked.
+        row = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
+        busy = row and driver_in_the_way(run_id, row[0], owner, row[1])
+        if busy:
+            raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
         await db.execute("BEGIN IMMEDIATE")
         try:
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))

@@ -1,0 +1,125 @@
+"""The long repros, as a user meets them: real `hbtui` processes stopped with SIGSTOP, resumed
+from another shell, and a write lock held from another process for longer than the busy timeout."""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.test_reliability import many_records, stored_answers
+
+RECORDS, CRITERIA = 100, 3
+EVERY_CALL_ONCE = RECORDS * (1 + CRITERIA)
+
+
+def start(args, cwd, env):
+    return subprocess.Popen([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_answers(db, at_least, process):
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        try:
+            if stored_answers(db) >= at_least:
+                return
+        except sqlite3.Error:
+            pass  # not created yet
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def shell(tmp_path, server):
+    """A working folder with .env, and the environment two shells of one user share."""
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
+                                   "CONCURRENCY=8\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER")}
+    env.update(HBTUI_HEARTBEAT_PATIENCE="2", HBTUI_BUSY_TIMEOUT="1")
+    many_records(tmp_path / "data.jsonl", RECORDS, CRITERIA)
+    server.control(latency_ms=100)
+    return tmp_path, env
+
+
+@pytest.mark.slow
+def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(shell, server):
+    cwd, env = shell
+    db = cwd / "runs" / "hbtui.sqlite"
+    first = start(["run", "--data", "data.jsonl", "--name", "stopped"], cwd, env)
+    wait_for_answers(db, 50, first)
+    first.send_signal(signal.SIGSTOP)
+    time.sleep(4)  # twice the heartbeat's patience: the heartbeat is stale
+    resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "stopped"], cwd=cwd, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert resumed.returncode == 2
+    assert f":{first.pid}, which is stopped (Ctrl-Z)" in resumed.stderr and resumed.stderr.count("\n") == 1
+    listing = subprocess.run([sys.executable, "-m", "hbtui", "runs"], cwd=cwd, env=env, capture_output=True,
+                             text=True, timeout=60)
+    assert "stopped" in listing.stdout.splitlines()[1]
+    first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert server.stats()["requests"] == EVERY_CALL_ONCE  # nothing paid twice
+
+
+@pytest.mark.slow
+def test_a_driver_taken_over_while_stopped_stops_when_continued_and_nothing_is_paid_twice(shell, server):
+    cwd, env = shell
+    db = cwd / "runs" / "hbtui.sqlite"
+    first = start(["run", "--data", "data.jsonl", "--name", "fenced"], cwd, env)
+    wait_for_answers(db, 50, first)
+    # A process on another host took the run over once the heartbeat went stale (a resume there
+    # cannot see this host's process table); it has since stopped, leaving the run to resume.
+    # The driver may be stopped in the middle of a commit, holding the lock: stop it again then.
+    while True:
+        first.send_signal(signal.SIGSTOP)
+        # As long as another host's takeover needs: its heartbeat stale (15 s by default), and
+        # longer than this driver trusts its lease without a write (6 s).
+        time.sleep(7)
+        try:
+            with sqlite3.connect(db, timeout=0.5) as conn:
+                conn.execute("UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs', heartbeat_at = 0")
+            break
+        except sqlite3.OperationalError:
+            first.send_signal(signal.SIGCONT)
+            time.sleep(0.05)
+    stored_at_takeover = stored_answers(db)
+    requests_at_continue = server.stats()["requests"]
+    first.send_signal(signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    assert server.stats()["requests"] == requests_at_continue  # not one new call once it went on
+    assert first.returncode == 1
+    assert "run 1 was taken over by process elsewhere:77" in err and "Traceback" not in err
+    assert stored_answers(db) == stored_at_takeover  # it kept nothing it could not write
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT owner, lease FROM runs").fetchone() == ("elsewhere:77:1", "theirs")
+    resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "fenced"], cwd=cwd, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    # Paid twice at most: what was in flight when it was stopped, on the wire (8) or received and
+    # not yet committed (at most as many again).
+    assert server.stats()["requests"] - EVERY_CALL_ONCE <= 2 * 8
+
+
+@pytest.mark.slow
+def test_a_write_lock_held_by_another_process_for_14_s_loses_nothing(shell, server):
+    cwd, env = shell
+    db = cwd / "runs" / "hbtui.sqlite"
+    first = start(["run", "--data", "data.jsonl", "--name", "locked"], cwd, env)
+    wait_for_answers(db, 20, first)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        "c = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(14); c.execute('COMMIT')\n"
+    ), str(db)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.wait(60)
+    out, err = first.communicate(timeout=180)
+    assert first.returncode == 0, err
+    assert "database is locked by another connection" in out
+    assert server.stats()["requests"] == EVERY_CALL_ONCE
