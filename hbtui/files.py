@@ -35,12 +35,13 @@ def private_file(path: str | Path, newline: str | None = None) -> Iterator[TextI
 
 
 def open_to_others(path: str | Path) -> int | None:
-    """The permission bits of ``path`` if users other than its owner may read or write it."""
+    """The permission bits of the file ``path`` if users other than its owner may read or write it."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        status = os.stat(path)
     except OSError:
         return None
-    return mode if mode & 0o066 else None
+    mode = stat.S_IMODE(status.st_mode)
+    return mode if stat.S_ISREG(status.st_mode) and mode & 0o066 else None
 
 
 def stdout_to_devnull() -> None:

@@ -106,10 +106,10 @@ def crafted(tmp_path, server, monkeypatch):
     return write_records(tmp_path / EVIL_FILE, [record])
 
 
-def run_cli(capsys, *args: str) -> tuple[int, str]:
-    code = cli.main([*args, "--db", "runs/hbtui.sqlite"])
+def run_cli(capsys, *args: str, db: str = "runs/hbtui.sqlite") -> tuple[int, str, str]:
+    code = cli.main([*args, "--db", db])
     captured = capsys.readouterr()
-    return code, captured.out + captured.err
+    return code, captured.out, captured.err
 
 
 def test_no_command_passes_a_crafted_dataset_s_controls_to_the_terminal(crafted, tmp_path, capsys):
@@ -118,24 +118,13 @@ def test_no_command_passes_a_crafted_dataset_s_controls_to_the_terminal(crafted,
     outputs["show"] = run_cli(capsys, "show", "latest")
     outputs["export csv"] = run_cli(capsys, "export", "latest", "--format", "csv", "--out", "out.csv")
     outputs["export jsonl"] = run_cli(capsys, "export", "latest", "--out", "out.jsonl")
-    # The error lines: the file named, the prompt_id named, a folder named.
-    repeated = write_records(tmp_path / f"twice{OSC52}.jsonl", [json.loads(crafted.read_text())] * 2)
-    outputs["repeated prompt_id"] = run_cli(capsys, "run", "--data", str(repeated))
-    outputs["missing file"] = run_cli(capsys, "run", "--data", f"gone{CLEAR}\nhbtui: fake line.jsonl")
-    outputs["missing folder"] = run_cli(capsys, "export", "latest", "--out", f"no{TITLE}/out.csv")
-
-    codes = {command: code for command, (code, _) in outputs.items()}
-    assert codes == {"run": 0, "runs": 0, "show": 0, "export csv": 0, "export jsonl": 0,
-                     "repeated prompt_id": 2, "missing file": 2, "missing folder": 2}
-    for command, (_, printed) in outputs.items():
-        assert raw_controls(printed) == [], (command, printed)
-    printed = {command: text for command, (_, text) in outputs.items()}
+    assert {command: code for command, (code, _, _) in outputs.items()} == dict.fromkeys(outputs, 0)
+    printed = {command: out + err for command, (_, out, err) in outputs.items()}
+    for command, text in printed.items():
+        assert raw_controls(text) == [], (command, text)
     assert "care␛]52;c;ZXZpbA==␇␛[2J␛[H" in printed["show"]  # the theme, shown as text
     assert "accuracy␛]0;owned␇\ufffd2J" in printed["show"]  # the axis
     assert "data␛]0;owned␇␇.jsonl" in printed["run"]  # the file, in the run's name
-    assert f"prompt_id p␛[2J␛[H␛]52;c;ZXZpbA==␇ repeats line 1" in printed["repeated prompt_id"]
-    # An error is one line: a newline in what it names cannot forge another.
-    assert printed["missing file"].count("\n") == 1 and "␊hbtui: fake line" in printed["missing file"]
 
     folder = next(path for path in (tmp_path / "runs").iterdir() if path.is_dir())
     description = (folder / "description.md").read_text(encoding="utf-8")
@@ -145,6 +134,40 @@ def test_no_command_passes_a_crafted_dataset_s_controls_to_the_terminal(crafted,
     # JSON keeps the text exactly: it escapes control characters itself.
     exported = json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))
     assert exported["prompt_id"] == EVIL_ID and f"theme:{EVIL_THEME}" in exported["example_tags"]
-    code, shown = run_cli(capsys, "show", "latest", "--json")
+    code, shown, _ = run_cli(capsys, "show", "latest", "--json")
     assert raw_controls(shown) == [] and f"theme:{EVIL_THEME}" in json.loads(shown)["metrics"]
 
+
+
+# Bad input naming crafted text: one line on stderr, exit 2, no raw control character, and the
+# database as it was. {data} is the crafted file, {repeated} it twice (its prompt_id repeats).
+BAD_INPUTS = {
+    "missing data file": ["run", "--data", f"gone{CLEAR}\nhbtui: a forged line.jsonl"],
+    "repeated prompt_id": ["run", "--data", "{repeated}"],
+    "record without rubrics": ["run", "--data", "{no_rubrics}"],
+    "unknown run": ["show", f"run{OSC52}"],
+    "resume of an unknown run": ["resume", f"x{CLEAR}\nhbtui: forged"],
+    "export into a missing folder": ["export", "latest", "--out", f"no{TITLE}/out.csv"],
+    "a folder as the database": ["runs", "--db", f"folder{OSC52}"],
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_naming_crafted_text_is_one_escaped_line(crafted, tmp_path, capsys, case):
+    record = json.loads(crafted.read_text())
+    files = {
+        "data": str(crafted),
+        "repeated": str(write_records(tmp_path / f"twice{OSC52}.jsonl", [record] * 2)),
+        "no_rubrics": str(write_records(tmp_path / f"bare{TITLE}.jsonl", [{**record, "rubrics": []}])),
+    }
+    (tmp_path / f"folder{OSC52}").mkdir()
+    assert run_cli(capsys, "run", "--data", str(crafted))[0] == 0
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    before = db.read_bytes()
+    args = [arg.format(**files) if arg.startswith("{") else arg for arg in BAD_INPUTS[case]]
+    code, out, err = run_cli(capsys, *args) if "--db" not in args else run_cli(capsys, *args[:-2], db=args[-1])
+    assert code == 2 and out == "", (out, err)
+    assert err.startswith("hbtui: error: ") and err.count("\n") == 1, err
+    assert raw_controls(err) == [], err
+    assert "␛" in err or "\\x1b" in err  # what it names is there, shown as text (or as Python writes it)
+    assert db.read_bytes() == before
