@@ -4,6 +4,7 @@ column of the database, not an export, not the run folder, not the app."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 
@@ -16,6 +17,7 @@ from hbtui.client import AUTH, REFUSED, SERVER_ERROR, ChatClient, ChatError, End
 from hbtui.config import Settings, mask_secret
 from hbtui.limiter import AdaptiveLimiter
 from hbtui.redact import REDACTED, redact
+from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
@@ -125,6 +127,11 @@ def every_file_under(root) -> dict[str, bytes]:
             if path.is_file() and ".env" not in path.name}
 
 
+async def create_database(path) -> None:
+    async with await Store.open(path):
+        pass
+
+
 RUN_ECHOES = [
     # (form, status, which calls, where the provider's message must be kept)
     ("full", 401, "all", "runs"),  # fatal: the run stops, its error and log say why
@@ -139,19 +146,29 @@ RUN_ECHOES = [
 def test_a_run_against_an_echoing_provider_leaks_the_key_nowhere(project, small_dataset, server, capsys, form,
                                                                     status, calls, kept_in):
     server.control(echo_auth=form, echo_auth_status=status, echo_auth_calls=calls)
-    outputs = [hbtui_in_process(capsys, "run", "--data", str(small_dataset), "--name", "echo")]
-    server.control(echo_auth=None)  # the commands after the run read; none of them calls
-    outputs += [
-        hbtui_in_process(capsys, "runs"),
-        hbtui_in_process(capsys, "show", "latest"),
-        hbtui_in_process(capsys, "show", "latest", "--json"),
-        hbtui_in_process(capsys, "export", "latest", "--out", "out.jsonl"),
-        hbtui_in_process(capsys, "export", "latest", "--format", "csv", "--out", "out.csv"),
-    ]
+    db_path = project / "runs" / "hbtui.sqlite"
+    asyncio.run(create_database(db_path))
+    # Held open, this connection keeps the WAL file from being folded in and removed at the end.
+    holder = sqlite3.connect(db_path)
+    try:
+        holder.execute("SELECT count(*) FROM runs").fetchall()
+        outputs = [hbtui_in_process(capsys, "run", "--data", str(small_dataset), "--name", "echo")]
+        server.control(echo_auth=None)  # the commands after the run read; none of them calls
+        outputs += [
+            hbtui_in_process(capsys, "runs"),
+            hbtui_in_process(capsys, "show", "latest"),
+            hbtui_in_process(capsys, "show", "latest", "--json"),
+            hbtui_in_process(capsys, "export", "latest", "--out", "out.jsonl"),
+            hbtui_in_process(capsys, "export", "latest", "--format", "csv", "--out", "out.csv"),
+        ]
+        files = every_file_under(project)
+    finally:
+        holder.close()
     printed = "\n".join(out + err for _, out, err in outputs)
     assert not leaks(printed), printed
-    files = every_file_under(project)
-    assert any(name.endswith("hbtui.sqlite") for name in files)
+    assert {"runs/hbtui.sqlite", "runs/hbtui.sqlite-wal", "out.jsonl", "out.csv"} <= set(files)
+    if kept_in != "runs":  # a run that ends has its folder
+        assert any(name.endswith("description.md") for name in files)
     assert {name: leaks(data) for name, data in files.items() if leaks(data)} == {}
     # The provider's message itself is kept, where it belongs, with the key taken out.
     with sqlite3.connect(project / "runs" / "hbtui.sqlite") as db:
