@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import httpx
 
 from hbtui.client import AUTH, NOT_FOUND, ChatClient, ChatError, Endpoint, list_models
-from hbtui.config import Settings, mask_secret
+from hbtui.config import Settings
 from hbtui.grading import VERDICT_FORMAT
 from hbtui.limiter import AdaptiveLimiter
+from hbtui.redact import redact
 from hbtui.text import one_line
 
 PING = [{"role": "user", "content": "Reply with the single word OK."}]
@@ -35,11 +36,8 @@ class CheckResult:
 
 
 def _scrub(message: str, *secrets: str | None) -> str:
-    """A provider may echo the key back in its error; show the mask instead."""
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, mask_secret(secret) or "")
-    return one_line(message, 200)
+    """A provider may echo the key back in its error, whole or masked: neither is shown."""
+    return one_line(redact(message, secrets), 200)
 
 
 def _reach_error(exc: Exception, url: str) -> str:

@@ -30,9 +30,12 @@ from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
 from hbtui.store import RunBusy, RunRow, Store, StoreError
-from hbtui.text import one_line
+from hbtui.files import open_to_others, stdout_to_devnull
+from hbtui.text import one_line, visible_controls, visible_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# 128 + SIGPIPE: see main.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # Signals that stop a headless run cleanly (interrupted, resumable): Ctrl-C, kill, and the hangup
 # of a terminal or SSH session that went away under a run started without nohup or tmux.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -124,8 +127,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def say(text: str = "", *, error: bool = False) -> None:
+    """Print what a command reports. Names of runs, themes, axes, models and files come from
+    datasets, models and users: their control characters are shown, never obeyed (an OSC 52
+    sequence in a theme name would write the user's clipboard)."""
+    print(visible_controls(text), file=sys.stderr if error else sys.stdout)
+
+
+def _complain(kind: str, message: object) -> None:
+    """The one line of an error or a warning; a newline in a file name cannot start another."""
+    say(f"hbtui: {kind}: {visible_line(str(message))}", error=True)
+
+
 def _warn(message: str) -> None:
-    print(f"hbtui: warning: {message}", file=sys.stderr)
+    _complain("warning", message)
+
+
+def _warn_if_shared(db_path: str, warn) -> None:
+    """A database that other users may read is said, not changed: it may be shared on purpose."""
+    mode = open_to_others(db_path)
+    if mode is not None:
+        warn(f"database {db_path} is open to other users (mode {mode:04o}); it holds every prompt and reply"
+             f" of its runs: `chmod 600 {db_path}` unless you share it on purpose")
 
 
 READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "export")
@@ -157,7 +180,7 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
         stops += 1
         if stops == 1:
             try:
-                print("\nstopping: saving what completed (Ctrl-C again to quit at once)", file=sys.stderr)
+                say("\nstopping: saving what completed (Ctrl-C again to quit at once)", error=True)
             except OSError:
                 pass  # the terminal is gone (SIGHUP): stop all the same
             runner.cancel()  # the engine catches it, flushes its writes and marks the run interrupted
@@ -172,21 +195,22 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
         for signum in STOP_SIGNALS:
             loop.remove_signal_handler(signum)
     if status == TAKEN_OVER:
-        print(f"hbtui: error: {one_line(engine.error or '', 400)}", file=sys.stderr)
+        _complain("error", one_line(engine.error or "", 400))
         return EXIT_FAILED
     final = await store.get_run(run.id)
     if status in ("finished", INCOMPLETE):
-        print(render_report(final, brief=True))
-        print(f"results: {final.folder}")
+        say(render_report(final, brief=True))
+        say(f"results: {final.folder}")
         if status == INCOMPLETE:
-            print(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", file=sys.stderr)
+            say(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", error=True)
             return EXIT_INCOMPLETE
         return EXIT_OK
     if status == "failed":
-        print(f"run {final.id} {final.name} failed: {one_line(engine.error or final.error or '', 400)}", file=sys.stderr)
-        print(resume_hint(final.id, engine.error or final.error), file=sys.stderr)
+        say(f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
+            error=True)
+        say(resume_hint(final.id, engine.error or final.error), error=True)
         return EXIT_FAILED
-    print(f"run {final.id} {final.name} {status}; continue with: hbtui resume {final.id}", file=sys.stderr)
+    say(f"run {final.id} {one_line(final.name)} {status}; continue with: hbtui resume {final.id}", error=True)
     return EXIT_INTERRUPTED
 
 
@@ -220,7 +244,7 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         await refuse_measured_changes(store, run, run_settings)
         if regrade:
             verdicts, replies = await store.reset_errors(run.id)
-            print(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
+            say(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
         return await drive(store, run, run_settings)
 
 
@@ -228,7 +252,7 @@ async def cmd_runs(settings: Settings) -> int:
     async with await Store.open(settings.db_path, create=False) as store:
         # On a terminal the table fits its width; piped, every column stays whole.
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        print(render_runs(await store.list_runs(), width))
+        say(render_runs(await store.list_runs(), width))
     return EXIT_OK
 
 
@@ -239,11 +263,11 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         run = await store.resolve_run(args.run)
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
-        if args.json:
+        if args.json:  # JSON escapes control characters itself, and keeps the text exact
             print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status(),
                                       "error": run.error}, **run.report}, indent=2))
         else:
-            print(render_report(run, scores=await store.conversation_scores(run.id)))
+            say(render_report(run, scores=await store.conversation_scores(run.id)))
     return EXIT_OK
 
 
@@ -256,7 +280,7 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         writer = write_jsonl if args.format == "jsonl" else write_csv
         count = await writer(store, run.id, out)
     unit = "conversations" if args.format == "jsonl" else "verdicts"
-    print(f"wrote {count} {unit} of run {run.id} to {out}")
+    say(f"wrote {count} {unit} of run {run.id} to {out}")
     return EXIT_OK
 
 
@@ -279,12 +303,26 @@ def settings_db(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`hbtui runs | head -1`): stop quietly, as Unix tools do. The status
+        # is 141 (128 + SIGPIPE), what the shell reports for `cat`, `seq` or `grep` in the same
+        # place, rather than 0: scripts then see us as they see those tools (`set -o pipefail`
+        # flags them alike), and nobody is told that output nobody read was all delivered.
+        stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         command = args.command
         problems: list[str] = []
-        settings = settings_from(args, warn=problems.append if command in (None, "monitor") else _warn)
+        warn = problems.append if command in (None, "monitor") else _warn
+        settings = settings_from(args, warn=warn)
+        _warn_if_shared(settings.db_path, warn)
         if command in (None, "monitor"):
             return run_app(args, settings, problems)
         if command == "run":
@@ -300,24 +338,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "export":
             return asyncio.run(cmd_export(args, settings))
         parser.error(f"unknown command {command}")
+    except BrokenPipeError:
+        raise  # not a problem of ours: see main
     except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError) as exc:
-        print(f"hbtui: error: {exc}", file=sys.stderr)
+        _complain("error", exc)
         return EXIT_USAGE
     except ChatError as exc:
-        print(f"hbtui: error: {exc}", file=sys.stderr)
+        _complain("error", exc)
         return EXIT_FAILED
     except sqlite3.Error as exc:
-        print(f"hbtui: error: database {getattr(args, 'db', None) or settings_db(args)}: {exc}", file=sys.stderr)
+        _complain("error", f"database {getattr(args, 'db', None) or settings_db(args)}: {exc}")
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except OSError as exc:
-        print(f"hbtui: error: {exc.filename or ''}: {exc.strerror or exc}".replace(": : ", ": "), file=sys.stderr)
+        _complain("error", f"{exc.filename or ''}: {exc.strerror or exc}".replace(": : ", ": ").removeprefix(": "))
         return EXIT_USAGE
     except Exception as exc:  # noqa: BLE001 - the user sees one line, never a traceback
         if os.environ.get("HBTUI_DEBUG"):
             raise
-        print(f"hbtui: internal error: {type(exc).__name__}: {exc} (HBTUI_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        _complain("internal error", f"{type(exc).__name__}: {exc} (HBTUI_DEBUG=1 shows the traceback)")
         return EXIT_FAILED
     return EXIT_OK

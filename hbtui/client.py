@@ -23,6 +23,7 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from hbtui.limiter import GENERATION, AdaptiveLimiter
+from hbtui.redact import provider_text, redact
 
 # Error kinds, as stored with replies and verdicts and counted by the monitor.
 RATE_LIMITED = "rate_limited"
@@ -55,6 +56,11 @@ class Endpoint:
     @property
     def chat_url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"
+
+    @property
+    def secrets(self) -> tuple[str | None, ...]:
+        """What this endpoint is sent that it must never get back into our files or screens."""
+        return (self.api_key,)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -152,20 +158,21 @@ def split_reasoning(message: dict) -> tuple[str, str | None]:
     return content.strip(), reasoning
 
 
-def _error_message(response: httpx.Response) -> tuple[str, str | None, str | None]:
-    """(message, param, code) from an OpenAI-style error body, or the raw text."""
+def _error_message(response: httpx.Response, secrets: tuple[str | None, ...]) -> tuple[str, str | None, str | None]:
+    """(message, param, code) from an OpenAI-style error body, or the raw text; the message
+    without the key, which providers echo (OpenAI's 401 shows it masked, proxies whole)."""
     try:
         body = response.json()
     except ValueError:
-        return response.text[:500].strip() or response.reason_phrase, None, None
+        return provider_text(response.text, secrets, 500).strip() or response.reason_phrase, None, None
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
-        return str(error.get("message") or error), error.get("param"), error.get("code")
+        return redact(str(error.get("message") or error), secrets), error.get("param"), error.get("code")
     if isinstance(error, str):
-        return error, None, None
+        return redact(error, secrets), None, None
     if isinstance(body, dict) and "message" in body:
-        return str(body["message"]), None, None
-    return json.dumps(body)[:500], None, None
+        return redact(str(body["message"]), secrets), None, None
+    return provider_text(json.dumps(body), secrets, 500), None, None
 
 
 def _refused_param(message: str, param: str | None, body: dict) -> str | None:
@@ -298,7 +305,7 @@ class ChatClient:
                 response = await self.http.post(self._chat_url, json=body, headers=self._headers)
                 error = None
             except (httpx.TransportError, httpx.DecodingError) as exc:
-                error = _transport_error(exc, self.timeout, attempts)
+                error = _transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
             finally:
                 self.limiter.release()
             latency_ms = (time.perf_counter() - started) * 1000
@@ -314,7 +321,7 @@ class ChatClient:
                         self.on_call(CallRecord(self.endpoint.base_url, True, None, latency_ms))
                         return result
                 else:
-                    message, param, code = _error_message(response)
+                    message, param, code = _error_message(response, self.endpoint.secrets)
                     if status == 429:
                         self.limiter.rate_limited()
                         retry_after = _retry_after(response)
@@ -347,7 +354,8 @@ class ChatClient:
     def _result(self, response: httpx.Response, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
         """A 200 that is not a chat completion is a bad response (retried), never a crash."""
         def bad() -> ChatError:
-            return ChatError(BAD_RESPONSE, f"not a chat completion: {response.text[:200]!r}", 200, attempts)
+            text = provider_text(response.text, self.endpoint.secrets, 200)
+            return ChatError(BAD_RESPONSE, f"not a chat completion: {text!r}", 200, attempts)
 
         try:
             body = response.json()
@@ -390,7 +398,7 @@ def make_http_client(timeout: float, connections: int) -> httpx.AsyncClient:
     )
 
 
-def _transport_error(exc: Exception, timeout: float, attempts: int) -> ChatError:
+def _transport_error(exc: Exception, timeout: float, attempts: int, secrets: tuple[str | None, ...]) -> ChatError:
     # The aiohttp transport maps every aiohttp connection error to httpx.ConnectTimeout; the
     # original exception tells a dropped connection from a real timeout.
     cause = exc.__cause__
@@ -398,7 +406,7 @@ def _transport_error(exc: Exception, timeout: float, attempts: int) -> ChatError
         cause is None and isinstance(exc, httpx.TimeoutException)
     ):
         return ChatError(TIMEOUT, f"no answer within {timeout:g} s", attempts=attempts)
-    detail = f"{type(cause or exc).__name__}: {cause or exc}".rstrip(": ")
+    detail = redact(f"{type(cause or exc).__name__}: {cause or exc}".rstrip(": "), secrets)
     return ChatError(CONNECTION, f"connection failed ({detail})", attempts=attempts)
 
 
@@ -419,7 +427,7 @@ async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:
     async with httpx.AsyncClient(timeout=timeout) as http:
         response = await http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers)
     if response.status_code != 200:
-        message, _, _ = _error_message(response)
+        message, _, _ = _error_message(response, endpoint.secrets)
         kind = AUTH if response.status_code in (401, 403) else NOT_FOUND if response.status_code == 404 else REFUSED
         raise ChatError(kind, message, response.status_code)
     data = response.json().get("data", [])

@@ -7,11 +7,11 @@ a file, because the user asked for exactly that; the file is owner-only (0600).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from hbtui.config import ALIASES, KEYS, Settings
+from hbtui.files import private_file
 
 # Where this machine keeps things, not how a run behaves: written only when the file has them.
 LOCATION_KEYS = frozenset({"HBTUI_DB", "HBTUI_CACHE"})
@@ -73,12 +73,8 @@ def write_env(path: str | Path, settings: Settings) -> Path:
     text = "\n".join(out) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with private_file(path) as handle:
             handle.write(text)
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, path)
     except OSError as exc:
         raise EnvFileError(f"{path}: cannot write ({exc.strerror or exc})") from None
     return path

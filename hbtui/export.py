@@ -1,7 +1,10 @@
 """Exports of a run: JSONL (one line per conversation and repeat), CSV (one row per verdict), and
 the run folder (`results.jsonl` + `description.md`) that users of the single-script harness know.
 
-Text is written exactly as stored; files are created owner-only since they hold the run's data.
+JSONL holds text exactly as stored (JSON escapes control characters itself). CSV and
+`description.md` are read in terminals and spreadsheets, so their control characters are made
+visible (ESC as ␛): a prompt_id or a theme name cannot send escape sequences from them. Files are
+owner-only since they hold the run's data.
 """
 
 from __future__ import annotations
@@ -12,17 +15,14 @@ import os
 import time
 from pathlib import Path
 
+from hbtui.files import private_file
 from hbtui.store import MET, NOT_MET, RunRow, Store
+from hbtui.text import one_line, visible_controls
 
 CSV_COLUMNS = [
     "position", "repeat", "prompt_id", "conversation_score", "criterion_index", "criterion", "points", "tags",
     "criteria_met", "status", "explanation", "error_kind", "error",
 ]
-
-
-def _private_open(path: Path, newline: str | None = None):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    return os.fdopen(fd, "w", encoding="utf-8", newline=newline)
 
 
 def _met(status: str) -> bool | None:
@@ -31,7 +31,7 @@ def _met(status: str) -> bool | None:
 
 async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     count = 0
-    with _private_open(out) as handle:
+    with private_file(out) as handle:
         async for row, verdicts in store.export_rows(run_id):
             (_, position, repeat, prompt_id, example_tags, status, reply, reasoning, finish_reason, error,
              error_kind, score, body) = row
@@ -67,7 +67,7 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
 
 async def write_csv(store: Store, run_id: int, out: Path) -> int:
     count = 0
-    with _private_open(out, newline="") as handle:
+    with private_file(out, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         async for row, verdicts in store.export_rows(run_id):
@@ -75,11 +75,11 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
             score = row[11]
             for idx, criterion, points, tags, status, explanation, error, error_kind in verdicts:
                 met = _met(status)
-                writer.writerow([
+                writer.writerow([visible_controls(cell) if isinstance(cell, str) else cell for cell in (
                     position, repeat, prompt_id, "" if score is None else score, idx, criterion, points,
                     " ".join(json.loads(tags)), "" if met is None else str(met).lower(), status,
                     explanation or "", error_kind or "", error or "",
-                ])
+                )])
                 count += 1
     return count
 
@@ -90,11 +90,12 @@ def describe(run: RunRow) -> str:
     report = run.report or {}
     overall = report.get("metrics", {}).get("overall_score")
     lines = [
-        f"# {run.name}",
+        f"# {one_line(run.name, 200)}",
         "",
         f"- run id: {run.id}",
         f"- status: {run.status}",
-        f"- dataset: {run.dataset_name} ({run.dataset_path}), sha256 {run.dataset_sha256}",
+        f"- dataset: {one_line(run.dataset_name, 200)} ({one_line(str(run.dataset_path), 1000)}),"
+        f" sha256 {run.dataset_sha256}",
         f"- plan: {run.plan.get('records')} records, limit {run.plan.get('limit')}, seed {run.plan.get('seed')},"
         f" repeats {run.plan.get('repeats')}",
         f"- model under test: {run.model_test} at {s.get('base_url')}, temperature {s.get('temperature_test')},"
@@ -123,8 +124,9 @@ def describe(run: RunRow) -> str:
             "| --- | --- | --- | --- |",
         ]
         for name, m in report["metrics"].items():
-            lines.append(f"| {name} | {m['value']:.4f} | {m['n']} | {m['ci95'][0]:.4f} to {m['ci95'][1]:.4f} |")
-    return "\n".join(lines) + "\n"
+            cell = one_line(name, 200).replace("|", r"\|")  # a tag's own "|" would split its row
+            lines.append(f"| {cell} | {m['value']:.4f} | {m['n']} | {m['ci95'][0]:.4f} to {m['ci95'][1]:.4f} |")
+    return visible_controls("\n".join(lines) + "\n")
 
 
 async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
@@ -138,6 +140,6 @@ async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     await write_jsonl(store, run.id, folder / "results.jsonl")
-    with _private_open(folder / "description.md") as handle:
+    with private_file(folder / "description.md") as handle:
         handle.write(describe(run))
     return folder

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from hbtui.files import private_file
+
 SECRET_FIELDS = frozenset({"api_key", "grader_api_key"})
 
 
@@ -60,11 +62,7 @@ def delete_preset(name: str, path: Path | None = None) -> None:
 def _write_private(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
+        with private_file(path) as out:
             out.write(text)
-        os.chmod(temporary, 0o600)  # O_CREAT's mode is cut by the umask, never widened: make sure
-        os.replace(temporary, path)
     except OSError as exc:
         raise PresetError(f"{path}: cannot write presets ({exc.strerror or exc})") from None

@@ -22,13 +22,14 @@ from hbtui.events import (
     RunFinished,
     RunStarted,
 )
+from hbtui.files import stdout_to_devnull
 from hbtui.progress import Tally
-from hbtui.text import one_line
+from hbtui.text import one_line, visible_controls
 
 
 class ProgressPrinter:
     def __init__(self, out: TextIO | None = None, every: float = 5.0) -> None:
-        self.out = out or sys.stdout
+        self.out: TextIO | None = out or sys.stdout
         self.every = every
         self.started = time.monotonic()
         self.last_print = 0.0
@@ -39,7 +40,16 @@ class ProgressPrinter:
         self.name = ""
 
     def _print(self, line: str) -> None:
-        print(line, file=self.out, flush=True)
+        if self.out is None:
+            return
+        try:
+            print(visible_controls(line), file=self.out, flush=True)
+        except BrokenPipeError:
+            # Whoever read the progress went away (`hbtui run ... | head`): the run goes on unseen.
+            # Failing it would throw away the calls it is paying for.
+            if self.out is sys.stdout:
+                stdout_to_devnull()
+            self.out = None
 
     def on_event(self, event: Event) -> None:
         self.tally.count(event)

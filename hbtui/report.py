@@ -72,7 +72,8 @@ def text_histogram(scores: list[float], width: int = 40) -> list[str]:
 
 
 def _breakdown(metrics: dict, prefix: str, title: str) -> list[str]:
-    items = [(name[len(prefix):], m) for name, m in metrics.items() if name.startswith(prefix)]
+    # Theme and axis names come from the dataset: one line each, their control characters shown.
+    items = [(one_line(name[len(prefix):], 60), m) for name, m in metrics.items() if name.startswith(prefix)]
     if not items:
         return []
     width = max(len(name) for name, _ in items)
@@ -90,7 +91,7 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
     crit = report.get("criteria", {})
     head = (
         f"run {run.id} {one_line(run.name, 60)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
-        f" {one_line(run.model_grader, 40)} on {run.dataset_name}"
+        f" {one_line(run.model_grader, 40)} on {one_line(run.dataset_name, 80)}"
     )
     if run.error:
         head += f"\nerror: {one_line(run.error, 400)}"

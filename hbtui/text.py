@@ -9,9 +9,22 @@ import re
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+_EVERY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _symbol(match: re.Match[str]) -> str:
+    return chr(0x2400 + ord(match.group())) if ord(match.group()) < 0x20 else "\ufffd"
+
+
 def visible_controls(text: str) -> str:
     """Control characters as visible symbols (ESC → ␛), so an escape sequence shows as text."""
-    return _CONTROL.sub(lambda m: chr(0x2400 + ord(m.group())) if ord(m.group()) < 0x20 else "\ufffd", text)
+    return _CONTROL.sub(_symbol, text)
+
+
+def visible_line(text: str) -> str:
+    """One line exactly as it is, with every control character visible, newlines and tabs too:
+    a message that names a file or a prompt_id cannot start a line of its own."""
+    return _EVERY_CONTROL.sub(_symbol, text)
 
 
 def one_line(text: str, width: int = 120) -> str:

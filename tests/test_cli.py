@@ -20,11 +20,15 @@ from tests.support.synth import synthesize_run
 SECRET = "sk-MARKER-7f3a9c1e5b2d4680aa11"
 
 
-def hbtui(*args, cwd, env_extra=None, check=False, timeout=120):
+def clean_env(env_extra=None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER")}
     env.update(env_extra or {})
-    result = subprocess.run([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=env, capture_output=True,
-                            text=True, timeout=timeout)
+    return env
+
+
+def hbtui(*args, cwd, env_extra=None, check=False, timeout=120):
+    result = subprocess.run([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=clean_env(env_extra),
+                            capture_output=True, text=True, timeout=timeout)
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -199,3 +203,83 @@ def test_a_paused_run_is_listed_as_paused(tmp_path):
     assert run.shown_status() == "running"  # still driven: what decides whether it may be resumed
     assert run.status_label() == "paused"
     assert render_runs([run]).splitlines()[1].split()[2] == "paused"
+
+
+def mode_of(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_files_written_over_become_owner_only(finished_run_db, capsys):
+    from hbtui import cli
+    from hbtui.export import write_run_folder
+
+    runs_root = finished_run_db.parent
+    for name in ("out.jsonl", "out.csv"):
+        (runs_root / name).write_text("an old export, readable by all\n")
+        (runs_root / name).chmod(0o644)
+    for fmt in ("jsonl", "csv"):
+        assert cli.main(["export", "latest", "--format", fmt, "--out", str(runs_root / f"out.{fmt}"),
+                         "--db", str(finished_run_db)]) == 0
+    assert capsys.readouterr().err == ""
+    for name in ("out.jsonl", "out.csv"):
+        assert mode_of(runs_root / name) == 0o600 and "an old export" not in (runs_root / name).read_text()
+
+    # A run finished again (resume, regrade) writes its folder over: the folder and its files too.
+    folder = next(path for path in runs_root.iterdir() if path.is_dir())
+    folder.chmod(0o755)
+    for path in folder.iterdir():
+        path.chmod(0o644)
+
+    async def rewrite():
+        async with await Store.open(finished_run_db) as store:
+            return await write_run_folder(store, (await store.list_runs())[0], runs_root)
+
+    assert asyncio.run(rewrite()) == folder
+    assert mode_of(folder) == 0o700
+    assert {path.name: mode_of(path) for path in folder.iterdir()} == {"results.jsonl": 0o600, "description.md": 0o600}
+
+
+def test_a_database_open_to_others_is_said_once_and_left_as_it_is(finished_run_db, capsys):
+    from hbtui import cli
+
+    finished_run_db.chmod(0o644)  # shared with a teammate, perhaps on purpose
+    assert cli.main(["show", "latest", "--db", str(finished_run_db)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("hbtui: warning:")]
+    assert len(warnings) == 1 and f"database {finished_run_db} is open to other users (mode 0644)" in warnings[0]
+    assert mode_of(finished_run_db) == 0o644
+    finished_run_db.chmod(0o600)
+    assert cli.main(["runs", "--db", str(finished_run_db)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def hbtui_read_one_line(*args, cwd) -> tuple[int, bytes, bytes]:
+    """hbtui piped into a reader that stops after one line, as `| head -1` does: (exit status,
+    the line, stderr)."""
+    process = subprocess.Popen([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=clean_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = process.stdout.readline()
+    process.stdout.close()
+    stderr = process.stderr.read()
+    return process.wait(timeout=60), first, stderr
+
+
+def test_runs_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    db = tmp_path / "many.sqlite"
+
+    async def make():
+        async with await Store.open(db) as store:
+            for number in range(600):  # about 100 kB of table: more than a pipe holds
+                await synthesize_run(store, conversations=1, criteria_per=1, seed=number,
+                                     name=f"run-{number:04d}-{'long-name-' * 6}")
+
+    asyncio.run(make())
+    code, first, stderr = hbtui_read_one_line("runs", "--db", str(db), cwd=tmp_path)
+    assert code == 141  # 128 + SIGPIPE, as `cat` or `seq` in its place
+    assert first.startswith(b"id ") and stderr == b""
+
+
+def test_a_run_whose_output_reader_stops_early_still_finishes(workdir, small_dataset):
+    code, first, stderr = hbtui_read_one_line("run", "--data", str(small_dataset), "--name", "unread", cwd=workdir)
+    assert code == 0 and first.startswith(b"run 1 unread") and stderr == b""
+    with sqlite3.connect(workdir / "runs" / "hbtui.sqlite") as conn:
+        assert conn.execute("SELECT status FROM runs").fetchone() == ("finished",)

@@ -194,12 +194,22 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "truncate_generation": False,
     # Grader calls whose max_tokens/max_completion_tokens is below this come back cut.
     "truncate_grader_below": None,
+    # Answer with an error that echoes the key sent, as providers and proxies do: "full" (the
+    # key and the Authorization header in an OpenAI-style message), "masked" (OpenAI's 401:
+    # sk-proj-****abcd), "headers" (a plain-text page listing the request's headers), or None.
+    "echo_auth": None,
+    # The status of those errors (401, 400, 500...).
+    "echo_auth_status": 401,
+    # Which calls get them: "all" (the model list too), "generation" or "grader".
+    "echo_auth_calls": "all",
 }
 
 
 _NUMBER_KEYS = frozenset({"latency_ms", "latency_jitter_ms", "seed", "retry_after", "hang_seconds",
                            "persistent_429_until", "context_chars", "truncate_grader_below"})
 _NULLABLE_KEYS = frozenset({"context_chars", "truncate_grader_below"})
+ECHO_FORMS: tuple[str, ...] = ("full", "masked", "headers")
+ECHO_CALLS: tuple[str, ...] = ("all", "generation", "grader")
 
 
 def validate_config_update(update: Any) -> dict[str, Any]:
@@ -231,6 +241,12 @@ def validate_config_update(update: Any) -> dict[str, Any]:
             raise ValueError(f"{key} must be a non-negative number" + (" or null" if key in _NULLABLE_KEYS else ""))
     if "grader_format" in update and update["grader_format"] not in GRADER_FORMATS:
         raise ValueError(f"grader_format must be one of {list(GRADER_FORMATS)}")
+    if update.get("echo_auth") not in (None, *ECHO_FORMS):
+        raise ValueError(f"echo_auth must be null or one of {list(ECHO_FORMS)}")
+    if "echo_auth_status" in update and update["echo_auth_status"] not in range(400, 600):
+        raise ValueError("echo_auth_status must be an HTTP error status (400-599)")
+    if "echo_auth_calls" in update and update["echo_auth_calls"] not in ECHO_CALLS:
+        raise ValueError(f"echo_auth_calls must be one of {list(ECHO_CALLS)}")
     if "reject_params" in update and not isinstance(update["reject_params"], list):
         raise ValueError("reject_params must be a list of parameter names")
     return update
@@ -373,6 +389,28 @@ def _unsupported_param_message(param: str) -> str:
     return message
 
 
+def echo_auth_error(state: ServerState, request: web.Request, call: str) -> web.Response | None:
+    """The error of the echo_auth switch, if it applies to this ``call`` ("generation",
+    "grader" or "models")."""
+    form, calls = state.config["echo_auth"], state.config["echo_auth_calls"]
+    if form is None or calls not in ("all", call):
+        return None
+    status = state.config["echo_auth_status"]
+    header = request.headers.get("Authorization", "")
+    key = header.removeprefix("Bearer ")
+    if form == "headers":
+        lines = "".join(f"{name}: {value}\n" for name, value in request.headers.items())
+        return web.Response(text=f"{status} Error\nRequest headers as received:\n{lines}", status=status,
+                            content_type="text/plain")
+    if form == "masked":
+        masked = key[:8] + "*" * max(len(key) - 12, 4) + key[-4:]
+        message = (f"Incorrect API key provided: {masked}. You can find your API key at"
+                   " https://platform.openai.com/account/api-keys.")
+    else:
+        message = f"Incorrect API key provided: {key}. The request had Authorization: {header}"
+    return openai_error(status, message, "invalid_request_error", "invalid_api_key")
+
+
 def _check_auth(state: ServerState, request: web.Request) -> web.Response | None:
     if state.expected_auth is not None and request.headers.get("Authorization") != state.expected_auth:
         return openai_error(401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key")
@@ -440,6 +478,10 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
     wants_json_schema = isinstance(response_format, dict) and response_format.get("type") == "json_schema"
     if wants_json_schema:
         stats.json_schema_requests += 1
+
+    echoed = echo_auth_error(state, request, "grader" if grader else "generation")
+    if echoed is not None:
+        return echoed
 
     if state.restrict_models and model not in state.known_models:
         return openai_error(
@@ -551,7 +593,7 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
 
 async def handle_models(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
-    auth_error = _check_auth(state, request)
+    auth_error = _check_auth(state, request) or echo_auth_error(state, request, "models")
     if auth_error is not None:
         return auth_error
     return _json(
