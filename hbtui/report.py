@@ -113,6 +113,8 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
     lines.append(
         f"conversations {conv.get('total')}: scored {conv.get('scored')}, incomplete {conv.get('incomplete')}"
         f" (grading errors {crit.get('errors')}), without a reply {conv.get('excluded')}"
+        + (f" (their {crit['skipped']} criteria skipped)" if crit.get("skipped") else "")
+        + (f"; criteria pending {crit['pending']}" if crit.get("pending") else "")
     )
     lines.append("")
     lines += _breakdown(metrics, "theme:", "theme")

@@ -151,6 +151,7 @@ class RunReport:
     negative_triggered: int
     criterion_errors: int
     criteria_pending: int = 0
+    criteria_skipped: int = 0  # of conversations without a reply: never graded, not pending either
     extra: dict = field(default_factory=dict)
 
     @property
@@ -182,6 +183,7 @@ class RunReport:
                 "negative_triggered_share": self.negative_triggered_share,
                 "errors": self.criterion_errors,
                 "pending": self.criteria_pending,
+                "skipped": self.criteria_skipped,
             },
         }
 
@@ -201,11 +203,12 @@ def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP
     name_to_values: dict[str, list[float]] = defaultdict(list)
     scores: list[float] = []
     total = incomplete = excluded = 0
-    pos = pos_met = neg = neg_met = errors = pending = 0
+    pos = pos_met = neg = neg_met = errors = pending = skipped = 0
     for conv in conversations:
         total += 1
         if conv.excluded:
             excluded += 1
+            skipped += len(conv.criteria)
             continue
         errors += conv.errors
         for c in conv.criteria:
@@ -243,6 +246,7 @@ def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP
         negative_triggered=neg_met,
         criterion_errors=errors,
         criteria_pending=max(pending, 0),
+        criteria_skipped=skipped,
     )
 
 

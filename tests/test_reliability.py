@@ -282,6 +282,14 @@ def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors
     assert cli.main(["show", "gappy", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["run"]["status"] == "incomplete"
+    with sqlite3.connect(in_dir / "runs" / "hbtui.sqlite") as conn:  # the report's counts are the database's
+        errors, pending, skipped = conn.execute(
+            "SELECT (SELECT count(*) FROM verdicts WHERE status = 'error'),"
+            " (SELECT count(*) FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
+            "  WHERE v.status = 'pending' AND c.status != 'failed'),"
+            " (SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE status = 'failed')").fetchone()
+    assert shown["criteria"]["errors"] == errors and shown["criteria"]["pending"] == pending == 0
+    assert shown["criteria"]["skipped"] == skipped == 3 * no_reply and shown["conversations"]["excluded"] == no_reply
     assert cli.main(["runs"]) == 0 and "incomplete" in capsys.readouterr().out
 
     server.control(faults={})
