@@ -58,7 +58,8 @@ def incomplete_message(run_id: int, no_reply: int, unfinished: int) -> str:
     if no_reply:
         parts.append(f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply")
     if unfinished:
-        parts.append(f"{unfinished} ha{'ve' if unfinished != 1 else 's'} criteria that failed to grade")
+        noun = "" if no_reply else f" conversation{'s' * (unfinished != 1)}"
+        parts.append(f"{unfinished}{noun} ha{'ve' if unfinished != 1 else 's'} criteria that failed to grade")
     return f"{' and '.join(parts)}; complete them with: hbtui regrade-errors {run_id}"
 
 
