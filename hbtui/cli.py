@@ -22,12 +22,12 @@ from hbtui import __version__
 from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import Engine, plan_run, resume_hint, settings_for_run
+from hbtui.engine import Engine, check_run_name, plan_run, resume_hint, settings_for_run
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
-from hbtui.store import RunBusy, RunRow, Store, StoreError
+from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
 from hbtui.text import one_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -184,6 +184,7 @@ def _download_progress(done: int, total: int | None) -> None:
 
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_models()
+    check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     load_template(settings.grader_template)  # a broken template stops the run before any call
     if args.data:
         dataset = load_jsonl(args.data)
@@ -208,18 +209,31 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         return await drive(store, run, run_settings)
 
 
+def open_for_reading(settings: Settings):
+    """Read commands never create a file or write a schema, and read a read-only folder too."""
+    return Store.open(settings.db_path, create=False, read_only=True)
+
+
 async def cmd_runs(settings: Settings) -> int:
-    async with await Store.open(settings.db_path, create=False) as store:
-        # On a terminal the table fits its width; piped, every column stays whole.
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        print(render_runs(await store.list_runs(), width))
+    try:
+        store = await open_for_reading(settings)
+    except NoRunsYet:
+        if not Path(settings.db_path).exists():
+            raise
+        runs = []  # an empty file: it holds no runs, and stays as it is
+    else:
+        async with store:
+            runs = await store.list_runs()
+    # On a terminal the table fits its width; piped, every column stays whole.
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    print(render_runs(runs, width))
     return EXIT_OK
 
 
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     from hbtui.engine import compute_report
 
-    async with await Store.open(settings.db_path, create=False) as store:
+    async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
@@ -232,7 +246,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
-    async with await Store.open(settings.db_path, create=False) as store:
+    async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
         out = Path(args.out)
         if not out.parent.is_dir():
@@ -244,7 +258,15 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def check_monitored_run(ref: str, settings: Settings) -> None:
+    """A missing database or run is one line here, before the app takes the terminal."""
+    async with await open_for_reading(settings) as store:
+        await store.resolve_run(ref)
+
+
 def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -> int:
+    if args.command == "monitor":
+        asyncio.run(check_monitored_run(args.run, settings))
     # Textual is imported only here: headless commands never load it.
     from hbtui.tui.app import HBTuiApp
 

@@ -56,6 +56,23 @@ def default_run_name(settings: Settings, dataset_name: str) -> str:
     return f"{model}-{Path(dataset_name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a run, or None: a run is referred to by id, name or `latest`,
+    so a name that reads as one of the others would point at another run."""
+    if not name.strip():
+        return "is empty"
+    if name.strip().isdigit():
+        return "is all digits, which reads as a run id"
+    if name.strip() == "latest":
+        return "means the newest run"
+    return None
+
+
+def check_run_name(name: str | None) -> None:
+    if name is not None and (problem := run_name_problem(name)):
+        raise SettingsError(f"--name {name!r}: {problem}; choose another name")
+
+
 async def plan_run(
     store: Store,
     settings: Settings,
@@ -88,13 +105,10 @@ async def plan_run(
                     criteria=[(c.criterion, c.points, c.tags) for c in record.rubrics],
                 )
             )
-    if name is None:
-        name = default_run_name(settings, dataset.name)
-        base, suffix = name, 2
-        while any(r.name == name for r in await store.list_runs()):
-            name, suffix = f"{base}-{suffix}", suffix + 1
+    check_run_name(name)
     return await store.create_run(
         name=name,
+        name_base=default_run_name(settings, dataset.name),
         dataset_name=dataset.name,
         dataset_path=str(dataset.path),
         dataset_sha256=dataset.sha256,
