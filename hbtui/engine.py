@@ -265,6 +265,9 @@ class Engine:
         self._writes.put_nowait(("log", (self.run.id, time.time(), "info", message)))
         self.emit(Noted(self.run.id, "info", message))
 
+    def _note_invalid_text(self, what: str) -> None:
+        self._note(f"{what} held invalid characters (lone surrogates), stored with U+FFFD")
+
     def _on_call(self, record: CallRecord) -> None:
         stats = self.live.endpoints[record.endpoint]
         stats.calls += 1
@@ -445,6 +448,8 @@ class Engine:
             "generated", result.content, result.reasoning, result.finish_reason, None, None, result.attempts,
             result.latency_ms, result.prompt_tokens, result.completion_tokens, time.time(), item.conversation_id,
         )))
+        if result.invalid_text:
+            self._note_invalid_text(f"reply of conversation {item.position + 1}")
         self.emit(ReplyGenerated(self.run.id, item.conversation_id, result.latency_ms, result.prompt_tokens,
                                  result.completion_tokens, result.finish_reason == "length"))
         return result.content
@@ -496,6 +501,8 @@ class Engine:
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
+        if outcome.invalid_text:
+            self._note_invalid_text(f"grader's answer on criterion {idx + 1} of conversation {item.position + 1}")
         if outcome.unparsed:
             self.live.errors_by_kind[UNPARSEABLE] = self.live.errors_by_kind.get(UNPARSEABLE, 0) + outcome.unparsed
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
