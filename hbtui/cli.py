@@ -16,7 +16,7 @@ import signal
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from hbtui import __version__
 from hbtui.client import ChatError
@@ -58,6 +58,14 @@ class UsageError(Exception):
     pass
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A mistyped command is one line too (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"hbtui: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     def with_common(parser: argparse.ArgumentParser, defaults: bool) -> argparse.ArgumentParser:
         # Given before or after the command; a subcommand's unset copy must not erase the other.
@@ -74,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, attr, text in SETTING_FLAGS:
         settings_flags.add_argument(flag, dest=attr, help=text)
 
-    parser = with_common(argparse.ArgumentParser(
+    parser = with_common(OneLineParser(
         prog="hbtui",
         description="Run HealthBench against any OpenAI-compatible API and review it in the terminal.",
     ), defaults=True)
