@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -24,6 +21,7 @@ from hbtui.config import KEYS
 from hbtui.store import Store
 from tests.conftest import make_record
 from tests.support.synth import synthesize_run
+from tests.test_cli import hbtui
 from tests.test_dataset import CASES as DATASET_CASES
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # nothing is ever called: each case stops before a call
@@ -289,12 +287,6 @@ def test_latest_with_no_runs(folder, capsys, command):
     one_line_error(capsys, argv, "none.sqlite yet")
 
 
-def hbtui_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in KEYS}
-    return subprocess.run([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=60)
-
-
 @pytest.mark.parametrize("argv, named", [
     (["run", "--data", "deep.jsonl"], "deep.jsonl:1: invalid JSON: nested too deeply"),
     (["run", "--data", "good.jsonl", "--name", "1"], "--name '1': is all digits"),
@@ -304,7 +296,7 @@ def hbtui_process(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 def test_as_a_real_process(folder, good_data, argv, named):
     (folder / "deep.jsonl").write_text("[" * 100_000 + "\n")
     before = snapshot(folder)
-    result = hbtui_process(*argv, cwd=folder)
+    result = hbtui(*argv, cwd=folder)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("hbtui: error: ") and result.stderr.count("\n") == 1, result.stderr
     assert named in result.stderr
