@@ -16,20 +16,20 @@ import signal
 import sqlite3
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, NoReturn, Sequence
 
 from hbtui import __version__
 from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.engine import (
-    INCOMPLETE, TAKEN_OVER, Engine, plan_run, refuse_measured_changes, resume_hint, settings_for_run,
+    INCOMPLETE, TAKEN_OVER, Engine, check_run_name, plan_run, refuse_measured_changes, resume_hint, settings_for_run,
 )
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
-from hbtui.store import RunBusy, RunRow, Store, StoreError
+from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.text import one_line, visible_controls, visible_line
 
@@ -70,6 +70,14 @@ class UsageError(Exception):
     pass
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A mistyped command is one line too (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"hbtui: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     def with_common(parser: argparse.ArgumentParser, defaults: bool) -> argparse.ArgumentParser:
         # Given before or after the command; a subcommand's unset copy must not erase the other.
@@ -86,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, attr, text in SETTING_FLAGS:
         settings_flags.add_argument(flag, dest=attr, help=text)
 
-    parser = with_common(argparse.ArgumentParser(
+    parser = with_common(OneLineParser(
         prog="hbtui",
         description="Run HealthBench against any OpenAI-compatible API and review it in the terminal.",
     ), defaults=True)
@@ -223,6 +231,7 @@ def _download_progress(done: int, total: int | None) -> None:
 
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_models()
+    check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     load_template(settings.grader_template)  # a broken template stops the run before any call
     if args.data:
         dataset = load_jsonl(args.data)
@@ -248,18 +257,31 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         return await drive(store, run, run_settings)
 
 
+def open_for_reading(settings: Settings):
+    """Read commands never create a file or write a schema, and read a read-only folder too."""
+    return Store.open(settings.db_path, create=False, read_only=True)
+
+
 async def cmd_runs(settings: Settings) -> int:
-    async with await Store.open(settings.db_path, create=False) as store:
-        # On a terminal the table fits its width; piped, every column stays whole.
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
-        say(render_runs(await store.list_runs(), width))
+    try:
+        store = await open_for_reading(settings)
+    except NoRunsYet:
+        if not Path(settings.db_path).exists():
+            raise
+        runs = []  # an empty file: it holds no runs, and stays as it is
+    else:
+        async with store:
+            runs = await store.list_runs()
+    # On a terminal the table fits its width; piped, every column stays whole.
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    say(render_runs(runs, width))
     return EXIT_OK
 
 
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     from hbtui.engine import compute_report
 
-    async with await Store.open(settings.db_path, create=False) as store:
+    async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
@@ -272,7 +294,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
-    async with await Store.open(settings.db_path, create=False) as store:
+    async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
         out = Path(args.out)
         if not out.parent.is_dir():
@@ -284,7 +306,15 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def check_monitored_run(ref: str, settings: Settings) -> None:
+    """A missing database or run is one line here, before the app takes the terminal."""
+    async with await open_for_reading(settings) as store:
+        await store.resolve_run(ref)
+
+
 def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -> int:
+    if args.command == "monitor":
+        asyncio.run(check_monitored_run(args.run, settings))
     # Textual is imported only here: headless commands never load it.
     from hbtui.tui.app import HBTuiApp
 

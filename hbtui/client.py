@@ -46,6 +46,14 @@ CONTEXT_PATTERNS = re.compile(
     re.IGNORECASE,
 )
 THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+# A lone surrogate (JSON's "\ud800", valid JSON) is not text: SQLite refuses to store it.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(text: str) -> tuple[str, bool]:
+    """``text`` with each lone surrogate replaced by U+FFFD, and whether there was one."""
+    replaced = LONE_SURROGATE.sub("\ufffd", text)
+    return replaced, replaced != text
 
 
 @dataclass(frozen=True)
@@ -91,10 +99,13 @@ class ChatResult:
     latency_ms: float
     attempts: int
     json_schema_used: bool
+    # The reply or its reasoning held lone surrogates, replaced by U+FFFD before anyone saw them.
+    invalid_text: bool = False
 
 
 class ChatError(Exception):
     def __init__(self, kind: str, message: str, status: int | None = None, attempts: int = 1) -> None:
+        message, _ = replace_lone_surrogates(message)  # a provider's error text is stored too
         super().__init__(message)
         self.kind = kind
         self.message = message
@@ -366,6 +377,9 @@ class ChatClient:
         if not isinstance(choice, dict) or not isinstance(message, dict):
             raise bad()
         content, reasoning = split_reasoning(message)
+        # Replaced here, before the reply is graded: what was graded is what is stored and read.
+        content, invalid_content = replace_lone_surrogates(content)
+        reasoning, invalid_reasoning = replace_lone_surrogates(reasoning) if reasoning else (reasoning, False)
         usage = body.get("usage")
         usage = usage if isinstance(usage, dict) else {}
         return ChatResult(
@@ -377,6 +391,7 @@ class ChatClient:
             latency_ms=latency_ms,
             attempts=attempts,
             json_schema_used=json_schema,
+            invalid_text=invalid_content or invalid_reasoning,
         )
 
 

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -15,6 +16,17 @@ import httpx
 
 OFFICIAL_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
 MAX_MESSAGE_CHARS = 1_000_000  # far above any real record; stops a corrupt file early
+# The official records use -10..10. A custom rubric may weigh more, but beyond a million a value
+# is a corrupt file: 1e308 overflows the sum to inf and the score silently to 0.0, and even
+# below overflow a huge weight drowns every other criterion in float rounding. A million
+# criteria of a million points still sum exactly (1e12, far under 2**53).
+MAX_POINTS = 1_000_000
+# Roles of the chat API: the real subsets use user and assistant; system and developer are the
+# instructions a rubric author may put first.
+ROLES = ("system", "developer", "user", "assistant")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A lone surrogate can only come from a \uD800-\uDFFF escape: valid UTF-8 cannot encode one.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 @dataclass(frozen=True)
@@ -84,7 +96,35 @@ def _fail(path: Path, line: int, message: str) -> DatasetError:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text):,} characters)"
+
+
+def _lone_surrogate_field(obj: Any) -> str | None:
+    """The path of the first key or string holding a lone surrogate (walked without recursion:
+    json.loads accepts nesting deep enough to exhaust the stack of a recursive walk)."""
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if LONE_SURROGATE.search(value):
+                return where or "the record"
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                child = f"{where}.{key}" if where else key
+                stack += [(child, item), (child, key)]  # the key itself is checked first
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
 
 
 def parse_record(path: Path, line_number: int, text: str) -> Record:
@@ -93,8 +133,17 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
     except json.JSONDecodeError as exc:
         hint = " (truncated line?)" if "Unterminated" in exc.msg or "Expecting" in exc.msg else ""
         raise _fail(path, line_number, f"invalid JSON at column {exc.colno}: {exc.msg}{hint}") from None
+    except RecursionError:
+        raise _fail(path, line_number, "invalid JSON: nested too deeply") from None
     if not isinstance(obj, dict):
         raise _fail(path, line_number, "a record must be a JSON object")
+    if SURROGATE_ESCAPE.search(text):
+        # The line itself is kept as the record's body (its sha256 is the official line's), so
+        # such text cannot be replaced: it would no longer be the line that was read.
+        where = _lone_surrogate_field(obj)
+        if where is not None:
+            where = where.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold it too
+            raise _fail(path, line_number, f"field {where!r}: holds a lone surrogate (an invalid \\uD800-\\uDFFF escape)")
     prompt_id = obj.get("prompt_id")
     if not isinstance(prompt_id, str) or not prompt_id:
         raise _fail(path, line_number, "field 'prompt_id': missing or not a string")
@@ -105,6 +154,9 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
     for i, message in enumerate(prompt):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise _fail(path, line_number, f"{where}: field 'prompt[{i}].role': missing or not a string")
+        if message["role"] not in ROLES:
+            raise _fail(path, line_number,
+                        f"{where}: field 'prompt[{i}].role': {message['role']!r} is not one of {', '.join(ROLES)}")
         content = message.get("content")
         if not isinstance(content, str):
             raise _fail(path, line_number, f"{where}: field 'prompt[{i}].content': missing or not a string")
@@ -130,7 +182,10 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
         if "points" not in item:
             raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].points': missing")
         if not _is_number(item["points"]):
-            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].points': {item['points']!r} is not a number")
+            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].points': {_shown(item['points'])} is not a number")
+        if abs(item["points"]) > MAX_POINTS:
+            raise _fail(path, line_number,
+                        f"{where}: field 'rubrics[{i}].points': {item['points']!r} is beyond ±{MAX_POINTS:,}")
         tags = item.get("tags", [])
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].tags': must be a list of strings")

@@ -73,6 +73,23 @@ def default_run_name(settings: Settings, dataset_name: str) -> str:
     return f"{model}-{Path(dataset_name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a run, or None: a run is referred to by id, name or `latest`,
+    so a name that reads as one of the others would point at another run."""
+    if not name.strip():
+        return "is empty"
+    if name.strip().isdigit():
+        return "is all digits, which reads as a run id"
+    if name.strip() == "latest":
+        return "means the newest run"
+    return None
+
+
+def check_run_name(name: str | None) -> None:
+    if name is not None and (problem := run_name_problem(name)):
+        raise SettingsError(f"--name {name!r}: {problem}; choose another name")
+
+
 async def plan_run(
     store: Store,
     settings: Settings,
@@ -105,13 +122,10 @@ async def plan_run(
                     criteria=[(c.criterion, c.points, c.tags) for c in record.rubrics],
                 )
             )
-    if name is None:
-        name = default_run_name(settings, dataset.name)
-        base, suffix = name, 2
-        while any(r.name == name for r in await store.list_runs()):
-            name, suffix = f"{base}-{suffix}", suffix + 1
+    check_run_name(name)
     return await store.create_run(
         name=name,
+        name_base=default_run_name(settings, dataset.name),
         dataset_name=dataset.name,
         dataset_path=str(dataset.path),
         dataset_sha256=dataset.sha256,
@@ -326,6 +340,9 @@ class Engine:
     def _note(self, message: str) -> None:
         self._writes.put_nowait(("log", (self.run.id, time.time(), "info", message)))
         self.emit(Noted(self.run.id, "info", message))
+
+    def _note_invalid_text(self, what: str) -> None:
+        self._note(f"{what} held invalid characters (lone surrogates), stored with U+FFFD")
 
     def _on_call(self, record: CallRecord) -> None:
         stats = self.live.endpoints[record.endpoint]
@@ -551,6 +568,8 @@ class Engine:
             "generated", result.content, result.reasoning, result.finish_reason, None, None, result.attempts,
             result.latency_ms, result.prompt_tokens, result.completion_tokens, time.time(), item.conversation_id,
         ))
+        if result.invalid_text:
+            self._note_invalid_text(f"reply of conversation {item.position + 1}")
         self.emit(ReplyGenerated(self.run.id, item.conversation_id, result.latency_ms, result.prompt_tokens,
                                  result.completion_tokens, result.finish_reason == "length"))
         return result.content
@@ -603,6 +622,8 @@ class Engine:
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
+        if outcome.invalid_text:
+            self._note_invalid_text(f"grader's answer on criterion {idx + 1} of conversation {item.position + 1}")
         if outcome.unparsed:
             self.live.errors_by_kind[UNPARSEABLE] = self.live.errors_by_kind.get(UNPARSEABLE, 0) + outcome.unparsed
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
-from hbtui.client import UNPARSEABLE, ChatClient
+from hbtui.client import UNPARSEABLE, ChatClient, replace_lone_surrogates
 from hbtui.limiter import GRADING
 
 CONVERSATION_SLOT = "<<conversation>>"
@@ -91,12 +91,16 @@ def grader_prompt(template: str, conversation: Sequence[dict], reply: str, point
 class Verdict:
     criteria_met: bool
     explanation: str
+    invalid_text: bool = False  # lone surrogates in the explanation, replaced by U+FFFD
 
 
 def _as_verdict(value: object) -> Verdict | None:
     if isinstance(value, dict) and isinstance(value.get("criteria_met"), bool):
         explanation = value.get("explanation", "")
-        return Verdict(value["criteria_met"], explanation if isinstance(explanation, str) else json.dumps(explanation))
+        explanation = explanation if isinstance(explanation, str) else json.dumps(explanation)
+        # The answer's text held "\ud800" as an escape, which only this parse turns into one.
+        explanation, invalid = replace_lone_surrogates(explanation)
+        return Verdict(value["criteria_met"], explanation, invalid)
     return None
 
 
@@ -161,6 +165,7 @@ class GradeOutcome:
     error: str | None = None
     error_kind: str | None = None
     unparsed: int = 0  # answers that held no verdict (each one asked again, if tries were left)
+    invalid_text: bool = False  # the kept answer or its verdict held lone surrogates, replaced
 
 
 async def grade_criterion(
@@ -199,9 +204,11 @@ async def grade_criterion(
         outcome.completion_tokens += result.completion_tokens
         outcome.raw_output = result.content
         outcome.reasoning = result.reasoning
+        outcome.invalid_text = result.invalid_text
         verdict = parse_verdict(result.content)
         if verdict:
             outcome.verdict = verdict
+            outcome.invalid_text |= verdict.invalid_text
             return outcome
         outcome.unparsed += 1
         if result.finish_reason == "length" and not enlarged:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
+from urllib.request import pathname2url
 
 import aiosqlite
 
@@ -47,8 +48,43 @@ from hbtui.store.writes import StoreWrites
 # Engine._writer); settable for tests that hold a lock (HBTUI_BUSY_TIMEOUT, seconds).
 BUSY_TIMEOUT_SECONDS = float(os.environ.get("HBTUI_BUSY_TIMEOUT") or 10.0)
 
+class NoRunsYet(StoreError):
+    """A database file that does not exist or is empty: reading it finds no runs."""
+
+
+class ReadOnlyDatabase(StoreError):
+    """SQLite cannot write beside the database: its folder or the file is read-only."""
+
+
+def _problem(path: Path, exc: sqlite3.Error, otherwise: str) -> str:
+    """What to tell about an SQLite error on ``path``; a read-only place raises ReadOnlyDatabase.
+
+    SQLite reports a WAL database in a read-only folder as "unable to open database file" (it
+    cannot create the -shm file) or SQLITE_READONLY_DIRECTORY, which reads like a broken file.
+    """
+    folder = path.parent
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+        if name == "SQLITE_READONLY_DIRECTORY" or not os.access(folder, os.W_OK):
+            raise ReadOnlyDatabase(f"{path}: the folder {folder} is read-only ({exc})")
+        if not os.access(path, os.W_OK):
+            raise ReadOnlyDatabase(f"{path}: the file is read-only ({exc})")
+    return f"{path}: {otherwise}"
+
+
+def _read_only_uri(path: Path) -> str:
+    """An SQLite URI that reads ``path`` without writing beside it.
+
+    With a -wal file, a read-only connection reads it (and what it holds: the newest commits).
+    Without one, nothing can be writing (a writer would have to create it, in a folder nobody
+    can write to), so the file is read as immutable, which needs no -shm either.
+    """
+    uri = "file:" + pathname2url(str(path.resolve()))
+    return uri + ("?mode=ro" if Path(f"{path}-wal").exists() else "?immutable=1")
+
+
 __all__ = [
-    "Store", "ConversationDetail", "ConversationFilter", "ConversationSummary", "ERROR",
+    "Store", "NoRunsYet", "ReadOnlyDatabase", "ConversationDetail", "ConversationFilter", "ConversationSummary", "ERROR",
     "HEARTBEAT_STALE_SECONDS", "MET", "NOT_MET", "PENDING", "PlannedConversation", "Progress",
     "RunBusy", "RunNotFound", "RunRow", "RunTakenOver", "StoreError", "VerdictRow", "WorkItem", "owner_alive",
 ]
@@ -58,39 +94,57 @@ class Store(StoreReads, StoreWrites):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod
-    async def open(cls, path: str | Path, *, create: bool = True) -> "Store":
+    async def open(cls, path: str | Path, *, create: bool = True, read_only: bool = False) -> "Store":
+        """``create``: a missing file or an empty database gets the schema (a run is starting).
+        Otherwise both are NoRunsYet, and nothing is written. ``read_only``: a database in a
+        read-only folder or file is opened for reading rather than refused."""
         path = Path(path)
+        if path.is_dir():
+            raise StoreError(f"{path}: is a directory, not a database file")
         if not path.exists():
             if not create:
-                raise StoreError(f"{path}: no such database")
+                raise NoRunsYet(f"{path}: no such database")
             try:
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
                 # Created owner-only before SQLite touches it: a run's prompts and replies are private.
                 os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
             except OSError as exc:
                 raise StoreError(f"{path}: cannot create the database ({exc.strerror})") from None
-        elif path.is_dir():
-            raise StoreError(f"{path}: is a directory, not a database file")
         try:
-            connection = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
+            return await cls._connect(path, str(path), create=create, writable=True)
+        except ReadOnlyDatabase:
+            if not read_only:
+                raise
+        return await cls._connect(path, _read_only_uri(path), create=False, writable=False)
+
+    @classmethod
+    async def _connect(cls, path: Path, target: str, *, create: bool, writable: bool) -> "Store":
+        try:
+            connection = await aiosqlite.connect(target, timeout=BUSY_TIMEOUT_SECONDS, uri=target.startswith("file:"))
         except sqlite3.Error as exc:
-            raise StoreError(f"{path}: cannot open ({exc})") from None
+            raise StoreError(_problem(path, exc, f"cannot open ({exc})")) from None
         store = cls(connection, path)
         try:
-            await store._prepare()
+            await store._prepare(create, writable)
         except BaseException:
             await connection.close()
             raise
         return store
 
-    async def _prepare(self) -> None:
+    async def _header(self) -> tuple[int, int, int]:
+        """(schema version, application id, number of tables)."""
+        db = self.db
+        version = (await (await db.execute("PRAGMA user_version")).fetchone())[0]
+        app_id = (await (await db.execute("PRAGMA application_id")).fetchone())[0]
+        tables = (await (await db.execute("SELECT count(*) FROM sqlite_master")).fetchone())[0]
+        return version, app_id, tables
+
+    async def _prepare(self, create: bool, writable: bool) -> None:
         db = self.db
         try:
-            version = (await (await db.execute("PRAGMA user_version")).fetchone())[0]
-            app_id = (await (await db.execute("PRAGMA application_id")).fetchone())[0]
-            tables = (await (await db.execute("SELECT count(*) FROM sqlite_master")).fetchone())[0]
+            version, app_id, tables = await self._header()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not an hbtui database ({exc})") from None
+            raise StoreError(_problem(self.path, exc, f"not an hbtui database ({exc})")) from None
         if tables and app_id != schema.APPLICATION_ID:
             raise StoreError(f"{self.path}: an SQLite file, but not an hbtui database")
         if version > schema.SCHEMA_VERSION:
@@ -98,21 +152,31 @@ class Store(StoreReads, StoreWrites):
                 f"{self.path}: schema version {version} is newer than this hbtui understands "
                 f"({schema.SCHEMA_VERSION}); upgrade hbtui"
             )
+        if not tables and not create:
+            raise NoRunsYet(f"{self.path}: holds no runs yet (an empty database)")
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
             await db.execute("PRAGMA foreign_keys=ON")
             await db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            if not writable:
+                if version < schema.SCHEMA_VERSION:
+                    raise StoreError(f"{self.path}: schema version {version} needs an upgrade to"
+                                     f" {schema.SCHEMA_VERSION}, which cannot be written here (read-only)")
+                return
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
             if version < schema.SCHEMA_VERSION:
-                await self._migrate(version, fresh=not tables)
+                await self._migrate()
         except sqlite3.OperationalError as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
+            raise StoreError(_problem(self.path, exc, str(exc))) from None
 
-    async def _migrate(self, version: int, fresh: bool) -> None:
+    async def _migrate(self) -> None:
         db = self.db
         await db.execute("BEGIN IMMEDIATE")
         try:
-            if fresh:
+            # Read again under the write lock: another process opening the same new file may
+            # have created or upgraded the schema since this one looked.
+            version, _, tables = await self._header()
+            if not tables:
                 for statement in schema.statements(schema.SCHEMA_V1):
                     await db.execute(statement)
                 await db.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")

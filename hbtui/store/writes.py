@@ -49,7 +49,8 @@ class StoreWrites(Connection):
     async def create_run(
         self,
         *,
-        name: str,
+        name: str | None,
+        name_base: str = "run",
         dataset_name: str,
         dataset_path: str | None,
         dataset_sha256: str,
@@ -59,12 +60,21 @@ class StoreWrites(Connection):
         plan: dict,
         conversations: Sequence[PlannedConversation],
     ) -> int:
-        """The run, its conversations and one pending verdict row per criterion, in one transaction."""
+        """The run, its conversations and one pending verdict row per criterion, in one transaction.
+
+        Without a ``name``, the first of ``name_base``, ``name_base-2``... that is free: chosen
+        inside the transaction, so runs started in the same second by other processes never
+        take it first.
+        """
         db = self.db
         now = time.time()
         await db.execute("BEGIN IMMEDIATE")
         try:
-            if await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
+            if name is None:
+                name, suffix = name_base, 2
+                while await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
+                    name, suffix = f"{name_base}-{suffix}", suffix + 1
+            elif await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
                 raise StoreError(f"a run named {name!r} exists already; choose another --name")
             cursor = await db.execute(
                 "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"

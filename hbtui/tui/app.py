@@ -24,7 +24,7 @@ from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
 from hbtui.engine import Engine, settings_for_run
-from hbtui.store import RunRow, Store, StoreError
+from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.monitor_data import RunCounters
 
@@ -67,7 +67,10 @@ class HBTuiApp(App[int]):
         from hbtui.tui.screens.runs import RunsScreen
 
         try:
-            self.store = await Store.open(self.settings.db_path)
+            self.store = await Store.open(self.settings.db_path, create=False, read_only=True)
+        except NoRunsYet:
+            # A fresh clone: nothing to list, and no file made until the first run starts.
+            self.store = None
         except StoreError as exc:
             self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
             return
@@ -79,6 +82,8 @@ class HBTuiApp(App[int]):
             self.notify(one_line(problem, 300), title="settings", severity="warning", timeout=15, markup=False)
         if self.monitor_run is not None:
             try:
+                if self.store is None:
+                    raise StoreError(f"{self.settings.db_path}: holds no runs yet")
                 run = await self.store.resolve_run(self.monitor_run)
             except StoreError as exc:
                 self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
@@ -88,8 +93,14 @@ class HBTuiApp(App[int]):
             return
         # The runs list is always the root, so Back from the configuration screen lands there.
         await self.push_screen(RunsScreen())
-        if not await self.store.list_runs():
+        if self.store is None or not await self.store.list_runs():
             self.open_config()
+
+    async def store_for_a_run(self) -> Store:
+        """The database, created if this is the first run."""
+        if self.store is None:
+            self.store = await Store.open(self.settings.db_path)
+        return self.store
 
     async def on_unmount(self) -> None:
         try:

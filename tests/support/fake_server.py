@@ -202,7 +202,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "echo_auth_status": 401,
     # Which calls get them: "all" (the model list too), "generation" or "grader".
     "echo_auth_calls": "all",
+    # A lone surrogate (the JSON escape \ud800, valid JSON) in every reply and its reasoning,
+    # in every grader explanation (escaped inside the verdict's JSON text) and in the
+    # context-length error's message.
+    "lone_surrogate": False,
 }
+LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
 
 _NUMBER_KEYS = frozenset({"latency_ms", "latency_jitter_ms", "seed", "retry_after", "hang_seconds",
@@ -544,7 +549,8 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
         return openai_error(
             400,
             f"This model's maximum context length is {context_chars // 4} tokens. "
-            f"However, your messages resulted in {prompt_tokens} tokens.",
+            f"However, your messages resulted in {prompt_tokens} tokens."
+            + (f" {LONE_SURROGATE}" if config["lone_surrogate"] else ""),
             "invalid_request_error",
             "context_length_exceeded",
             "messages",
@@ -570,10 +576,17 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             content = content[: len(content) // 2]
             finish_reason = "length"
 
-    message: dict[str, Any] = {"role": "assistant", "content": content}
-    if config["reasoning_field"]:
-        message["reasoning_content"] = f"Thinking it over ({_sha256_hex(content)[:8]})."
+    reasoning = f"Thinking it over ({_sha256_hex(content)[:8]})."
     completion_tokens = completion_token_count(content)
+    if config["lone_surrogate"]:
+        reasoning += f" {LONE_SURROGATE}"
+        if grader:  # escaped inside the verdict's JSON text, and raw after it
+            content = content.replace('"explanation": "', '"explanation": "\\ud800 ', 1) + f" {LONE_SURROGATE}"
+        else:
+            content += f" {LONE_SURROGATE}"
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if config["reasoning_field"] or config["lone_surrogate"]:
+        message["reasoning_content"] = reasoning
     state.completion_counter += 1
     return _json(
         {

@@ -22,7 +22,7 @@ from textual.widgets import Button, Header, Input, Label, Select, Static
 
 from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import plan_run
+from hbtui.engine import plan_run, run_name_problem
 from hbtui.grading import TemplateError, load_template
 from hbtui.store import StoreError
 from hbtui.text import one_line
@@ -119,7 +119,7 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
             return None, str(exc).split(": ", 1)[-1].removeprefix(f"{raw}: ")
         return str(Path(raw).expanduser()), None
     if form_field.name == "run_name":
-        return raw, None
+        return (None, problem) if (problem := run_name_problem(raw)) else (raw, None)
     key = attribute_key(form_field.name)
     try:
         return parse_value(key, KEYS[key][1], raw, origin="typed"), None
@@ -301,7 +301,8 @@ class ConfigScreen(Screen):
             else:
                 dataset = await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
             self.show_status("planning the run…")
-            run_id = await plan_run(self.app.store, settings, dataset, limit=values["limit"], seed=values["seed"],
+            store = await self.app.store_for_a_run()
+            run_id = await plan_run(store, settings, dataset, limit=values["limit"], seed=values["seed"],
                                     repeats=values["repeats"], name=values["run_name"])
             await self.app.start_run(run_id, settings)
         except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:

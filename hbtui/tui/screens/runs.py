@@ -102,7 +102,10 @@ class RunsScreen(Screen):
 
     async def reload(self) -> None:
         store = self.app.store
-        if self._refreshing or store is None:
+        if store is None:  # no database yet: made when the first run starts
+            self.set_class(True, "-empty")
+            return
+        if self._refreshing:
             return
         self._refreshing = True
         try:

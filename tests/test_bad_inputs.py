@@ -1,0 +1,303 @@
+"""The bad-input corpus: every case is one line on stderr naming the file, line, field or key,
+exit 2, no traceback, and the database (every file in the folder) exactly as it was.
+
+Most run in this process through ``cli.main`` (fast); a few as real processes, as typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from hbtui import schema
+from hbtui.cli import main
+from hbtui.config import KEYS
+from hbtui.store import Store
+from tests.conftest import make_record
+from tests.support.synth import synthesize_run
+from tests.test_cli import hbtui
+from tests.test_dataset import CASES as DATASET_CASES
+
+UNREACHABLE = "http://127.0.0.1:9/v1"  # nothing is ever called: each case stops before a call
+DB = "runs/hbtui.sqlite"
+
+
+def record_line(**changes) -> str:
+    record = make_record("bad-1", [("Advises rest", 5, ["axis:accuracy"])])
+    record.update(changes)
+    return json.dumps(record)
+
+
+def criterion(points) -> str:
+    return record_line(rubrics=[{"criterion": "x", "points": "POINTS", "tags": []}]).replace('"POINTS"', points)
+
+
+def messages(*pairs) -> list[dict]:
+    return [{"role": role, "content": content} for role, content in pairs]
+
+
+# name: (dataset text, line, what the message names)
+DATASETS = {
+    **{f"test_dataset: {name}": case for name, case in DATASET_CASES.items()},
+    "100,000 nested [": ("[" * 100_000, "1", "nested too deeply"),
+    "100,000 nested {": ('{"a": ' * 100_000, "1", "nested too deeply"),
+    "unknown role before the last message": (
+        record_line(prompt=messages(("robot", "beep"), ("user", "hi"))), "1", "prompt[0].role': 'robot'"),
+    "role not a string": (record_line(prompt=[{"role": 3, "content": "hi"}]), "1", "prompt[0].role"),
+    "content not a string": (record_line(prompt=[{"role": "user", "content": None}]), "1", "prompt[0].content"),
+    "points 1e308": (criterion("1e308"), "1", "rubrics[0].points': 1e+308 is beyond"),
+    "points -1e308": (criterion("-1e308"), "1", "rubrics[0].points': -1e+308 is beyond"),
+    "points overflowing to inf": (criterion("1e999"), "1", "rubrics[0].points': inf is not a number"),
+    "points NaN": (criterion("NaN"), "1", "rubrics[0].points': nan is not a number"),
+    "points -Infinity": (criterion("-Infinity"), "1", "rubrics[0].points': -inf is not a number"),
+    "points an integer too large for a float": (criterion("1" + "0" * 400), "1", "rubrics[0].points'"),
+    "lone surrogate in a message": (
+        record_line(prompt=messages(("user", "hi \ud800"))), "1", "'prompt[0].content': holds a lone surrogate"),
+    "lone surrogate in a criterion": (
+        record_line(rubrics=[{"criterion": "x\udc00", "points": 1, "tags": []}]), "1", "'rubrics[0].criterion'"),
+    "lone surrogate in the prompt id": (record_line(prompt_id="p\ud800"), "1", "'prompt_id': holds a lone"),
+    "lone surrogate in a tag": (record_line(example_tags=["theme:\udbff"]), "1", "'example_tags[0]'"),
+    "a record that is a list": ("[1, 2]", "1", "must be a JSON object"),
+    "tags not a list": (record_line(rubrics=[{"criterion": "x", "points": 1, "tags": "a"}]), "1", "rubrics[0].tags"),
+    "example tags not strings": (record_line(example_tags=[1]), "1", "'example_tags'"),
+    "blank criterion": (record_line(rubrics=[{"criterion": " ", "points": 1, "tags": []}]), "1", "rubrics[0].criterion"),
+    "rubric not an object": (record_line(rubrics=["x"]), "1", "'rubrics[0]'"),
+    "a bad record after a good one": (record_line(prompt_id="ok") + "\n\n" + criterion("1e308"), "3", "points"),
+}
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch) -> Path:
+    """A user's folder: a .env for an endpoint, and a database holding one finished run, "kept"."""
+    for key in KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"BASE_URL={UNREACHABLE}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+
+    async def make():
+        async with await Store.open(tmp_path / DB) as store:
+            await synthesize_run(store, conversations=3, criteria_per=2, name="kept")
+
+    asyncio.run(make())
+    return tmp_path
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def one_line_error(capsys, argv: list[str], *named: str, code: int = 2) -> str:
+    """Runs ``hbtui argv`` here; the folder it runs in must be left exactly as it was."""
+    root = Path.cwd()
+    before = snapshot(root)
+    try:
+        returned = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        returned = exc.code
+    out, err = capsys.readouterr()
+    assert returned == code, (returned, err)
+    assert err.startswith("hbtui: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "internal error" not in err
+    for text in named:
+        assert text in err, err
+    assert snapshot(root) == before
+    return err
+
+
+@pytest.mark.parametrize("case", sorted(DATASETS))
+def test_dataset(folder, capsys, case):
+    text, line, named = DATASETS[case]
+    data = folder / "data.jsonl"
+    data.write_text(text + "\n", encoding="utf-8")
+    one_line_error(capsys, ["run", "--data", str(data)], f"{data}:{line}: ", named)
+
+
+def test_dataset_not_utf8(folder, capsys):
+    data = folder / "data.jsonl"
+    data.write_bytes(record_line().encode() + b"\n" + b'{"prompt_id": "\xff"}\n')
+    one_line_error(capsys, ["run", "--data", str(data)], f"{data}:2: not UTF-8 (byte 0xff")
+
+
+@pytest.mark.parametrize("name, make, named", [
+    ("empty file", lambda p: p.write_text(""), "no records"),
+    ("missing file", lambda p: None, "no such file"),
+    ("a directory", lambda p: p.mkdir(), "is a directory"),
+])
+def test_dataset_file(folder, capsys, name, make: Callable[[Path], None], named):
+    data = folder / "data.jsonl"
+    make(data)
+    one_line_error(capsys, ["run", "--data", str(data)], str(data), named)
+
+
+@pytest.fixture
+def good_data(folder) -> Path:
+    data = folder / "good.jsonl"
+    data.write_text(record_line(prompt_id="g1") + "\n" + record_line(prompt_id="g2") + "\n")
+    return data
+
+
+SETTING_FLAGS = {
+    "negative concurrency": (["--concurrency", "-3"], "CONCURRENCY (command line)"),
+    "concurrency a word": (["--concurrency", "abc"], "'abc' is not a whole number"),
+    "timeout zero": (["--timeout", "0"], "TIMEOUT (command line): 0"),
+    "timeout a word": (["--timeout", "soon"], "TIMEOUT (command line): 'soon'"),
+    "temperature out of range": (["--temperature-test", "9"], "TEMPERATURE_TEST (command line): 9"),
+    "temperature not finite": (["--temperature-grader", "nan"], "TEMPERATURE_GRADER"),
+    "max attempts zero": (["--max-attempts", "0"], "MAX_ATTEMPTS (command line)"),
+    "max tokens a word": (["--max-tokens-test", "many"], "MAX_TOKENS_TEST"),
+    "reasoning effort unknown": (["--reasoning-test", "extreme"], "REASONING_TEST (command line): 'extreme'"),
+    "base url not a url": (["--base-url", "localhost:8080"], "BASE_URL (command line): 'localhost:8080'"),
+    "grader template missing": (["--grader-template", "nowhere.txt"], "GRADER_TEMPLATE nowhere.txt: no such file"),
+    "limit zero": (["--limit", "0"], "--limit 0: must be at least 1"),
+    "limit above the records": (["--limit", "3"], "--limit 3: the dataset has only 2 records"),
+    "repeats zero": (["--repeats", "0"], "--repeats 0"),
+    "limit a word": (["--limit", "abc"], "argument --limit: invalid int value: 'abc'"),
+    "an unknown flag": (["--colour", "red"], "unrecognized arguments: --colour red"),
+    "name all digits": (["--name", "3"], "--name '3': is all digits"),
+    "name latest": (["--name", "latest"], "--name 'latest': means the newest run"),
+    "name empty": (["--name", " "], "--name ' ': is empty"),
+    "name taken": (["--name", "kept"], "a run named 'kept' exists already"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SETTING_FLAGS))
+def test_run_flag(folder, good_data, capsys, case):
+    flags, named = SETTING_FLAGS[case]
+    one_line_error(capsys, ["run", "--data", str(good_data), *flags], named)
+
+
+ENV_VALUES = {
+    "concurrency a word": ("CONCURRENCY=abc", "CONCURRENCY (.env:4): 'abc' is not a whole number"),
+    "timeout negative": ("TIMEOUT=-1", "TIMEOUT (.env:4)"),
+    "base url without a scheme": ("BASE_URL=127.0.0.1:8080", "BASE_URL (.env:4)"),
+    "reasoning effort misspelled": ("REASONING_GRADER=hgih", "REASONING_GRADER (.env:4): 'hgih'"),
+    "grader template without its slots": ("GRADER_TEMPLATE=slotless.txt", "the placeholder <<conversation>> is missing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ENV_VALUES))
+def test_env_value(folder, good_data, capsys, case):
+    line, named = ENV_VALUES[case]
+    (folder / "slotless.txt").write_text("grade this\n")
+    env = folder / ".env"
+    env.write_text(env.read_text() + line + "\n")
+    one_line_error(capsys, ["run", "--data", str(good_data)], named)
+
+
+def test_env_without_a_model(folder, good_data, capsys):
+    (folder / ".env").write_text(f"BASE_URL={UNREACHABLE}\nMODEL_GRADER=g\n")
+    one_line_error(capsys, ["run", "--data", str(good_data)], "MODEL_TEST is not set")
+
+
+READ_COMMANDS = {
+    "runs": ["runs"],
+    "show": ["show", "latest"],
+    "show --json": ["show", "1", "--json"],
+    "export": ["export", "latest", "--out", "out.jsonl"],
+    "monitor": ["monitor"],
+    "resume": ["resume", "latest"],
+    "regrade-errors": ["regrade-errors", "1"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(READ_COMMANDS))
+def test_missing_database_is_not_created(folder, capsys, command):
+    one_line_error(capsys, [*READ_COMMANDS[command], "--db", "typo.sqlite"], "typo.sqlite: no such database")
+
+
+@pytest.mark.parametrize("command", sorted(set(READ_COMMANDS) - {"runs"}))
+def test_empty_database_file_stays_empty(folder, capsys, command):
+    (folder / "empty.sqlite").write_bytes(b"")
+    one_line_error(capsys, [*READ_COMMANDS[command], "--db", "empty.sqlite"], "empty.sqlite: holds no runs yet")
+    assert (folder / "empty.sqlite").read_bytes() == b""
+
+
+def test_runs_lists_an_empty_file_as_no_runs_and_leaves_it_empty(folder, capsys):
+    (folder / "empty.sqlite").write_bytes(b"")
+    assert main(["runs", "--db", "empty.sqlite"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("no runs yet") and err == ""
+    assert (folder / "empty.sqlite").read_bytes() == b"" and not list(folder.glob("empty.sqlite-*"))
+
+
+def foreign_sqlite(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE contacts (name TEXT)")
+
+
+def future_schema(path: Path) -> None:
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE runs (id INTEGER)")
+        conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION + 1}")
+
+
+DATABASES = {
+    "a text file": (lambda p: p.write_text("hello, I am not a database" * 100), "not an hbtui database"),
+    "another program's SQLite file": (foreign_sqlite, "an SQLite file, but not an hbtui database"),
+    "a newer schema": (future_schema, f"schema version {schema.SCHEMA_VERSION + 1} is newer"),
+    "a directory": (lambda p: p.mkdir(), "is a directory, not a database file"),
+}
+
+
+@pytest.mark.parametrize("command", ["runs", "show", "run", "resume"])
+@pytest.mark.parametrize("case", sorted(DATABASES))
+def test_database_not_usable(folder, good_data, capsys, case, command):
+    make, named = DATABASES[case]
+    make(folder / "other.sqlite")
+    argv = READ_COMMANDS.get(command) or ["run", "--data", str(good_data)]
+    one_line_error(capsys, [*argv, "--db", "other.sqlite"], "other.sqlite: ", named)
+
+
+REFERENCES = {
+    "show an unknown id": (["show", "99"], "no run '99'"),
+    "show an unknown name": (["show", "nope"], "no run 'nope'"),
+    "export an unknown run": (["export", "nope", "--out", "x.jsonl"], "no run 'nope'"),
+    "resume an unknown run": (["resume", "two"], "no run 'two'"),
+    "regrade an unknown run": (["regrade-errors", "7"], "no run '7'"),
+    "monitor an unknown run": (["monitor", "nope"], "no run 'nope'"),
+    "export into a missing folder": (["export", "kept", "--out", "nowhere/x.csv", "--format", "csv"],
+                                     "--out nowhere/x.csv: the folder nowhere does not exist"),
+    "export onto a directory": (["export", "kept", "--out", "runs"], "runs: Is a directory"),
+    "export in an unknown format": (["export", "kept", "--out", "x", "--format", "xml"], "invalid choice: 'xml'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFERENCES))
+def test_run_reference(folder, capsys, case):
+    argv, named = REFERENCES[case]
+    one_line_error(capsys, argv, named)
+
+
+@pytest.mark.parametrize("command", ["show", "export", "resume", "monitor"])
+def test_latest_with_no_runs(folder, capsys, command):
+    async def make():
+        async with await Store.open(folder / "none.sqlite"):
+            pass
+
+    asyncio.run(make())
+    argv = [*READ_COMMANDS[command][:1], "latest", *READ_COMMANDS[command][2:], "--db", "none.sqlite"]
+    one_line_error(capsys, argv, "none.sqlite yet")
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["run", "--data", "deep.jsonl"], "deep.jsonl:1: invalid JSON: nested too deeply"),
+    (["run", "--data", "good.jsonl", "--name", "1"], "--name '1': is all digits"),
+    (["monitor", "--db", "typo.sqlite"], "typo.sqlite: no such database"),
+    (["runs", "--limit", "3"], "unrecognized arguments: --limit 3"),
+])
+def test_as_a_real_process(folder, good_data, argv, named):
+    (folder / "deep.jsonl").write_text("[" * 100_000 + "\n")
+    before = snapshot(folder)
+    result = hbtui(*argv, cwd=folder)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("hbtui: error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert named in result.stderr
+    assert snapshot(folder) == before

@@ -1,0 +1,85 @@
+"""Processes meeting on a new database: the schema is made once, automatic names never collide."""
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from hbtui import schema
+from hbtui.dataset import load_jsonl
+from hbtui.engine import plan_run
+from hbtui.store import Store
+from tests.conftest import settings_for
+from tests.test_cli import hbtui
+
+# Each process imports first, says so, and opens the database only when told: all of them then
+# open within the same few milliseconds, the moment the race needs.
+OPENER = textwrap.dedent("""
+    import asyncio, sys
+    from hbtui.store import Store
+
+    async def main():
+        print("ready", flush=True)
+        sys.stdin.readline()
+        async with await Store.open(sys.argv[1]) as store:
+            await store.list_runs()
+
+    asyncio.run(main())
+""")
+
+
+def test_many_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
+    db = tmp_path / "fresh.sqlite"
+    processes = [subprocess.Popen([sys.executable, "-c", OPENER, str(db)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(30)]
+    for process in processes:
+        assert process.stdout.readline() == "ready\n"
+    for process in processes:
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    failures = []
+    for process in processes:
+        _, stderr = process.communicate(timeout=120)
+        if process.returncode:
+            failures.append(stderr.strip().splitlines()[-1])
+    assert failures == []
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+
+
+def test_runs_planned_at_once_without_a_name_get_distinct_names(server, small_dataset, tmp_path, monkeypatch):
+    import hbtui.engine
+
+    monkeypatch.setattr(hbtui.engine.time, "strftime", lambda *_: "20261130-120000")  # all in one second
+    db = tmp_path / "runs.sqlite"
+    settings = settings_for(server, db)
+    dataset = load_jsonl(small_dataset)
+
+    async def plan_together():
+        stores = [await Store.open(db) for _ in range(8)]
+        try:
+            return await asyncio.gather(*(plan_run(store, settings, dataset) for store in stores))
+        finally:
+            for store in stores:
+                await store.close()
+
+    ids = asyncio.run(plan_together())
+    with sqlite3.connect(db) as conn:
+        names = sorted(name for (name,) in conn.execute("SELECT name FROM runs"))
+    base = "test-model-small-20261130-120000"
+    assert len(set(ids)) == 8 and names == sorted([base] + [f"{base}-{n}" for n in range(2, 9)])
+
+
+@pytest.mark.slow
+def test_headless_runs_started_in_the_same_second_without_a_name_all_run(server, small_dataset, tmp_path):
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    command = [sys.executable, "-m", "hbtui", "run", "--data", str(small_dataset)]
+    processes = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(4)]
+    results = [(process.wait(timeout=120), process.stderr.read()) for process in processes]
+    assert [code for code, _ in results] == [0] * 4, results
+    listing = hbtui("runs", cwd=tmp_path, check=True).stdout
+    assert len(listing.splitlines()) == 5
