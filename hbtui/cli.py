@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
 from hbtui import __version__
+from hbtui.schema import holds_our_header
 from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
@@ -152,9 +153,12 @@ def _warn(message: str) -> None:
 
 
 def _warn_if_shared(db_path: str, warn) -> None:
-    """A database that other users may read is said, not changed: it may be shared on purpose."""
+    """A database that other users may read is said, not changed: it may be shared on purpose.
+
+    Only one of ours: a file that is empty or not a database holds no prompts, and its problem is
+    the one line its command reports."""
     mode = open_to_others(db_path)
-    if mode is not None:
+    if mode is not None and holds_our_header(db_path):
         warn(f"database {db_path} is open to other users (mode {mode:04o}); it holds every prompt and reply"
              f" of its runs: `chmod 600 {db_path}` unless you share it on purpose")
 
@@ -352,22 +356,24 @@ def _main(argv: Sequence[str] | None) -> int:
         problems: list[str] = []
         warn = problems.append if command in (None, "monitor") else _warn
         settings = settings_from(args, warn=warn)
-        _warn_if_shared(settings.db_path, warn)
         if command in (None, "monitor"):
+            _warn_if_shared(settings.db_path, warn)
             return run_app(args, settings, problems)
-        if command == "run":
-            return asyncio.run(cmd_run(args, settings))
-        if command == "resume":
-            return asyncio.run(cmd_resume(args, settings))
-        if command == "regrade-errors":
-            return asyncio.run(cmd_resume(args, settings, regrade=True))
-        if command == "runs":
-            return asyncio.run(cmd_runs(settings))
-        if command == "show":
-            return asyncio.run(cmd_show(args, settings))
-        if command == "export":
-            return asyncio.run(cmd_export(args, settings))
-        parser.error(f"unknown command {command}")
+        commands = {
+            "run": lambda: cmd_run(args, settings),
+            "resume": lambda: cmd_resume(args, settings),
+            "regrade-errors": lambda: cmd_resume(args, settings, regrade=True),
+            "runs": lambda: cmd_runs(settings),
+            "show": lambda: cmd_show(args, settings),
+            "export": lambda: cmd_export(args, settings),
+        }
+        if command not in commands:
+            parser.error(f"unknown command {command}")
+        code = asyncio.run(commands[command]())
+        # Said once the command has used the database: a file it could not use has one problem,
+        # the one line its error gives.
+        _warn_if_shared(settings.db_path, warn)
+        return code
     except BrokenPipeError:
         raise  # not a problem of ours: see main
     except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError) as exc:

@@ -119,5 +119,18 @@ ALTER TABLE runs ADD COLUMN lease TEXT;
 MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3}
 
 
+def holds_our_header(path) -> bool:
+    """Whether the file at ``path`` is an SQLite database marked as hbtui's, of a schema this
+    hbtui can use, read from its header alone (big-endian integers: the user version at byte 60,
+    the application id at byte 68) without opening it."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(72)
+    except OSError:
+        return False
+    return (header.startswith(b"SQLite format 3\x00") and int.from_bytes(header[68:72], "big") == APPLICATION_ID
+            and int.from_bytes(header[60:64], "big") <= SCHEMA_VERSION)
+
+
 def statements(script: str) -> list[str]:
     return [s.strip() for s in script.split(";") if s.strip()]

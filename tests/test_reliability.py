@@ -42,6 +42,20 @@ def stored_answers(db: Path) -> int:
                             " + (SELECT count(*) FROM conversations WHERE status != 'pending')").fetchone()[0]
 
 
+def wait_for_answers(db: Path, at_least: int, process: subprocess.Popen) -> None:
+    """Until the run ``process`` drives has stored this many answers (the database may not exist yet)."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        try:
+            if stored_answers(db) >= at_least:
+                return
+        except sqlite3.Error:
+            pass  # not created yet
+        time.sleep(0.05)
+
+
 class OnStart:
     """Runs ``action`` (a coroutine function) once the engine has started its work."""
 
@@ -334,8 +348,7 @@ def test_resume_refuses_another_model_under_test_on_a_half_done_run(in_dir, serv
     runner = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "half"],
                               cwd=in_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        while not db.exists() or stored_answers(db) < 5:
-            time.sleep(0.05)
+        wait_for_answers(db, 5, runner)
     finally:
         runner.send_signal(signal.SIGINT)
         runner.wait(30)
@@ -377,8 +390,7 @@ def test_sighup_stops_a_headless_run_as_interrupted_and_resumable(in_dir, server
     db = in_dir / "runs" / "hbtui.sqlite"
     runner = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "hup"],
                               cwd=in_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while not db.exists() or stored_answers(db) < 5:
-        time.sleep(0.05)
+    wait_for_answers(db, 5, runner)
     runner.send_signal(signal.SIGHUP)
     out, err = runner.communicate(timeout=60)
     assert runner.returncode == cli.EXIT_INTERRUPTED, err

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.test_reliability import many_records, stored_answers
+from tests.test_reliability import many_records, stored_answers, wait_for_answers
 
 RECORDS, CRITERIA = 100, 3
 EVERY_CALL_ONCE = RECORDS * (1 + CRITERIA)
@@ -19,19 +19,6 @@ EVERY_CALL_ONCE = RECORDS * (1 + CRITERIA)
 def start(args, cwd, env):
     return subprocess.Popen([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-
-
-def wait_for_answers(db, at_least, process):
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        try:
-            if stored_answers(db) >= at_least:
-                return
-        except sqlite3.Error:
-            pass  # not created yet
-        time.sleep(0.05)
 
 
 @pytest.fixture

@@ -133,11 +133,13 @@ class Store(StoreReads, StoreWrites):
 
     async def _header(self) -> tuple[int, int, int]:
         """(schema version, application id, number of tables)."""
-        db = self.db
-        version = (await (await db.execute("PRAGMA user_version")).fetchone())[0]
-        app_id = (await (await db.execute("PRAGMA application_id")).fetchone())[0]
-        tables = (await (await db.execute("SELECT count(*) FROM sqlite_master")).fetchone())[0]
-        return version, app_id, tables
+        # One statement, so one snapshot: read apart, another process creating the schema between
+        # the reads made a new file look like a stranger's (tables, but no application id yet).
+        row = await self._one(
+            "SELECT (SELECT user_version FROM pragma_user_version),"
+            " (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master)"
+        )
+        return row[0], row[1], row[2]
 
     async def _prepare(self, create: bool, writable: bool) -> None:
         db = self.db
