@@ -21,6 +21,14 @@ def start(args, cwd, env):
                             stderr=subprocess.PIPE, text=True)
 
 
+def started(cwd, env, name, at_least):
+    """A headless run in its own process, once it has stored ``at_least`` answers."""
+    db = cwd / "runs" / "hbtui.sqlite"
+    process = start(["run", "--data", "data.jsonl", "--name", name], cwd, env)
+    wait_for_answers(db, at_least, process)
+    return db, process
+
+
 @pytest.fixture
 def shell(tmp_path, server):
     """A working folder with .env, and the environment two shells of one user share."""
@@ -36,9 +44,7 @@ def shell(tmp_path, server):
 @pytest.mark.slow
 def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(shell, server):
     cwd, env = shell
-    db = cwd / "runs" / "hbtui.sqlite"
-    first = start(["run", "--data", "data.jsonl", "--name", "stopped"], cwd, env)
-    wait_for_answers(db, 50, first)
+    db, first = started(cwd, env, "stopped", 50)
     first.send_signal(signal.SIGSTOP)
     time.sleep(4)  # twice the heartbeat's patience: the heartbeat is stale
     resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "stopped"], cwd=cwd, env=env,
@@ -57,9 +63,7 @@ def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(sh
 @pytest.mark.slow
 def test_a_driver_taken_over_while_stopped_stops_when_continued_and_nothing_is_paid_twice(shell, server):
     cwd, env = shell
-    db = cwd / "runs" / "hbtui.sqlite"
-    first = start(["run", "--data", "data.jsonl", "--name", "fenced"], cwd, env)
-    wait_for_answers(db, 50, first)
+    db, first = started(cwd, env, "fenced", 50)
     # A process on another host took the run over once the heartbeat went stale (a resume there
     # cannot see this host's process table); it has since stopped, leaving the run to resume.
     # The driver may be stopped in the middle of a commit, holding the lock: stop it again then.
@@ -96,9 +100,7 @@ def test_a_driver_taken_over_while_stopped_stops_when_continued_and_nothing_is_p
 @pytest.mark.slow
 def test_a_write_lock_held_by_another_process_for_14_s_loses_nothing(shell, server):
     cwd, env = shell
-    db = cwd / "runs" / "hbtui.sqlite"
-    first = start(["run", "--data", "data.jsonl", "--name", "locked"], cwd, env)
-    wait_for_answers(db, 20, first)
+    db, first = started(cwd, env, "locked", 20)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, sys, time\n"
         "c = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)\n"
