@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -116,7 +116,37 @@ MIGRATE_V2_TO_V3 = """
 ALTER TABLE runs ADD COLUMN lease TEXT;
 """
 
-MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3}
+# Version 4: numbers people can compare.
+# - What a run sent (requests_json): its grader template's name and sha256, system messages, and
+#   whether its requests are the reference's. Runs made before version 4 were graded with the
+#   built-in prompt and recorded no template name: they are marked `builtin`, so that a resume or
+#   a retry never switches an old run to the reference prompt halfway.
+# - A regrade is a run of its own, linked to the run whose replies it reuses (source_run_id).
+# - The verdict cache: a verdict already paid for is found by the key of its request (endpoint,
+#   model, the exact messages, the parameters, the repeat). Its rows belong to no run, so
+#   deleting a run never takes a verdict another run still uses.
+MIGRATE_V3_TO_V4 = """
+ALTER TABLE runs ADD COLUMN requests_json TEXT;
+ALTER TABLE runs ADD COLUMN source_run_id INTEGER;
+ALTER TABLE verdicts ADD COLUMN cache_key TEXT;
+ALTER TABLE verdicts ADD COLUMN from_cache INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE verdict_cache (
+    key TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    explanation TEXT,
+    raw_output TEXT,
+    reasoning TEXT,
+    attempts INTEGER NOT NULL DEFAULT 1,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    created_at REAL NOT NULL
+);
+UPDATE runs SET settings_json = json_set(settings_json, '$.grader_template', 'builtin')
+    WHERE json_extract(settings_json, '$.grader_template') IS NULL;
+"""
+
+MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3, 3: MIGRATE_V3_TO_V4}
 
 
 def holds_our_header(path) -> bool:

@@ -55,6 +55,8 @@ class RunRow:
     heartbeat_at: float | None
     owner: str | None
     live: dict | None
+    requests: dict | None = None  # what its requests were: template, system messages, reference-identical
+    source_run_id: int | None = None  # a regrade: the run whose replies it grades again
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -104,7 +106,7 @@ class RunRow:
 RUN_COLUMNS = (
     "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
     " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json"
+    " heartbeat_at, owner, live_json, requests_json, source_run_id"
 )
 
 
@@ -112,7 +114,7 @@ def run_from_row(row: Sequence[Any]) -> RunRow:
     values = list(row)
     for i in (10, 11):
         values[i] = json.loads(values[i])
-    for i in (16, 20):
+    for i in (16, 20, 21):
         values[i] = json.loads(values[i]) if values[i] else None
     return RunRow(*values)
 
