@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hbtui.config import ALIASES, KEYS  # noqa: E402
-from hbtui.grading import default_template, grader_prompt  # noqa: E402
+from hbtui.grading import grader_prompt, load_template  # noqa: E402
 from tests.support.fake_server import DEFAULT_CONFIG, expected_verdict  # noqa: E402
 from tests.support.server_process import FakeServer  # noqa: E402
 
@@ -83,7 +83,9 @@ class Folder:
         self.data = data
         (self.path / ".env").write_text("\n".join((
             f"BASE_URL={server.base_url}", f"API_KEY={KEY}", "MODEL_TEST=test-model",
-            "MODEL_GRADER=grader-model", "CONCURRENCY=8", *env_lines)) + "\n")
+            "MODEL_GRADER=grader-model", "CONCURRENCY=8",
+            # The trials are about reliability, not the prompt: hbtui's own wording needs no download.
+            "GRADER_TEMPLATE=builtin", *env_lines)) + "\n")
         inherited = {k: v for k, v in os.environ.items()
                      if k not in KEYS and k not in ALIASES and not k.startswith("HBTUI_")}
         # This checkout's hbtui, whatever else is installed; no proxy between us and 127.0.0.1.
@@ -182,7 +184,7 @@ def rows_lost(base: Snapshot, got: Snapshot) -> int:
 
 def wrong_verdicts(db: Path) -> tuple[int, int, int]:
     """(met or not met verdicts, of which "not met" the server said met, "met" it said not met)."""
-    template = default_template()
+    template = load_template("builtin")
     rows = query(db, "SELECT r.body, c.reply, v.criterion, v.points, v.status FROM verdicts v"
                      " JOIN conversations c ON c.id = v.conversation_id JOIN records r ON r.id = c.record_id"
                      " WHERE v.status IN ('met', 'not_met')")

@@ -15,6 +15,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
@@ -28,6 +29,7 @@ from hbtui.engine import (
 )
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
+from hbtui.presets import PresetError, preset_settings
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
 from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
@@ -59,7 +61,12 @@ SETTING_FLAGS = [
     ("--timeout", "timeout", "seconds to wait for one answer (TIMEOUT, default 120)"),
     ("--max-attempts", "max_attempts", "attempts per call before it counts as failed (default 6)"),
     ("--grader-parse-attempts", "grader_parse_attempts", "times a grader is asked when its answer holds no verdict (default 3)"),
-    ("--grader-template", "grader_template", "your own grader prompt (GRADER_TEMPLATE)"),
+    ("--grader-template", "grader_template",
+     "grader prompt: reference (simple-evals' own, the default), builtin, or a file (GRADER_TEMPLATE)"),
+    ("--system-message-test", "system_message_test", "a system message sent first to the model under test"),
+    ("--system-message-grader", "system_message_grader", "a system message sent first to the grader"),
+    ("--grader-json-schema", "grader_json_schema",
+     "true or false: ask the grader for json_schema output (default true; the reference does not)"),
     ("--unreachable-patience", "unreachable_patience",
      "seconds of connection failures from an endpoint before the run stops, resumable (default 60)"),
     ("--db-write-patience", "db_write_patience",
@@ -111,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     run.add_argument("--repeats", type=int, default=1, help="run each conversation this many times")
     run.add_argument("--name", help="a unique name for the run")
+    run.add_argument("--preset", help="settings from a preset: reference (requests byte-identical to"
+                     " simple-evals'), or one saved in the app; flags still win")
 
     resume = sub.add_parser("resume", parents=[common, settings_flags], help="finish the missing work of a run")
     resume.add_argument("run", metavar="RUN", help="id, name or latest")
@@ -170,6 +179,8 @@ def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
     # Browsing never needs an endpoint: a bad value elsewhere in .env must not lock the user out.
     lenient = args.command in READ_ONLY_COMMANDS
     settings = load_settings(args.env_file, warn=warn, lenient=lenient)
+    if getattr(args, "preset", None):  # .env < environment < preset < flags
+        settings = replace(settings, **preset_settings(args.preset))
     overrides = {attr: getattr(args, attr, None) for _, attr, _ in SETTING_FLAGS}
     if args.db:
         overrides["db_path"] = args.db
@@ -236,11 +247,11 @@ def _download_progress(done: int, total: int | None) -> None:
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
-    load_template(settings.grader_template)  # a broken template stops the run before any call
     if args.data:
         dataset = load_jsonl(args.data)
     else:
         dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
+    load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
     async with await Store.open(settings.db_path) as store:
         run_id = await plan_run(
             store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
@@ -291,7 +302,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
             print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status(),
-                                      "error": run.error}, **run.report}, indent=2))
+                                      "error": run.error}, "requests": run.requests, **run.report}, indent=2))
         else:
             say(render_report(run, scores=await store.conversation_scores(run.id)))
     return EXIT_OK
@@ -376,7 +387,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise  # not a problem of ours: see main
-    except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError) as exc:
+    except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError, PresetError) as exc:
         _complain("error", exc)
         return EXIT_USAGE
     except ChatError as exc:

@@ -101,6 +101,8 @@ class ChatResult:
     json_schema_used: bool
     # The reply or its reasoning held lone surrogates, replaced by U+FFFD before anyone saw them.
     invalid_text: bool = False
+    # Reasoning in <think> at the start of the content was taken out (the reference keeps it).
+    think_stripped: bool = False
 
 
 class ChatError(Exception):
@@ -392,6 +394,7 @@ class ChatClient:
             attempts=attempts,
             json_schema_used=json_schema,
             invalid_text=invalid_content or invalid_reasoning,
+            think_stripped=isinstance(message.get("content"), str) and message["content"].lstrip().startswith("<think>"),
         )
 
 

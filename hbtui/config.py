@@ -39,7 +39,10 @@ KEYS: dict[str, tuple[str, str]] = {
     "GRADER_PARSE_ATTEMPTS": ("grader_parse_attempts", "positive_int"),
     "UNREACHABLE_PATIENCE": ("unreachable_patience", "positive_float"),
     "DB_WRITE_PATIENCE": ("db_write_patience", "positive_float"),
-    "GRADER_TEMPLATE": ("grader_template", "path"),
+    "GRADER_TEMPLATE": ("grader_template", "template"),
+    "SYSTEM_MESSAGE_TEST": ("system_message_test", "str"),
+    "SYSTEM_MESSAGE_GRADER": ("system_message_grader", "str"),
+    "GRADER_JSON_SCHEMA": ("grader_json_schema", "bool"),
     "HBTUI_DB": ("db_path", "path"),
     "HBTUI_CACHE": ("cache_dir", "path"),
 }
@@ -77,7 +80,13 @@ class Settings:
     # Seconds the engine keeps answers in memory while the database refuses its writes (another
     # process holds a lock) before it stops the run, saying so.
     db_write_patience: float = 300.0
-    grader_template: str | None = None
+    # reference (simple-evals' own prompt, fetched once), builtin (hbtui's wording), or a file.
+    grader_template: str = "reference"
+    # A system message sent first to each model; the reference sends "You are a helpful assistant."
+    system_message_test: str | None = None
+    system_message_grader: str | None = None
+    # Ask the grader for its verdict with response_format json_schema (the reference does not).
+    grader_json_schema: bool = True
     db_path: str = "runs/hbtui.sqlite"
     cache_dir: str = str(Path.home() / ".cache" / "hbtui")
 
@@ -146,6 +155,21 @@ def parse_value(key: str, kind: str, raw: Any, origin: str) -> Any:
     text = str(raw).strip() if not isinstance(raw, (int, float)) else raw
     if kind in ("str", "secret", "path"):
         return str(text) if text != "" else None
+    if kind == "template":
+        if str(text) == "":
+            return None
+        return str(text).lower() if str(text).lower() in ("reference", "builtin") else str(text)
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        word = str(text).lower()
+        if word in ("1", "true", "yes", "on"):
+            return True
+        if word in ("0", "false", "no", "off"):
+            return False
+        if word == "":
+            return None
+        raise SettingsError(f"{where}: {raw!r} is not true or false")
     if kind == "url":
         if text == "":
             return None

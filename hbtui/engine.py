@@ -37,7 +37,8 @@ from hbtui.events import (
     RunStarted,
 )
 from hbtui.export import write_run_folder
-from hbtui.grading import fill_template, grade_criterion, graded_conversation, load_template
+from hbtui.fidelity import describe_requests
+from hbtui.grading import VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.store import (
     ERROR, MET, NOT_MET, PlannedConversation, RunRow, RunTakenOver, Store, StoreError, WorkItem,
@@ -170,8 +171,9 @@ UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key"}
 # What a run measures. A resume may change how the run is reached (endpoint, keys, concurrency,
 # timeouts, patience), never these: that would put two models' replies, or two graders'
 # verdicts, under one label. (The sample is not a setting: a resume cannot change it at all.)
-MEASURED_TEST = ("model_test", "temperature_test", "max_tokens_test", "reasoning_test")
-MEASURED_GRADER = ("model_grader", "grader_template", "temperature_grader", "max_tokens_grader", "reasoning_grader")
+MEASURED_TEST = ("model_test", "temperature_test", "max_tokens_test", "reasoning_test", "system_message_test")
+MEASURED_GRADER = ("model_grader", "grader_template", "temperature_grader", "max_tokens_grader", "reasoning_grader",
+                   "system_message_grader", "grader_json_schema")
 
 
 async def refuse_measured_changes(store: Store, run: RunRow, settings: Settings) -> None:
@@ -265,7 +267,9 @@ class Engine:
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._clients: dict[str, ChatClient] = {}
         self._limiters: dict[str, AdaptiveLimiter] = {}
-        self._template = load_template(settings.grader_template)
+        self._template = load_template(settings.grader_template, settings.cache_dir)
+        # What hbtui's negotiation changed in the requests (see hbtui.fidelity), for the run's record.
+        self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
         self.cancel_status = "interrupted"
         self.error: str | None = None
         # Run folders (results.jsonl, description.md) go beside the database, as the old harness had them.
@@ -321,6 +325,23 @@ class Engine:
                 gate=self._calls_open,
             )
         return self._clients[base_url]
+
+    def sent_messages(self, prompt: list[dict]) -> list[dict]:
+        """What the model under test is sent: its system message, if any, then the conversation."""
+        system = self.settings.system_message_test
+        return [{"role": "system", "content": system}, *prompt] if system else prompt
+
+    def requests_record(self) -> dict:
+        """What this run's requests were, from the settings and what the providers made of them."""
+        for client in self._clients.values():
+            for model, quirks in client.quirks.items():
+                where = f"{model} at {client.endpoint.base_url}"
+                if not quirks.json_schema and self.settings.grader_json_schema:
+                    self.deviations.add(f"response_format refused by {where}")
+                self.deviations.update(f"{param} left out for {where} (refused)" for param in quirks.dropped)
+                if quirks.max_tokens_key != "max_tokens":
+                    self.deviations.add(f"max_tokens sent as {quirks.max_tokens_key} to {where}")
+        return describe_requests(self.settings, self._template.name, self._template.sha256, self.deviations)
 
     async def _record_changed_settings(self) -> None:
         """A resume given other settings (--base-url, --model-test...) records them on the run,
@@ -384,6 +405,7 @@ class Engine:
         self._confirmed_at = time.monotonic()
         settings = self.settings
         await self._record_changed_settings()
+        await self.store.set_requests(run_id, self.requests_record())
         test = self._client(settings.base_url, settings.api_key, settings.concurrency)
         grader = self._client(
             settings.effective_grader_base_url, settings.effective_grader_api_key, settings.effective_grader_concurrency
@@ -461,7 +483,8 @@ class Engine:
             status, error, report = await self._settle(run_id)
         self.error = error
         try:
-            await self.store.finish_run(run_id, status, error=error, report=report, lease=self.lease)
+            await self.store.finish_run(run_id, status, error=error, report=report, lease=self.lease,
+                                        requests=self.requests_record())
             if report is not None:
                 folder = await write_run_folder(self.store, await self.store.get_run(run_id), self.runs_root)
                 await self.store.set_folder(run_id, str(folder))
@@ -548,7 +571,7 @@ class Engine:
         try:
             result = await client.complete(
                 settings.model_test,
-                item.prompt,
+                self.sent_messages(item.prompt),
                 temperature=settings.temperature_test,
                 max_tokens=settings.max_tokens_test,
                 reasoning_effort=settings.reasoning_test,
@@ -570,13 +593,17 @@ class Engine:
         ))
         if result.invalid_text:
             self._note_invalid_text(f"reply of conversation {item.position + 1}")
+        if result.think_stripped:
+            self.deviations.add("reasoning (<think>) removed from replies before grading")
         self.emit(ReplyGenerated(self.run.id, item.conversation_id, result.latency_ms, result.prompt_tokens,
                                  result.completion_tokens, result.finish_reason == "length"))
         return result.content
 
     async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
         statuses = {idx: status for idx, _, _, status in item.all_criteria}
-        rendered = graded_conversation(item.prompt, item.reply or "")
+        # The grader sees the messages the model under test was sent (its system message first,
+        # as the reference renders them), then the reply.
+        rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
         await asyncio.gather(*(self._grade_one(client, item, rendered, idx, text, points, statuses)
                                for idx, text, points in item.criteria))
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
@@ -610,6 +637,8 @@ class Engine:
                 max_tokens=settings.max_tokens_grader,
                 reasoning_effort=settings.reasoning_grader,
                 parse_attempts=settings.grader_parse_attempts,
+                system=settings.system_message_grader,
+                response_format=VERDICT_FORMAT if settings.grader_json_schema else None,
             )
         except ChatError as exc:
             if self._check_fatal(exc):
@@ -622,6 +651,8 @@ class Engine:
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
+        if outcome.enlarged:
+            self.deviations.add("a cut-off verdict was asked again with a larger token budget")
         if outcome.invalid_text:
             self._note_invalid_text(f"grader's answer on criterion {idx + 1} of conversation {item.position + 1}")
         if outcome.unparsed:

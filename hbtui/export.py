@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hbtui.files import private_file
 from hbtui.store import MET, NOT_MET, RunRow, Store
+from hbtui.fidelity import requests_line
 from hbtui.text import one_line, visible_controls
 
 CSV_COLUMNS = [
@@ -103,7 +104,9 @@ def describe(run: RunRow) -> str:
         f"- grader: {run.model_grader} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
         f" {s.get('temperature_grader')}, max tokens {s.get('max_tokens_grader')}, reasoning effort"
         f" {s.get('reasoning_grader') or 'not sent'}",
-        f"- grader template: {s.get('grader_template') or 'built-in'}",
+        f"- grader template: {(run.requests or {}).get('grader_template', {}).get('name') or s.get('grader_template')}"
+        f" (sha256 {(run.requests or {}).get('grader_template', {}).get('sha256', 'not recorded')})",
+        f"- {requests_line(run.requests)}",
         f"- concurrency: {s.get('concurrency')}",
         f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",

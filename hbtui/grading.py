@@ -3,8 +3,9 @@ the bounded re-asking of a grader whose answer does not parse."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-import re
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,7 +16,8 @@ from hbtui.limiter import GRADING
 
 CONVERSATION_SLOT = "<<conversation>>"
 CRITERION_SLOT = "<<criterion>>"
-_SLOTS = re.compile(re.escape(CONVERSATION_SLOT) + "|" + re.escape(CRITERION_SLOT))
+RUBRIC_ITEM_SLOT = "<<rubric_item>>"  # the reference's name for the criterion's slot
+TEMPLATE_NAMES = ("reference", "builtin")
 
 VERDICT_FORMAT = {
     "type": "json_schema",
@@ -39,51 +41,89 @@ class TemplateError(ValueError):
     """A grader template that cannot be used; the message names the file and the slot."""
 
 
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A grader prompt: its name (``reference``, ``builtin`` or a file's path), its text, the
+    slot it takes the criterion in, and its sha256 (what a run records of the words it used)."""
+
+    name: str
+    text: str
+    criterion_slot: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
 def default_template() -> str:
+    """hbtui's own wording (``builtin``)."""
     return resources.files("hbtui").joinpath("templates/grader.txt").read_text(encoding="utf-8")
 
 
-def load_template(path: str | Path | None) -> str:
-    if path is None:
-        return default_template()
-    path = Path(path)
+def load_template(value: str | Path | None, cache_dir: str | Path | None = None) -> Template:
+    """The template a GRADER_TEMPLATE value names: ``reference`` (the default: simple-evals' own
+    prompt, fetched once into the cache), ``builtin``, or a file with ``<<conversation>>`` and
+    the criterion's slot (``<<rubric_item>>`` or ``<<criterion>>``) once each."""
+    from hbtui.reference import ReferenceUnavailable, reference_template
+
+    name = "reference" if value is None else str(value)
+    if name == "reference":
+        try:
+            return Template(name, reference_template(cache_dir or default_cache_dir()), RUBRIC_ITEM_SLOT)
+        except ReferenceUnavailable as exc:
+            raise TemplateError(f"GRADER_TEMPLATE reference: {exc}") from None
+    if name == "builtin":
+        return Template(name, default_template(), CRITERION_SLOT)
+    path = Path(name).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TemplateError(f"GRADER_TEMPLATE {path}: no such file") from None
+        raise TemplateError(f"GRADER_TEMPLATE {path}: no such file (or give reference or builtin)") from None
+    except IsADirectoryError:
+        raise TemplateError(f"GRADER_TEMPLATE {path}: is a directory, not a template file") from None
     except UnicodeDecodeError:
         raise TemplateError(f"GRADER_TEMPLATE {path}: not UTF-8 text") from None
     except OSError as exc:
         raise TemplateError(f"GRADER_TEMPLATE {path}: {exc.strerror}") from None
-    for slot in (CONVERSATION_SLOT, CRITERION_SLOT):
-        count = text.count(slot)
-        if count != 1:
-            problem = "is missing" if count == 0 else f"appears {count} times"
-            raise TemplateError(f"GRADER_TEMPLATE {path}: the placeholder {slot} {problem} (it must appear once)")
-    return text
+    count = text.count(CONVERSATION_SLOT)
+    if count != 1:
+        problem = "is missing" if count == 0 else f"appears {count} times"
+        raise TemplateError(f"GRADER_TEMPLATE {path}: the placeholder {CONVERSATION_SLOT} {problem} (it must appear once)")
+    slots = [slot for slot in (RUBRIC_ITEM_SLOT, CRITERION_SLOT) if slot in text]
+    if len(slots) != 1 or text.count(slots[0]) != 1:
+        raise TemplateError(f"GRADER_TEMPLATE {path}: the criterion's placeholder ({RUBRIC_ITEM_SLOT} or"
+                            f" {CRITERION_SLOT}) must appear once, and only one of them")
+    return Template(str(path), text, slots[0])
+
+
+def default_cache_dir() -> str:
+    return os.environ.get("HBTUI_CACHE") or str(Path.home() / ".cache" / "hbtui")
 
 
 def render_conversation(messages: Sequence[dict]) -> str:
+    """As the reference renders it: ``role: content`` blocks joined by a blank line."""
     return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages)
 
 
 def render_criterion(points: float, criterion: str) -> str:
+    """The reference's ``str(RubricItem)``: points as the record writes them (``[8]``, ``[-5]``)."""
     return f"[{points}] {criterion}"
 
 
 def graded_conversation(conversation: Sequence[dict], reply: str) -> str:
-    """The conversation with the reply as its last turn, rendered once for all its criteria."""
+    """The messages sent to the model under test with the reply as the last turn, rendered once
+    for all its criteria."""
     return render_conversation([*conversation, {"role": "assistant", "content": reply}])
 
 
-def fill_template(template: str, rendered_conversation: str, points: float, criterion: str) -> str:
-    """The template with both slots filled in one pass, so slot-like text inside a reply or a
-    criterion is left as written instead of being substituted again."""
-    values = {CONVERSATION_SLOT: rendered_conversation, CRITERION_SLOT: render_criterion(points, criterion)}
-    return _SLOTS.sub(lambda match: values[match.group(0)], template)
+def fill_template(template: Template, rendered_conversation: str, points: float, criterion: str) -> str:
+    """Filled as the reference fills it: two chained replacements, the conversation first, so a
+    reply that holds the criterion's placeholder is treated exactly as the reference treats it."""
+    return template.text.replace(CONVERSATION_SLOT, rendered_conversation).replace(
+        template.criterion_slot, render_criterion(points, criterion))
 
 
-def grader_prompt(template: str, conversation: Sequence[dict], reply: str, points: float, criterion: str) -> str:
+def grader_prompt(template: Template, conversation: Sequence[dict], reply: str, points: float, criterion: str) -> str:
     return fill_template(template, graded_conversation(conversation, reply), points, criterion)
 
 
@@ -165,7 +205,17 @@ class GradeOutcome:
     error: str | None = None
     error_kind: str | None = None
     unparsed: int = 0  # answers that held no verdict (each one asked again, if tries were left)
+    enlarged: bool = False  # a cut-off answer was asked again with a larger budget (not as the reference asks)
     invalid_text: bool = False  # the kept answer or its verdict held lone surrogates, replaced
+
+
+def grader_messages(prompt: str, system: str | None) -> list[dict]:
+    """What the grader is sent: the reference sends its system message, then the filled prompt.
+
+    Key order as the reference's own dicts have it (its sampler packs the system message role
+    first; the prompt is ``dict(content=..., role="user")``), so the JSON on the wire is the same
+    byte for byte."""
+    return [*([{"role": "system", "content": system}] if system else []), {"content": prompt, "role": "user"}]
 
 
 async def grade_criterion(
@@ -177,6 +227,8 @@ async def grade_criterion(
     max_tokens: int,
     reasoning_effort: str | None,
     parse_attempts: int,
+    system: str | None = None,
+    response_format: dict | None = VERDICT_FORMAT,
 ) -> GradeOutcome:
     """Ask the grader until its answer parses, at most ``parse_attempts`` times.
 
@@ -191,11 +243,11 @@ async def grade_criterion(
         tries += 1
         result = await client.complete(
             model,
-            [{"role": "user", "content": prompt}],
+            grader_messages(prompt, system),
             temperature=temperature,
             max_tokens=budget,
             reasoning_effort=reasoning_effort,
-            response_format=VERDICT_FORMAT,
+            response_format=response_format,
             priority=GRADING,
         )
         outcome.attempts += result.attempts
@@ -212,7 +264,7 @@ async def grade_criterion(
             return outcome
         outcome.unparsed += 1
         if result.finish_reason == "length" and not enlarged:
-            enlarged = True
+            enlarged = outcome.enlarged = True
             budget *= 2
             tries -= 1  # the budget was at fault, not the grader: this try does not count
     outcome.error_kind = UNPARSEABLE

@@ -16,6 +16,49 @@ from hbtui.files import private_file
 SECRET_FIELDS = frozenset({"api_key", "grader_api_key"})
 
 
+def built_in_presets() -> dict[str, dict[str, Any]]:
+    """Presets that come with hbtui, read-only. ``reference``: every request byte-identical to what
+    simple-evals sends (its grader prompt, its system message for both models, temperature 0.5
+    and 2048 tokens for both, no response_format, no reasoning effort)."""
+    from hbtui import reference
+
+    return {"reference": {
+        "grader_template": "reference",
+        "system_message_test": reference.SYSTEM_MESSAGE,
+        "system_message_grader": reference.SYSTEM_MESSAGE,
+        "temperature_test": reference.TEMPERATURE,
+        "temperature_grader": reference.TEMPERATURE,
+        "max_tokens_test": reference.MAX_TOKENS,
+        "max_tokens_grader": reference.MAX_TOKENS,
+        "grader_json_schema": False,
+        "reasoning_test": None,
+        "reasoning_grader": None,
+    }}
+
+
+def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
+    """The Settings values of the preset ``name``: a built-in one, or one saved by the app."""
+    from hbtui.config import KEYS, Settings, SettingsError, attribute_key, parse_value
+
+    built_in = built_in_presets()
+    if name in built_in:
+        return dict(built_in[name])
+    saved = load_presets(path)
+    if name not in saved:
+        known = ", ".join(sorted([*built_in, *saved]))
+        raise PresetError(f"--preset {name}: no such preset (known: {known})")
+    values: dict[str, Any] = {}
+    for attribute, raw in saved[name].items():
+        if attribute not in Settings.__dataclass_fields__ or attribute in SECRET_FIELDS or raw in ("", None):
+            continue  # run options (subset, limit...) and empty fields are the flags' business
+        key = attribute_key(attribute)
+        try:
+            values[attribute] = parse_value(key, KEYS[key][1], raw, origin=f"preset {name}")
+        except SettingsError as exc:
+            raise PresetError(str(exc)) from None
+    return values
+
+
 class PresetError(ValueError):
     """A presets file that cannot be read or written; the message names it."""
 
@@ -45,6 +88,8 @@ def save_preset(name: str, values: Mapping[str, Any], path: Path | None = None) 
     name = name.strip()
     if not name:
         raise PresetError("a preset needs a name")
+    if name in built_in_presets():
+        raise PresetError(f"{name!r} is a built-in preset, which cannot be replaced; choose another name")
     path = path or presets_path()
     presets = load_presets(path)
     presets[name] = {k: v for k, v in values.items() if k not in SECRET_FIELDS}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from hbtui.fidelity import requests_line
 from hbtui.scoring import histogram
 from hbtui.store import RunRow
 from hbtui.text import middle_cut, one_line
@@ -95,6 +96,7 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
     )
     if run.error:
         head += f"\nerror: {one_line(run.error, 400)}"
+    head += f"\n{one_line(requests_line(run.requests), 600)}"
     if not overall:
         return head + "\nno conversation is fully graded yet"
     score = (

@@ -23,10 +23,37 @@ MAIN_SUBSET = SHARED / "healthbench_main_subset.jsonl"
 HARD_SUBSET = SHARED / "healthbench_hard_subset.jsonl"
 CONSENSUS_SUBSET = SHARED / "healthbench_consensus_subset.jsonl"
 
+REFERENCE_EVAL = SHARED.parent / "reference" / "healthbench_eval.py"
+
 needs_shared = pytest.mark.skipif(
     not MAIN_SUBSET.exists(),
     reason=f"real HealthBench records not found at {SHARED} (../shared is absent; HBTUI_HEALTHBENCH_DIR sets another)",
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def reference_cache(tmp_path_factory):
+    """HBTUI_CACHE for the whole session (and the processes it starts), holding the reference's
+    grader prompt file as hbtui caches it, copied from ../shared/reference: tests run offline.
+    Where ../shared is absent, runs pin the builtin prompt instead (tests about the reference
+    prompt skip there)."""
+    from hbtui import reference
+
+    cache = tmp_path_factory.mktemp("hbtui-cache")
+    saved = {key: os.environ.get(key) for key in ("HBTUI_CACHE", "GRADER_TEMPLATE")}
+    os.environ["HBTUI_CACHE"] = str(cache)
+    if REFERENCE_EVAL.exists():
+        target = reference.cached_path(cache)
+        target.parent.mkdir(parents=True)
+        target.write_bytes(REFERENCE_EVAL.read_bytes())
+    else:
+        os.environ["GRADER_TEMPLATE"] = "builtin"
+    yield cache
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
@@ -84,11 +111,18 @@ def small_dataset(tmp_path) -> Path:
     return write_jsonl(tmp_path / "small.jsonl", records)
 
 
+def offline_settings(**values) -> Settings:
+    """Settings as a test's run needs them: the session's cache, which holds the reference prompt."""
+    values.setdefault("cache_dir", os.environ["HBTUI_CACHE"])
+    values.setdefault("grader_template", os.environ.get("GRADER_TEMPLATE", "reference"))
+    return Settings(**values)
+
+
 def settings_for(server: FakeServer, db: Path, **values) -> Settings:
     base = dict(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
                 db_path=str(db), concurrency=8, timeout=10.0, max_attempts=4)
     base.update(values)
-    return Settings(**base)
+    return offline_settings(**base)
 
 
 async def run_engine(settings: Settings, data: Path, *, limit=None, seed=0, repeats=1, name=None,

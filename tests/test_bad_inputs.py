@@ -73,10 +73,11 @@ DATASETS = {
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch) -> Path:
+def folder(tmp_path, monkeypatch, reference_cache) -> Path:
     """A user's folder: a .env for an endpoint, and a database holding one finished run, "kept"."""
     for key in KEYS:
-        monkeypatch.delenv(key, raising=False)
+        if key not in ("HBTUI_CACHE", "GRADER_TEMPLATE"):  # the session's offline cache stays
+            monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text(f"BASE_URL={UNREACHABLE}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
 

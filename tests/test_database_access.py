@@ -17,6 +17,7 @@ from hbtui.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from tests.support.tui import wait_for
+from tests.conftest import offline_settings
 
 # Root writes through any mode bits, so as root the folder is made read-only the way a
 # read-only disk is: a read-only bind mount, in a mount namespace of the command's own.
@@ -83,7 +84,7 @@ def test_a_run_into_a_read_only_folder_says_the_folder_is_read_only(copied_run, 
 
 
 def make_app(db: Path) -> HBTuiApp:
-    return HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
+    return HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None)
 
 
 async def test_the_app_on_a_fresh_clone_writes_no_database_until_a_run_starts(tmp_path):

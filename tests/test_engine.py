@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import pytest
 
 from hbtui.dataset import load_jsonl
 from hbtui.engine import Engine, plan_run, resume_hint
-from hbtui.grading import default_template, grader_prompt
+from hbtui.grading import grader_prompt, load_template
 from hbtui.store import RunBusy, Store
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
 from tests.support.fake_server import expected_verdict
@@ -27,7 +28,9 @@ def stored_verdicts(db):
 
 def assert_verdicts_are_the_servers(db):
     """Every met / not met verdict is the one the server gave; no fault turned into 'not met'."""
-    template = default_template()
+    with sqlite3.connect(db) as conn:
+        name = json.loads(conn.execute("SELECT settings_json FROM runs").fetchone()[0])["grader_template"]
+    template = load_template(name, os.environ["HBTUI_CACHE"])  # the run's own prompt
     checked = 0
     for body, reply, criterion, points, status, _ in stored_verdicts(db):
         if status in ("met", "not_met"):

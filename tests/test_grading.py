@@ -17,17 +17,32 @@ def test_default_template_states_the_rules():
         assert phrase in text
 
 
-def test_prompt_renders_conversation_and_criterion_once():
+def test_prompt_is_filled_as_the_reference_fills_it_conversation_first():
+    # Two chained replacements, the conversation first: a placeholder inside the conversation is
+    # then replaced too, exactly as simple-evals' own str.replace chain would treat it.
     prompt = grader_prompt(
-        default_template(),
+        load_template("builtin"),
         [{"role": "user", "content": "I feel dizzy <<criterion>>"}],
         "Sit down.",
         -6,
         "Recommends driving",
     )
-    assert "user: I feel dizzy <<criterion>>\n\nassistant: Sit down." in prompt
-    assert "[-6] Recommends driving" in prompt
-    assert "<<conversation>>" not in prompt
+    assert "user: I feel dizzy [-6] Recommends driving\n\nassistant: Sit down." in prompt
+    assert prompt.count("[-6] Recommends driving") == 2
+    assert "<<conversation>>" not in prompt and "<<criterion>>" not in prompt
+
+
+def test_a_template_file_may_name_the_criterion_slot_as_the_reference_does(tmp_path):
+    path = tmp_path / "mine.txt"
+    path.write_text("Judge <<conversation>> against <<rubric_item>>.")
+    template = load_template(path)
+    assert template.name == str(path) and template.criterion_slot == "<<rubric_item>>"
+    assert grader_prompt(template, [{"role": "user", "content": "hi"}], "yo", 3, "Greets") == (
+        "Judge user: hi\n\nassistant: yo against [3] Greets.")
+    both = tmp_path / "both.txt"
+    both.write_text("<<conversation>> <<rubric_item>> <<criterion>>")
+    with pytest.raises(TemplateError, match="only one of them"):
+        load_template(both)
 
 
 @pytest.mark.parametrize("text, met, explanation", [

@@ -18,6 +18,7 @@ from hbtui.export import write_csv, write_jsonl
 from hbtui.store import Store
 from hbtui.text import visible_controls
 from tests.conftest import make_record, settings_for, write_jsonl as write_records
+from tests.conftest import offline_settings
 
 HOSTILE = (
     "[bold red]not bold[/bold red] [link=https://evil.example]click[/link] "
@@ -29,7 +30,7 @@ HOSTILE = (
 async def hostile_run(db, data):
     from hbtui.config import Settings
 
-    settings = Settings(base_url="http://127.0.0.1:9/v1", model_test="m[bold]", model_grader="g", db_path=str(db))
+    settings = offline_settings(base_url="http://127.0.0.1:9/v1", model_test="m[bold]", model_grader="g", db_path=str(db))
     async with await Store.open(db) as store:
         run_id = await plan_run(store, settings, load_jsonl(data), name="evil \x1b[31m[bold]name")
         rows = await store.pending_work(run_id)

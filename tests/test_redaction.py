@@ -23,6 +23,7 @@ from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import run_engine, settings_for
 from tests.support.tui import screen_text, wait_for
+from tests.conftest import offline_settings
 
 SECRET = "sk-proj-LEAKTEST9f3a7c2e1b5d8046Q7vX"
 TAIL = SECRET[-4:]  # what OpenAI's masked form keeps: it must not be shown either
@@ -92,7 +93,7 @@ async def test_client_errors_hold_no_echoed_key(server, form, status, kind):
 
 async def test_connection_check_shows_no_echoed_key(server):
     server.control(echo_auth="full", echo_auth_status=400)
-    settings = Settings(base_url=server.base_url, api_key=SECRET, model_test="test-model", model_grader="grader-model")
+    settings = offline_settings(base_url=server.base_url, api_key=SECRET, model_test="test-model", model_grader="grader-model")
     results = await check_connection(settings)
     text = "\n".join(f"{r.name}: {r.message}" for r in results)
     assert SECRET not in text and TAIL not in text, text  # not even as our own mask: nothing to tell apart here

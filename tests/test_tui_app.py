@@ -19,7 +19,7 @@ from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
-from tests.conftest import make_record, run_engine, settings_for, write_jsonl
+from tests.conftest import make_record, offline_settings, run_engine, settings_for, write_jsonl
 from tests.support.server_process import FakeServer
 from tests.support.screen_text import screen_lines
 from tests.support.tui import screen_text, wait_for
@@ -28,7 +28,7 @@ KEY = "sk-VISIBLEKEYMARKER-0123456789"
 
 
 def make_app(db, **values) -> HBTuiApp:
-    return HBTuiApp(settings=Settings(db_path=str(db), **values), env_file=None)
+    return HBTuiApp(settings=offline_settings(db_path=str(db), **values), env_file=None)
 
 
 async def test_opens_on_the_configuration_screen_when_the_database_is_empty(tmp_path):
@@ -233,7 +233,7 @@ async def test_quitting_during_a_run_asks_then_stops_it_resumably(server, small_
 
 
 async def test_a_monitor_of_an_unknown_run_ends_with_a_message(finished_run_db):
-    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="no-such-run")
+    app = HBTuiApp(settings=offline_settings(db_path=str(finished_run_db)), env_file=None, monitor_run="no-such-run")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: not app.is_running, what="the app to stop")
     assert app.return_code == 2

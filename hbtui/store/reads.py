@@ -77,13 +77,18 @@ class StoreReads(Connection):
         items = []
         for conv_id, position, status, reply, example_tags, body in conversations:
             rows = verdicts.get(conv_id, [])
+            record = json.loads(body)
+            # The criterion and its points as the record writes them (SQLite's NUMERIC would turn
+            # 8.0 into 8): the grader is sent "[8.0] ..." exactly where the reference sends it.
+            rubrics = record["rubrics"]
             items.append(
                 WorkItem(
                     conversation_id=conv_id,
                     position=position,
-                    prompt=json.loads(body)["prompt"],
+                    prompt=record["prompt"],
                     reply=reply if status == "generated" else None,
-                    criteria=[(idx, text, points) for idx, text, points, _, st in rows if st == PENDING],
+                    criteria=[(idx, rubrics[idx]["criterion"], rubrics[idx]["points"])
+                              for idx, text, points, _, st in rows if st == PENDING],
                     all_criteria=[(idx, points, tags, st) for idx, _, points, tags, st in rows],
                     example_tags=json.loads(example_tags),
                 )

@@ -185,7 +185,7 @@ class StoreWrites(Connection):
 
     async def finish_run(
         self, run_id: int, status: str, *, error: str | None = None, report: dict | None = None,
-        folder: str | None = None, lease: str | None = None,
+        folder: str | None = None, lease: str | None = None, requests: dict | None = None,
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
         score = report.get("overall_score") if report else None
@@ -195,8 +195,9 @@ class StoreWrites(Connection):
             await self.db.execute(
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?, report_json = COALESCE(?, report_json),"
                 " score = COALESCE(?, score), folder = COALESCE(?, folder), owner = NULL, lease = NULL,"
-                " heartbeat_at = NULL WHERE id = ?",
-                (status, error, time.time(), json.dumps(report) if report else None, score, folder, run_id),
+                " heartbeat_at = NULL, requests_json = COALESCE(?, requests_json) WHERE id = ?",
+                (status, error, time.time(), json.dumps(report) if report else None, score, folder,
+                 json.dumps(requests) if requests else None, run_id),
             )
             await self.db.commit()
         except BaseException:
@@ -210,6 +211,11 @@ class StoreWrites(Connection):
             "UPDATE runs SET settings_json = ?, model_test = ?, model_grader = ? WHERE id = ?",
             (json.dumps(settings), model_test, model_grader, run_id),
         )
+        await self.db.commit()
+
+    async def set_requests(self, run_id: int, requests: dict) -> None:
+        """What the run's requests are (hbtui.fidelity), recorded as it starts or resumes."""
+        await self.db.execute("UPDATE runs SET requests_json = ? WHERE id = ?", (json.dumps(requests), run_id))
         await self.db.commit()
 
     async def set_folder(self, run_id: int, folder: str) -> None:

@@ -206,6 +206,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # in every grader explanation (escaped inside the verdict's JSON text) and in the
     # context-length error's message.
     "lone_surrogate": False,
+    # Keep the body of every chat request as received (GET /__requests), to compare requests
+    # byte for byte with what the reference sends. Cleared by /__reset_stats.
+    "capture_requests": False,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -318,6 +321,7 @@ class ServerState:
         self.persistent_429_served = 0
         self.server_errors_sent = 0
         self.completion_counter = 0
+        self.captured: list[str] = []  # raw request bodies, while capture_requests is on
         self.apply_config(config)
 
     def apply_config(self, update: dict[str, Any]) -> None:
@@ -459,8 +463,11 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
     if auth_error is not None:
         return auth_error
 
+    raw = await request.read()
+    if config.get("capture_requests"):
+        state.captured.append(raw.decode("utf-8", "replace"))
     try:
-        body = json.loads(await request.read())
+        body = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
     if not isinstance(body, dict):
@@ -638,9 +645,14 @@ async def handle_stats(request: web.Request) -> web.Response:
     return _json(data)
 
 
+async def handle_requests(request: web.Request) -> web.Response:
+    return _json(request.app[STATE_KEY].captured)
+
+
 async def handle_reset_stats(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
     state.stats.reset()
+    state.captured.clear()
     return _json(state.stats.as_dict())
 
 
@@ -660,6 +672,7 @@ def build_app(api_key: str | None = None, models: list[str] | None = None,
     app.router.add_get("/__control", handle_get_control)
     app.router.add_post("/__control", handle_post_control)
     app.router.add_get("/__stats", handle_stats)
+    app.router.add_get("/__requests", handle_requests)
     app.router.add_post("/__reset_stats", handle_reset_stats)
     app.router.add_get("/health", handle_health)
     return app

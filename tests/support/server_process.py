@@ -157,5 +157,9 @@ class FakeServer(ServerProcess):
     def stats(self) -> dict[str, Any]:
         return self._checked(self._client().get("/__stats"))
 
+    def captured_requests(self) -> list[dict[str, Any]]:
+        """The chat request bodies received while ``capture_requests`` was on, parsed."""
+        return [json.loads(body) for body in self._checked(self._client().get("/__requests"))]
+
     def reset_stats(self) -> dict[str, Any]:
         return self._checked(self._client().post("/__reset_stats"))

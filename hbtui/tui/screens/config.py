@@ -23,7 +23,7 @@ from textual.widgets import Button, Header, Input, Label, Select, Static
 from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.engine import plan_run, run_name_problem
-from hbtui.grading import TemplateError, load_template
+from hbtui.grading import TEMPLATE_NAMES, TemplateError, load_template
 from hbtui.store import StoreError
 from hbtui.text import one_line
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -49,6 +49,7 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
         FormField("reasoning_test", "Reasoning effort", "effort"),
         FormField("temperature_test", "Temperature", "temperature"),
         FormField("max_tokens_test", "Max tokens", "positive_int"),
+        FormField("system_message_test", "System message", "str", "none"),
         FormField("concurrency", "Concurrency", "positive_int"),
     ]),
     ("Grader", [
@@ -59,7 +60,9 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
         FormField("temperature_grader", "Temperature", "temperature"),
         FormField("max_tokens_grader", "Max tokens", "positive_int"),
         FormField("grader_concurrency", "Concurrency", "positive_int", "same as the model under test"),
-        FormField("grader_template", "Prompt template", "template", "built-in"),
+        FormField("grader_template", "Prompt template", "template", "reference, builtin, or a file"),
+        FormField("system_message_grader", "System message", "str", "none"),
+        FormField("grader_json_schema", "JSON schema", "bool"),
     ]),
     ("Data and run", [
         FormField("subset", "Subset", "choice"),
@@ -81,6 +84,8 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
     """(value, problem) of one field as typed; the problem is a short phrase or None."""
     raw = raw.strip()
     kind = form_field.kind
+    if kind == "template" and raw == "":
+        return "reference", None
     if raw == "" or (kind == "effort" and raw == NOT_SENT):
         if form_field.required:
             return None, "required"
@@ -113,6 +118,8 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
             return None, "is a directory, not a JSONL file"
         return str(path), None
     if kind == "template":
+        if raw.lower() in TEMPLATE_NAMES:
+            return raw.lower(), None  # the reference prompt is fetched (or found cached) when the run starts
         try:
             load_template(Path(raw).expanduser())
         except TemplateError as exc:
@@ -139,6 +146,8 @@ def initial_text(settings: Settings, name: str) -> str:
     value = getattr(settings, name)
     if value is None:
         return NOT_SENT if FIELDS[name].kind == "effort" else ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -186,6 +195,9 @@ class ConfigScreen(Screen):
             if form_field.kind == "effort":
                 options = [("not sent", NOT_SENT)] + [(effort, effort) for effort in REASONING_EFFORTS]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
+            elif form_field.kind == "bool":
+                yield Select([("yes", "true"), ("no", "false")], value=value, allow_blank=False, compact=True,
+                             id=f"field-{form_field.name}")
             elif form_field.kind == "choice":
                 options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
@@ -295,7 +307,7 @@ class ConfigScreen(Screen):
         self.show_status("loading the dataset…")
         try:
             settings.require_models()
-            load_template(settings.grader_template)
+            await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
             if values["subset"] == LOCAL_FILE:
                 dataset = await asyncio.to_thread(load_jsonl, values["data_path"])
             else:
@@ -356,7 +368,7 @@ class ConfigScreen(Screen):
     def preset_values(self) -> dict[str, str]:
         values = {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
         for name in ("data_path", "grader_template"):  # a preset is loaded from anywhere: whole paths
-            if values.get(name, "").strip():
+            if values.get(name, "").strip() and values[name].strip().lower() not in TEMPLATE_NAMES:
                 values[name] = str(Path(values[name].strip()).expanduser().resolve())
         return values
 
@@ -377,17 +389,18 @@ class ConfigScreen(Screen):
         self.app.push_screen(PresetNameModal(), named)
 
     def action_load_preset(self) -> None:
-        from hbtui.presets import PresetError, load_presets
+        from hbtui.presets import PresetError, built_in_presets, load_presets
         from hbtui.tui.screens.presets import PresetPickerModal
 
         try:
-            presets = load_presets()
+            saved = load_presets()
         except PresetError as exc:
             self.show_status(str(exc), error=True)
             return
-        if not presets:
-            self.show_status("no presets saved yet (ctrl+r saves the current settings as one)")
-            return
+        # The built-in ones first, read-only (saving under their name is refused).
+        presets = {name: {field: self._as_text(field, value) for field, value in values.items()}
+                   for name, values in built_in_presets().items()}
+        presets.update({name: values for name, values in saved.items() if name not in presets})
 
         def picked(name: str | None) -> None:
             if name is None:
@@ -398,7 +411,18 @@ class ConfigScreen(Screen):
             self.call_after_refresh(self.validate_all)
             self.show_status(f"loaded preset {name!r}")
 
-        self.app.push_screen(PresetPickerModal(sorted(presets)), picked)
+        built_in = list(built_in_presets())
+        self.app.push_screen(PresetPickerModal([*built_in, *sorted(n for n in presets if n not in built_in)],
+                                               read_only=set(built_in)), picked)
+
+    @staticmethod
+    def _as_text(field: str, value: Any) -> str:
+        """A preset's value as the form's field shows it."""
+        if value is None:
+            return NOT_SENT if field in FIELDS and FIELDS[field].kind == "effort" else ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return f"{value:g}" if isinstance(value, float) else str(value)
 
     def action_write_env(self) -> None:
         from hbtui.envfile import EnvFileError, write_env

@@ -29,15 +29,17 @@ class PresetNameModal(ModalScreen[str | None]):
 class PresetPickerModal(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="preset_picker.cancel")]
 
-    def __init__(self, names: list[str]) -> None:
+    def __init__(self, names: list[str], read_only: set[str] | frozenset[str] = frozenset()) -> None:
         super().__init__()
         self.names = names
+        self.read_only = read_only
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(Text("Load a preset (enter picks, escape cancels):"))
-            yield OptionList(*(Option(Text(name), id=str(i)) for i, name in enumerate(self.names)),
-                             id="preset-list")
+            yield OptionList(*(Option(Text(name + (" (built in: requests as simple-evals sends them)"
+                                                   if name in self.read_only else "")), id=str(i))
+                               for i, name in enumerate(self.names)), id="preset-list")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.names[int(event.option.id)])

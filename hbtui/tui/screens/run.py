@@ -18,6 +18,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hbtui.engine import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store
+from hbtui.fidelity import requests_line
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
@@ -89,6 +90,9 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
     text.append(one_line(run.model_grader, 60))
     text.append("\nDataset ", style="bold")
     text.append(one_line(run.dataset_name, 60))
+    requests = requests_line(run.requests).removeprefix("requests: ")
+    text.append("\nRequests ", style="bold")
+    text.append(one_line(requests, 300), style="green" if requests == "reference-identical" else "")
     text.append("\nStatus ", style="bold")  # a line of its own: at 80 columns the date wrapped in two
     text.append(status, style={"finished": "green", "running": "cyan", "interrupted": "yellow", "incomplete": "yellow"}.get(status, "red"))
     text.append("   started ", style="bold")
