@@ -262,3 +262,27 @@ def test_an_old_run_is_marked_as_graded_with_the_builtin_prompt(tmp_path):
             return [(r.name, r.settings["grader_template"]) for r in await store.list_runs()]
 
     assert sorted(asyncio.run(read())) == [("old", "builtin"), ("own", "/my/prompt.txt")]
+
+
+@pytest.mark.parametrize("env, flags, says", [
+    ({"HBTUI_CACHE": "{empty}"}, [], "healthbench_eval.py at commit ee3b0318d8d1 at {empty}/simple-evals/"),
+    ({}, ["--preset", "nope"], "--preset nope: no such preset (known: reference"),
+    ({}, ["--grader-json-schema", "maybe"], "GRADER_JSON_SCHEMA (command line): 'maybe' is not true or false"),
+    ({}, ["--grader-template", "{empty}/missing.txt"], "missing.txt: no such file (or give reference or builtin)"),
+])
+def test_a_run_that_cannot_have_its_prompt_stops_before_any_call(server, tmp_path, monkeypatch, capsys, small_dataset,
+                                                                  env, flags, says):
+    empty = tmp_path / "empty-cache"
+    empty.mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HBTUI_SIMPLE_EVALS_URL", "http://127.0.0.1:9/nowhere")
+    monkeypatch.delenv("GRADER_TEMPLATE", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value.format(empty=empty))
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    server.reset_stats()
+    argv = ["run", "--data", str(small_dataset), *[f.format(empty=empty) for f in flags]]
+    assert cli.main(argv) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says.format(empty=empty) in err, err
+    assert server.stats()["requests"] == 0 and not (tmp_path / "runs").exists()
