@@ -25,7 +25,8 @@ from hbtui.client import ChatError
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.engine import (
-    INCOMPLETE, TAKEN_OVER, Engine, check_run_name, plan_run, refuse_measured_changes, resume_hint, settings_for_run,
+    GRADER_SETTINGS, INCOMPLETE, TAKEN_OVER, Engine, check_run_name, plan_regrade, plan_run, refuse_measured_changes,
+    resume_hint, settings_for_run,
 )
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
@@ -120,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="a unique name for the run")
     run.add_argument("--preset", help="settings from a preset: reference (requests byte-identical to"
                      " simple-evals'), or one saved in the app; flags still win")
+    run.add_argument("--reuse-verdicts", action="store_true",
+                     help="take verdicts other runs paid for where the grader request is identical")
 
     resume = sub.add_parser("resume", parents=[common, settings_flags], help="finish the missing work of a run")
     resume.add_argument("run", metavar="RUN", help="id, name or latest")
@@ -127,6 +130,21 @@ def build_parser() -> argparse.ArgumentParser:
     regrade = sub.add_parser("regrade-errors", parents=[common, settings_flags],
                              help="retry the criteria (and replies) that failed")
     regrade.add_argument("run", metavar="RUN")
+    for command in (resume, regrade):
+        command.add_argument("--no-cache", action="store_true",
+                             help="ask the grader even where an identical request's verdict is cached")
+
+    grader_flags = OneLineParser(add_help=False)
+    for flag, attr, text in SETTING_FLAGS:
+        if attr in GRADER_SETTINGS:
+            grader_flags.add_argument(flag, dest=attr, help=text)
+    again = sub.add_parser("regrade", parents=[common, grader_flags],
+                           help="grade a run's replies again (another grader, prompt...): a new run, no generation")
+    again.add_argument("run", metavar="RUN", help="the run whose replies are graded again")
+    again.add_argument("--name", help="a unique name for the new run")
+    again.add_argument("--preset", help="the grader's settings of a preset (reference: simple-evals' grader requests)")
+    again.add_argument("--no-cache", action="store_true",
+                       help="ask the grader even where an identical request's verdict is cached")
 
     sub.add_parser("runs", parents=[common], help="list the runs in the database")
 
@@ -191,9 +209,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {attr: getattr(args, attr) for _, attr, _ in SETTING_FLAGS if getattr(args, attr, None) is not None}
 
 
-async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = False) -> int:
+async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = False, use_cache: bool = False) -> int:
     """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable."""
-    engine = Engine(store, run, settings, [ProgressPrinter()] if not quiet else [])
+    engine = Engine(store, run, settings, [ProgressPrinter()] if not quiet else [], use_cache=use_cache)
     loop = asyncio.get_running_loop()
     runner = asyncio.ensure_future(engine.execute())
     stops = 0
@@ -224,6 +242,9 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
     if status in ("finished", INCOMPLETE):
         say(render_report(final, brief=True))
         say(f"results: {final.folder}")
+        cached = (final.report or {}).get("criteria", {}).get("from_cache")
+        if cached:
+            say(f"{cached} verdicts came from the cache: requests identical to ones already paid for, not asked again")
         if status == INCOMPLETE:
             say(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", error=True)
             return EXIT_INCOMPLETE
@@ -257,7 +278,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
         )
         run = await store.get_run(run_id)
-        return await drive(store, run, settings)
+        return await drive(store, run, settings, use_cache=args.reuse_verdicts)
 
 
 async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
@@ -269,7 +290,24 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         if regrade:
             verdicts, replies = await store.reset_errors(run.id)
             say(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
-        return await drive(store, run, run_settings)
+        return await drive(store, run, run_settings, use_cache=not args.no_cache)
+
+
+async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
+    async with await Store.open(settings.db_path, create=False) as store:
+        source = await store.resolve_run(args.run)
+        flags = {k: v for k, v in _overrides(args).items() if k in GRADER_SETTINGS}
+        # The source's settings with this session's keys; a key never goes to another host.
+        regrade_settings = settings_for_run(source, settings, **flags)
+        if args.preset:  # the grader's side of it (the replies are the source's), and flags still win
+            grader_side = {k: v for k, v in preset_settings(args.preset).items() if k in GRADER_SETTINGS}
+            regrade_settings = replace(regrade_settings, **grader_side).with_overrides(**flags)
+        load_template(regrade_settings.grader_template, regrade_settings.cache_dir)  # before anything is written
+        run_id = await plan_regrade(store, source, regrade_settings, args.name)
+        run = await store.get_run(run_id)
+        say(f"run {run_id} {one_line(run.name)}: the replies of run {source.id} graded again by"
+            f" {one_line(run.model_grader)} ({'no cache' if args.no_cache else 'verdicts already paid for come from the cache'})")
+        return await drive(store, run, regrade_settings, use_cache=not args.no_cache)
 
 
 def open_for_reading(settings: Settings):
@@ -374,6 +412,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "run": lambda: cmd_run(args, settings),
             "resume": lambda: cmd_resume(args, settings),
             "regrade-errors": lambda: cmd_resume(args, settings, regrade=True),
+            "regrade": lambda: cmd_regrade(args, settings),
             "runs": lambda: cmd_runs(settings),
             "show": lambda: cmd_show(args, settings),
             "export": lambda: cmd_export(args, settings),

@@ -38,7 +38,10 @@ from hbtui.events import (
 )
 from hbtui.export import write_run_folder
 from hbtui.fidelity import describe_requests
-from hbtui.grading import VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template
+from hbtui.grading import (
+    VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template,
+)
+from hbtui.verdict_cache import RequestKeys, conversation_digest
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.store import (
     ERROR, MET, NOT_MET, PlannedConversation, RunRow, RunTakenOver, Store, StoreError, WorkItem,
@@ -136,6 +139,45 @@ async def plan_run(
         plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen)},
         conversations=planned,
     )
+
+
+# What a regrade may set: everything about the grader and how it is reached; the model under
+# test and its settings stay the source's, since its replies are reused as they are.
+GRADER_SETTINGS = ("model_grader", "grader_base_url", "grader_template", "temperature_grader", "max_tokens_grader",
+                   "reasoning_grader", "system_message_grader", "grader_json_schema", "grader_concurrency", "timeout",
+                   "max_attempts", "grader_parse_attempts", "unreachable_patience", "db_write_patience")
+
+
+async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: str | None = None) -> int:
+    """A new run, linked to ``source``, that grades its replies again with ``settings``' grader."""
+    check_run_name(name)
+    if source.shown_status() == "running":
+        raise SettingsError(f"run {source.id} is still running; regrade it once it has stopped")
+    if not (await store.progress(source.id)).conversations_generated:
+        raise SettingsError(f"run {source.id} has no replies to grade again (it got none)")
+    settings.require_models()
+    model = (settings.model_grader or "grader").split("/")[-1]
+    await seed_cache(store, source, settings.cache_dir)
+    return await store.create_regrade(source.id, name=name, name_base=f"{source.name}-regrade-{model}",
+                                      model_grader=settings.model_grader or "", settings=settings.public_dict())
+
+
+async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
+    """Put ``run``'s verdicts in the cache under the keys of its own requests, where they are not
+    yet (a run made before the cache existed): a regrade with the same grader then asks nothing."""
+    if not await store.has_uncached_verdicts(run.id):
+        return 0
+    settings = replace(settings_for_run(run, Settings(db_path=store.path.as_posix())), cache_dir=cache_dir)
+    try:
+        template = load_template(settings.grader_template, settings.cache_dir)
+    except Exception:  # noqa: BLE001 - its prompt cannot be had (a file since moved): nothing to seed
+        return 0
+    keys = RequestKeys(settings, template)
+    rows = []
+    for conversation_id, prompt, reply, repeat, verdicts in await store.graded_for_cache(run.id):
+        digest = keys.digest(prompt, reply)
+        rows += [(keys.key(digest, repeat, points, text), conversation_id, idx) for idx, text, points in verdicts]
+    return await store.seed_cache(rows)
 
 
 def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settings:
@@ -241,7 +283,7 @@ class Engine:
     """Drives one run to the end (or to a stop) in the calling event loop."""
 
     def __init__(self, store: Store, run: RunRow, settings: Settings, observers: Sequence[Observer] = (), *,
-                 backoff_base: float = 0.5) -> None:
+                 backoff_base: float = 0.5, use_cache: bool = False) -> None:
         self.store = store
         self.run = run
         self.settings = settings
@@ -263,11 +305,18 @@ class Engine:
         self._confirming = False
         self.max_unwritten = max(32, 2 * (settings.concurrency + settings.effective_grader_concurrency))
         self.taken_over = False
+        # Verdicts found in the cache for this run's pending criteria (see hbtui.verdict_cache):
+        # served without a call. Regrades, resumes and retries look; a fresh run only when asked.
+        self.use_cache = use_cache
+        self._cached: dict[str, tuple] = {}
+        self._looked_up: set[int] = set()  # conversations whose criteria the first lookup covered
+        self.from_cache = 0
         self._fatal: ChatError | None = None
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._clients: dict[str, ChatClient] = {}
         self._limiters: dict[str, AdaptiveLimiter] = {}
         self._template = load_template(settings.grader_template, settings.cache_dir)
+        self.keys = RequestKeys(settings, self._template)
         # What hbtui's negotiation changed in the requests (see hbtui.fidelity), for the run's record.
         self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
         self.cancel_status = "interrupted"
@@ -328,8 +377,16 @@ class Engine:
 
     def sent_messages(self, prompt: list[dict]) -> list[dict]:
         """What the model under test is sent: its system message, if any, then the conversation."""
-        system = self.settings.system_message_test
-        return [{"role": "system", "content": system}, *prompt] if system else prompt
+        return self.keys.sent_messages(prompt)
+
+    def _pending_keys(self, work: list[WorkItem]) -> list[str]:
+        """The cache keys of every criterion still to grade whose reply exists (in a thread)."""
+        keys = []
+        for item in work:
+            if item.reply is not None and item.criteria:
+                digest = self.keys.digest(item.prompt, item.reply)
+                keys += [self.keys.key(digest, item.repeat, points, text) for _, text, points in item.criteria]
+        return keys
 
     def requests_record(self) -> dict:
         """What this run's requests were, from the settings and what the providers made of them."""
@@ -416,6 +473,10 @@ class Engine:
         await self.store.reset_errors(run_id, TRANSIENT_KINDS, owner=self.owner)
         await self.store.refresh_summaries(run_id)
         work = await self.store.pending_work(run_id)
+        if self.use_cache:  # one lookup for every criterion whose reply exists already
+            keys = await asyncio.to_thread(self._pending_keys, work)
+            self._cached = await self.store.cached_verdicts(keys)
+            self._looked_up = {item.conversation_id for item in work if item.reply is not None}
         # The work list (every prompt of the run) lives until the end: moved out of the cyclic
         # collector's sight, it is not rescanned by every full collection, whose pauses stalled
         # the event loop (measured at 256 in flight: 93-97% of the ideal before, 97-98% after).
@@ -604,7 +665,12 @@ class Engine:
         # The grader sees the messages the model under test was sent (its system message first,
         # as the reference renders them), then the reply.
         rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
-        await asyncio.gather(*(self._grade_one(client, item, rendered, idx, text, points, statuses)
+        digest = conversation_digest(rendered)
+        if self.use_cache and item.conversation_id not in self._looked_up:
+            # A reply generated just now: its criteria may still be asked already (--reuse-verdicts).
+            self._cached.update(await self.store.cached_verdicts(
+                [self.keys.key(digest, item.repeat, points, text) for _, text, points in item.criteria]))
+        await asyncio.gather(*(self._grade_one(client, item, rendered, digest, idx, text, points, statuses)
                                for idx, text, points in item.criteria))
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
@@ -620,8 +686,19 @@ class Engine:
         self._writes.put_nowait(("summary", (score, n_met, errors, penalties, item.conversation_id)))
         self.emit(ConversationScored(self.run.id, item.conversation_id, score))
 
-    async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, idx: int, text: str,
+    async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, digest: str, idx: int, text: str,
                          points: float, statuses: dict[int, str]) -> None:
+        key = self.keys.key(digest, item.repeat, points, text)
+        cached = self._cached.pop(key, None)
+        if cached is not None:
+            status, explanation, raw, reasoning, _, _ = cached
+            statuses[idx] = status
+            self.from_cache += 1
+            # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
+            self._store_result("verdict", (status, explanation, raw, reasoning, None, None, 0, None, 0, 0, time.time(),
+                                           key, 1, item.conversation_id, idx))
+            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, status == MET, None, 0.0, 0, 0))
+            return
         self._update_gate()
         await self._calls_open.wait()
         if self._fatal is not None:
@@ -646,7 +723,7 @@ class Engine:
             statuses[idx] = ERROR
             self._store_result("verdict", (
                 ERROR, None, None, None, exc.message, exc.kind, exc.attempts, None, None, None, time.time(),
-                item.conversation_id, idx,
+                key, 0, item.conversation_id, idx,
             ))
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
@@ -659,11 +736,16 @@ class Engine:
             self.live.errors_by_kind[UNPARSEABLE] = self.live.errors_by_kind.get(UNPARSEABLE, 0) + outcome.unparsed
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
         statuses[idx] = status
+        now = time.time()
         self._store_result("verdict", (
             status, verdict.explanation if verdict else None, outcome.raw_output, outcome.reasoning, outcome.error,
             outcome.error_kind, outcome.attempts, outcome.latency_ms, outcome.prompt_tokens, outcome.completion_tokens,
-            time.time(), item.conversation_id, idx,
+            now, key, 0, item.conversation_id, idx,
         ))
+        if verdict is not None:  # a verdict paid for, for any later run that asks the same
+            self._writes.put_nowait(("cache", (key, status, verdict.explanation, outcome.raw_output, outcome.reasoning,
+                                               outcome.attempts, outcome.latency_ms, outcome.prompt_tokens,
+                                               outcome.completion_tokens, now)))
         self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, verdict.criteria_met if verdict else None,
                                   outcome.error_kind, outcome.latency_ms, outcome.prompt_tokens,
                                   outcome.completion_tokens, outcome.error))
@@ -731,7 +813,7 @@ class Engine:
                 return
             attempt_started = time.monotonic()
             try:
-                await self.store.write_batch(batch.replies, batch.verdicts, batch.summaries, batch.log,
+                await self.store.write_batch(batch.replies, batch.verdicts, batch.summaries, batch.log, batch.cache,
                                              run_id=self.run.id, lease=self.lease, live=batch.heartbeat)
             except sqlite3.OperationalError as exc:
                 if not database_locked(exc):
@@ -778,6 +860,7 @@ class WriteBatch:
     verdicts: list[tuple] = field(default_factory=list)
     summaries: list[tuple] = field(default_factory=list)
     log: list[tuple] = field(default_factory=list)
+    cache: list[tuple] = field(default_factory=list)
     heartbeat: dict | None = None  # only the newest counts
     done: bool = False  # the engine is closing: this is the last batch
     lock_noted: bool = False
@@ -788,7 +871,8 @@ class WriteBatch:
 
     @property
     def empty(self) -> bool:
-        return not (self.replies or self.verdicts or self.summaries or self.log or self.heartbeat is not None)
+        return not (self.replies or self.verdicts or self.summaries or self.log or self.cache
+                    or self.heartbeat is not None)
 
     def add(self, entry: tuple[str, Any] | None) -> None:
         if entry is None:
@@ -798,11 +882,14 @@ class WriteBatch:
         if kind == "heartbeat":
             self.heartbeat = row
         else:
-            {"reply": self.replies, "verdict": self.verdicts, "summary": self.summaries, "log": self.log}[kind].append(row)
+            {"reply": self.replies, "verdict": self.verdicts, "summary": self.summaries, "log": self.log,
+             "cache": self.cache}[kind].append(row)
 
 
 async def compute_report(store: Store, run_id: int) -> dict:
     inputs = await store.scoring_inputs(run_id)
     # The bootstraps take a quarter of a second for 5,000 conversations: off the event loop, so
     # a screen (or the engine's own calls) keeps going meanwhile.
-    return await asyncio.to_thread(lambda: scoring.run_report(inputs).as_json())
+    report = await asyncio.to_thread(lambda: scoring.run_report(inputs).as_json())
+    report["criteria"]["from_cache"] = await store.count_from_cache(run_id)  # verdicts no call of this run paid for
+    return report

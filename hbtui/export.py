@@ -93,7 +93,8 @@ def describe(run: RunRow) -> str:
     lines = [
         f"# {one_line(run.name, 200)}",
         "",
-        f"- run id: {run.id}",
+        f"- run id: {run.id}" + (f" (a regrade: the replies of run {run.source_run_id}, graded again)"
+                                 if run.source_run_id else ""),
         f"- status: {run.status}",
         f"- dataset: {one_line(run.dataset_name, 200)} ({one_line(str(run.dataset_path), 1000)}),"
         f" sha256 {run.dataset_sha256}",

@@ -93,6 +93,7 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
     head = (
         f"run {run.id} {one_line(run.name, 60)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
         f" {one_line(run.model_grader, 40)} on {one_line(run.dataset_name, 80)}"
+        + (f" (the replies of run {run.source_run_id}, graded again)" if run.source_run_id else "")
     )
     if run.error:
         head += f"\nerror: {one_line(run.error, 400)}"
@@ -117,6 +118,7 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
         f" (grading errors {crit.get('errors')}), without a reply {conv.get('excluded')}"
         + (f" (their {crit['skipped']} criteria skipped)" if crit.get("skipped") else "")
         + (f"; criteria pending {crit['pending']}" if crit.get("pending") else "")
+        + (f"; {crit['from_cache']} verdicts from the cache" if crit.get("from_cache") else "")
     )
     lines.append("")
     lines += _breakdown(metrics, "theme:", "theme")

@@ -57,7 +57,7 @@ class StoreReads(Connection):
     async def pending_work(self, run_id: int) -> list[WorkItem]:
         """Conversations without a reply, or with verdicts still pending, in plan order."""
         conversations = await self._all(
-            "SELECT c.id, c.position, c.status, c.reply, c.example_tags, r.body FROM conversations c"
+            "SELECT c.id, c.position, c.status, c.reply, c.example_tags, r.body, c.repeat FROM conversations c"
             " JOIN records r ON r.id = c.record_id WHERE c.run_id = ? AND c.status != 'failed'"
             " AND (c.status = 'pending' OR EXISTS (SELECT 1 FROM verdicts v WHERE v.conversation_id = c.id"
             " AND v.status = 'pending')) ORDER BY c.position",
@@ -75,7 +75,7 @@ class StoreReads(Connection):
         ):
             verdicts.setdefault(conv_id, []).append((idx, text, points, tuple(json.loads(tags)), status))
         items = []
-        for conv_id, position, status, reply, example_tags, body in conversations:
+        for conv_id, position, status, reply, example_tags, body, repeat in conversations:
             rows = verdicts.get(conv_id, [])
             record = json.loads(body)
             # The criterion and its points as the record writes them (SQLite's NUMERIC would turn
@@ -91,6 +91,7 @@ class StoreReads(Connection):
                               for idx, text, points, _, st in rows if st == PENDING],
                     all_criteria=[(idx, points, tags, st) for idx, _, points, tags, st in rows],
                     example_tags=json.loads(example_tags),
+                    repeat=repeat,
                 )
             )
         return items
@@ -172,6 +173,43 @@ class StoreReads(Connection):
             prompt_tokens_grader=grader_tokens[0],
             completion_tokens_grader=grader_tokens[1],
         )
+
+    async def cached_verdicts(self, keys: list[str]) -> dict[str, tuple]:
+        """Entries of the verdict cache for these request keys: key -> (status, explanation,
+        raw_output, reasoning, prompt_tokens, completion_tokens)."""
+        found: dict[str, tuple] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            for key, *entry in await self._all(
+                f"SELECT key, status, explanation, raw_output, reasoning, prompt_tokens, completion_tokens"
+                f" FROM verdict_cache WHERE key IN ({','.join('?' * len(chunk))})", chunk,
+            ):
+                found[key] = tuple(entry)
+        return found
+
+    async def has_uncached_verdicts(self, run_id: int) -> bool:
+        return bool(await self._one(
+            "SELECT 1 FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met') AND cache_key IS NULL LIMIT 1",
+            (run_id,)))
+
+    async def graded_for_cache(self, run_id: int) -> list[tuple[int, list[dict], str, int, list[tuple]]]:
+        """(conversation id, prompt, reply, repeat, [(idx, criterion, points)]) of the verdicts
+        given but not in the cache yet, the criterion and points as the record writes them."""
+        rows = await self._all(
+            "SELECT c.id, r.body, c.reply, c.repeat, v.idx FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
+            " JOIN records r ON r.id = c.record_id WHERE v.run_id = ? AND v.status IN ('met', 'not_met')"
+            " AND v.cache_key IS NULL AND c.status = 'generated' ORDER BY c.id, v.idx", (run_id,))
+        out: list[tuple[int, list[dict], str, int, list[tuple]]] = []
+        for conv_id, body, reply, repeat, idx in rows:
+            if not out or out[-1][0] != conv_id:
+                record = json.loads(body)
+                out.append((conv_id, record["prompt"], reply, repeat, []))
+                rubrics = record["rubrics"]
+            out[-1][4].append((idx, rubrics[idx]["criterion"], rubrics[idx]["points"]))
+        return out
+
+    async def count_from_cache(self, run_id: int) -> int:
+        return (await self._one("SELECT count(*) FROM verdicts WHERE run_id = ? AND from_cache = 1", (run_id,)))[0]
 
     async def answered_calls(self, run_id: int) -> tuple[int, int]:
         """(replies, verdicts) a model gave: answers, refusals included; not calls that failed to

@@ -143,6 +143,7 @@ class WorkItem:
     criteria: list[tuple[int, str, float]]  # (idx, criterion, points) still to grade
     all_criteria: list[tuple[int, float, tuple[str, ...], str]]  # (idx, points, tags, status)
     example_tags: list[str]
+    repeat: int = 0
 
 
 @dataclass(slots=True)

@@ -70,12 +70,7 @@ class StoreWrites(Connection):
         now = time.time()
         await db.execute("BEGIN IMMEDIATE")
         try:
-            if name is None:
-                name, suffix = name_base, 2
-                while await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
-                    name, suffix = f"{name_base}-{suffix}", suffix + 1
-            elif await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
-                raise StoreError(f"a run named {name!r} exists already; choose another --name")
+            name = await self._free_name(name, name_base)
             cursor = await db.execute(
                 "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
                 " model_grader, settings_json, plan_json, n_conversations, n_criteria)"
@@ -114,6 +109,59 @@ class StoreWrites(Connection):
                     for c in conversations
                     for idx, (text, points, tags) in enumerate(c.criteria)
                 ),
+            )
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        return run_id
+
+    async def _free_name(self, name: str | None, name_base: str) -> str:
+        """``name`` if free, else a StoreError; without one, the first free of ``name_base``,
+        ``name_base-2``...; inside the caller's transaction."""
+        if name is None:
+            name, suffix = name_base, 2
+            while await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
+                name, suffix = f"{name_base}-{suffix}", suffix + 1
+        elif await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
+            raise StoreError(f"a run named {name!r} exists already; choose another --name")
+        return name
+
+    async def create_regrade(self, source_id: int, *, name: str | None, name_base: str, model_grader: str,
+                             settings: dict) -> int:
+        """A new run that grades ``source_id``'s replies again: its conversations with their
+        replies copied (no generation call: what the model said is the source's), its criteria
+        pending. A conversation that got no reply there is left without one here, never generated."""
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            name = await self._free_name(name, name_base)
+            cursor = await db.execute(
+                "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
+                " model_grader, settings_json, plan_json, n_conversations, n_criteria, source_run_id)"
+                " SELECT ?, 'pending', ?, dataset_name, dataset_path, dataset_sha256, model_test, ?, ?, plan_json,"
+                " n_conversations, n_criteria, id FROM runs WHERE id = ?",
+                (name, time.time(), model_grader, json.dumps(settings), source_id),
+            )
+            run_id = cursor.lastrowid
+            await db.execute(
+                "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
+                " preview, n_criteria, status, reply, reasoning, finish_reason, error, error_kind, generated_at)"
+                " SELECT ?, position, repeat, prompt_id, record_id, theme, example_tags, preview, n_criteria,"
+                " CASE WHEN status = 'generated' THEN 'generated' ELSE 'failed' END, reply, reasoning, finish_reason,"
+                " CASE WHEN status = 'generated' THEN NULL ELSE 'no reply in run ' || ? || ': '"
+                " || coalesce(error, status) END,"
+                " CASE WHEN status = 'generated' THEN NULL ELSE 'no_source_reply' END, generated_at"
+                " FROM conversations WHERE run_id = ? ORDER BY position",
+                (run_id, source_id, source_id),
+            )
+            await db.execute(
+                "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags)"
+                " SELECT ?, mine.id, v.idx, v.criterion, v.points, v.tags FROM verdicts v"
+                " JOIN conversations theirs ON theirs.id = v.conversation_id"
+                " JOIN conversations mine ON mine.run_id = ? AND mine.position = theirs.position"
+                " WHERE v.run_id = ? ORDER BY mine.id, v.idx",
+                (run_id, run_id, source_id),
             )
             await db.commit()
         except BaseException:
@@ -218,6 +266,23 @@ class StoreWrites(Connection):
         await self.db.execute("UPDATE runs SET requests_json = ? WHERE id = ?", (json.dumps(requests), run_id))
         await self.db.commit()
 
+    async def seed_cache(self, rows: Sequence[tuple[str, int, int]]) -> int:
+        """(key, conversation id, idx): the verdict there goes in the cache under that key."""
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await db.executemany(
+                "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
+                " latency_ms, prompt_tokens, completion_tokens, created_at) SELECT ?, status, explanation, raw_output,"
+                " reasoning, attempts, latency_ms, prompt_tokens, completion_tokens, coalesce(graded_at, 0)"
+                " FROM verdicts WHERE conversation_id = ? AND idx = ?", rows)
+            await db.executemany("UPDATE verdicts SET cache_key = ? WHERE conversation_id = ? AND idx = ?", rows)
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        return len(rows)
+
     async def set_folder(self, run_id: int, folder: str) -> None:
         await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
         await self.db.commit()
@@ -309,6 +374,7 @@ class StoreWrites(Connection):
         verdicts: Sequence[tuple] = (),
         summaries: Sequence[tuple] = (),
         log: Sequence[tuple] = (),
+        cache: Sequence[tuple] = (),
         *,
         run_id: int | None = None,
         lease: str | None = None,
@@ -326,6 +392,8 @@ class StoreWrites(Connection):
                    prompt_tokens, completion_tokens, graded_at, conversation_id, idx)
         summaries: (score, n_met, n_errors, penalties, conversation_id)
         log: (run_id, at, level, message)
+        cache: (key, status, explanation, raw_output, reasoning, attempts, latency_ms, prompt_tokens,
+                completion_tokens, created_at): verdicts paid for, kept for any run that asks the same
         """
         db = self.db
         try:
@@ -341,13 +409,33 @@ class StoreWrites(Connection):
                     replies,
                 )
             if verdicts:
+                # The engine's rows carry the key of the request and whether the verdict came from
+                # the cache (15 values); older callers' rows stop before them (13).
+                keyed = [v for v in verdicts if len(v) == 15]
+                plain = [v for v in verdicts if len(v) != 15]
+                if plain:
+                    await db.executemany(
+                        "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
+                        " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                        " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                        " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                        " graded_at = ? WHERE conversation_id = ? AND idx = ?",
+                        plain,
+                    )
+                if keyed:
+                    await db.executemany(
+                        "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
+                        " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                        " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                        " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                        " graded_at = ?, cache_key = ?, from_cache = ? WHERE conversation_id = ? AND idx = ?",
+                        keyed,
+                    )
+            if cache:
                 await db.executemany(
-                    "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
-                    " graded_at = ? WHERE conversation_id = ? AND idx = ?",
-                    verdicts,
+                    "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
+                    " latency_ms, prompt_tokens, completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    cache,
                 )
             if summaries:
                 await db.executemany(

@@ -81,6 +81,8 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
             text.append("   R retries what failed", style="dim")
         if crit.get("pending"):
             text.append(f"   criteria pending {crit['pending']:,}", style="yellow")
+        if crit.get("from_cache"):
+            text.append(f"   {crit['from_cache']:,} from the cache", style="dim")
         text.append("\n")
     else:
         text.append("Computing the report…\n", style="dim")
@@ -90,6 +92,8 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
     text.append(one_line(run.model_grader, 60))
     text.append("\nDataset ", style="bold")
     text.append(one_line(run.dataset_name, 60))
+    if run.source_run_id:
+        text.append(f"   the replies of run {run.source_run_id}, graded again", style="dim")
     requests = requests_line(run.requests).removeprefix("requests: ")
     text.append("\nRequests ", style="bold")
     text.append(one_line(requests, 300), style="green" if requests == "reference-identical" else "")
