@@ -63,3 +63,38 @@ async def test_a_list_made_stale_by_a_retry_opens_safely_and_reloads(server, sma
         assert "met" in screen_text(app)
         await pilot.press("escape")
         await wait_for(pilot, lambda: screen.total == 0, what="the list to reload (no errors left)")
+
+
+async def test_a_grades_the_replies_again_as_a_new_run_from_the_browser(server, small_dataset, tmp_path):
+    """`a` on a run: the dialog, another prompt typed in, a new linked run graded here, no generation."""
+    from textual.widgets import Input
+
+    from hbtui.tui.screens.regrade import RegradeModal
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    settings = settings_for(server, db)
+    await run_engine(settings, small_dataset, name="source")
+    server.reset_stats()
+    app = browser_app(db)
+    app.settings = settings
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_run(pilot, 1)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, RegradeModal), what="the dialog")
+        assert "Grade the replies of run 1 source again" in screen_text(app)
+        app.screen.query_one("#regrade-temperature_grader", Input).value = "hot"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "Temperature: 'hot' is not a number" in screen_text(app), what="the problem")
+        app.screen.query_one("#regrade-temperature_grader", Input).value = "0.3"
+        app.screen.query_one("#regrade-grader_template", Input).value = "builtin"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
+        await wait_for(pilot, lambda: not app.live_runs, timeout=20, what="the regrade to finish")
+    stats = server.stats()
+    assert stats["generation"] == 0 and stats["grader"] == 8
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT id, status, source_run_id, settings_json FROM runs ORDER BY id").fetchall()
+    assert [(r[0], r[1], r[2]) for r in rows] == [(1, "finished", None), (2, "finished", 1)]
+    import json
+
+    assert json.loads(rows[1][3])["grader_template"] == "builtin"

@@ -170,7 +170,7 @@ class HBTuiApp(App[int]):
                 return
             try:
                 message = await before() if before else f"continuing run {run.id}"
-                await self.start_run(run.id, settings)
+                await self.start_run(run.id, settings, use_cache=True)  # a continue: as `hbtui resume`
             except StoreError as exc:  # another process took the run meanwhile, or the file broke
                 self.notify(one_line(f"run {run.id}: {exc}", 300), severity="error", markup=False)
                 return
@@ -181,7 +181,7 @@ class HBTuiApp(App[int]):
         self.push_screen(ConfirmModal(f"{question} (run {run.id} {one_line(run.name, 60)} at"
                                       f" {run.settings.get('base_url')})", yes=yes, no="Not now"), answered)
 
-    async def start_run(self, run_id: int, settings: Settings) -> LiveRun:
+    async def start_run(self, run_id: int, settings: Settings, use_cache: bool = False) -> LiveRun:
         """Drive a planned run in this process; returns at once, the run goes on in a worker."""
         # The engine gets its own connection: its group commits never queue behind the
         # screens' reads on the shared one, and its transactions never meet theirs.
@@ -190,7 +190,7 @@ class HBTuiApp(App[int]):
             run = await store.get_run(run_id)
             counters = RunCounters()
             await counters.seed(store, run_id)
-            engine = Engine(store, run, settings, [counters])
+            engine = Engine(store, run, settings, [counters], use_cache=use_cache)
         except BaseException:
             await store.close()
             raise

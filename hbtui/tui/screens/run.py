@@ -6,6 +6,7 @@ whole height. Filters and the sort order live on this screen; the list only page
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, replace
 
@@ -17,7 +18,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hbtui.engine import compute_report
-from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store
+from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.fidelity import requests_line
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
@@ -152,6 +153,7 @@ class RunScreen(ResponsiveScreen):
         Binding("slash", "search", "Search", id="run.search"),
         Binding("x", "clear_filters", "Clear", show=False, id="run.clear"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
+        Binding("a", "regrade", "Grade again", id="run.regrade"),
     ]
 
     def __init__(self, run_id: int, data: RunData | None = None) -> None:
@@ -358,6 +360,39 @@ class RunScreen(ResponsiveScreen):
         self.app.offer_to_drive(
             run, f"Retry the {progress.criteria_errors} criteria and {progress.conversations_failed} replies that"
             " failed? Refused replies are not asked again.", "Retry", before=reset)
+
+    async def action_regrade(self) -> None:
+        """Grade this run's replies again as a new run, as `hbtui regrade` does, and watch it."""
+        from hbtui.config import KEYS, SettingsError, attribute_key
+        from hbtui.engine import plan_regrade, settings_for_run
+        from hbtui.grading import TemplateError, load_template
+        from hbtui.tui.screens.regrade import RegradeModal
+
+        store = self.app.store
+        run = await store.get_run(self.run_id)
+        if run.shown_status() == "running":
+            self.notify("this run is still going; grade it again once it has stopped", markup=False)
+            return
+
+        async def chosen(typed: dict[str, str] | None) -> None:
+            if typed is None:
+                return
+            # An empty number means "as the run had it"; an empty text clears (no system message).
+            flags = {name: value for name, value in typed.items()
+                     if value != "" or KEYS[attribute_key(name)][1] in ("str", "url")}
+            try:
+                settings = settings_for_run(run, self.app.settings, **flags)
+                await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
+                regrade_store = await self.app.store_for_a_run()
+                run_id = await plan_regrade(regrade_store, run, settings)
+                await self.app.start_run(run_id, settings, use_cache=True)
+            except (SettingsError, TemplateError, StoreError) as exc:
+                self.notify(one_line(str(exc), 300), severity="error", markup=False)
+                return
+            self.notify(f"run {run_id}: the replies of run {run.id} graded again", markup=False)
+            self.app.open_monitor(run_id)
+
+        self.app.push_screen(RegradeModal(run), chosen)
 
     def action_show_tab(self, tab: str) -> None:
         # set_focus, not focus(): focus() is deferred, and a key typed right after (2 G) would go astray.
