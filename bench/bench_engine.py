@@ -46,6 +46,7 @@ class CallCounter:
 async def bench(latency_ms: float, concurrency: int, repeats: int, limit: int | None) -> None:
     with FakeServer(config={"latency_ms": latency_ms}) as server, tempfile.TemporaryDirectory() as tmp:
         settings = Settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
+                            grader_template="builtin",  # throughput, not the prompt: nothing to download
                             concurrency=concurrency, db_path=f"{tmp}/bench.sqlite", timeout=60)
         dataset = load_jsonl(DATA)
         async with await Store.open(settings.db_path) as store:

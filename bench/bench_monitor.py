@@ -204,6 +204,7 @@ async def bench_engine(seconds: float, conversations: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeServer(config={"latency_ms": 5}) as server:
         db = Path(tmp) / "bench.sqlite"
         settings = Settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
+                            grader_template="builtin",  # throughput, not the prompt: nothing to download
                             db_path=str(db), concurrency=128, timeout=30)
         data = write_dataset(Path(tmp) / "bench.jsonl", conversations)
         async with await Store.open(db) as store:

@@ -689,7 +689,7 @@ class Engine:
     async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, digest: str, idx: int, text: str,
                          points: float, statuses: dict[int, str]) -> None:
         key = self.keys.key(digest, item.repeat, points, text)
-        cached = self._cached.pop(key, None)
+        cached = self._cached.get(key)  # get: two identical criteria of one conversation share a key
         if cached is not None:
             status, explanation, raw, reasoning, _, _ = cached
             statuses[idx] = status
