@@ -301,3 +301,30 @@ class StoreReads(Connection):
                 (row[0],),
             )
             yield row, verdicts
+
+    async def repeat_outcomes(self, run_id: int) -> list[tuple[int, int, float | None]]:
+        """(position, repeat, score) of every conversation: worst-at-k groups a prompt's repeats."""
+        return [tuple(r) for r in await self._all(
+            "SELECT position, repeat, score FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+        )]
+
+    async def scored_reply_lengths(self, run_id: int) -> list[tuple[float, int]]:
+        """(score, characters of the reply as graded) of each scored conversation. Counted here
+        rather than by SQLite's length(), which stops at a NUL character."""
+        return [(score, len(reply or "")) for score, reply in await self._all(
+            "SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position",
+            (run_id,),
+        )]
+
+    async def conversation_tokens(self, conversation_id: int) -> tuple[tuple[int, int], dict[int, tuple[int, int]]]:
+        """((prompt, completion) tokens of the reply, {criterion idx: (prompt, completion)})."""
+        reply = await self._one(
+            "SELECT coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0) FROM conversations WHERE id = ?",
+            (conversation_id,),
+        )
+        verdicts = await self._all(
+            "SELECT idx, coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0) FROM verdicts"
+            " WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+        return (tuple(reply) if reply else (0, 0)), {idx: (p, c) for idx, p, c in verdicts}
