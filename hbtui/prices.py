@@ -110,9 +110,11 @@ def usage_json(test: ModelUsage, grader: ModelUsage) -> dict:
 
 
 def tokens_text(count: int) -> str:
-    """A token count short enough for a status line: 950, 12.3k, 4.56M."""
+    """A token count short enough for a status line: 950, 12.3k, 216k, 4.56M."""
     if count >= 1_000_000:
         return f"{count / 1e6:.2f}M"
+    if count >= 100_000:
+        return f"{count / 1e3:.0f}k"
     if count >= 1_000:
         return f"{count / 1e3:.1f}k"
     return str(count)

@@ -62,10 +62,13 @@ def length_adjusted(scored: Sequence[tuple[float, int]], penalty: float, centre:
     return [score - penalty * (chars - centre) / LENGTH_UNIT for score, chars in scored]
 
 
-def penalty_label(penalty: float) -> str:
-    """``0.0299 (main)`` for a named default, the number alone otherwise."""
+def penalty_label(penalty: float, short: bool = False) -> str:
+    """A named default says so (``0.0299 (main)``, and where the number comes from unless
+    ``short``); any other penalty is the number alone."""
     names = [name for name, value in LENGTH_PENALTIES.items() if value == penalty]
-    return f"{penalty:g}" + (f" ({names[0]} default, as reported for upstream simple-evals)" if names else "")
+    if not names:
+        return f"{penalty:g}"
+    return f"{penalty:g} ({names[0]})" if short else f"{penalty:g} ({names[0]} default, as reported for upstream simple-evals)"
 
 
 @dataclass(slots=True)

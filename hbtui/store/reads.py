@@ -17,6 +17,7 @@ from hbtui.store.rows import (
     ConversationDetail,
     ConversationFilter,
     ConversationSummary,
+    ConversationTokens,
     Progress,
     RunNotFound,
     RunRow,
@@ -282,6 +283,7 @@ class StoreReads(Connection):
             finish_reason=finish_reason,
             error=error,
             verdicts=verdicts,
+            tokens=await self.conversation_tokens(conversation_id),
         )
 
     async def export_rows(self, run_id: int):
@@ -316,8 +318,7 @@ class StoreReads(Connection):
             (run_id,),
         )]
 
-    async def conversation_tokens(self, conversation_id: int) -> tuple[tuple[int, int], dict[int, tuple[int, int]]]:
-        """((prompt, completion) tokens of the reply, {criterion idx: (prompt, completion)})."""
+    async def conversation_tokens(self, conversation_id: int) -> ConversationTokens:
         reply = await self._one(
             "SELECT coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0) FROM conversations WHERE id = ?",
             (conversation_id,),
@@ -327,4 +328,4 @@ class StoreReads(Connection):
             " WHERE conversation_id = ?",
             (conversation_id,),
         )
-        return (tuple(reply) if reply else (0, 0)), {idx: (p, c) for idx, p, c in verdicts}
+        return ConversationTokens(tuple(reply) if reply else (0, 0), {idx: (p, c) for idx, p, c in verdicts})

@@ -22,10 +22,12 @@ from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
 from hbtui.engine import resume_hint
+from hbtui.prices import Price, cost_text, model_usage, total_cost
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
+from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -102,6 +104,7 @@ class MonitorScreen(ResponsiveScreen):
         self._histogram_at = 0.0
         self._seen_running = False
         self._controllable = False  # as the footer last showed it
+        self.prices: dict[str, Price] = {}  # read once: the monitor repaints 4 times a second
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -128,6 +131,7 @@ class MonitorScreen(ResponsiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.prices = prices_or_notice(self.app)
         self.set_focus(self.query_one("#monitor-main"))
         self.tick()
         self.set_interval(TICK_SECONDS, self.tick)
@@ -277,7 +281,22 @@ class MonitorScreen(ResponsiveScreen):
         pt, ct, pg, cg = view.tokens
         grid.add_row("tokens", Text(f"test {count(pt)} in/{count(ct)} out"))
         grid.add_row("", Text(f"grader {count(pg)} in/{count(cg)} out"))
+        cost = self._cost(view)
+        if cost is not None:
+            grid.add_row("cost", Text(cost))
         return grid
+
+    def _cost(self, view: MonitorView) -> str | None:
+        """The cost so far where the price table has a model; nothing is guessed for the others."""
+        pt, ct, pg, cg = view.tokens
+        usages = [model_usage(view.model_test, pt, ct, self.prices), model_usage(view.model_grader, pg, cg, self.prices)]
+        total = total_cost(usages)
+        if total is not None:
+            return f"{cost_text(total)} in all"
+        if all(u.cost is None for u in usages):
+            return None
+        return ", ".join(f"{role} {'no price' if u.cost is None else cost_text(u.cost)}"
+                         for role, u in zip(("test", "grader"), usages))
 
     def _score(self, view: MonitorView) -> Text:
         text = Text()
