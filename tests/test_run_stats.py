@@ -14,7 +14,7 @@ import pytest
 
 from hbtui import scoring
 from hbtui.cli import main
-from hbtui.config import Settings
+from hbtui.config import Settings, load_settings
 from hbtui.prices import Price, PriceError, load_prices, model_usage, total_cost
 from hbtui.run_stats import complete_groups, length_adjusted, worst_at_k
 from tests.conftest import make_record, run_engine, settings_for, write_jsonl
@@ -224,3 +224,26 @@ def test_description_md_has_the_statistics_of_the_run(server, tmp_path, monkeypa
     assert "| k | 1 | 2 |" in text
     assert "- length-adjusted score: " in text and "penalty 0.0392 (hard default" in text
     assert "- tokens of the model under test: " in text and "(no price)" in text
+
+
+def test_reply_length_counts_every_character_a_nul_too(repeated_run):
+    db, run_id = repeated_run
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE conversations SET reply = ? WHERE run_id = ? AND position = 0", ("ab\x00cd", run_id))
+
+    async def lengths():
+        from hbtui.store import Store
+        async with await Store.open(db) as store:
+            return await store.scored_reply_lengths(run_id)
+
+    assert asyncio.run(lengths())[0][1] == 5
+
+
+@pytest.mark.parametrize("raw, penalty", [("main", 0.0299), ("HARD", 0.0392), ("consensus", 0.002), ("0.05", 0.05),
+                                          ("off", None), ("", None), ("0", 0.0)])
+def test_length_penalty_names_and_numbers(tmp_path, raw, penalty):
+    env = tmp_path / ".env"
+    env.write_text(f"LENGTH_PENALTY={raw}\nLENGTH_CENTRE=hard\n")
+    settings = load_settings(env, environ={})
+    assert settings.length_penalty == penalty and settings.length_centre == 2000.0
+    assert Settings(length_penalty=0.1).with_overrides(length_penalty="off").length_penalty is None
