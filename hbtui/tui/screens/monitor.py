@@ -22,7 +22,7 @@ from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
 from hbtui.engine import resume_hint
-from hbtui.prices import Price, cost_text, model_usage, total_cost
+from hbtui.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import ResponsiveScreen
@@ -51,16 +51,6 @@ def duration(seconds: float | None) -> str:
     if seconds >= 60:
         return f"{seconds // 60}m {seconds % 60:02d}s"
     return f"{seconds}s"
-
-
-def count(value: int) -> str:
-    if value >= 1_000_000:
-        return f"{value / 1e6:.1f}M"
-    if value >= 10_000:
-        return f"{value / 1e3:.0f}k"
-    if value >= 1_000:
-        return f"{value / 1e3:.1f}k"
-    return str(value)
 
 
 def safe(text: str, width: int = 120) -> Text:
@@ -279,8 +269,8 @@ class MonitorScreen(ResponsiveScreen):
         p95 = "–" if view.latency_p95 is None else f"{view.latency_p95:.0f} ms"
         grid.add_row("latency", Text(f"p50 {p50}  p95 {p95}"))
         pt, ct, pg, cg = view.tokens
-        grid.add_row("tokens", Text(f"test {count(pt)} in/{count(ct)} out"))
-        grid.add_row("", Text(f"grader {count(pg)} in/{count(cg)} out"))
+        grid.add_row("tokens", Text(f"test {tokens_text(pt)} in/{tokens_text(ct)} out"))
+        grid.add_row("", Text(f"grader {tokens_text(pg)} in/{tokens_text(cg)} out"))
         cost = self._cost(view)
         if cost is not None:
             grid.add_row("cost", Text(cost))
