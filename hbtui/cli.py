@@ -31,8 +31,10 @@ from hbtui.engine import (
 from hbtui.export import write_csv, write_jsonl
 from hbtui.grading import TemplateError, load_template
 from hbtui.presets import PresetError, preset_settings
+from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
+from hbtui.run_stats import run_statistics
 from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.text import one_line, visible_controls, visible_line
@@ -72,7 +74,16 @@ SETTING_FLAGS = [
      "seconds of connection failures from an endpoint before the run stops, resumable (default 60)"),
     ("--db-write-patience", "db_write_patience",
      "seconds to keep answers in memory while the database is locked, before stopping (default 300)"),
+    *[  # reporting settings: `show` takes them too
+        ("--length-penalty", "length_penalty",
+         "length-adjusted score beside the plain one: penalty per 500 reply characters beyond the centre, a number,"
+         " or main (0.0299), hard (0.0392), consensus (0.002): upstream simple-evals' defaults as reported by third"
+         " parties; off by default (LENGTH_PENALTY)"),
+        ("--length-centre", "length_centre",
+         "reply characters at which the length adjustment is 0 (LENGTH_CENTRE, default 2000)"),
+    ],
 ]
+REPORTING_FLAGS = ("length_penalty", "length_centre")
 
 
 class UsageError(Exception):
@@ -100,8 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     common = with_common(argparse.ArgumentParser(add_help=False), defaults=False)
 
     settings_flags = argparse.ArgumentParser(add_help=False)
+    reporting_flags = argparse.ArgumentParser(add_help=False)
     for flag, attr, text in SETTING_FLAGS:
         settings_flags.add_argument(flag, dest=attr, help=text)
+        if attr in REPORTING_FLAGS:
+            reporting_flags.add_argument(flag, dest=attr, help=text)
 
     parser = with_common(OneLineParser(
         prog="hbtui",
@@ -148,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("runs", parents=[common], help="list the runs in the database")
 
-    show = sub.add_parser("show", parents=[common], help="a run's score, breakdowns and histogram")
+    show = sub.add_parser("show", parents=[common, reporting_flags],
+                          help="a run's score, breakdowns, histogram, worst-at-k, tokens and cost")
     show.add_argument("run", metavar="RUN")
     show.add_argument("--json", action="store_true", help="the full metrics as JSON")
 
@@ -209,8 +224,22 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {attr: getattr(args, attr) for _, attr, _ in SETTING_FLAGS if getattr(args, attr, None) is not None}
 
 
-async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = False, use_cache: bool = False) -> int:
-    """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable."""
+def prices_or_warn() -> dict:
+    """The price table for a summary printed after the calls were paid: a broken table then is a
+    warning (tokens only), never a failed command."""
+    try:
+        return load_prices()
+    except PriceError as exc:
+        _warn(f"{exc}; tokens shown without a cost")
+        return {}
+
+
+async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = False, prices: dict | None = None,
+                use_cache: bool = False) -> int:
+    """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable.
+
+    ``prices``: the price table, read by the caller before any call so that a broken one stops
+    the command first; read here (a broken one then only warned of) when not given."""
     engine = Engine(store, run, settings, [ProgressPrinter()] if not quiet else [], use_cache=use_cache)
     loop = asyncio.get_running_loop()
     runner = asyncio.ensure_future(engine.execute())
@@ -240,7 +269,8 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
         return EXIT_FAILED
     final = await store.get_run(run.id)
     if status in ("finished", INCOMPLETE):
-        say(render_report(final, brief=True))
+        stats = await run_statistics(store, final, settings, prices_or_warn() if prices is None else prices)
+        say(render_report(final, brief=True, stats=stats))
         say(f"results: {final.folder}")
         cached = (final.report or {}).get("criteria", {}).get("from_cache")
         if cached:
@@ -268,6 +298,7 @@ def _download_progress(done: int, total: int | None) -> None:
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
+    prices = load_prices()  # a broken price table stops the run before any call
     if args.data:
         dataset = load_jsonl(args.data)
     else:
@@ -278,10 +309,11 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
         )
         run = await store.get_run(run_id)
-        return await drive(store, run, settings, use_cache=args.reuse_verdicts)
+        return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
 
 
 async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
+    prices = load_prices()
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
@@ -290,7 +322,7 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         if regrade:
             verdicts, replies = await store.reset_errors(run.id)
             say(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
-        return await drive(store, run, run_settings, use_cache=not args.no_cache)
+        return await drive(store, run, run_settings, prices=prices, use_cache=not args.no_cache)
 
 
 async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
@@ -303,11 +335,12 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
             grader_side = {k: v for k, v in preset_settings(args.preset).items() if k in GRADER_SETTINGS}
             regrade_settings = replace(regrade_settings, **grader_side).with_overrides(**flags)
         load_template(regrade_settings.grader_template, regrade_settings.cache_dir)  # before anything is written
+        prices = load_prices()
         run_id = await plan_regrade(store, source, regrade_settings, args.name)
         run = await store.get_run(run_id)
         say(f"run {run_id} {one_line(run.name)}: the replies of run {source.id} graded again by"
             f" {one_line(run.model_grader)} ({'no cache' if args.no_cache else 'verdicts already paid for come from the cache'})")
-        return await drive(store, run, regrade_settings, use_cache=not args.no_cache)
+        return await drive(store, run, regrade_settings, prices=prices, use_cache=not args.no_cache)
 
 
 def open_for_reading(settings: Settings):
@@ -332,17 +365,22 @@ async def cmd_runs(settings: Settings) -> int:
 
 
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    """The run's report, with the statistics computed now: the length adjustment of the current
+    settings (`.env` < environment < flags of `show`) and the current price table."""
     from hbtui.engine import compute_report
 
+    prices = load_prices()
     async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
+        stats = await run_statistics(store, run, settings, prices)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
             print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status(),
-                                      "error": run.error}, "requests": run.requests, **run.report}, indent=2))
+                                      "error": run.error}, "requests": run.requests, **run.report, **stats.as_json()},
+                             indent=2))
         else:
-            say(render_report(run, scores=await store.conversation_scores(run.id)))
+            say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats))
     return EXIT_OK
 
 
@@ -426,7 +464,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise  # not a problem of ours: see main
-    except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError, PresetError) as exc:
+    except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError, PresetError,
+            PriceError) as exc:
         _complain("error", exc)
         return EXIT_USAGE
     except ChatError as exc:

@@ -43,12 +43,21 @@ KEYS: dict[str, tuple[str, str]] = {
     "SYSTEM_MESSAGE_TEST": ("system_message_test", "str"),
     "SYSTEM_MESSAGE_GRADER": ("system_message_grader", "str"),
     "GRADER_JSON_SCHEMA": ("grader_json_schema", "bool"),
+    "LENGTH_PENALTY": ("length_penalty", "length_penalty"),
+    "LENGTH_CENTRE": ("length_centre", "length_centre"),
     "HBTUI_DB": ("db_path", "path"),
     "HBTUI_CACHE": ("cache_dir", "path"),
 }
 # Older .env files of the single-script harness spell these keys this way.
 ALIASES = {"RESONING_TEST": "REASONING_TEST", "RESONING_GRADER": "REASONING_GRADER"}
 SECRET_KEYS = {"API_KEY", "GRADER_API_KEY"}
+
+# The length adjustment's defaults per subset, as third parties report upstream simple-evals
+# (2026) to use them: a penalty per 500 characters of reply, around a centre of 2,000 characters.
+# Not in the pinned reference code, hence named rather than on by default.
+LENGTH_PENALTIES = {"main": 0.0299, "hard": 0.0392, "consensus": 0.0020}
+LENGTH_CENTRE = 2000.0
+LENGTH_OFF = ("", "off", "none")
 
 
 class SettingsError(ValueError):
@@ -87,6 +96,9 @@ class Settings:
     system_message_grader: str | None = None
     # Ask the grader for its verdict with response_format json_schema (the reference does not).
     grader_json_schema: bool = True
+    # Applied when reporting, never at grading time: off (None) unless set.
+    length_penalty: float | None = None
+    length_centre: float = LENGTH_CENTRE
     db_path: str = "runs/hbtui.sqlite"
     cache_dir: str = str(Path.home() / ".cache" / "hbtui")
 
@@ -183,6 +195,8 @@ def parse_value(key: str, kind: str, raw: Any, origin: str) -> Any:
         if str(text).lower() not in REASONING_EFFORTS:
             raise SettingsError(f"{where}: {raw!r} is not a reasoning effort ({', '.join(REASONING_EFFORTS)})")
         return str(text).lower()
+    if kind in ("length_penalty", "length_centre"):
+        return _length_value(where, kind, raw, str(text).lower())
     if kind in ("positive_int",):
         try:
             value = int(str(text))
@@ -204,6 +218,23 @@ def parse_value(key: str, kind: str, raw: Any, origin: str) -> Any:
             raise SettingsError(f"{where}: {value} must be greater than 0")
         return value
     raise AssertionError(kind)
+
+
+def _length_value(where: str, kind: str, raw: Any, text: str) -> float | None:
+    """A named default (main, hard, consensus), a number of 0 or more, or (the penalty) off."""
+    if kind == "length_penalty" and text in LENGTH_OFF:
+        return None
+    if text in LENGTH_PENALTIES:
+        return LENGTH_PENALTIES[text] if kind == "length_penalty" else LENGTH_CENTRE
+    what = ("a penalty per 500 characters" if kind == "length_penalty" else "a centre in characters")
+    choices = ", ".join(LENGTH_PENALTIES) + (", or off" if kind == "length_penalty" else "")
+    try:
+        value = float(text)
+    except ValueError:
+        raise SettingsError(f"{where}: {raw!r} is not {what} (a number of 0 or more, {choices})") from None
+    if value != value or value in (float("inf"), float("-inf")) or value < 0:
+        raise SettingsError(f"{where}: {raw!r} is not {what} (a number of 0 or more, {choices})")
+    return value
 
 
 def _env_file_lines(path: Path) -> dict[str, int]:

@@ -15,7 +15,10 @@ import os
 import time
 from pathlib import Path
 
+from hbtui.config import LENGTH_CENTRE, Settings
 from hbtui.files import private_file
+from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_line
+from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import MET, NOT_MET, RunRow, Store
 from hbtui.fidelity import requests_line
 from hbtui.text import one_line, visible_controls
@@ -85,7 +88,35 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
     return count
 
 
-def describe(run: RunRow) -> str:
+def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> list[str]:
+    lines = []
+    if stats.penalty is not None:
+        m = stats.length_adjusted
+        how = f"penalty {penalty_label(stats.penalty)} per 500 reply characters from {stats.centre:g}"
+        lines.append(f"- length-adjusted score: {m.value:.4f} (95% CI {m.ci95[0]:.4f} to {m.ci95[1]:.4f}, n {m.n};"
+                     f" {how})" if m else f"- length-adjusted score: - ({how})")
+    for role, usage in (("model under test", stats.test), ("grader", stats.grader)):
+        lines.append(f"- tokens of the {role}: {usage_line(usage)}")
+    total = total_cost([stats.test, stats.grader])
+    if total is not None:
+        lines.append(f"- cost: {cost_text(total)} (prices per million tokens from the price table)")
+    if price_problem:
+        lines.append(f"- cost: not computed, {price_problem}")
+    worst = stats.worst_at_k
+    if worst is not None:
+        ks = [k for k in worst if k != "n_prompts"]
+        lines += [
+            "",
+            f"### Worst-at-k over {len(ks)} repeats ({worst['n_prompts']} prompts with every repeat scored)",
+            "",
+            "| k | " + " | ".join(ks) + " |",
+            "| --- |" + " --- |" * len(ks),
+            "| score | " + " | ".join("-" if worst[k] is None else f"{worst[k]:.4f}" for k in ks) + " |",
+        ]
+    return lines + [""]
+
+
+def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str | None = None) -> str:
     """`description.md`: what was run, with what, when, and what it scored."""
     s = run.settings
     report = run.report or {}
@@ -123,7 +154,7 @@ def describe(run: RunRow) -> str:
             f"- median conversation score: {report.get('median'):.4f}" if report.get("median") is not None else "",
             f"- conversations: {conv.get('total')} planned, {conv.get('scored')} scored, {conv.get('incomplete')}"
             f" incomplete, {conv.get('excluded')} without a reply",
-            "",
+            *(statistics_lines(stats, price_problem) if stats else [""]),
             "| metric | value | n | 95% CI |",
             "| --- | --- | --- | --- |",
         ]
@@ -144,6 +175,15 @@ async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     await write_jsonl(store, run.id, folder / "results.jsonl")
+    # The length adjustment the run was made with; the price table as it is now. A broken table
+    # must not fail the end of a run whose calls are paid: the file says so instead.
+    reporting = Settings(length_penalty=run.settings.get("length_penalty"),
+                         length_centre=run.settings.get("length_centre") or LENGTH_CENTRE)
+    try:
+        prices, price_problem = load_prices(), None
+    except PriceError as exc:
+        prices, price_problem = {}, str(exc)
+    stats = await run_statistics(store, run, reporting, prices)
     with private_file(folder / "description.md") as handle:
-        handle.write(describe(run))
+        handle.write(describe(run, stats, price_problem))
     return folder

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 
 from hbtui.fidelity import requests_line
+from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.run_stats import RunStatistics, penalty_label
 from hbtui.scoring import histogram
 from hbtui.store import RunRow
 from hbtui.text import middle_cut, one_line
@@ -84,7 +86,41 @@ def _breakdown(metrics: dict, prefix: str, title: str) -> list[str]:
     return lines + [""]
 
 
-def render_report(run: RunRow, brief: bool = False, scores: list[float] | None = None) -> str:
+def length_adjusted_line(stats: RunStatistics) -> str | None:
+    if stats.penalty is None:
+        return None
+    how = f"(penalty {penalty_label(stats.penalty)} per 500 characters from {stats.centre:g})"
+    m = stats.length_adjusted
+    if m is None:
+        return f"length-adjusted score -  {how}"
+    return (f"length-adjusted score {m.value:.4f}  95% CI {m.ci95[0]:.3f}-{m.ci95[1]:.3f}  n {m.n}  {how}")
+
+
+def worst_at_k_lines(worst: dict | None) -> list[str]:
+    """A small table: k, then the expected worst score of k repeats of a prompt."""
+    if worst is None:
+        return []
+    ks = [k for k in worst if k != "n_prompts"]
+    lines = [f"worst-at-k over {len(ks)} repeats ({worst['n_prompts']} prompts with every repeat scored)"]
+    lines.append("k      " + "  ".join(f"{k:>5}" for k in ks))
+    lines.append("score  " + "  ".join(f"{_fmt(worst[k]):>5}" for k in ks))
+    return lines + [""]
+
+
+def usage_lines(stats: RunStatistics) -> list[str]:
+    """Tokens of both models, with their cost where the price table has the model."""
+    lines = [
+        f"tokens  model under test {one_line(stats.test.model, 40)}: {usage_line(stats.test)}",
+        f"        grader {one_line(stats.grader.model, 40)}: {usage_line(stats.grader)}",
+    ]
+    total = total_cost([stats.test, stats.grader])
+    if total is not None:
+        lines.append(f"cost    {cost_text(total)} in all (prices per million tokens from the price table)")
+    return lines
+
+
+def render_report(run: RunRow, brief: bool = False, scores: list[float] | None = None,
+                  stats: RunStatistics | None = None) -> str:
     report = run.report or {}
     metrics = report.get("metrics", {})
     overall = metrics.get("overall_score")
@@ -99,14 +135,15 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
         head += f"\nerror: {one_line(run.error, 400)}"
     head += f"\n{one_line(requests_line(run.requests), 600)}"
     if not overall:
-        return head + "\nno conversation is fully graded yet"
+        return "\n".join([head, "no conversation is fully graded yet", *(usage_lines(stats) if stats else [])])
     score = (
         f"score {overall['value']:.4f}  95% CI {_ci(overall)}  bootstrap std {overall['bootstrap_std']:.4f}"
         f"  n {overall['n']}  median {_fmt(report.get('median'))}"
     )
+    adjusted = length_adjusted_line(stats) if stats else None
     if brief:
-        return f"{head}\n{score}"
-    lines = [head, score]
+        return "\n".join([head, score, *([adjusted] if adjusted else []), *(usage_lines(stats) if stats else [])])
+    lines = [head, score, *([adjusted] if adjusted else [])]
     pos_share, neg_share = crit.get("positive_met_share"), crit.get("negative_triggered_share")
     lines.append(
         f"positive criteria met {_fmt(pos_share and pos_share * 100, 1)}% ({crit.get('positive_met')}/{crit.get('positive')})"
@@ -120,7 +157,11 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
         + (f"; criteria pending {crit['pending']}" if crit.get("pending") else "")
         + (f"; {crit['from_cache']} verdicts from the cache" if crit.get("from_cache") else "")
     )
+    if stats:
+        lines += usage_lines(stats)
     lines.append("")
+    if stats:
+        lines += worst_at_k_lines(stats.worst_at_k)
     lines += _breakdown(metrics, "theme:", "theme")
     lines += _breakdown(metrics, "axis:", "axis")
     lines.append("conversation scores")

@@ -56,6 +56,13 @@ def reference_cache(tmp_path_factory):
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True)
+def own_config_home(tmp_path_factory, monkeypatch):
+    """A test never reads the user's own ~/.config/hbtui: their price table would put costs in
+    the screenshots, their presets in the configuration screen. A test may set its own."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config-home")))
+
+
 @pytest.fixture(scope="session")
 def fake_server():
     """One server process for the session; tests that change its config reset it first."""

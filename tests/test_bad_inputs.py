@@ -79,6 +79,7 @@ def folder(tmp_path, monkeypatch, reference_cache) -> Path:
         if key not in ("HBTUI_CACHE", "GRADER_TEMPLATE"):  # the session's offline cache stays
             monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the price table's home
     (tmp_path / ".env").write_text(f"BASE_URL={UNREACHABLE}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
 
     async def make():
@@ -165,6 +166,11 @@ SETTING_FLAGS = {
     "name latest": (["--name", "latest"], "--name 'latest': means the newest run"),
     "name empty": (["--name", " "], "--name ' ': is empty"),
     "name taken": (["--name", "kept"], "a run named 'kept' exists already"),
+    "length penalty a word": (["--length-penalty", "lots"], "LENGTH_PENALTY (command line): 'lots' is not a penalty"),
+    "length penalty negative": (["--length-penalty", "-0.03"], "LENGTH_PENALTY (command line): '-0.03'"),
+    "length penalty not finite": (["--length-penalty", "inf"], "LENGTH_PENALTY (command line): 'inf'"),
+    "length centre a subset name misspelled": (["--length-centre", "mian"], "LENGTH_CENTRE (command line): 'mian'"),
+    "length centre negative": (["--length-centre", "-5"], "LENGTH_CENTRE (command line): '-5' is not a centre"),
 }
 
 
@@ -180,6 +186,8 @@ ENV_VALUES = {
     "base url without a scheme": ("BASE_URL=127.0.0.1:8080", "BASE_URL (.env:4)"),
     "reasoning effort misspelled": ("REASONING_GRADER=hgih", "REASONING_GRADER (.env:4): 'hgih'"),
     "grader template without its slots": ("GRADER_TEMPLATE=slotless.txt", "the placeholder <<conversation>> is missing"),
+    "length penalty misspelled": ("LENGTH_PENALTY=hardd", "LENGTH_PENALTY (.env:4): 'hardd' is not a penalty"),
+    "length centre NaN": ("LENGTH_CENTRE=nan", "LENGTH_CENTRE (.env:4): 'nan'"),
 }
 
 
@@ -286,6 +294,42 @@ def test_latest_with_no_runs(folder, capsys, command):
     asyncio.run(make())
     argv = [*READ_COMMANDS[command][:1], "latest", *READ_COMMANDS[command][2:], "--db", "none.sqlite"]
     one_line_error(capsys, argv, "none.sqlite yet")
+
+
+# name: (prices.json text, what the message names after the file)
+PRICE_TABLES = {
+    "not JSON": ('{"gpt-4.1": {"input": 2.0, "output": 8.0}', "prices.json:1:42: not valid JSON"),
+    "a trailing comma on line 3": ('{\n "a": {"input": 1, "output": 2},\n}', "prices.json:3:1: not valid JSON"),
+    "a list": ("[]", "prices.json: must be a JSON object"),
+    "a negative price": ('{"m": {"input": -2, "output": 8}}', "prices.json: 'm'.input: -2 is not a price"),
+    "a price in a string": ('{"m": {"input": 2, "output": "8"}}', "prices.json: 'm'.output: '8' is not a price"),
+    "no output price": ('{"m": {"input": 2}}', "prices.json: 'm'.output is missing"),
+    "an entry that is a number": ('{"m": 2}', "prices.json: 'm': must be an object"),
+    "not UTF-8": (b"\xff\xfe{}", "prices.json: not UTF-8"),
+}
+PRICED_COMMANDS = {
+    "show": ["show", "latest"],
+    "show --json": ["show", "kept", "--json"],
+    "run": ["run", "--data", "good.jsonl"],
+    "resume": ["resume", "kept"],
+    "regrade-errors": ["regrade-errors", "kept"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(PRICED_COMMANDS))
+@pytest.mark.parametrize("case", sorted(PRICE_TABLES))
+def test_price_table(folder, good_data, capsys, case, command):
+    """Read before anything else: a run stops before its first call, a resume before it changes
+    a row, and every command says which file, line or key."""
+    content, named = PRICE_TABLES[case]
+    prices = folder / "config" / "hbtui" / "prices.json"
+    prices.parent.mkdir(parents=True)
+    prices.write_bytes(content if isinstance(content, bytes) else content.encode())
+    one_line_error(capsys, PRICED_COMMANDS[command], str(prices.parent / named))
+
+
+def test_show_with_a_bad_length_flag(folder, capsys):
+    one_line_error(capsys, ["show", "kept", "--length-penalty", "heavy"], "LENGTH_PENALTY (command line): 'heavy'")
 
 
 @pytest.mark.parametrize("argv, named", [

@@ -19,7 +19,7 @@ from hbtui import cli, reference
 from hbtui.client import ChatClient, ChatRequest, Endpoint, ModelQuirks
 from hbtui.config import Settings
 from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine
+from hbtui.verdict_cache import RequestKeys
 from hbtui.fidelity import describe_requests, requests_line
 from hbtui.grading import fill_template, grader_messages, graded_conversation, load_template, parse_verdict
 from hbtui.limiter import AdaptiveLimiter
@@ -124,13 +124,12 @@ def _evaluated_template():
 def test_for_100_real_records_the_grader_requests_are_byte_identical_to_the_references(ref, reference_cache):
     settings = reference_settings(cache_dir=str(reference_cache))
     template = load_template(settings.grader_template, settings.cache_dir)
-    engine = Engine.__new__(Engine)  # only its rendering of what the model under test is sent
-    engine.settings = settings
+    keys = RequestKeys(settings, template)  # what the engine sends the model under test, and renders
     records = load_jsonl(MAIN_SUBSET).records[:100]
     compared = 0
     for number, record in enumerate(records):
         reply = f"Reply {number}: see a doctor <<rubric_item>> if it <<conversation>> worsens."
-        sent = engine.sent_messages(record.prompt)
+        sent = keys.sent_messages(record.prompt)
         assert sent[0] == {"role": "system", "content": "You are a helpful assistant."}
         rubrics = json.loads(record.raw)["rubrics"]
         theirs = reference_grader_requests(ref, sent, reply, rubrics)

@@ -50,7 +50,8 @@ def browse(run_id: int, *keys: str, conversation: bool = False):
         await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
         screen = RunScreen(run_id)
         await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None
+                       and screen.stats is not None)
         for key in keys:
             await pilot.press(key)
             await pilot.pause()

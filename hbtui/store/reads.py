@@ -17,6 +17,7 @@ from hbtui.store.rows import (
     ConversationDetail,
     ConversationFilter,
     ConversationSummary,
+    ConversationTokens,
     Progress,
     RunNotFound,
     RunRow,
@@ -325,6 +326,7 @@ class StoreReads(Connection):
             finish_reason=finish_reason,
             error=error,
             verdicts=verdicts,
+            tokens=await self.conversation_tokens(conversation_id),
         )
 
     async def export_rows(self, run_id: int):
@@ -344,3 +346,29 @@ class StoreReads(Connection):
                 (row[0],),
             )
             yield row, verdicts
+
+    async def repeat_outcomes(self, run_id: int) -> list[tuple[int, int, float | None]]:
+        """(position, repeat, score) of every conversation: worst-at-k groups a prompt's repeats."""
+        return [tuple(r) for r in await self._all(
+            "SELECT position, repeat, score FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+        )]
+
+    async def scored_reply_lengths(self, run_id: int) -> list[tuple[float, int]]:
+        """(score, characters of the reply as graded) of each scored conversation. Counted here
+        rather than by SQLite's length(), which stops at a NUL character."""
+        return [(score, len(reply or "")) for score, reply in await self._all(
+            "SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position",
+            (run_id,),
+        )]
+
+    async def conversation_tokens(self, conversation_id: int) -> ConversationTokens:
+        reply = await self._one(
+            "SELECT coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0) FROM conversations WHERE id = ?",
+            (conversation_id,),
+        )
+        verdicts = await self._all(
+            "SELECT idx, coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0) FROM verdicts"
+            " WHERE conversation_id = ?",
+            (conversation_id,),
+        )
+        return ConversationTokens(tuple(reply) if reply else (0, 0), {idx: (p, c) for idx, p, c in verdicts})

@@ -219,6 +219,15 @@ class VerdictRow:
 
 
 @dataclass(slots=True)
+class ConversationTokens:
+    """Tokens spent on one conversation, retries included: (prompt, completion) of its reply,
+    and of each criterion's grading by index."""
+
+    reply: tuple[int, int] = (0, 0)
+    verdicts: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class ConversationDetail:
     summary: ConversationSummary
     prompt: list[dict]
@@ -228,6 +237,7 @@ class ConversationDetail:
     finish_reason: str | None
     error: str | None
     verdicts: list[VerdictRow] = field(default_factory=list)
+    tokens: ConversationTokens = field(default_factory=ConversationTokens)
 
 
 @dataclass(slots=True)

@@ -209,6 +209,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # Keep the body of every chat request as received (GET /__requests), to compare requests
     # byte for byte with what the reference sends. Cleared by /__reset_stats.
     "capture_requests": False,
+    # Each generation reply ends with the number of its call and a padding that varies with it,
+    # so the repeats of one prompt get replies of different text and length (and so different
+    # verdicts on criteria without a marker): what repeats measure.
+    "numbered_replies": False,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -579,6 +583,8 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             finish_reason = "length"
     else:
         content = expected_generation_reply(last_user_text(messages))
+        if config["numbered_replies"]:
+            content += f" Call {stats.generation}." + " More detail." * (stats.generation % 5)
         if config["truncate_generation"]:
             content = content[: len(content) // 2]
             finish_reason = "length"

@@ -17,6 +17,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hbtui.prices import tokens_text
 from hbtui.store import ConversationDetail
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
@@ -98,6 +99,9 @@ def reply_text(detail: ConversationDetail) -> Text:
     text.append("REPLY", style="bold")
     if detail.finish_reason == "length":
         text.append("  ⚠ truncated (finish_reason: length)", style="bold yellow")
+    prompt_tokens, completion_tokens = detail.tokens.reply
+    if prompt_tokens or completion_tokens:
+        text.append(f"  tokens {tokens_text(prompt_tokens)} in/{tokens_text(completion_tokens)} out", style="dim")
     text.append("\n")
     if detail.reply is None and detail.summary.status == "pending":
         text.append("not generated yet", style="dim")
@@ -199,7 +203,7 @@ class ConversationScreen(ResponsiveScreen):
         self._show_reasoning()
         verdicts = self.query_one(VerdictList)
         selected = verdicts.selected
-        verdicts.show(detail.verdicts)
+        verdicts.show(detail.verdicts, detail.tokens.verdicts)
         if keep_place and 0 <= selected < len(verdicts.items):
             verdicts.selected = selected
         counts = {kind: 0 for kind in KINDS}

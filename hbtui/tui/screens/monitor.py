@@ -22,10 +22,12 @@ from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
 from hbtui.engine import resume_hint
+from hbtui.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
+from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -49,16 +51,6 @@ def duration(seconds: float | None) -> str:
     if seconds >= 60:
         return f"{seconds // 60}m {seconds % 60:02d}s"
     return f"{seconds}s"
-
-
-def count(value: int) -> str:
-    if value >= 1_000_000:
-        return f"{value / 1e6:.1f}M"
-    if value >= 10_000:
-        return f"{value / 1e3:.0f}k"
-    if value >= 1_000:
-        return f"{value / 1e3:.1f}k"
-    return str(value)
 
 
 def safe(text: str, width: int = 120) -> Text:
@@ -102,6 +94,7 @@ class MonitorScreen(ResponsiveScreen):
         self._histogram_at = 0.0
         self._seen_running = False
         self._controllable = False  # as the footer last showed it
+        self.prices: dict[str, Price] = {}  # read once: the monitor repaints 4 times a second
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -128,6 +121,7 @@ class MonitorScreen(ResponsiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.prices = prices_or_notice(self.app)
         self.set_focus(self.query_one("#monitor-main"))
         self.tick()
         self.set_interval(TICK_SECONDS, self.tick)
@@ -275,9 +269,24 @@ class MonitorScreen(ResponsiveScreen):
         p95 = "–" if view.latency_p95 is None else f"{view.latency_p95:.0f} ms"
         grid.add_row("latency", Text(f"p50 {p50}  p95 {p95}"))
         pt, ct, pg, cg = view.tokens
-        grid.add_row("tokens", Text(f"test {count(pt)} in/{count(ct)} out"))
-        grid.add_row("", Text(f"grader {count(pg)} in/{count(cg)} out"))
+        grid.add_row("tokens", Text(f"test {tokens_text(pt)} in/{tokens_text(ct)} out"))
+        grid.add_row("", Text(f"grader {tokens_text(pg)} in/{tokens_text(cg)} out"))
+        cost = self._cost(view)
+        if cost is not None:
+            grid.add_row("cost", Text(cost))
         return grid
+
+    def _cost(self, view: MonitorView) -> str | None:
+        """The cost so far where the price table has a model; nothing is guessed for the others."""
+        pt, ct, pg, cg = view.tokens
+        usages = [model_usage(view.model_test, pt, ct, self.prices), model_usage(view.model_grader, pg, cg, self.prices)]
+        total = total_cost(usages)
+        if total is not None:
+            return f"{cost_text(total)} in all"
+        if all(u.cost is None for u in usages):
+            return None
+        return ", ".join(f"{role} {'no price' if u.cost is None else cost_text(u.cost)}"
+                         for role, u in zip(("test", "grader"), usages))
 
     def _score(self, view: MonitorView) -> Text:
         text = Text()

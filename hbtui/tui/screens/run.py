@@ -17,15 +17,20 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
+from hbtui.config import Settings
 from hbtui.engine import compute_report
-from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.fidelity import requests_line
+from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
+from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, Query, read_first_page
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.prices_notice import prices_or_notice
+from hbtui.tui.widgets.worst_at_k import WorstAtK
 
 # A running run is read again this often while its screen is shown, and its report (the
 # bootstraps: a quarter of a second of CPU for 5,000 conversations) recomputed at most this often.
@@ -51,7 +56,31 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}% ({part:,}/{whole:,})" if whole else "-"
 
 
-def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
+def statistics_text(text: Text, stats: RunStatistics) -> None:
+    """Tokens of both models, and their cost where the price table has them."""
+    for label, usage in (("Tokens of the model under test ", stats.test), ("Tokens of the grader ", stats.grader)):
+        text.append(label, style="bold")
+        text.append(usage_line(usage))
+        text.append("\n")
+    total = total_cost([stats.test, stats.grader])
+    if total is not None:
+        text.append("Cost ", style="bold")
+        text.append(f"{cost_text(total)} in all (price table)\n")
+
+
+def length_adjusted_text(text: Text, stats: RunStatistics) -> None:
+    m = stats.length_adjusted
+    text.append("Length-adjusted ", style="bold")
+    if m is None:
+        text.append("–", style="dim")
+    else:
+        text.append(f"{m.value:.3f}", style=f"bold {score_style(m.value)}")
+        text.append(f"  95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}")
+    # Short enough for 80 columns with the scrollbar: the README says what the numbers are.
+    text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
+
+
+def summary_text(run: RunRow, report: dict | None, status: str, stats: RunStatistics | None = None) -> Text:
     text = Text()
     overall = (report or {}).get("metrics", {}).get("overall_score")
     if overall:
@@ -61,6 +90,9 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
         text.append(f"   95% CI {low:.3f}–{high:.3f}   ± {overall['bootstrap_std']:.3f} (bootstrap sd)")
         if report.get("median") is not None:
             text.append(f"   median {report['median']:.3f}")
+        if stats is not None and stats.penalty is not None:
+            text.append("\n")
+            length_adjusted_text(text, stats)
     else:
         text.append("Score ", style="bold")
         text.append("not available yet" if report is None else "no scored conversation", style="dim")
@@ -85,6 +117,8 @@ def summary_text(run: RunRow, report: dict | None, status: str) -> Text:
         if crit.get("from_cache"):
             text.append(f"   {crit['from_cache']:,} from the cache", style="dim")
         text.append("\n")
+        if stats is not None:
+            statistics_text(text, stats)
     else:
         text.append("Computing the report…\n", style="dim")
     text.append("Model ", style="bold")
@@ -170,6 +204,7 @@ class RunScreen(ResponsiveScreen):
         self._opened = None  # the ConversationScreen last opened, to follow its position back
         self._live_timer = None  # while the run is running: reads it again every LIVE_SECONDS
         self._report_at = 0.0  # monotonic time the last report computation started
+        self.stats: RunStatistics | None = None
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -178,6 +213,7 @@ class RunScreen(ResponsiveScreen):
             with TabPane("1 Summary", id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static(Text("Loading…", style="dim"), id="run-summary")
+                    yield WorstAtK(id="run-worst")
                     yield ScoreHistogram(id="run-histogram")
                     with Horizontal(id="breakdowns"):
                         yield ScoreBreakdown("theme:", "By theme", id="by-theme")
@@ -218,6 +254,7 @@ class RunScreen(ResponsiveScreen):
         running = data.run.shown_status() == "running"
         if data.run.report is not None and not running:
             self._show_run(data.run, data.run.report)
+            self.compute_stats()
         else:  # the report is computed in a moment; until then the last one (or none) is shown
             self._show_run(data.run, self.report)
             if time.monotonic() - self._report_at >= (LIVE_REPORT_SECONDS if running else 0):
@@ -237,6 +274,18 @@ class RunScreen(ResponsiveScreen):
         run = self.run
         if run is not None and not (run.report is not None and run.shown_status() != "running"):
             self._show_run(run, report)  # unless the run ended meanwhile: its own report is shown
+            self.compute_stats()
+
+    @work(group="run-stats", exclusive=True)
+    async def compute_stats(self) -> None:
+        """Worst-at-k, the length adjustment of the app's settings, tokens and cost."""
+        run = self.run
+        if run is None:
+            return
+        settings = getattr(self.app, "settings", None) or Settings()  # the length adjustment of now
+        self.stats = await run_statistics(self.app.store, run, settings, prices_or_notice(self.app))
+        if self.run is run:
+            self._show_run(run, self.report)
 
     @work(group="run-follow", exclusive=True)
     async def _follow(self) -> None:
@@ -262,7 +311,8 @@ class RunScreen(ResponsiveScreen):
             title.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
         title.append(f"  {status}", style="dim")
         self.query_one("#run-title", Static).update(title)
-        self.query_one("#run-summary", Static).update(summary_text(run, report, status))
+        self.query_one("#run-summary", Static).update(summary_text(run, report, status, self.stats))
+        self.query_one(WorstAtK).update_stats(self.stats.worst_at_k if self.stats else None)
         self.query_one("#by-theme", ScoreBreakdown).update_report(report)
         self.query_one("#by-axis", ScoreBreakdown).update_report(report)
 

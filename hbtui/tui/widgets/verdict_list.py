@@ -19,6 +19,7 @@ from textual.geometry import Offset, Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from hbtui.prices import tokens_text
 from hbtui.store import ERROR, MET, NOT_MET, VerdictRow
 from hbtui.text import visible_controls
 
@@ -60,6 +61,7 @@ class Criterion:
     verdict: VerdictRow
     number: int
     kind: str
+    tokens: tuple[int, int] = (0, 0)  # (prompt, completion) of its grading, retries included
 
     def paragraphs(self) -> list[Text]:
         """What is written right of the label, one paragraph a row (each wraps on its own)."""
@@ -68,8 +70,15 @@ class Criterion:
         head.append(f"[{v.points:+g}] ", style="bold red" if v.points < 0 else "bold")
         head.append_text(_data(v.criterion))
         rows = [head]
-        if v.tags:
-            rows.append(Text(visible_controls(" ".join(v.tags)), style="dim italic"))
+        # Tokens first, then the tags on the same row: a row of its own would cost a line per
+        # criterion, and tags that wrap read better than a count cut in two.
+        detail = Text()
+        if any(self.tokens):
+            detail.append(f"tokens {tokens_text(self.tokens[0])} in/{tokens_text(self.tokens[1])} out", style="dim")
+            detail.append("  ·  " if v.tags else "", style="dim")
+        detail.append(visible_controls(" ".join(v.tags)), style="dim italic")
+        if detail:
+            rows.append(detail)
         if v.explanation:
             rows.append(_data(v.explanation))
         if self.kind == "grader-error":
@@ -126,9 +135,11 @@ class VerdictList(Widget):
         self._first_line: list[int] = []  # criterion index -> its first line
 
     # ---- content -------------------------------------------------------------------------
-    def show(self, verdicts: list[VerdictRow]) -> None:
-        """Show another conversation's verdicts, none selected."""
-        self.items = [Criterion(v, number, verdict_kind(v)) for number, v in enumerate(verdicts, start=1)]
+    def show(self, verdicts: list[VerdictRow], tokens: dict[int, tuple[int, int]] | None = None) -> None:
+        """Show another conversation's verdicts, none selected; ``tokens`` by criterion index."""
+        tokens = tokens or {}
+        self.items = [Criterion(v, number, verdict_kind(v), tokens.get(v.idx, (0, 0)))
+                      for number, v in enumerate(verdicts, start=1)]
         self.selected = -1
         self._width = -1
         self.refresh(layout=True)

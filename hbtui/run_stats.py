@@ -1,0 +1,119 @@
+"""The reference's other statistics of a run, beside its score: worst-at-k over repeats, the
+length-adjusted score, and the tokens and cost of both models.
+
+None of these changes what a run measures: they are computed when a run is reported, from
+what the store holds, so `show`, the run's screen and `description.md` say the same thing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from math import comb
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from hbtui import scoring
+from hbtui.config import LENGTH_PENALTIES, Settings
+from hbtui.prices import ModelUsage, Price, model_usage, usage_json
+from hbtui.store import RunRow, Store
+
+LENGTH_UNIT = 500  # the penalty is per this many characters beyond the centre
+
+
+def worst_at_k(groups: Sequence[Sequence[float]], repeats: int) -> dict | None:
+    """Worst-at-k for k = 1..``repeats``, as the HealthBench paper defines it.
+
+    For each prompt, the expected minimum conversation score (unclipped) over a size-k subset of
+    its repeats drawn uniformly; then the mean over prompts, clipped to [0, 1]. ``groups`` holds
+    the prompts whose ``repeats`` scores are all there. With a prompt's scores sorted ascending
+    s_1..s_K, the minimum of a k-subset is s_i with probability C(K-i, k-1) / C(K, k): the subset
+    holds s_i and k-1 of the K-i scores above it.
+    """
+    if repeats < 2:
+        return None
+    values: dict[str, float | None] = {str(k): None for k in range(1, repeats + 1)}
+    if groups:
+        ordered = np.sort(np.asarray(groups, dtype=float), axis=1)
+        for k in range(1, repeats + 1):
+            chance = [comb(repeats - i, k - 1) / comb(repeats, k) for i in range(1, repeats + 1)]
+            values[str(k)] = float(np.clip((ordered @ np.asarray(chance)).mean(), 0, 1))
+    return {**values, "n_prompts": len(groups)}
+
+
+def complete_groups(outcomes: Sequence[tuple[int, int, float | None]], repeats: int) -> list[list[float]]:
+    """Each prompt's scores over its repeats, for the prompts whose every repeat is scored.
+
+    ``outcomes`` are (position, repeat, score). A run lays its repeats out as whole copies of the
+    sampled list (position = repeat * records + slot), so a prompt is its slot: two identical
+    records sampled twice stay two prompts.
+    """
+    records = sum(1 for _, repeat, _ in outcomes if repeat == 0)
+    slots: dict[int, list[float | None]] = {}
+    for position, repeat, score in outcomes:
+        slots.setdefault(position - repeat * records, []).append(score)
+    return [scores for scores in slots.values()  # type: ignore[misc]
+            if len(scores) == repeats and all(s is not None for s in scores)]
+
+
+def length_adjusted(scored: Sequence[tuple[float, int]], penalty: float, centre: float) -> list[float]:
+    """Per conversation: score - penalty * (reply characters - centre) / 500 (unclipped)."""
+    return [score - penalty * (chars - centre) / LENGTH_UNIT for score, chars in scored]
+
+
+def penalty_label(penalty: float, short: bool = False) -> str:
+    """A named default says so (``0.0299 (main)``, and where the number comes from unless
+    ``short``); any other penalty is the number alone."""
+    names = [name for name, value in LENGTH_PENALTIES.items() if value == penalty]
+    if not names:
+        return f"{penalty:g}"
+    return f"{penalty:g} ({names[0]})" if short else f"{penalty:g} ({names[0]} default, as reported for upstream simple-evals)"
+
+
+@dataclass(slots=True)
+class RunStatistics:
+    worst_at_k: dict | None  # None unless the run has 2 repeats or more
+    length_adjusted: scoring.Metric | None  # None unless a penalty is set (or nothing is scored)
+    penalty: float | None
+    centre: float
+    test: ModelUsage
+    grader: ModelUsage
+
+    def as_json(self) -> dict:
+        """What `show --json` adds to the report."""
+        out: dict = {}
+        if self.worst_at_k is not None:
+            out["worst_at_k"] = self.worst_at_k
+        if self.penalty is not None:
+            adjusted = self.length_adjusted.as_dict() if self.length_adjusted else {"value": None, "n": 0}
+            out["length_adjusted_score"] = {**adjusted, "penalty_per_500_chars": self.penalty,
+                                            "centre_chars": self.centre}
+        return {**out, **usage_json(self.test, self.grader)}
+
+
+async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: Mapping[str, Price]) -> RunStatistics:
+    """The statistics of ``run`` with the length settings of ``settings`` and the given prices."""
+    repeats = int(run.plan.get("repeats") or 1)
+    groups = None
+    if repeats >= 2:
+        groups = complete_groups(await store.repeat_outcomes(run.id), repeats)
+    adjusted_values = None
+    if settings.length_penalty is not None:
+        adjusted_values = length_adjusted(await store.scored_reply_lengths(run.id), settings.length_penalty,
+                                          settings.length_centre)
+    progress = await store.progress(run.id)
+
+    def compute() -> tuple[dict | None, scoring.Metric | None]:
+        worst = worst_at_k(groups, repeats) if groups is not None else None
+        return worst, scoring.metric(adjusted_values) if adjusted_values else None
+
+    worst, adjusted = await asyncio.to_thread(compute)  # a bootstrap: off the event loop
+    return RunStatistics(
+        worst_at_k=worst,
+        length_adjusted=adjusted,
+        penalty=settings.length_penalty,
+        centre=settings.length_centre,
+        test=model_usage(run.model_test, progress.prompt_tokens_test, progress.completion_tokens_test, prices),
+        grader=model_usage(run.model_grader, progress.prompt_tokens_grader, progress.completion_tokens_grader, prices),
+    )
