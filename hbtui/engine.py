@@ -175,8 +175,8 @@ async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
     keys = RequestKeys(settings, template)
     rows = []
     for conversation_id, prompt, reply, repeat, verdicts in await store.graded_for_cache(run.id):
-        digest = keys.digest(prompt, reply)
-        rows += [(keys.key(digest, repeat, points, text), conversation_id, idx) for idx, text, points in verdicts]
+        rows += [(key, conversation_id, idx) for (idx, _, _), key in
+                 zip(verdicts, keys.keys(keys.digest(prompt, reply), repeat, verdicts))]
     return await store.seed_cache(rows)
 
 
@@ -310,6 +310,7 @@ class Engine:
         self.use_cache = use_cache
         self._cached: dict[str, tuple] = {}
         self._looked_up: set[int] = set()  # conversations whose criteria the first lookup covered
+        self._key_of: dict[tuple[int, int], str] = {}  # (conversation id, idx) -> key, from that lookup
         self.from_cache = 0
         self._fatal: ChatError | None = None
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
@@ -380,13 +381,14 @@ class Engine:
         return self.keys.sent_messages(prompt)
 
     def _pending_keys(self, work: list[WorkItem]) -> list[str]:
-        """The cache keys of every criterion still to grade whose reply exists (in a thread)."""
-        keys = []
+        """The cache keys of every criterion still to grade whose reply exists (in a thread),
+        kept by (conversation, criterion) so that grading does not compute them again."""
         for item in work:
             if item.reply is not None and item.criteria:
                 digest = self.keys.digest(item.prompt, item.reply)
-                keys += [self.keys.key(digest, item.repeat, points, text) for _, text, points in item.criteria]
-        return keys
+                for (idx, _, _), key in zip(item.criteria, self.keys.keys(digest, item.repeat, item.criteria)):
+                    self._key_of[(item.conversation_id, idx)] = key
+        return list(self._key_of.values())
 
     def requests_record(self) -> dict:
         """What this run's requests were, from the settings and what the providers made of them."""
@@ -572,7 +574,8 @@ class Engine:
             # Never call a run finished while work is missing, whatever stopped it.
             return ("interrupted", f"{progress.criteria_left} criteria were left ungraded;"
                     f" `hbtui resume {run_id}` does them", None)
-        await self.store.refresh_summaries(run_id)
+        # Every summary is fresh here: those of earlier processes were refreshed as this one
+        # started, and this one wrote its own with the verdicts they sum up.
         report = await compute_report(self.store, run_id)
         no_reply, unfinished = await self.store.gaps(run_id, TRANSIENT_KINDS)
         if no_reply or unfinished:
@@ -666,12 +669,19 @@ class Engine:
         # as the reference renders them), then the reply.
         rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
         digest = conversation_digest(rendered)
+        known = [self._key_of.pop((item.conversation_id, idx), None) for idx, _, _ in item.criteria]
+        if None in known:
+            known = self.keys.keys(digest, item.repeat, item.criteria)
+        keys = {idx: key for (idx, _, _), key in zip(item.criteria, known)}
         if self.use_cache and item.conversation_id not in self._looked_up:
             # A reply generated just now: its criteria may still be asked already (--reuse-verdicts).
-            self._cached.update(await self.store.cached_verdicts(
-                [self.keys.key(digest, item.repeat, points, text) for _, text, points in item.criteria]))
-        await asyncio.gather(*(self._grade_one(client, item, rendered, digest, idx, text, points, statuses)
-                               for idx, text, points in item.criteria))
+            self._cached.update(await self.store.cached_verdicts(list(keys.values())))
+        # Verdicts served from the cache need no task of their own: a regrade of 60,000 from the
+        # cache spent a second creating and gathering tasks that never awaited anything.
+        asked = [(idx, text, points) for idx, text, points in item.criteria
+                 if not self._serve_cached(item, idx, keys[idx], statuses)]
+        await asyncio.gather(*(self._grade_one(client, item, rendered, keys[idx], idx, text, points, statuses)
+                               for idx, text, points in asked))
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
         criteria = [
@@ -686,19 +696,22 @@ class Engine:
         self._writes.put_nowait(("summary", (score, n_met, errors, penalties, item.conversation_id)))
         self.emit(ConversationScored(self.run.id, item.conversation_id, score))
 
-    async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, digest: str, idx: int, text: str,
-                         points: float, statuses: dict[int, str]) -> None:
-        key = self.keys.key(digest, item.repeat, points, text)
+    def _serve_cached(self, item: WorkItem, idx: int, key: str, statuses: dict[int, str]) -> bool:
+        """Store the cached verdict of this request, if there is one; True when there was."""
         cached = self._cached.get(key)  # get: two identical criteria of one conversation share a key
-        if cached is not None:
-            status, explanation, raw, reasoning, _, _ = cached
-            statuses[idx] = status
-            self.from_cache += 1
-            # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
-            self._store_result("verdict", (status, explanation, raw, reasoning, None, None, 0, None, 0, 0, time.time(),
-                                           key, 1, item.conversation_id, idx))
-            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, status == MET, None, 0.0, 0, 0))
-            return
+        if cached is None:
+            return False
+        status, explanation, raw, reasoning, _, _ = cached
+        statuses[idx] = status
+        self.from_cache += 1
+        # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
+        self._store_result("verdict", (status, explanation, raw, reasoning, None, None, 0, None, 0, 0, time.time(),
+                                       key, 1, item.conversation_id, idx))
+        self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, status == MET, None, 0.0, 0, 0))
+        return True
+
+    async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, key: str, idx: int, text: str,
+                         points: float, statuses: dict[int, str]) -> None:
         self._update_gate()
         await self._calls_open.wait()
         if self._fatal is not None:

@@ -20,13 +20,22 @@ def conversation_digest(rendered_conversation: str) -> str:
     return hashlib.sha256(rendered_conversation.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def verdict_key(*, endpoint: str, model: str, template_sha256: str, system: str | None, conversation: str,
-                criterion: str, temperature: float | None, max_tokens: int, reasoning_effort: str | None,
-                json_schema: bool, repeat: int) -> str:
-    """``conversation`` is the rendered conversation's digest; ``criterion`` the rendered criterion."""
-    material = json.dumps([endpoint.rstrip("/"), model, template_sha256, system, conversation, criterion,
-                           temperature, max_tokens, reasoning_effort, json_schema, repeat], ensure_ascii=True)
-    return hashlib.sha256(material.encode()).hexdigest()
+def request_prefix(*, endpoint: str, model: str, template_sha256: str, system: str | None, conversation: str,
+                   temperature: float | None, max_tokens: int, reasoning_effort: str | None, json_schema: bool,
+                   repeat: int) -> "hashlib._Hash":
+    """The hash of everything but the criterion; ``conversation`` is the rendered conversation's
+    digest. Copied and fed each criterion, it gives that criterion's key (computed 60,000 times
+    in a regrade: one JSON document per criterion cost a second)."""
+    material = json.dumps([endpoint.rstrip("/"), model, template_sha256, system, conversation, temperature,
+                           max_tokens, reasoning_effort, json_schema, repeat], ensure_ascii=True)
+    return hashlib.sha256(material.encode() + b"\x00")
+
+
+def verdict_key(prefix: "hashlib._Hash", criterion: str) -> str:
+    """``criterion`` is the rendered criterion (``[points] text``), as the grader is sent it."""
+    digest = prefix.copy()
+    digest.update(criterion.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
 
 
 class RequestKeys:
@@ -45,14 +54,18 @@ class RequestKeys:
 
         return conversation_digest(graded_conversation(self.sent_messages(prompt), reply))
 
-    def key(self, digest: str, repeat: int, points: float, text: str) -> str:
-        from hbtui.grading import render_criterion
-
+    def prefix(self, digest: str, repeat: int) -> "hashlib._Hash":
         settings = self.settings
-        return verdict_key(
+        return request_prefix(
             endpoint=settings.effective_grader_base_url or "", model=settings.model_grader or "",
             template_sha256=self.template.sha256, system=settings.system_message_grader, conversation=digest,
-            criterion=render_criterion(points, text), temperature=settings.temperature_grader,
-            max_tokens=settings.max_tokens_grader, reasoning_effort=settings.reasoning_grader,
-            json_schema=settings.grader_json_schema, repeat=repeat,
+            temperature=settings.temperature_grader, max_tokens=settings.max_tokens_grader,
+            reasoning_effort=settings.reasoning_grader, json_schema=settings.grader_json_schema, repeat=repeat,
         )
+
+    def keys(self, digest: str, repeat: int, criteria) -> list[str]:
+        """The keys of one conversation's criteria, given as (idx, text, points)."""
+        from hbtui.grading import render_criterion
+
+        prefix = self.prefix(digest, repeat)
+        return [verdict_key(prefix, render_criterion(points, text)) for _, text, points in criteria]

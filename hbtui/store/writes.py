@@ -362,11 +362,17 @@ class StoreWrites(Connection):
             n_met = sum(1 for p, s in items if s == MET and p > 0)
             penalties = sum(1 for p, s in items if s == MET and p < 0)
             rows.append((score, n_met, statuses.count(ERROR), penalties, conv_id))
-        await self.db.executemany(
-            "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?", rows
-        )
-        await self.db.commit()
-        return len(rows)
+        # Only what differs is written: on a run whose summaries are right (the usual case) this
+        # is a read, not 5,000 updates.
+        stored = {row[-1]: row for row in await self._all(
+            "SELECT score, coalesce(n_met, 0), n_errors, penalties, id FROM conversations WHERE run_id = ?", (run_id,))}
+        changed = [row for row in rows if stored.get(row[-1]) != row]
+        if changed:
+            await self.db.executemany(
+                "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?", changed
+            )
+            await self.db.commit()
+        return len(changed)
 
     async def write_batch(
         self,
