@@ -301,3 +301,19 @@ class StoreReads(Connection):
                 (row[0],),
             )
             yield row, verdicts
+
+    async def comparison_rows(self, run_id: int) -> tuple[list[tuple], list[tuple]]:
+        """What a comparison of runs reads of one: its conversations (id, position, repeat,
+        prompt_id, record sha256, theme, example_tags, status) in plan order, and its verdicts
+        (conversation_id, idx, criterion, points, tags, status) in rubric order."""
+        conversations = await self._all(
+            "SELECT c.id, c.position, c.repeat, c.prompt_id, r.sha256, c.theme, c.example_tags, c.status"
+            " FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
+            (run_id,),
+        )
+        verdicts = await self._all(
+            "SELECT conversation_id, idx, criterion, points, tags, status FROM verdicts WHERE run_id = ?"
+            " ORDER BY conversation_id, idx",
+            (run_id,),
+        )
+        return conversations, verdicts
