@@ -91,7 +91,7 @@ def conversation(conv_id: int, prompt_id: str, line: str, verdicts: list[bool | 
                           "met" if m else "not_met" if m is False else "pending", m)
                 for i, (p, m) in enumerate(zip(points, verdicts))]
     return Conversation(conv_id, conv_id, repeat, prompt_id, hashlib.sha256(line.encode()).hexdigest(), "hedging",
-                        ["theme:hedging"], True, criteria)
+                        ["theme:hedging"], True, criteria=criteria)
 
 
 def test_same_prompt_id_with_another_rubric_does_not_pair():
@@ -196,6 +196,21 @@ def test_compare_two_runs_with_different_graders(two_graded_runs, capsys):
     # B against A is the mirror image
     mirrored = compare_json(db, capsys, "2", "1")
     assert mirrored["difference"]["value"] == pytest.approx(-shown["difference"]["value"])
+
+
+def test_the_stored_scores_give_the_same_overall_themes_and_moves_as_the_verdicts(two_graded_runs):
+    """The screen first shows a comparison of the stored scores, then the full one: they agree."""
+    from hbtui.compare import compare_runs, compare_scores
+    from hbtui.store import Store
+
+    async def both():
+        async with await Store.open(two_graded_runs, create=False) as store:
+            a, b = await store.get_run(1), await store.get_run(2)
+            return await compare_scores(store, a, b), await compare_runs(store, a, b)
+
+    quick, full = asyncio.run(both())
+    assert quick.overall == full.overall and quick.themes == full.themes and quick.moved == full.moved
+    assert quick.agreement is None and quick.axes == {} and full.agreement is not None and full.axes
 
 
 def test_compare_as_text(two_graded_runs, capsys):

@@ -12,13 +12,16 @@ import asyncio
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
-from hbtui.compare import Comparison, Difference, Kappa, collector_paused, compare, conversations_from_rows
-from hbtui.store import RunRow, Store
+from hbtui.compare import (
+    Comparison, Difference, Kappa, NothingToCompare, collector_paused, compare, compare_scores, conversations_from_rows,
+)
+from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
@@ -70,15 +73,19 @@ def summary_text(result: Comparison) -> Text:
     text.append(f"\n95% CI {signed(d.ci95[0])} to {signed(d.ci95[1])}  (paired bootstrap)")
     if d.ci95[0] > 0 or d.ci95[1] < 0:
         text.append("  excludes 0", style="bold")
-    kappa = result.agreement.overall
     text.append("\nGraders ", style="bold")
-    if kappa.n:
-        text.append(f"agree on {kappa.observed:.1%} of {kappa.n:,} criteria, kappa ")
-    text.append_text(kappa_cell(kappa))
+    if result.agreement is None:
+        text.append("reading every verdict for the axes and the graders' agreement…", style="dim")
+    else:
+        kappa = result.agreement.overall
+        if kappa.n:
+            text.append(f"agree on {kappa.observed:.1%} of {kappa.n:,} criteria, kappa ")
+        text.append_text(kappa_cell(kappa))
     text.append(f"\nMoved {len(result.moved):,}", style="bold")
-    text.append(" conversations (2 lists them)   ", style="dim")
-    text.append(f"Disagreements {len(result.agreement.disagreements):,}", style="bold")
-    text.append(" criteria (3)", style="dim")
+    text.append(" conversations (2 lists them)", style="dim")
+    if result.agreement is not None:
+        text.append(f"   Disagreements {len(result.agreement.disagreements):,}", style="bold")
+        text.append(" criteria (3)", style="dim")
     return text
 
 
@@ -98,6 +105,13 @@ def difference_table(title: str, rows: dict[str, Difference]) -> Table | Text:
     return table
 
 
+def tables(result: Comparison) -> Group:
+    if result.agreement is None:
+        return Group(difference_table("By theme", result.themes), Text(""), Text("By axis: computing…", style="dim"))
+    return Group(difference_table("By theme", result.themes), Text(""), difference_table("By axis", result.axes),
+                 Text(""), agreement_table(result))
+
+
 def agreement_table(result: Comparison) -> Table:
     table = Table(title="Grader agreement by axis (Cohen's kappa)", title_justify="left", title_style="bold",
                   box=None, padding=(0, 1))
@@ -112,8 +126,10 @@ def agreement_table(result: Comparison) -> Table:
 
 
 async def read_comparison(store: Store, run_a: int, run_b: int) -> Comparison:
+    """Every number, from every verdict of both runs (as `hbtui compare` computes them)."""
     a, b = await store.get_run(run_a), await store.get_run(run_b)
-    rows_a, rows_b = await store.comparison_rows(a.id), await store.comparison_rows(b.id)
+    rows_a = await store.comparison_conversations(a.id), await store.comparison_verdicts(a.id)
+    rows_b = await store.comparison_conversations(b.id), await store.comparison_verdicts(b.id)
 
     def computed() -> Comparison:
         with collector_paused():
@@ -146,7 +162,9 @@ class CompareScreen(ResponsiveScreen):
 
     @classmethod
     async def read(cls, store: Store, run_a: int, run_b: int) -> "CompareScreen":
-        return cls(await read_comparison(store, run_a, run_b))
+        """The screen with what the stored scores give (overall, themes, what moved): a tenth of
+        the reading, so that it opens at once; the axes and the graders' agreement follow."""
+        return cls(await compare_scores(store, await store.get_run(run_a), await store.get_run(run_b)))
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -162,36 +180,60 @@ class CompareScreen(ResponsiveScreen):
             with TabPane("1 Summary", id="compare-summary-tab"):
                 with VerticalScroll(id="compare-scroll"):
                     yield Static(summary_text(result), id="compare-summary")
-                    yield Static(Group(difference_table("By theme", result.themes), Text(""),
-                                       difference_table("By axis", result.axes), Text(""), agreement_table(result)),
-                                 id="compare-tables")
-            with TabPane(f"2 Moved ({len(result.moved):,})", id="moved-tab"):
-                yield self._moved_table()
-            with TabPane(f"3 Disagreements ({len(result.agreement.disagreements):,})", id="disagreements-tab"):
-                yield self._disagreement_table()
+                    yield Static(tables(result), id="compare-tables")
+            with TabPane("2 Moved", id="moved-tab"):
+                table = PairList(id="moved-table", cursor_type="row", zebra_stripes=True)
+                table.add_columns("B - A", "A", "B", "theme", "prompt")
+                self._moved_rows(table)
+                yield table
+            with TabPane("3 Disagreements", id="disagreements-tab"):
+                yield PairList(id="disagreement-table", cursor_type="row", zebra_stripes=True)
         yield KeyBar()
 
     def on_mount(self) -> None:
         self.set_focus(self.query_one("#compare-scroll"))
+        if self.result.agreement is None:
+            self.complete()
+        else:
+            self._fill_disagreements()
 
-    def _moved_table(self) -> DataTable:
-        table = PairList(id="moved-table", cursor_type="row", zebra_stripes=True)
-        table.add_columns("B - A", "A", "B", "theme", "prompt")
+    @work(group="compare-complete", exclusive=True)
+    async def complete(self) -> None:
+        """Every verdict read: the axes, the graders' agreement and the disagreements filled in."""
+        shown = self.result
+        try:
+            full = await read_comparison(self.app.store, shown.run_a.id, shown.run_b.id)
+        except (StoreError, NothingToCompare) as exc:  # the runs changed meanwhile (deleted, retried)
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return
+        self.result = full
+        self.query_one("#compare-summary", Static).update(summary_text(full))
+        self.query_one("#compare-tables", Static).update(tables(full))
+        if full.moved[:LISTED] != shown.moved[:LISTED]:  # a run moved on between the two reads
+            moved = self.query_one("#moved-table", DataTable)
+            moved.clear()
+            self._moved_rows(moved)
+        self._fill_disagreements()
+
+    @property
+    def completed(self) -> bool:
+        return self.result.agreement is not None
+
+    def _moved_rows(self, table: DataTable) -> None:
         for index, m in enumerate(self.result.moved[:LISTED]):
             table.add_row(Text(signed(m.change), style=change_style(m.change), justify="right"),
                           Text(f"{m.score_a:.3f}", justify="right"), Text(f"{m.score_b:.3f}", justify="right"),
                           Text(one_line(m.theme or "-", 22)),
                           Text(one_line(m.prompt_id, 40) + (f" repeat {m.repeat}" if m.repeat else "")), key=str(index))
-        return table
 
-    def _disagreement_table(self) -> DataTable:
-        table = PairList(id="disagreement-table", cursor_type="row", zebra_stripes=True)
+    def _fill_disagreements(self) -> None:
+        table = self.query_one("#disagreement-table", DataTable)
+        table.clear(columns=True)
         table.add_columns("A", "B", "points", "criterion", "prompt")
         for index, d in enumerate(self.result.agreement.disagreements[:LISTED]):
             table.add_row(Text("met" if d.met_a else "not met"), Text("met" if d.met_b else "not met"),
                           Text(f"{d.points:g}", justify="right"), Text(one_line(d.criterion, 60)),
                           Text(one_line(d.prompt_id, 40)), key=str(index))
-        return table
 
     # ---- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
@@ -208,8 +250,8 @@ class CompareScreen(ResponsiveScreen):
         """(conversation of A, conversation of B, what the row says) of a list's rows, in order."""
         if table_id == "moved-table":
             return [(m.conversation_a, m.conversation_b, f"moved {signed(m.change)}") for m in self.result.moved[:LISTED]]
-        return [(d.conversation_a, d.conversation_b, f"criterion {d.idx + 1}")
-                for d in self.result.agreement.disagreements[:LISTED]]
+        disagreements = self.result.agreement.disagreements if self.result.agreement else []
+        return [(d.conversation_a, d.conversation_b, f"criterion {d.idx + 1}") for d in disagreements[:LISTED]]
 
     # DataTable turns enter into RowSelected before the screen's binding sees it.
     async def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -238,4 +280,4 @@ class CompareScreen(ResponsiveScreen):
     async def action_swap(self) -> None:
         """B against A: the same pairs, the difference's sign reversed."""
         screen = await CompareScreen.read(self.app.store, self.result.run_b.id, self.result.run_a.id)
-        self.app.switch_screen(screen)
+        await self.app.switch_screen(screen)
