@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import asynccontextmanager
+from pathlib import Path
+
 import pytest
 
 from hbtui.compare import compare_runs
@@ -16,13 +20,28 @@ from tests.support.screen_text import screen_text
 from tests.support.tui import wait_for
 
 
-async def make_runs(db) -> None:
+@pytest.fixture
+def db(tmp_path) -> Path:
     """Runs 1 and 2 share their 40 records and differ in answers; run 3 has other records."""
-    async with await Store.open(db) as store:
-        await synthesize_run(store, conversations=40, criteria_per=8, seed=3, name="first", hostile=True)
-        await synthesize_run(store, conversations=40, criteria_per=8, seed=3, name="second", answers_seed=4,
-                             hostile=True)
-        await synthesize_run(store, conversations=10, criteria_per=4, seed=9, name="unrelated")
+    path = tmp_path / "hbtui.sqlite"
+
+    async def make() -> None:
+        async with await Store.open(path) as store:
+            await synthesize_run(store, conversations=40, criteria_per=8, seed=3, name="first", hostile=True)
+            await synthesize_run(store, conversations=40, criteria_per=8, seed=3, name="second", answers_seed=4,
+                                 hostile=True)
+            await synthesize_run(store, conversations=10, criteria_per=4, seed=9, name="unrelated")
+
+    asyncio.run(make())
+    return path
+
+
+@asynccontextmanager
+async def on_the_runs_list(db: Path, size: tuple[int, int] = (80, 24)):
+    """(app, pilot, runs list) of the app on ``db``, once its list shows the three runs."""
+    app = browser_app(db)
+    async with app.run_test(size=size) as pilot:
+        yield app, pilot, await runs_list(pilot)
 
 
 def notified(app, text: str) -> bool:
@@ -55,14 +74,10 @@ async def open_comparison(pilot, *run_ids: int) -> CompareScreen:
     return app.screen
 
 
-async def test_two_marked_runs_compare_with_the_numbers_of_hbtui_compare(tmp_path):
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
+async def test_two_marked_runs_compare_with_the_numbers_of_hbtui_compare(db):
     async with await Store.open(db, create=False) as store:
         expected = await compare_runs(store, await store.get_run(1), await store.get_run(2))
-    app = browser_app(db)
-    async with app.run_test(size=(80, 24)) as pilot:
-        runs = await runs_list(pilot)
+    async with on_the_runs_list(db) as (app, pilot, runs):
         await mark(pilot, runs, 1, 2)
         shown = screen_text(app)
         assert " A 1 " in shown and " B 2 " in shown  # the marks, in the list
@@ -80,12 +95,8 @@ async def test_two_marked_runs_compare_with_the_numbers_of_hbtui_compare(tmp_pat
         assert f"kappa {expected.agreement.overall.kappa:.3f}" in text
 
 
-async def test_C_says_how_without_two_runs_and_one_mark_compares_with_the_cursor(tmp_path):
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
-    app = browser_app(db)
-    async with app.run_test(size=(80, 24)) as pilot:
-        runs = await runs_list(pilot)
+async def test_C_says_how_without_two_runs_and_one_mark_compares_with_the_cursor(db):
+    async with on_the_runs_list(db) as (app, pilot, runs):
         await pilot.press("C")
         await wait_for(pilot, lambda: notified(app, "mark two runs with space (A, then B), then press C"), what="the hint")
         assert app.screen is runs
@@ -96,24 +107,16 @@ async def test_C_says_how_without_two_runs_and_one_mark_compares_with_the_cursor
         assert (app.screen.result.run_a.id, app.screen.result.run_b.id) == (2, 1)
 
 
-async def test_space_again_unmarks_and_a_third_mark_lets_the_oldest_go(tmp_path):
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
-    app = browser_app(db)
-    async with app.run_test(size=(80, 24)) as pilot:
-        runs = await runs_list(pilot)
+async def test_space_again_unmarks_and_a_third_mark_lets_the_oldest_go(db):
+    async with on_the_runs_list(db) as (app, pilot, runs):
         await mark(pilot, runs, 1, 2, 3)
         assert runs.marked == [2, 3]
         await pilot.press("space")  # the cursor is on run 3
         await wait_for(pilot, lambda: runs.marked == [2], what="run 3 unmarked")
 
 
-async def test_runs_with_nothing_in_common_are_one_line_and_the_list_stays(tmp_path):
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
-    app = browser_app(db)
-    async with app.run_test(size=(100, 24)) as pilot:
-        runs = await runs_list(pilot)
+async def test_runs_with_nothing_in_common_are_one_line_and_the_list_stays(db):
+    async with on_the_runs_list(db, (100, 24)) as (app, pilot, runs):
         await mark(pilot, runs, 1, 3)
         await pilot.press("C")
         await wait_for(pilot, lambda: notified(app, "runs 1 and 3 share no conversation"), what="the error")
@@ -121,10 +124,8 @@ async def test_runs_with_nothing_in_common_are_one_line_and_the_list_stays(tmp_p
 
 
 @pytest.mark.parametrize("size, side_by_side", [((80, 24), False), ((120, 40), True)])
-async def test_enter_on_a_moved_conversation_shows_both_replies_and_the_criteria_that_differ(tmp_path, size,
+async def test_enter_on_a_moved_conversation_shows_both_replies_and_the_criteria_that_differ(db, size,
                                                                                           side_by_side):
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
     app = browser_app(db)
     async with app.run_test(size=size) as pilot:
         screen = await open_comparison(pilot, 1, 2)
@@ -149,10 +150,8 @@ async def test_enter_on_a_moved_conversation_shows_both_replies_and_the_criteria
         assert app.screen is screen
 
 
-async def test_model_text_in_a_pair_is_shown_as_text(tmp_path):
+async def test_model_text_in_a_pair_is_shown_as_text(db):
     """The first conversation's reply and criterion carry Rich markup and terminal escapes."""
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
     app = browser_app(db)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_comparison(pilot, 1, 2)
@@ -166,12 +165,8 @@ async def test_model_text_in_a_pair_is_shown_as_text(tmp_path):
         assert "\x1b" not in text
 
 
-async def test_every_compare_key_is_in_the_key_bar_or_help(tmp_path):
-    db = tmp_path / "hbtui.sqlite"
-    await make_runs(db)
-    app = browser_app(db)
-    async with app.run_test(size=(120, 30)) as pilot:
-        runs = await runs_list(pilot)
+async def test_every_compare_key_is_in_the_key_bar_or_help(db):
+    async with on_the_runs_list(db, (120, 30)) as (app, pilot, runs):
         assert "space Mark" in screen_text(app) and "C Compare" in screen_text(app)
         await mark(pilot, runs, 1, 2)
         await pilot.press("C")
