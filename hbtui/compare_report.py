@@ -20,6 +20,10 @@ def interval(ci: tuple[float, float]) -> str:
     return f"{signed(ci[0])} to {signed(ci[1])}"
 
 
+def said(met: bool) -> str:
+    return verdict_word(met).replace("_", " ")
+
+
 def run_line(label: str, run: RunRow) -> str:
     return (f"{label}  run {run.id} {one_line(run.name, 50)}  model {one_line(run.model_test, 40)}"
             f"  grader {one_line(run.model_grader, 40)}  dataset {one_line(run.dataset_name, 40)}")
@@ -63,7 +67,7 @@ def render_comparison(result: Comparison) -> str:
                       + (f" (the {DISAGREEMENTS_LISTED} worth the most points; --json lists all)"
                          if len(disagreements) > DISAGREEMENTS_LISTED else "")]
         for d in disagreements[:DISAGREEMENTS_LISTED]:
-            lines.append(f"  A {verdict_word(d.met_a).replace('_', ' '):<7} B {verdict_word(d.met_b).replace('_', ' '):<7} [{d.points:g}] "
+            lines.append(f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
                          f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
                          f"{f' repeat {d.repeat}' if d.repeat else ''})")
     moved = result.moved

@@ -249,7 +249,8 @@ class CompareScreen(ResponsiveScreen):
     def pairs(self, table_id: str) -> list[tuple[int, int, str]]:
         """(conversation of A, conversation of B, what the row says) of a list's rows, in order."""
         if table_id == "moved-table":
-            return [(m.conversation_a, m.conversation_b, f"moved {signed(m.change)}") for m in self.result.moved[:LISTED]]
+            moved = self.result.moved[:LISTED]
+            return [(m.conversation_a, m.conversation_b, f"moved {signed(m.change)}") for m in moved]
         disagreements = self.result.agreement.disagreements if self.result.agreement else []
         return [(d.conversation_a, d.conversation_b, f"criterion {d.idx + 1}") for d in disagreements[:LISTED]]
 
