@@ -22,6 +22,7 @@ from typing import Any, NoReturn, Sequence
 from hbtui import __version__
 from hbtui.schema import holds_our_header
 from hbtui.client import ChatError
+from hbtui.compare import NothingToCompare
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.engine import (
@@ -167,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run", metavar="RUN")
     show.add_argument("--json", action="store_true", help="the full metrics as JSON")
 
+    compare = sub.add_parser("compare", parents=[common],
+                             help="two runs on the same conversations: the difference B - A, themes, axes, graders")
+    compare.add_argument("run_a", metavar="A", help="id, name or latest")
+    compare.add_argument("run_b", metavar="B", help="id, name or latest")
+    compare.add_argument("--json", action="store_true", help="the comparison as JSON")
+
     export = sub.add_parser("export", parents=[common], help="write a run's results to a file")
     export.add_argument("run", metavar="RUN")
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
@@ -205,7 +212,7 @@ def _warn_if_shared(db_path: str, warn) -> None:
              f" of its runs: `chmod 600 {db_path}` unless you share it on purpose")
 
 
-READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "export")
+READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "compare", "export")
 
 
 def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
@@ -384,6 +391,20 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.compare import compare_runs
+    from hbtui.compare_report import render_comparison
+
+    async with await open_for_reading(settings) as store:
+        run_a, run_b = await store.resolve_run(args.run_a), await store.resolve_run(args.run_b)
+        result = await compare_runs(store, run_a, run_b)
+    if args.json:  # JSON escapes control characters itself, and keeps the text exact
+        print(json.dumps(result.as_json(), indent=2))
+    else:
+        say(render_comparison(result))
+    return EXIT_OK
+
+
 async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
@@ -453,6 +474,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "regrade": lambda: cmd_regrade(args, settings),
             "runs": lambda: cmd_runs(settings),
             "show": lambda: cmd_show(args, settings),
+            "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),
         }
         if command not in commands:
@@ -465,7 +487,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         raise  # not a problem of ours: see main
     except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError, PresetError,
-            PriceError) as exc:
+            PriceError, NothingToCompare) as exc:
         _complain("error", exc)
         return EXIT_USAGE
     except ChatError as exc:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -106,18 +106,26 @@ def clipped_mean(values: Sequence[float]) -> float:
     return float(np.clip(np.mean(values), 0, 1))
 
 
+def bootstrap_picks(
+    size: int, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """(start, stop, indices) of resamples ``start:stop`` with replacement of ``size`` rows,
+    drawn in chunks to bound memory. One seeded stream for every bootstrap (a run's metrics, a
+    comparison's paired differences), so that each report is reproducible."""
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(samples, 4_000_000 // max(size, 1)))
+    for start in range(0, samples, chunk):
+        stop = min(samples, start + chunk)
+        yield start, stop, rng.integers(0, size, size=(stop - start, size))
+
+
 def bootstrap_means(
     values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> np.ndarray:
-    """Clipped means of ``samples`` resamples with replacement, drawn in chunks to bound memory."""
+    """Clipped means of ``samples`` resamples with replacement."""
     data = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    size = len(data)
-    chunk = max(1, min(samples, 4_000_000 // max(size, 1)))
     means = np.empty(samples)
-    for start in range(0, samples, chunk):
-        stop = min(samples, start + chunk)
-        picks = rng.integers(0, size, size=(stop - start, size))
+    for start, stop, picks in bootstrap_picks(len(data), samples, seed):
         means[start:stop] = data[picks].mean(axis=1)
     return np.clip(means, 0, 1)
 

@@ -401,3 +401,21 @@ class StoreReads(Connection):
             (conversation_id,),
         )
         return ConversationTokens(tuple(reply) if reply else (0, 0), {idx: (p, c) for idx, p, c in verdicts})
+
+    async def comparison_conversations(self, run_id: int) -> list[tuple]:
+        """A run's conversations as a comparison pairs them, in plan order: id, position, repeat,
+        prompt_id, record sha256, theme, example_tags, status, score."""
+        return await self._all(
+            "SELECT c.id, c.position, c.repeat, c.prompt_id, r.sha256, c.theme, c.example_tags, c.status, c.score"
+            " FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
+            (run_id,),
+        )
+
+    async def comparison_verdicts(self, run_id: int) -> list[tuple]:
+        """A run's verdicts as a comparison reads them, in rubric order: conversation_id, idx,
+        criterion, points, tags, status."""
+        return await self._all(
+            "SELECT conversation_id, idx, criterion, points, tags, status FROM verdicts WHERE run_id = ?"
+            " ORDER BY conversation_id, idx",
+            (run_id,),
+        )

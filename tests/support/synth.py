@@ -106,12 +106,15 @@ async def synthesize_run(
     name: str = "synthetic",
     hostile: bool = False,
     fixed_time: bool = True,
+    answers_seed: int | None = None,
 ) -> int:
     """A finished run with realistic rows; returns its id.
 
     ``hostile`` puts Rich markup and ANSI/OSC escapes into the first conversation's prompt,
     reply, reasoning, first criterion and its explanation. ``fixed_time`` pins every timestamp
-    so that screenshots do not change from one day to the next.
+    so that screenshots do not change from one day to the next. ``answers_seed``, when given,
+    draws the replies and verdicts from it: runs of one ``seed`` then share their records (they
+    pair in a comparison) and differ in their answers.
     """
     rng = random.Random(seed)
     planned = [_record(rng, position, criteria_per, hostile and position == 0) for position in range(conversations)]
@@ -123,6 +126,8 @@ async def synthesize_run(
         conversations=planned,
     )
     ids = await store.conversation_ids(run_id)
+    if answers_seed is not None:
+        rng = random.Random(answers_seed)
     now = FIXED_TIME if fixed_time else None
     replies, verdicts = [], []
     for conv_id, conv in zip(ids, planned):

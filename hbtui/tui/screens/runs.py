@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -16,7 +17,8 @@ from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.engine import resume_hint
-from hbtui.store import RunRow
+from hbtui.compare import NothingToCompare
+from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -30,15 +32,16 @@ RESUMABLE = ("interrupted", "failed", "cancelled", "pending", "incomplete")
 COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "dataset", "date")
 
 
-def run_cells(run: RunRow, now: float) -> tuple[Text, ...]:
-    """One table row; every string from the database goes in as Text, never as markup."""
+def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
+    """One table row; every string from the database goes in as Text, never as markup.
+    ``mark``: A or B, a run marked for comparison."""
     status = run.status_label(now)
     ago = run.stopped_ago(now)
     status = f"{status} {ago}" if ago else status
     score = f"{run.score:.3f}" if run.score is not None else ""
     ci = run.ci95
     return (
-        Text(str(run.id), justify="right"),
+        Text(f"{mark} {run.id}" if mark else str(run.id), justify="right", style="bold reverse" if mark else ""),
         Text(middle_cut(run.name, 32)),  # default names differ at their end, the time
         Text(status),
         Text(score, justify="right"),
@@ -58,6 +61,8 @@ class RunsScreen(Screen):
         Binding("m", "monitor", "Monitor", id="runs.monitor"),
         Binding("c", "continue_run", "Continue", id="runs.continue"),
         Binding("n", "new_run", "New run", id="runs.new"),
+        Binding("space", "mark", "Mark", id="runs.mark"),
+        Binding("C", "compare", "Compare", id="runs.compare"),
         Binding("r", "refresh", "Refresh", show=False, id="runs.refresh"),  # it refreshes itself
         Binding("j", "cursor_down", "Down", show=False, id="runs.down"),
         Binding("k", "cursor_up", "Up", show=False, id="runs.up"),
@@ -71,6 +76,7 @@ class RunsScreen(Screen):
         self._shown: list[tuple] = []
         self._refreshing = False
         self._config_prebuild_planned = False
+        self.marked: list[int] = []  # runs marked for comparison: A, then B
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -113,7 +119,9 @@ class RunsScreen(Screen):
         finally:
             self._refreshing = False
         now = time.time()
-        rows = [(run.id, run_cells(run, now)) for run in runs]
+        self.marked = [run_id for run_id in self.marked if any(run.id == run_id for run in runs)]
+        marks = dict(zip(self.marked, "AB"))
+        rows = [(run.id, run_cells(run, now, marks.get(run.id, ""))) for run in runs]
         plain = [(run_id, tuple(cell.plain for cell in cells)) for run_id, cells in rows]
         self.set_class(not rows, "-empty")
         if plain == self._shown:
@@ -209,3 +217,45 @@ class RunsScreen(Screen):
 
     def action_last(self) -> None:
         self.table.move_cursor(row=max(0, self.table.row_count - 1))
+
+    # ---- comparing two runs ------------------------------------------------------------------
+    async def action_mark(self) -> None:
+        """Mark the selected run for comparison (A first, then B), or unmark it."""
+        run_id = self.selected_run_id()
+        if run_id is None:
+            return
+        if run_id in self.marked:
+            self.marked.remove(run_id)
+        else:
+            self.marked = [*self.marked, run_id][-2:]  # a third mark lets the oldest go
+        self._shown = []
+        await self.reload()
+        if len(self.marked) == 2:
+            self.notify(f"A run {self.marked[0]}, B run {self.marked[1]}: C compares them", markup=False)
+
+    def compared_runs(self) -> tuple[int, int] | None:
+        """The two marked runs; or the one marked and the one under the cursor."""
+        if len(self.marked) == 2:
+            return self.marked[0], self.marked[1]
+        selected = self.selected_run_id()
+        if len(self.marked) == 1 and selected is not None and selected != self.marked[0]:
+            return self.marked[0], selected
+        return None
+
+    def action_compare(self) -> None:
+        runs = self.compared_runs()
+        if runs is None:
+            self.notify("mark two runs with space (A, then B), then press C", markup=False)
+            return
+        self.open_compare(*runs)
+
+    @work(group="open-compare", exclusive=True)
+    async def open_compare(self, run_a: int, run_b: int) -> None:
+        from hbtui.tui.screens.compare import CompareScreen
+
+        try:
+            screen = await CompareScreen.read(self.app.store, run_a, run_b)
+        except (StoreError, NothingToCompare) as exc:
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return
+        await self.app.push_screen(screen)

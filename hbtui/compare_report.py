@@ -1,0 +1,79 @@
+"""`hbtui compare` as text: the two runs, the paired difference, themes, axes, grader agreement
+and what moved. Names, prompt ids and criteria are data: one line each, controls made visible."""
+
+from __future__ import annotations
+
+from hbtui.compare import MOVED_LISTED, Comparison, Difference, Kappa, verdict_word
+from hbtui.scoring import BOOTSTRAP_SAMPLES
+from hbtui.store.rows import RunRow
+from hbtui.text import one_line
+
+DISAGREEMENTS_LISTED = 20
+NAME_WIDTH = 28
+
+
+def signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def interval(ci: tuple[float, float]) -> str:
+    return f"{signed(ci[0])} to {signed(ci[1])}"
+
+
+def said(met: bool) -> str:
+    return verdict_word(met).replace("_", " ")
+
+
+def run_line(label: str, run: RunRow) -> str:
+    return (f"{label}  run {run.id} {one_line(run.name, 50)}  model {one_line(run.model_test, 40)}"
+            f"  grader {one_line(run.model_grader, 40)}  dataset {one_line(run.dataset_name, 40)}")
+
+
+def kappa_text(kappa: Kappa) -> str:
+    if kappa.kappa is None:
+        return f"kappa undefined: {kappa.undefined}"
+    return f"kappa {kappa.kappa:.3f} (agreement {kappa.observed:.3f}, by chance {kappa.expected:.3f})"
+
+
+def difference_rows(title: str, rows: dict[str, Difference]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", f"{title:<{NAME_WIDTH}} {'n':>6}  {'A':>6}  {'B':>6}  {'B - A':>7}  95% CI"]
+    for name, d in rows.items():
+        lines.append(f"{one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {d.n:>6,}  {d.score_a:>6.3f}  {d.score_b:>6.3f}"
+                     f"  {signed(d.value):>7}  {interval(d.ci95)}")
+    return lines
+
+
+def render_comparison(result: Comparison) -> str:
+    overall = result.overall
+    lines = [
+        run_line("A", result.run_a),
+        run_line("B", result.run_b),
+        f"paired conversations {overall.n:,} (same prompt_id, record and repeat, graded in full by both)",
+        f"score A {overall.score_a:.3f}   B {overall.score_b:.3f}   B - A {signed(overall.value)}"
+        f"   95% CI {interval(overall.ci95)} (paired bootstrap, {BOOTSTRAP_SAMPLES:,} resamples)",
+    ]
+    lines += difference_rows("by theme", result.themes)
+    lines += difference_rows("by axis", result.axes)
+    agreement = result.agreement
+    lines += ["", f"grader agreement over {agreement.overall.n:,} criteria graded by both: "
+                  f"{kappa_text(agreement.overall)}"]
+    for name, kappa in agreement.axes.items():
+        lines.append(f"  {one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {kappa.n:>6,}  {kappa_text(kappa)}")
+    disagreements = agreement.disagreements
+    if disagreements:
+        lines += ["", f"criteria the graders disagree on: {len(disagreements):,}"
+                      + (f" (the {DISAGREEMENTS_LISTED} worth the most points; --json lists all)"
+                         if len(disagreements) > DISAGREEMENTS_LISTED else "")]
+        for d in disagreements[:DISAGREEMENTS_LISTED]:
+            lines.append(f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
+                         f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
+                         f"{f' repeat {d.repeat}' if d.repeat else ''})")
+    moved = result.moved
+    lines += ["", f"moved most: {min(len(moved), MOVED_LISTED)} of {len(moved):,} conversations whose score changed"
+              if moved else "no conversation's score changed"]
+    for m in moved[:MOVED_LISTED]:
+        lines.append(f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {one_line(m.prompt_id, 40)}"
+                     f"{f' repeat {m.repeat}' if m.repeat else ''}  {one_line(m.theme or '-', 30)}")
+    return "\n".join(lines)
