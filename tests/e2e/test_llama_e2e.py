@@ -152,3 +152,36 @@ def test_context_overflow_and_truncation_with_a_real_server(llama, short_records
     short_status, _, _, finish = rows[json.loads(records[0])["prompt_id"]]
     assert (short_status, finish) == ("generated", "length")  # a cut reply is graded, and flagged
     assert report["conversations"]["excluded"] == 1
+
+
+def test_a_regrade_with_a_second_model_alias_and_its_comparison(llama, short_records, tmp_path):
+    """Run once, then grade the same replies again under another model name (llama-server serves
+    any name with its one model): no reply is generated again; then compare the two runs."""
+    db = tmp_path / "runs" / "regrade.sqlite"
+    env = e2e_env(llama.base_url)
+    first = subprocess.run([sys.executable, "-m", "hbtui", "run", "--data", str(short_records), "--limit", "2",
+                            "--db", str(db), "--name", "first"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert first.returncode in (0, 3), first.stderr  # 3: a verdict the tiny model never finished
+    again = subprocess.run([sys.executable, "-m", "hbtui", "regrade", "first", "--model-grader", "smollm2-second",
+                            "--db", str(db), "--name", "second"], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=900)
+    assert again.returncode in (0, 3), again.stderr
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT id, model_grader, source_run_id FROM runs ORDER BY id").fetchall()
+        replies = conn.execute("SELECT run_id, position, reply, coalesce(prompt_tokens, 0) FROM conversations"
+                               " ORDER BY position, run_id").fetchall()
+        graded = conn.execute("SELECT count(*) FROM verdicts WHERE run_id = 2 AND status != 'pending'"
+                              " AND from_cache = 0").fetchone()[0]
+    assert rows == [(1, MODEL, None), (2, "smollm2-second", 1)]
+    # The same replies, and no token of the model under test spent on the second run.
+    assert [r[2] for r in replies if r[0] == 1] == [r[2] for r in replies if r[0] == 2]
+    assert all(tokens == 0 for run_id, _, _, tokens in replies if run_id == 2)
+    assert graded > 0  # another model name is another grader: nothing came from the cache
+    compared = subprocess.run([sys.executable, "-m", "hbtui", "compare", "first", "second", "--json", "--db", str(db)],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    if compared.returncode == 0:
+        result = json.loads(compared.stdout)
+        assert result["n"] >= 1 and "difference" in result and "agreement" in result
+    else:  # neither grader finished every criterion of a shared conversation: said in one line
+        assert compared.returncode == 2 and compared.stderr.count("\n") == 1, compared.stderr
