@@ -235,11 +235,19 @@ class ChatClient:
         # While the gate is clear (a paused run) no new request leaves, retries included.
         self.gate = gate
         self._own_http = http is None
-        self.http = http or make_http_client(timeout, limiter.max_limit)
+        # Made at the first request: a run whose calls all come from the verdict cache never
+        # builds a connection pool (and its TLS context, a tenth of a second).
+        self._http = http
 
     async def aclose(self) -> None:
-        if self._own_http:
-            await self.http.aclose()
+        if self._own_http and self._http is not None:
+            await self._http.aclose()
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = make_http_client(self.timeout, self.limiter.max_limit)
+        return self._http
 
     def _body(self, request: "ChatRequest", quirks: ModelQuirks) -> dict[str, Any]:
         """The request as this endpoint and model accept it, after what they refused so far."""

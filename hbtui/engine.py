@@ -53,6 +53,7 @@ HEARTBEAT_SECONDS = 2.0
 # the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
 # when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
 LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
+CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
 INCOMPLETE = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
 TAKEN_OVER = "taken over"  # this process lost the run to another: no status of its own to write
 
@@ -680,6 +681,10 @@ class Engine:
         # cache spent a second creating and gathering tasks that never awaited anything.
         asked = [(idx, text, points) for idx, text, points in item.criteria
                  if not self._serve_cached(item, idx, keys[idx], statuses)]
+        if not asked and self._unwritten >= CACHE_WRITE_CHUNK:
+            # Served without a call, nothing here awaits: let the writer take what piled up, so
+            # that SQLite writes one chunk while the next is served (rather than all at the end).
+            await asyncio.sleep(0)
         await asyncio.gather(*(self._grade_one(client, item, rendered, keys[idx], idx, text, points, statuses)
                                for idx, text, points in asked))
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):

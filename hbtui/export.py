@@ -21,6 +21,7 @@ from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_l
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import MET, NOT_MET, RunRow, Store
 from hbtui.fidelity import requests_line
+from hbtui.store.reads import parsed_tags
 from hbtui.text import one_line, visible_controls
 
 CSV_COLUMNS = [
@@ -35,6 +36,7 @@ def _met(status: str) -> bool | None:
 
 async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     count = 0
+    prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
     with private_file(out) as handle:
         async for row, verdicts in store.export_rows(run_id):
             (_, position, repeat, prompt_id, example_tags, status, reply, reasoning, finish_reason, error,
@@ -42,15 +44,15 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
             line = {
                 "prompt_id": prompt_id,
                 "repeat": repeat,
-                "example_tags": json.loads(example_tags),
-                "prompt": json.loads(body)["prompt"],
+                "example_tags": list(parsed_tags(example_tags)),
+                "prompt": prompts.get(body) or prompts.setdefault(body, json.loads(body)["prompt"]),
                 "completion": reply,
                 "score": score,
                 "rubrics": [
                     {
                         "criterion": criterion,
                         "points": points,
-                        "tags": json.loads(tags),
+                        "tags": list(parsed_tags(tags)),
                         "criteria_met": _met(vstatus),
                         "explanation": explanation,
                         **({"error": f"{verror_kind}: {verror}"} if vstatus == "error" else {}),
@@ -81,7 +83,7 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                 met = _met(status)
                 writer.writerow([visible_controls(cell) if isinstance(cell, str) else cell for cell in (
                     position, repeat, prompt_id, "" if score is None else score, idx, criterion, points,
-                    " ".join(json.loads(tags)), "" if met is None else str(met).lower(), status,
+                    " ".join(parsed_tags(tags)), "" if met is None else str(met).lower(), status,
                     explanation or "", error_kind or "", error or "",
                 )])
                 count += 1
