@@ -287,11 +287,12 @@ class Comparison:
     axes: dict[str, Difference]
     moved: list[Moved]  # every pair whose score changed, the largest change first
     agreement: Agreement | None  # None: compared by stored scores alone (no axes either)
+    totals: tuple[int, int] = (0, 0)  # each run's conversations: what the pairs are a part of
 
     def as_json(self) -> dict:
         return {
-            "run_a": {"id": self.run_a.id, "name": self.run_a.name},
-            "run_b": {"id": self.run_b.id, "name": self.run_b.name},
+            "run_a": {"id": self.run_a.id, "name": self.run_a.name, "conversations": self.totals[0]},
+            "run_b": {"id": self.run_b.id, "name": self.run_b.name, "conversations": self.totals[1]},
             **self.overall.as_dict(),
             "themes": {name: d.as_dict() for name, d in self.themes.items()},
             "axes": {name: d.as_dict() for name, d in self.axes.items()},
@@ -320,7 +321,8 @@ def compare(run_a: RunRow, run_b: RunRow, conversations_a: Sequence[Conversation
     moved.sort(key=lambda m: (-abs(m.change), m.position))
     verdicts_read = all(a.criteria is not None and b.criteria is not None for a, b in matched)
     return Comparison(run_a, run_b, differences[OVERALL], named(differences, THEME), named(differences, AXIS), moved,
-                      agreement(matched) if verdicts_read else None)
+                      agreement(matched) if verdicts_read else None,
+                      (len(conversations_a), len(conversations_b)))
 
 
 def tag_values(scored: list[tuple]) -> dict[str, tuple[list[float], list[float]]]:

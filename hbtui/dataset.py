@@ -286,7 +286,7 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
                         progress(done, total)
     except httpx.HTTPError as exc:
         partial.unlink(missing_ok=True)
-        raise DatasetError(f"{url}: download failed ({type(exc).__name__}: {exc}); use --data PATH for a local copy") from None
+        raise DatasetError(f"{url}: download failed ({type(exc).__name__}: {exc}); use a local copy: --data PATH, or the local file on the configuration screen") from None
     if digest.hexdigest() != official.sha256:
         partial.unlink(missing_ok=True)
         raise DatasetError(f"{url}: sha256 {digest.hexdigest()} differs from the published {official.sha256}")

@@ -58,7 +58,14 @@ INCOMPLETE = "incomplete"  # ended, scored on what is there, with replies or ver
 TAKEN_OVER = "taken over"  # this process lost the run to another: no status of its own to write
 
 
-def incomplete_message(run_id: int, no_reply: int, unfinished: int) -> str:
+NO_SOURCE_REPLY = "no_source_reply"  # a regrade's conversation whose reply never came in the run it regrades
+
+
+def incomplete_message(run_id: int, no_reply: int, unfinished: int, source_id: int | None = None) -> str:
+    if source_id is not None and no_reply:
+        # A regrade generates nothing: the replies it lacks are its source's to complete.
+        return (f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply in run {source_id}, which this one"
+                f" grades again; complete it with: hbtui regrade-errors {source_id}, then regrade it again")
     parts = []
     if no_reply:
         parts.append(f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply")
@@ -152,15 +159,22 @@ GRADER_SETTINGS = ("model_grader", "grader_base_url", "grader_template", "temper
 async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: str | None = None) -> int:
     """A new run, linked to ``source``, that grades its replies again with ``settings``' grader."""
     check_run_name(name)
-    if source.shown_status() == "running":
+    status = source.shown_status()
+    if status == "running":
         raise SettingsError(f"run {source.id} is still running; regrade it once it has stopped")
+    if status not in ("finished", "incomplete"):
+        # Its conversations without a reply yet would be left without one, and the regrade would
+        # score a part of the run as if it were the whole.
+        raise SettingsError(f"run {source.id} is {status}, its replies not all there: finish it first"
+                            f" (hbtui resume {source.id}), then regrade it")
     if not (await store.progress(source.id)).conversations_generated:
         raise SettingsError(f"run {source.id} has no replies to grade again (it got none)")
     settings.require_models()
     model = (settings.model_grader or "grader").split("/")[-1]
     await seed_cache(store, source, settings.cache_dir)
     return await store.create_regrade(source.id, name=name, name_base=f"{source.name}-regrade-{model}",
-                                      model_grader=settings.model_grader or "", settings=settings.public_dict())
+                                      model_grader=settings.model_grader or "", settings=settings.public_dict(),
+                                      unanswered_kinds=sorted(TRANSIENT_KINDS))
 
 
 async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
@@ -578,9 +592,9 @@ class Engine:
         # Every summary is fresh here: those of earlier processes were refreshed as this one
         # started, and this one wrote its own with the verdicts they sum up.
         report = await compute_report(self.store, run_id)
-        no_reply, unfinished = await self.store.gaps(run_id, TRANSIENT_KINDS)
+        no_reply, unfinished = await self.store.gaps(run_id, TRANSIENT_KINDS | {NO_SOURCE_REPLY})
         if no_reply or unfinished:
-            return INCOMPLETE, incomplete_message(run_id, no_reply, unfinished), report
+            return INCOMPLETE, incomplete_message(run_id, no_reply, unfinished, self.run.source_run_id), report
         if progress.conversations_total and not report["conversations"]["scored"]:
             # Every reply refused (a request no conversation could pass): nothing was measured.
             return (INCOMPLETE, f"no conversation could be scored: all {progress.conversations_failed} replies were"

@@ -15,6 +15,9 @@ from typing import Any, Iterable
 from hbtui import reference
 
 
+REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
+
+
 def describe_requests(settings: Any, template_name: str, template_sha256: str, deviations: Iterable[str] = ()) -> dict:
     """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation changed."""
     differences: list[str] = []
@@ -52,6 +55,7 @@ def describe_requests(settings: Any, template_name: str, template_sha256: str, d
         "reasoning_test": settings.reasoning_test,
         "reasoning_grader": settings.reasoning_grader,
         "grader_response_format": "json_schema" if settings.grader_json_schema else None,
+        "model_grader": settings.model_grader,
         "deviations": deviations,
         "differences": differences + deviations,
         "reference_identical": not differences and not deviations,
@@ -62,6 +66,11 @@ def requests_line(requests: dict | None) -> str:
     """One line for show, description.md and the app: ``requests: reference-identical``, or what differs."""
     if not requests:
         return "requests: not recorded (the run was made before hbtui recorded them; graded with the builtin prompt)"
+    # The requests can be the reference's while the grader is another model: a score then still
+    # does not stand beside the published ones, and the line says so.
+    grader = requests.get("model_grader")
+    other = (f"; graded by {grader}, the published numbers by {REFERENCE_GRADER}"
+             if grader and grader != REFERENCE_GRADER else "")
     if requests.get("reference_identical"):
-        return "requests: reference-identical"
-    return f"requests: differ from the reference ({', '.join(requests.get('differences', []))})"
+        return f"requests: reference-identical{other}"
+    return f"requests: differ from the reference ({', '.join(requests.get('differences', []))}){other}"

@@ -59,7 +59,7 @@ class ProgressPrinter:
             self.scores = list(event.scores)
             self._print(
                 f"run {event.run_id} {one_line(event.name)}: {event.conversations_total} conversations,"
-                f" {event.criteria_total} criteria ({self.tally.conversations_done} replies and {self.tally.graded}"
+                f" {event.criteria_total} criteria ({self.tally.replies} replies and {self.tally.graded}"
                 " verdicts already stored)"
             )
         elif isinstance(event, GenerationFailed):

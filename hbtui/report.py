@@ -131,7 +131,7 @@ def render_report(run: RunRow, brief: bool = False, scores: list[float] | None =
         f" {one_line(run.model_grader, 40)} on {one_line(run.dataset_name, 80)}"
         + (f" (the replies of run {run.source_run_id}, graded again)" if run.source_run_id else "")
     )
-    if run.error:
+    if run.error and not brief:  # brief: after a run, whose command says its error on a line of its own
         head += f"\nerror: {one_line(run.error, 400)}"
     head += f"\n{one_line(requests_line(run.requests), 600)}"
     if not overall:

@@ -194,7 +194,7 @@ def test_a_run_with_the_reference_preset_sends_what_the_reference_sends(ref, ser
     assert sorted(json.dumps(g["messages"]) for g in graders) == sorted(expected)
 
     assert cli.main(["show", "ref"]) == 0
-    assert "requests: reference-identical" in capsys.readouterr().out
+    assert "requests: reference-identical; graded by grader-model, the published numbers by" in capsys.readouterr().out
     assert cli.main(["show", "ref", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["requests"]["reference_identical"] is True
@@ -210,9 +210,13 @@ def test_what_differs_is_said_in_one_line():
     assert "max tokens 1024 for the grader" in line and "grader asked for json_schema output" in line
     assert record["reference_identical"] is False
     same = describe_requests(reference_settings(), "reference", reference.TEMPLATE_SHA256, ["x refused"])
-    assert requests_line(same) == "requests: differ from the reference (x refused)"
-    assert requests_line(describe_requests(reference_settings(), "reference", reference.TEMPLATE_SHA256)) == (
+    assert requests_line(same).startswith("requests: differ from the reference (x refused); graded by g,")
+    reference_grader = reference_settings(model_grader="gpt-4.1-2025-04-14")
+    assert requests_line(describe_requests(reference_grader, "reference", reference.TEMPLATE_SHA256)) == (
         "requests: reference-identical")
+    # The same requests to another grader are said to be just that: not the published numbers' grader.
+    assert requests_line(describe_requests(reference_settings(), "reference", reference.TEMPLATE_SHA256)) == (
+        "requests: reference-identical; graded by g, the published numbers by gpt-4.1-2025-04-14")
 
 
 @needs_reference

@@ -162,3 +162,31 @@ def test_regrade_bad_inputs_are_one_line_and_write_nothing(here, server, capsys)
         assert err.count("\n") == 1 and says in err, (argv, err)
     assert db_rows(db, "SELECT count(*) FROM runs")[0][0] == 1
     assert db.read_bytes() == before
+
+
+def test_a_run_whose_replies_are_not_all_there_is_not_regraded_and_an_incomplete_one_stays_incomplete(
+        here, server, capsys):
+    async def planned_only():
+        async with await Store.open(here / "runs" / "hbtui.sqlite") as store:
+            settings = offline_settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
+                                        db_path=str(here / "runs" / "hbtui.sqlite"))
+            run_id = await plan_run(store, settings, load_jsonl(here / "data.jsonl"), name="half")
+            await store.finish_run(run_id, "interrupted")
+
+    asyncio.run(planned_only())
+    assert cli.main(["regrade", "half"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "run 1 is interrupted, its replies not all there: finish it first (hbtui resume 1)" in err
+    # An incomplete run (replies that never came) gives an incomplete regrade, which says why.
+    server.control(faults={"server_error": 0.5}, seed=2)
+    assert cli.main(["run", "--data", "data.jsonl", "--name", "gaps", "--max-attempts", "1"]) == cli.EXIT_INCOMPLETE
+    server.control(faults={})
+    db = here / "runs" / "hbtui.sqlite"
+    missing = db_rows(db, "SELECT count(*) FROM conversations WHERE run_id = 2 AND status = 'failed'")[0][0]
+    assert missing
+    capsys.readouterr()
+    server.reset_stats()
+    assert cli.main(["regrade", "gaps"]) == cli.EXIT_INCOMPLETE
+    err = capsys.readouterr().err
+    assert f"{missing} conversation" in err and "got no reply in run 2" in err and "hbtui regrade-errors 2" in err
+    assert calls(server)[0] == 0

@@ -82,6 +82,13 @@ async def test_a_grades_the_replies_again_as_a_new_run_from_the_browser(server, 
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, RegradeModal), what="the dialog")
         assert "Grade the replies of run 1 source again" in screen_text(app)
+        # ctrl+e from where the dialog opens (a text field, which binds ctrl+e itself): the reference's grader
+        await pilot.press("ctrl+e")
+        assert app.screen.query_one("#regrade-temperature_grader", Input).value == "0.5"
+        assert app.screen.query_one("#regrade-system_message_grader", Input).value == "You are a helpful assistant."
+        await pilot.press("escape")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, RegradeModal), what="the dialog again")
         app.screen.query_one("#regrade-temperature_grader", Input).value = "hot"
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Temperature: 'hot' is not a number" in screen_text(app), what="the problem")

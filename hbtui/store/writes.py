@@ -124,11 +124,11 @@ class StoreWrites(Connection):
             while await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
                 name, suffix = f"{name_base}-{suffix}", suffix + 1
         elif await self._one("SELECT 1 FROM runs WHERE name = ?", (name,)):
-            raise StoreError(f"a run named {name!r} exists already; choose another --name")
+            raise StoreError(f"a run named {name!r} exists already; choose another name (--name)")
         return name
 
     async def create_regrade(self, source_id: int, *, name: str | None, name_base: str, model_grader: str,
-                             settings: dict) -> int:
+                             settings: dict, unanswered_kinds: Sequence[str] = ()) -> int:
         """A new run that grades ``source_id``'s replies again: its conversations with their
         replies copied (no generation call: what the model said is the source's), its criteria
         pending. A conversation that got no reply there is left without one here, never generated."""
@@ -151,9 +151,12 @@ class StoreWrites(Connection):
                 " CASE WHEN status = 'generated' THEN 'generated' ELSE 'failed' END, reply, reasoning, finish_reason,"
                 " CASE WHEN status = 'generated' THEN NULL ELSE 'no reply in run ' || ? || ': '"
                 " || coalesce(error, status) END,"
-                " CASE WHEN status = 'generated' THEN NULL ELSE 'no_source_reply' END, generated_at"
+                # A refusal is an answer and stays one; a reply that never came is missing here too.
+                f" CASE WHEN status = 'generated' THEN NULL WHEN status = 'failed' AND error_kind IS NOT NULL"
+                f" AND error_kind NOT IN ({','.join('?' * len(unanswered_kinds)) or 'NULL'}) THEN error_kind"
+                " ELSE 'no_source_reply' END, generated_at"
                 " FROM conversations WHERE run_id = ? ORDER BY position",
-                (run_id, source_id, source_id),
+                (run_id, source_id, *unanswered_kinds, source_id),
             )
             await db.execute(
                 "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags)"

@@ -45,8 +45,9 @@ class RegradeModal(ModalScreen[dict[str, str] | None]):
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="regrade.cancel"),
-        Binding("ctrl+s", "submit", "Regrade", id="regrade.submit"),
-        Binding("ctrl+e", "reference", "Reference grader", id="regrade.reference"),
+        # Priority: the inputs take ctrl+e (end of line) and would swallow them otherwise.
+        Binding("ctrl+s", "submit", "Regrade", id="regrade.submit", priority=True),
+        Binding("ctrl+e", "reference", "Reference grader", id="regrade.reference", priority=True),
     ]
 
     def __init__(self, run: RunRow) -> None:
