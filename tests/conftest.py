@@ -118,6 +118,17 @@ def small_dataset(tmp_path) -> Path:
     return write_jsonl(tmp_path / "small.jsonl", records)
 
 
+def user_folder(path: Path, monkeypatch, server: FakeServer, extra: str = "") -> Path:
+    """``path`` as a user's working folder for in-process `cli.main` calls: a .env for the test
+    server, and none of the caller's endpoint settings in the environment."""
+    monkeypatch.chdir(path)
+    (path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
+                               f"CONCURRENCY=4\n{extra}")
+    for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
+        monkeypatch.delenv(key, raising=False)
+    return path
+
+
 def offline_settings(**values) -> Settings:
     """Settings as a test's run needs them: the session's cache, which holds the reference prompt."""
     values.setdefault("cache_dir", os.environ["HBTUI_CACHE"])

@@ -12,18 +12,14 @@ from hbtui import cli
 from hbtui.dataset import load_jsonl
 from hbtui.engine import plan_run
 from hbtui.store import Store
-from tests.conftest import make_record, offline_settings, write_jsonl
+from tests.conftest import make_record, offline_settings, user_folder, write_jsonl
 
 CRITERIA = 3
 
 
 @pytest.fixture
 def here(tmp_path, monkeypatch, server):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
-                                   "CONCURRENCY=4\n")
-    for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
-        monkeypatch.delenv(key, raising=False)
+    user_folder(tmp_path, monkeypatch, server)
     write_jsonl(tmp_path / "data.jsonl", [
         make_record(f"r{i}", [(f"criterion {k} of {i}", 3 - k, [f"axis:a{k}"]) for k in range(CRITERIA)],
                     user=f"question {i}")

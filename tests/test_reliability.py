@@ -24,7 +24,7 @@ from hbtui.events import RunStarted
 from hbtui.printer import ProgressPrinter
 from hbtui.store import RunBusy, Store
 from hbtui.tui.monitor_data import RunCounters, view_from_store
-from tests.conftest import make_record, run_engine, settings_for, write_jsonl
+from tests.conftest import make_record, run_engine, settings_for, user_folder, write_jsonl
 from tests.support.server_process import FakeServer
 
 
@@ -271,12 +271,7 @@ def test_an_endpoint_that_stops_answering_stops_the_run_resumable(tmp_path):
 
 @pytest.fixture
 def in_dir(tmp_path, monkeypatch, server):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
-                                   "CONCURRENCY=4\nMAX_ATTEMPTS=1\n")
-    for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
-        monkeypatch.delenv(key, raising=False)
-    return tmp_path
+    return user_folder(tmp_path, monkeypatch, server, "MAX_ATTEMPTS=1\n")
 
 
 def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors_completes_it(
