@@ -13,8 +13,8 @@ poll would take to notice is not counted).
 from __future__ import annotations
 
 import argparse
-import shutil
 import asyncio
+import shutil
 import statistics
 import sys
 import tempfile
@@ -24,13 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-from bench.frame_timer import FrameTimer  # noqa: E402
-from hbtui.store import Store  # noqa: E402
-from hbtui.tui.screens.conversation import ConversationScreen  # noqa: E402
-from hbtui.tui.screens.run import RunScreen  # noqa: E402
-from hbtui.tui.widgets.verdict_list import VerdictList  # noqa: E402
-from tests.support.browser_harness import browser_app  # noqa: E402
-from tests.support.synth import synthesize_run  # noqa: E402
+from bench.frame_timer import FrameTimer
+from hbtui.store import Store
+from hbtui.tui.screens.conversation import ConversationScreen
+from hbtui.tui.screens.run import RunScreen
+from hbtui.tui.widgets.verdict_list import VerdictList
+from tests.support.browser_harness import browser_app
+from tests.support.synth import synthesize_run
 
 
 async def until(condition, timeout: float = 10.0) -> None:
@@ -88,7 +88,7 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
         opened = await timed(lambda: app.open_run(run_id), run_shown)
         screen = app.screen
         print(f"open run (summary and list page 1 on screen): first {ms(opens[0])}, then median "
-              f"{ms(statistics.median(opens[1:] + [opened]))}, max {ms(max(opens[1:] + [opened]))}")
+              f"{ms(statistics.median([*opens[1:], opened]))}, max {ms(max([*opens[1:], opened]))}")
         lst = screen.conversation_list
         summary = screen.query_one("#summary-scroll")
         first = await timed(key("2"), lambda: app.focused is lst and laid_out(lst))
@@ -102,7 +102,7 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
         times = []
         for _ in range(pages):
             before = lst.cursor
-            times.append(await timed(key("pagedown"), lambda: lst.cursor > before and lst.row(lst.cursor) is not None))
+            times.append(await timed(key("pagedown"), lambda before=before: lst.cursor > before and lst.row(lst.cursor) is not None))
         print(f"pagedown x{pages} (page fetches included): median {ms(statistics.median(times))}, "
               f"max {ms(max(times))}, now at row {lst.cursor + 1:,}")
         print(f"G -> last row on screen:                                       "
@@ -120,13 +120,13 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
         steps = []
         for _ in range(10):
             index = conversation.index + 1
-            steps.append(await timed(key("n"), lambda: conversation.loaded and conversation.index == index))
+            steps.append(await timed(key("n"), lambda index=index: conversation.loaded and conversation.index == index))
         print(f"n (next conversation) x10: median {ms(statistics.median(steps))}, max {ms(max(steps))}")
         jumps = []
         verdicts = conversation.query_one(VerdictList)
         for name in "jjjjkkjjkk":
             target = verdicts.selected + (1 if name == "j" else -1)
-            jumps.append(await timed(key(name), lambda: verdicts.selected == target))
+            jumps.append(await timed(key(name), lambda target=target: verdicts.selected == target))
         print(f"j/k within a conversation: median {ms(statistics.median(jumps))}, max {ms(max(jumps))}")
         back = await timed(key("escape"), lambda: laid_out(lst))
         print(f"escape -> back to the list:                                    {ms(back)}")

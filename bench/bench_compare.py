@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.frame_timer import FrameTimer  # noqa: E402
-from hbtui.compare import compare_runs  # noqa: E402
-from hbtui.store import Store  # noqa: E402
-from tests.support.browser_harness import browser_app  # noqa: E402
-from tests.support.synth import synthesize_run  # noqa: E402
+from bench.frame_timer import FrameTimer
+from hbtui.compare import compare_runs
+from hbtui.store import Store
+from tests.support.browser_harness import browser_app
+from tests.support.synth import synthesize_run
 
 
 def ms(seconds: float) -> str:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hbtui.config import Settings  # noqa: E402
-from hbtui.dataset import load_jsonl  # noqa: E402
-from hbtui.engine import Engine, plan_run  # noqa: E402
-from hbtui.store import Store  # noqa: E402
-from tests.support.server_process import FakeServer  # noqa: E402
+from hbtui.config import Settings
+from hbtui.dataset import load_jsonl
+from hbtui.engine import Engine, plan_run
+from hbtui.store import Store
+from tests.support.server_process import FakeServer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
 

@@ -28,18 +28,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.frame_timer import FrameTimer  # noqa: E402
-from hbtui.config import Settings  # noqa: E402
-from hbtui.dataset import load_jsonl  # noqa: E402
-from hbtui.engine import plan_run  # noqa: E402
-from hbtui.store import MET, NOT_MET, PlannedConversation, Store  # noqa: E402
-from hbtui.tui.app import HBTuiApp  # noqa: E402
-from hbtui.tui.screens.config import ConfigScreen  # noqa: E402
-from hbtui.tui.screens.help import HelpModal  # noqa: E402
-from hbtui.tui.monitor_data import view_from_store  # noqa: E402
-from hbtui.tui.screens.monitor import MonitorScreen  # noqa: E402
-from hbtui.tui.screens.runs import RunsScreen  # noqa: E402
-from tests.support.server_process import FakeServer  # noqa: E402
+from bench.frame_timer import FrameTimer
+from hbtui.config import Settings
+from hbtui.dataset import load_jsonl
+from hbtui.engine import plan_run
+from hbtui.store import MET, NOT_MET, PlannedConversation, Store
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.monitor_data import view_from_store
+from hbtui.tui.screens.config import ConfigScreen
+from hbtui.tui.screens.help import HelpModal
+from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.runs import RunsScreen
+from tests.support.server_process import FakeServer
 
 CRITERIA = 12
 
@@ -65,7 +65,7 @@ class LoopLag:
             await asyncio.sleep(0.01)
             self.lags.append((time.perf_counter() - started - 0.01) * 1000)
 
-    def __enter__(self) -> "LoopLag":
+    def __enter__(self) -> LoopLag:
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self
 
@@ -210,7 +210,7 @@ async def bench_engine(seconds: float, conversations: int) -> None:
         async with await Store.open(db) as store:
             run_id = await plan_run(store, settings, load_jsonl(data), name="bench-engine")
         app = HBTuiApp(settings=settings, env_file=None)
-        async with app.run_test(size=(80, 24)) as pilot:
+        async with app.run_test(size=(80, 24)):
             await until(lambda: isinstance(app.screen, RunsScreen))
             live = await app.start_run(run_id, settings)
             await asyncio.sleep(1.0)

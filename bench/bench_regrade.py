@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.support.server_process import FakeServer  # noqa: E402
+from tests.support.server_process import FakeServer
 
 DATA = ROOT.parent / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
 

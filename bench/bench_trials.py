@@ -41,10 +41,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hbtui.config import ALIASES, KEYS  # noqa: E402
-from hbtui.grading import grader_prompt, load_template  # noqa: E402
-from tests.support.fake_server import DEFAULT_CONFIG, expected_verdict  # noqa: E402
-from tests.support.server_process import FakeServer  # noqa: E402
+from hbtui.config import ALIASES, KEYS
+from hbtui.grading import grader_prompt, load_template
+from tests.support.fake_server import DEFAULT_CONFIG, expected_verdict
+from tests.support.server_process import FakeServer
 
 SHARED = Path(os.environ.get("HBTUI_HEALTHBENCH_DIR") or ROOT.parent / "shared" / "healthbench")
 MAIN_SUBSET = SHARED / "healthbench_main_subset.jsonl"

@@ -15,29 +15,38 @@ import shutil
 import signal
 import sqlite3
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, NoReturn
 
 from hbtui import __version__
-from hbtui.schema import holds_our_header
 from hbtui.client import ChatError
 from hbtui.compare import NothingToCompare
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.engine import (
-    GRADER_SETTINGS, INCOMPLETE, TAKEN_OVER, Engine, check_run_name, plan_regrade, plan_run, refuse_measured_changes,
-    resume_hint, settings_for_run,
+    GRADER_SETTINGS,
+    INCOMPLETE,
+    TAKEN_OVER,
+    Engine,
+    check_run_name,
+    plan_regrade,
+    plan_run,
+    refuse_measured_changes,
+    resume_hint,
+    settings_for_run,
 )
 from hbtui.export import write_csv, write_jsonl
+from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs
 from hbtui.run_stats import run_statistics
+from hbtui.schema import holds_our_header
 from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
-from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.text import one_line, visible_controls, visible_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -501,7 +510,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except OSError as exc:
         _complain("error", f"{exc.filename or ''}: {exc.strerror or exc}".replace(": : ", ": ").removeprefix(": "))
         return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - the user sees one line, never a traceback
+    except Exception as exc:
         if os.environ.get("HBTUI_DEBUG"):
             raise
         _complain("internal error", f"{type(exc).__name__}: {exc} (HBTUI_DEBUG=1 shows the traceback)")

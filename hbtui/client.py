@@ -15,8 +15,9 @@ import math
 import random
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import aiohttp
 import httpx
@@ -249,7 +250,7 @@ class ChatClient:
             self._http = make_http_client(self.timeout, self.limiter.max_limit)
         return self._http
 
-    def _body(self, request: "ChatRequest", quirks: ModelQuirks) -> dict[str, Any]:
+    def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
         """The request as this endpoint and model accept it, after what they refused so far."""
         body: dict[str, Any] = {"model": request.model, "messages": request.messages}
         if request.temperature is not None and "temperature" not in quirks.dropped:
@@ -312,7 +313,7 @@ class ChatClient:
                 return
             self.limiter.release()  # paused while we queued for the slot: wait for the resume
 
-    async def _complete(self, request: "ChatRequest", quirks: ModelQuirks) -> ChatResult:
+    async def _complete(self, request: ChatRequest, quirks: ModelQuirks) -> ChatResult:
         model = request.model
         attempts = 0
         adjustments = 0

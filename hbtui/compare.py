@@ -17,14 +17,19 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from hbtui.scoring import (
-    BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, OVERALL, bootstrap_picks, clipped_mean, conversation_metrics,
+    BOOTSTRAP_SAMPLES,
+    BOOTSTRAP_SEED,
+    OVERALL,
+    bootstrap_picks,
+    clipped_mean,
+    conversation_metrics,
 )
 from hbtui.store.rows import MET, NOT_MET, RunRow
 

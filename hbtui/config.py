@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlparse
 
 from dotenv import dotenv_values
@@ -117,7 +118,7 @@ class Settings:
     def effective_grader_concurrency(self) -> int:
         return self.grader_concurrency or self.concurrency
 
-    def with_overrides(self, **values: Any) -> "Settings":
+    def with_overrides(self, **values: Any) -> Settings:
         """Command-line values on top; None means "not given" and keeps the current value."""
         given = {k: v for k, v in values.items() if v is not None}
         for name, value in given.items():

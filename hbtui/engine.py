@@ -13,15 +13,24 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-import json
 import sqlite3
 import time
-from pathlib import Path
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any
 
 from hbtui import scoring
-from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, CallRecord, ChatClient, ChatError, Endpoint
+from hbtui.client import (
+    CONNECTION,
+    CONTEXT_LENGTH,
+    TRANSIENT_KINDS,
+    UNPARSEABLE,
+    CallRecord,
+    ChatClient,
+    ChatError,
+    Endpoint,
+)
 from hbtui.config import Settings, SettingsError, attribute_key
 from hbtui.dataset import Dataset, Record, sample
 from hbtui.events import (
@@ -39,14 +48,26 @@ from hbtui.events import (
 from hbtui.export import write_run_folder
 from hbtui.fidelity import describe_requests
 from hbtui.grading import (
-    VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template,
+    VERDICT_FORMAT,
+    fill_template,
+    grade_criterion,
+    graded_conversation,
+    load_template,
 )
-from hbtui.verdict_cache import RequestKeys, conversation_digest
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.store import (
-    ERROR, MET, NOT_MET, PlannedConversation, RunRow, RunTakenOver, Store, StoreError, WorkItem,
+    ERROR,
+    MET,
+    NOT_MET,
+    PlannedConversation,
+    RunRow,
+    RunTakenOver,
+    Store,
+    StoreError,
+    WorkItem,
 )
 from hbtui.store.owners import this_owner
+from hbtui.verdict_cache import RequestKeys, conversation_digest
 
 HEARTBEAT_SECONDS = 2.0
 # No new call goes out unless a write confirmed, this recently, that this process still holds

@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 
 from hbtui.config import LENGTH_CENTRE, Settings
+from hbtui.fidelity import requests_line
 from hbtui.files import private_file
 from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_line
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import MET, NOT_MET, RunRow, Store
-from hbtui.fidelity import requests_line
 from hbtui.store.reads import parsed_tags
 from hbtui.text import one_line, visible_controls
 
@@ -39,7 +39,7 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
     with private_file(out) as handle:
         async for row, verdicts in store.export_rows(run_id):
-            (_, position, repeat, prompt_id, example_tags, status, reply, reasoning, finish_reason, error,
+            (_, _position, repeat, prompt_id, example_tags, status, reply, reasoning, finish_reason, error,
              error_kind, score, body) = row
             line = {
                 "prompt_id": prompt_id,
@@ -115,7 +115,7 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
             "| --- |" + " --- |" * len(ks),
             "| score | " + " | ".join("-" if worst[k] is None else f"{worst[k]:.4f}" for k in ks) + " |",
         ]
-    return lines + [""]
+    return [*lines, ""]
 
 
 def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str | None = None) -> str:

@@ -9,11 +9,11 @@ reasoning removed from a reply): the requests as they were sent, not as they wer
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from hbtui import reference
-
 
 REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Sequence
 
 from hbtui.client import UNPARSEABLE, ChatClient, replace_lone_surrogates
 from hbtui.limiter import GRADING

@@ -80,7 +80,7 @@ class AdaptiveLimiter:
             self.limit += 1
             self._wake()
 
-    async def __aenter__(self) -> "AdaptiveLimiter":
+    async def __aenter__(self) -> AdaptiveLimiter:
         await self.acquire()
         return self
 

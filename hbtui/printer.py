@@ -14,11 +14,9 @@ from typing import TextIO
 from hbtui.events import (
     CallFailed,
     ConversationScored,
-    CriterionGraded,
     Event,
     GenerationFailed,
     Noted,
-    ReplyGenerated,
     RunFinished,
     RunStarted,
 )

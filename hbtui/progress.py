@@ -23,7 +23,7 @@ class Tally:
     skipped: int = 0
 
     @classmethod
-    def from_progress(cls, progress) -> "Tally":
+    def from_progress(cls, progress) -> Tally:
         """From the store's Progress (what the database holds)."""
         return cls(progress.conversations_total, progress.conversations_generated, progress.conversations_failed,
                    progress.criteria_total, progress.criteria_graded, progress.criteria_errors,

@@ -9,8 +9,8 @@ explanations are data and are kept as received.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Iterable
 
 REDACTED = "<redacted>"
 

@@ -83,7 +83,7 @@ def _breakdown(metrics: dict, prefix: str, title: str) -> list[str]:
     lines = [f"{title:<{width}}  score  95% CI        n"]
     for name, m in items:
         lines.append(f"{name:<{width}}  {m['value']:.3f}  {_ci(m):<12}  {m['n']}")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def length_adjusted_line(stats: RunStatistics) -> str | None:
@@ -104,7 +104,7 @@ def worst_at_k_lines(worst: dict | None) -> list[str]:
     lines = [f"worst-at-k over {len(ks)} repeats ({worst['n_prompts']} prompts with every repeat scored)"]
     lines.append("k      " + "  ".join(f"{k:>5}" for k in ks))
     lines.append("score  " + "  ".join(f"{_fmt(worst[k]):>5}" for k in ks))
-    return lines + [""]
+    return [*lines, ""]
 
 
 def usage_lines(stats: RunStatistics) -> list[str]:

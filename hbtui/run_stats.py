@@ -8,9 +8,9 @@ what the store holds, so `show`, the run's screen and `description.md` say the s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
-from typing import Mapping, Sequence
 
 import numpy as np
 

@@ -22,7 +22,7 @@ def conversation_digest(rendered_conversation: str) -> str:
 
 def request_prefix(*, endpoint: str, model: str, template_sha256: str, system: str | None, conversation: str,
                    temperature: float | None, max_tokens: int, reasoning_effort: str | None, json_schema: bool,
-                   repeat: int) -> "hashlib._Hash":
+                   repeat: int) -> hashlib._Hash:
     """The hash of everything but the criterion; ``conversation`` is the rendered conversation's
     digest. Copied and fed each criterion, it gives that criterion's key (computed 60,000 times
     in a regrade: one JSON document per criterion cost a second)."""
@@ -31,7 +31,7 @@ def request_prefix(*, endpoint: str, model: str, template_sha256: str, system: s
     return hashlib.sha256(material.encode() + b"\x00")
 
 
-def verdict_key(prefix: "hashlib._Hash", criterion: str) -> str:
+def verdict_key(prefix: hashlib._Hash, criterion: str) -> str:
     """``criterion`` is the rendered criterion (``[points] text``), as the grader is sent it."""
     digest = prefix.copy()
     digest.update(criterion.encode("utf-8", "surrogatepass"))
@@ -54,7 +54,7 @@ class RequestKeys:
 
         return conversation_digest(graded_conversation(self.sent_messages(prompt), reply))
 
-    def prefix(self, digest: str, repeat: int) -> "hashlib._Hash":
+    def prefix(self, digest: str, repeat: int) -> hashlib._Hash:
         settings = self.settings
         return request_prefix(
             endpoint=settings.effective_grader_base_url or "", model=settings.model_grader or "",

@@ -10,8 +10,8 @@ import asyncio
 import hashlib
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -103,7 +103,7 @@ def one_line_error(capsys, argv: list[str], *named: str, code: int = 2) -> str:
         returned = main(argv)
     except SystemExit as exc:  # argparse's own errors
         returned = exc.code
-    out, err = capsys.readouterr()
+    _out, err = capsys.readouterr()
     assert returned == code, (returned, err)
     assert err.startswith("hbtui: error: ") and err.count("\n") == 1, err
     assert "Traceback" not in err and "internal error" not in err

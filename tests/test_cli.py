@@ -9,7 +9,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

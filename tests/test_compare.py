@@ -15,10 +15,16 @@ from hbtui import cli
 from hbtui.compare import Conversation, Criterion, Kappa, NothingToCompare, compare, kappa_of, paired_difference
 from hbtui.store import RunRow
 from tests.conftest import (
-    CONSENSUS_SUBSET, HARD_SUBSET, MAIN_SUBSET, make_record, needs_shared, run_engine, settings_for, write_jsonl,
+    CONSENSUS_SUBSET,
+    HARD_SUBSET,
+    MAIN_SUBSET,
+    make_record,
+    needs_shared,
+    run_engine,
+    settings_for,
+    write_jsonl,
 )
 from tests.test_cli import hbtui
-
 
 # ---- the numbers, by hand ----------------------------------------------------------------------
 
@@ -97,7 +103,7 @@ def conversation(conv_id: int, prompt_id: str, line: str, verdicts: list[bool | 
 def test_same_prompt_id_with_another_rubric_does_not_pair():
     main = [conversation(1, "p1", "main line of p1", [True, False])]
     consensus = [conversation(2, "p1", "consensus line of p1", [True, True])]
-    with pytest.raises(NothingToCompare, match="different datasets .*share no conversation"):
+    with pytest.raises(NothingToCompare, match=r"different datasets .*share no conversation"):
         compare(run_row(1, "main.jsonl", "a" * 64), run_row(2, "consensus.jsonl", "c" * 64), main, consensus)
 
 

@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from hbtui.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
-from tests.support.tui import wait_for
 from tests.conftest import offline_settings
+from tests.support.tui import wait_for
 
 # Root writes through any mode bits, so as root the folder is made read-only the way a
 # read-only disk is: a read-only bind mount, in a mount namespace of the command's own.

@@ -90,5 +90,5 @@ def test_real_subsets_load(path, count):
 @needs_shared
 def test_sample_of_real_records_matches_reference():
     dataset = load_jsonl(MAIN_SUBSET)
-    expected = random.Random(0).sample([json.loads(l)["prompt_id"] for l in MAIN_SUBSET.read_text().splitlines()], 25)
+    expected = random.Random(0).sample([json.loads(line)["prompt_id"] for line in MAIN_SUBSET.read_text().splitlines()], 25)
     assert [r.prompt_id for r in sample(dataset.records, 25, 0)] == expected

@@ -51,5 +51,5 @@ def test_corrupt_download_is_refused_and_not_cached(mirror, tmp_path):
 
 def test_unreachable_mirror_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("HBTUI_DATA_URL", "http://127.0.0.1:9/")
-    with pytest.raises(DatasetError, match="download failed.*--data PATH"):
+    with pytest.raises(DatasetError, match=r"download failed.*--data PATH"):
         load_subset("main", tmp_path / "cache")

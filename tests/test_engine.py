@@ -93,7 +93,7 @@ def test_bad_key_stops_the_run_at_once(tmp_path, small_dataset):
 
     with FakeServer(api_key="sk-right") as server:
         settings = settings_for(server, tmp_path / "db.sqlite", api_key="sk-wrong", concurrency=2)
-        run_id, status = asyncio.run(run_engine(settings, small_dataset))
+        _run_id, status = asyncio.run(run_engine(settings, small_dataset))
         assert status == "failed"
         assert server.stats()["requests"] <= 2  # one per worker in flight, no retries
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
@@ -110,7 +110,7 @@ def test_refused_generation_is_excluded_not_graded(server, tmp_path, small_datas
     small_dataset.write_text("".join(json.dumps(r) + "\n" for r in records))
     server.control(context_chars=3500)  # the grader prompts of p1 and p2 fit, p3's question does not
     db = tmp_path / "db.sqlite"
-    run_id, status = asyncio.run(run_engine(settings_for(server, db), small_dataset))
+    _run_id, status = asyncio.run(run_engine(settings_for(server, db), small_dataset))
     assert status == "finished"
     with sqlite3.connect(db) as conn:
         failed = conn.execute("SELECT prompt_id, error_kind, error FROM conversations WHERE status='failed'").fetchall()
@@ -193,7 +193,7 @@ def test_engine_and_store_never_import_textual():
 @pytest.mark.slow
 def test_full_run_of_all_738_real_records(server, tmp_path):
     db = tmp_path / "full.sqlite"
-    run_id, status = asyncio.run(run_engine(settings_for(server, db, concurrency=64), MAIN_SUBSET))
+    _run_id, status = asyncio.run(run_engine(settings_for(server, db, concurrency=64), MAIN_SUBSET))
     assert status == "finished"
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM verdicts WHERE status IN ('met','not_met')").fetchone()[0] == 8807
@@ -204,7 +204,7 @@ def test_full_run_of_all_738_real_records(server, tmp_path):
 def test_cut_off_verdict_is_asked_again_with_twice_the_budget(server, tmp_path, small_dataset):
     server.control(truncate_grader_below=150)  # verdicts asked with fewer tokens come back cut
     db = tmp_path / "db.sqlite"
-    run_id, status = asyncio.run(run_engine(settings_for(server, db, max_tokens_grader=100,
+    _run_id, status = asyncio.run(run_engine(settings_for(server, db, max_tokens_grader=100,
                                                          grader_parse_attempts=1), small_dataset))
     assert status == "finished"
     with sqlite3.connect(db) as conn:
@@ -217,7 +217,7 @@ def test_cut_off_verdict_is_asked_again_with_twice_the_budget(server, tmp_path, 
 def test_truncated_reply_is_graded_and_flagged(server, tmp_path, small_dataset):
     server.control(truncate_generation=True)
     db = tmp_path / "db.sqlite"
-    run_id, status = asyncio.run(run_engine(settings_for(server, db), small_dataset))
+    _run_id, status = asyncio.run(run_engine(settings_for(server, db), small_dataset))
     assert status == "finished"
     with sqlite3.connect(db) as conn:
         assert {r for (r,) in conn.execute("SELECT finish_reason FROM conversations")} == {"length"}
@@ -227,7 +227,7 @@ def test_truncated_reply_is_graded_and_flagged(server, tmp_path, small_dataset):
 def test_unreachable_endpoint_stops_the_run_instead_of_failing_every_conversation(tmp_path, small_dataset):
     db = tmp_path / "db.sqlite"
     settings = settings_for(type("Down", (), {"base_url": "http://127.0.0.1:9/v1"})(), db, max_attempts=2)
-    run_id, status = asyncio.run(run_engine(settings, small_dataset))
+    _run_id, status = asyncio.run(run_engine(settings, small_dataset))
     assert status == "failed"
     with sqlite3.connect(db) as conn:
         error, = conn.execute("SELECT error FROM runs").fetchone()
@@ -263,7 +263,7 @@ def test_a_fatal_grader_error_lets_the_paid_replies_in_flight_finish(server, tmp
     with FakeServer(api_key="sk-right") as guarded:
         settings = settings_for(server, db, concurrency=3, grader_base_url=guarded.base_url,
                                 grader_api_key="sk-wrong-key")
-        run_id, status = asyncio.run(run_engine(settings, small_dataset))
+        _run_id, status = asyncio.run(run_engine(settings, small_dataset))
     assert status == "failed"
     with sqlite3.connect(db) as conn:
         generated = conn.execute("SELECT count(*) FROM conversations WHERE status = 'generated'").fetchone()[0]
@@ -307,7 +307,7 @@ def test_pause_stops_new_requests_until_resumed(server, tmp_path, small_dataset)
 def test_resume_asks_again_what_got_no_answer(server, tmp_path, small_dataset):
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db)
-    run_id, status = asyncio.run(run_engine(settings, small_dataset))
+    run_id, _status = asyncio.run(run_engine(settings, small_dataset))
     with sqlite3.connect(db) as conn:  # as a run ends after its retries ran out, or a refusal
         conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'server_error' WHERE idx = 0")
         conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'refused' WHERE idx = 1")
@@ -393,7 +393,7 @@ def test_a_malformed_answer_is_retried_and_never_leaves_a_finished_run_incomplet
         finally:
             await runner.cleanup()
 
-    run_id, status = asyncio.run(go())
+    _run_id, status = asyncio.run(go())
     assert status == "finished"
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
         assert conn.execute("SELECT count(*) FROM verdicts WHERE status != 'met'").fetchone()[0] == 0

@@ -7,7 +7,6 @@ import sqlite3
 import pytest
 
 from hbtui.store import Store
-from tests.conftest import run_engine, settings_for
 
 
 def test_small_run_scores_match_hand_computation(finished_run_db):

@@ -25,7 +25,7 @@ class LimitAfterStart:
     def on_event(self, event):
         if type(event).__name__ == "RunStarted":
             # aiosqlite runs statements in order on its thread: this lands before the first batch.
-            asyncio.ensure_future(self.store.db.execute(self.pragma))
+            self.task = asyncio.ensure_future(self.store.db.execute(self.pragma))
 
 
 def _run_with_connection_limit(db, settings, small_dataset, pragma):

@@ -11,14 +11,13 @@ import time
 import pytest
 
 from hbtui import cli
-
 from hbtui.dataset import load_jsonl
 from hbtui.engine import compute_report, plan_run
 from hbtui.export import write_csv, write_jsonl
 from hbtui.store import Store
 from hbtui.text import visible_controls
-from tests.conftest import make_record, settings_for, write_jsonl as write_records
-from tests.conftest import offline_settings
+from tests.conftest import make_record, offline_settings
+from tests.conftest import write_jsonl as write_records
 
 HOSTILE = (
     "[bold red]not bold[/bold red] [link=https://evil.example]click[/link] "
@@ -28,7 +27,6 @@ HOSTILE = (
 
 
 async def hostile_run(db, data):
-    from hbtui.config import Settings
 
     settings = offline_settings(base_url="http://127.0.0.1:9/v1", model_test="m[bold]", model_grader="g", db_path=str(db))
     async with await Store.open(db) as store:
@@ -135,7 +133,7 @@ def test_no_command_passes_a_crafted_dataset_s_controls_to_the_terminal(crafted,
     # JSON keeps the text exactly: it escapes control characters itself.
     exported = json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8"))
     assert exported["prompt_id"] == EVIL_ID and f"theme:{EVIL_THEME}" in exported["example_tags"]
-    code, shown, _ = run_cli(capsys, "show", "latest", "--json")
+    _code, shown, _ = run_cli(capsys, "show", "latest", "--json")
     assert raw_controls(shown) == [] and f"theme:{EVIL_THEME}" in json.loads(shown)["metrics"]
 
 

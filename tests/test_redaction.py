@@ -14,16 +14,15 @@ from textual.widgets import DataTable
 from hbtui import cli
 from hbtui.checks import check_connection
 from hbtui.client import AUTH, REFUSED, SERVER_ERROR, ChatClient, ChatError, Endpoint, list_models
-from hbtui.config import Settings, mask_secret
+from hbtui.config import mask_secret
 from hbtui.limiter import AdaptiveLimiter
 from hbtui.redact import REDACTED, redact
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.screens.runs import RunsScreen
-from tests.conftest import run_engine, settings_for
+from tests.conftest import offline_settings, run_engine, settings_for
 from tests.support.tui import screen_text, wait_for
-from tests.conftest import offline_settings
 
 SECRET = "sk-proj-LEAKTEST9f3a7c2e1b5d8046Q7vX"
 TAIL = SECRET[-4:]  # what OpenAI's masked form keeps: it must not be shown either

@@ -19,12 +19,12 @@ from hbtui import cli, reference
 from hbtui.client import ChatClient, ChatRequest, Endpoint, ModelQuirks
 from hbtui.config import Settings
 from hbtui.dataset import load_jsonl
-from hbtui.verdict_cache import RequestKeys
 from hbtui.fidelity import describe_requests, requests_line
-from hbtui.grading import fill_template, grader_messages, graded_conversation, load_template, parse_verdict
+from hbtui.grading import fill_template, graded_conversation, grader_messages, load_template, parse_verdict
 from hbtui.limiter import AdaptiveLimiter
 from hbtui.presets import built_in_presets
 from hbtui.store import Store
+from hbtui.verdict_cache import RequestKeys
 from tests.conftest import MAIN_SUBSET, REFERENCE_EVAL, needs_shared, settings_for
 
 needs_reference = pytest.mark.skipif(not REFERENCE_EVAL.exists(),
@@ -115,7 +115,7 @@ def _evaluated_template():
     source = REFERENCE_EVAL.read_text()
     start = source.index("GRADER_TEMPLATE = ")
     end = source.index(".strip()", start) + len(".strip()")
-    exec(source[start:end], namespace)  # noqa: S102 - the pinned reference file, for the proof
+    exec(source[start:end], namespace)
     return namespace["GRADER_TEMPLATE"]
 
 

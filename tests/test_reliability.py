@@ -64,7 +64,7 @@ class OnStart:
 
     def on_event(self, event):
         if isinstance(event, RunStarted):
-            asyncio.ensure_future(self.action())
+            self.task = asyncio.ensure_future(self.action())
 
 
 # ---- 1. fencing: a driver whose run was taken over stops and writes nothing more ---------------
@@ -202,7 +202,7 @@ def _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds, **settings_va
 
 
 def test_a_long_write_lock_loses_no_answer_and_pays_nothing_twice(server, tmp_path, monkeypatch):
-    db, run_id, engine, status, seen = _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds=3.0)
+    db, _run_id, engine, status, seen = _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds=3.0)
     assert status == "finished", engine.error
     # Every call once: 40 replies and 120 verdicts, none asked again.
     assert server.stats()["requests"] == 40 + 120
@@ -387,7 +387,7 @@ def test_sighup_stops_a_headless_run_as_interrupted_and_resumable(in_dir, server
                               cwd=in_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_answers(db, 5, runner)
     runner.send_signal(signal.SIGHUP)
-    out, err = runner.communicate(timeout=60)
+    _out, err = runner.communicate(timeout=60)
     assert runner.returncode == cli.EXIT_INTERRUPTED, err
     assert "interrupted; continue with: hbtui resume 1" in err
     with sqlite3.connect(db) as conn:

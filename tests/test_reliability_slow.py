@@ -44,7 +44,7 @@ def shell(tmp_path, server):
 @pytest.mark.slow
 def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(shell, server):
     cwd, env = shell
-    db, first = started(cwd, env, "stopped", 50)
+    _db, first = started(cwd, env, "stopped", 50)
     first.send_signal(signal.SIGSTOP)
     time.sleep(4)  # twice the heartbeat's patience: the heartbeat is stale
     resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "stopped"], cwd=cwd, env=env,
@@ -55,7 +55,7 @@ def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(sh
                              text=True, timeout=60)
     assert "stopped" in listing.stdout.splitlines()[1]
     first.send_signal(signal.SIGCONT)
-    out, err = first.communicate(timeout=120)
+    _out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err
     assert server.stats()["requests"] == EVERY_CALL_ONCE  # nothing paid twice
 
@@ -82,7 +82,7 @@ def test_a_driver_taken_over_while_stopped_stops_when_continued_and_nothing_is_p
     stored_at_takeover = stored_answers(db)
     requests_at_continue = server.stats()["requests"]
     first.send_signal(signal.SIGCONT)
-    out, err = first.communicate(timeout=120)
+    _out, err = first.communicate(timeout=120)
     assert server.stats()["requests"] == requests_at_continue  # not one new call once it went on
     assert first.returncode == 1
     assert "run 1 was taken over by process elsewhere:77" in err and "Traceback" not in err

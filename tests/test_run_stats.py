@@ -206,7 +206,7 @@ def test_tokens_and_cost_of_a_run(repeated_run, capsys, tmp_path):
     capsys.readouterr()
     assert main(["show", "thrice", "--db", str(db), "--env-file", "none.env"]) == 0
     text = capsys.readouterr().out
-    assert f"model under test test-model: " in text and f"cost    {test_cost + grader_cost:.4f} in all" in text
+    assert "model under test test-model: " in text and f"cost    {test_cost + grader_cost:.4f} in all" in text
 
 
 def test_description_md_has_the_statistics_of_the_run(server, tmp_path, monkeypatch):

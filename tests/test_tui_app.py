@@ -20,8 +20,8 @@ from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import make_record, offline_settings, run_engine, settings_for, write_jsonl
-from tests.support.server_process import FakeServer
 from tests.support.screen_text import screen_lines
+from tests.support.server_process import FakeServer
 from tests.support.tui import screen_text, wait_for
 
 KEY = "sk-VISIBLEKEYMARKER-0123456789"

@@ -10,7 +10,6 @@ import pytest
 from hbtui.store import ConversationFilter, Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.run import RunScreen, parse_range
-from hbtui.tui.widgets.conversation_list import ConversationList
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app, wait_for
 from tests.support.screen_text import screen_text
@@ -294,7 +293,7 @@ async def test_the_list_has_a_column_header_and_marks_conversations_without_a_re
         assert header.split() == ["#", "id", "theme", "score", "met", "pen", "preview"]
         for target in (failed, graded_error):
             lst.cursor = target.position
-            await wait_for(pilot, lambda: lst.row(target.position) is not None)
+            await wait_for(pilot, lambda target=target: lst.row(target.position) is not None)
             await pilot.pause()
             line = next(line for line in screen_text(app).splitlines() if line.lstrip().startswith(f"{target.position + 1} "))
             if target is failed:

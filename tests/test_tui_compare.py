@@ -15,8 +15,8 @@ from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.pair import PairScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.support.browser_harness import browser_app
-from tests.support.synth import synthesize_run
 from tests.support.screen_text import screen_text
+from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 
 
@@ -59,7 +59,7 @@ async def mark(pilot, screen: RunsScreen, *run_ids: int) -> None:
     for run_id in run_ids:
         screen.table.move_cursor(row=screen.table.get_row_index(str(run_id)))
         await pilot.press("space")
-        await wait_for(pilot, lambda: run_id in screen.marked and screen.table.get_row(str(run_id))[0].plain.endswith(
+        await wait_for(pilot, lambda run_id=run_id: run_id in screen.marked and screen.table.get_row(str(run_id))[0].plain.endswith(
             f"{'AB'[screen.marked.index(run_id)]} {run_id}"), what=f"run {run_id} marked")
 
 
@@ -108,7 +108,7 @@ async def test_C_says_how_without_two_runs_and_one_mark_compares_with_the_cursor
 
 
 async def test_space_again_unmarks_and_a_third_mark_lets_the_oldest_go(db):
-    async with on_the_runs_list(db) as (app, pilot, runs):
+    async with on_the_runs_list(db) as (_app, pilot, runs):
         await mark(pilot, runs, 1, 2, 3)
         assert runs.marked == [2, 3]
         await pilot.press("space")  # the cursor is on run 3

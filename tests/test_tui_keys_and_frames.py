@@ -141,7 +141,7 @@ async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finis
 
 
 async def test_clicking_a_criterion_selects_it(finished_run_db):
-    async with small_run_list(finished_run_db, (160, 48)) as (app, pilot, screen):
+    async with small_run_list(finished_run_db, (160, 48)) as (_app, pilot, screen):
         conversation = await open_conversation(pilot, screen)
         verdicts = conversation.query_one(VerdictList)
         await pilot.pause()
@@ -179,7 +179,7 @@ async def test_the_monitor_stacks_its_panels_on_a_small_terminal(finished_run_db
 
 
 async def test_the_conversation_scrolls_by_keys_and_k_above_the_first_criterion_returns_to_it(finished_run_db):
-    async with small_run_list(finished_run_db, (80, 16)) as (app, pilot, screen):
+    async with small_run_list(finished_run_db, (80, 16)) as (_app, pilot, screen):
         conversation = await open_conversation(pilot, screen)
         body = conversation.query_one("#conversation-body")  # at 80 columns the one scroll
         verdicts = conversation.query_one(VerdictList)
@@ -249,13 +249,13 @@ async def test_no_line_of_the_transcript_is_cut_off_on_a_narrow_terminal(tmp_pat
     for width in (100, 111):  # widths where, with a reserved gutter, some lines wrapped once more
         app = browser_app(db)
         async with app.run_test(size=(width, 30)) as pilot:
-            await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
+            await wait_for(pilot, lambda app=app: app.store is not None and len(app.screen_stack) >= 2)
             screen = ConversationScreen(run_id, ids, 0)
             await app.push_screen(screen)
             for index in range(len(ids)):
                 if index:
                     screen.action_step(1)
-                await wait_for(pilot, lambda: screen.loaded and screen.index == index)
+                await wait_for(pilot, lambda screen=screen, index=index: screen.loaded and screen.index == index)
                 await pilot.pause()
                 transcript = screen.query_one("#transcript")
                 if transcript.virtual_size.height > transcript.scrollable_content_region.height:

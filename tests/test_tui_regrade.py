@@ -24,7 +24,7 @@ async def test_R_retries_failed_criteria_from_the_browser(server, small_dataset,
     app = browser_app(db)
     app.settings = settings
     async with app.run_test(size=(100, 30)) as pilot:
-        screen = await open_run(pilot, 1)
+        await open_run(pilot, 1)
         await pilot.press("R")
         await wait_for(pilot, lambda: "Retry the 8 criteria" in screen_text(app), what="the question")
         await pilot.press("y")

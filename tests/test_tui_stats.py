@@ -93,7 +93,7 @@ async def test_the_monitor_counts_every_token_the_database_holds_and_prices_them
     async with await Store.open(db) as store:
         assert (await view_from_store(store, run_id)).tokens == expected  # of a run of another process
     (config_home / "prices.json").write_text(json.dumps({"grader-model": {"input": 3.0, "output": 4.0}}))
-    pt, ct, pg, cg = expected
+    _pt, _ct, pg, cg = expected
     app = HBTuiApp(Settings(db_path=str(db)), env_file=None, monitor_run="rep")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)

@@ -20,16 +20,17 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
+from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
-    ConversationDetail,
-    ConversationFilter,
-    ConversationSummary,
     ERROR,
     HEARTBEAT_STALE_SECONDS,
     MET,
     NOT_MET,
     PENDING,
+    ConversationDetail,
+    ConversationFilter,
+    ConversationSummary,
     PlannedConversation,
     Progress,
     RunBusy,
@@ -39,7 +40,6 @@ from hbtui.store.rows import (
     StoreError,
     VerdictRow,
     WorkItem,
-    owner_alive,
 )
 from hbtui.store.writes import StoreWrites
 
@@ -84,9 +84,27 @@ def _read_only_uri(path: Path) -> str:
 
 
 __all__ = [
-    "Store", "NoRunsYet", "ReadOnlyDatabase", "ConversationDetail", "ConversationFilter", "ConversationSummary", "ERROR",
-    "HEARTBEAT_STALE_SECONDS", "MET", "NOT_MET", "PENDING", "PlannedConversation", "Progress",
-    "RunBusy", "RunNotFound", "RunRow", "RunTakenOver", "StoreError", "VerdictRow", "WorkItem", "owner_alive",
+    "ERROR",
+    "HEARTBEAT_STALE_SECONDS",
+    "MET",
+    "NOT_MET",
+    "PENDING",
+    "ConversationDetail",
+    "ConversationFilter",
+    "ConversationSummary",
+    "NoRunsYet",
+    "PlannedConversation",
+    "Progress",
+    "ReadOnlyDatabase",
+    "RunBusy",
+    "RunNotFound",
+    "RunRow",
+    "RunTakenOver",
+    "Store",
+    "StoreError",
+    "VerdictRow",
+    "WorkItem",
+    "owner_alive",
 ]
 
 
@@ -94,7 +112,7 @@ class Store(StoreReads, StoreWrites):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod
-    async def open(cls, path: str | Path, *, create: bool = True, read_only: bool = False) -> "Store":
+    async def open(cls, path: str | Path, *, create: bool = True, read_only: bool = False) -> Store:
         """``create``: a missing file or an empty database gets the schema (a run is starting).
         Otherwise both are NoRunsYet, and nothing is written. ``read_only``: a database in a
         read-only folder or file is opened for reading rather than refused."""
@@ -118,7 +136,7 @@ class Store(StoreReads, StoreWrites):
         return await cls._connect(path, _read_only_uri(path), create=False, writable=False)
 
     @classmethod
-    async def _connect(cls, path: Path, target: str, *, create: bool, writable: bool) -> "Store":
+    async def _connect(cls, path: Path, target: str, *, create: bool, writable: bool) -> Store:
         try:
             connection = await aiosqlite.connect(target, timeout=BUSY_TIMEOUT_SECONDS, uri=target.startswith("file:"))
         except sqlite3.Error as exc:
@@ -196,7 +214,7 @@ class Store(StoreReads, StoreWrites):
     async def close(self) -> None:
         await self.db.close()
 
-    async def __aenter__(self) -> "Store":
+    async def __aenter__(self) -> Store:
         return self
 
     async def __aexit__(self, *exc) -> None:

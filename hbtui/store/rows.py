@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_alive, owner_state
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).

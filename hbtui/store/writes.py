@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from hbtui.store.connection import Connection
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
     ERROR,
     HEARTBEAT_STALE_SECONDS,
@@ -19,7 +20,6 @@ from hbtui.store.rows import (
     RunTakenOver,
     StoreError,
 )
-from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 
 
 def driver_in_the_way(run_id: int, current: str | None, mine: str | None, heartbeat: float | None) -> str | None:
@@ -190,7 +190,7 @@ class StoreWrites(Connection):
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
             if row is None:
                 raise RunNotFound(f"no run with id {run_id}")
-            current, heartbeat, status = row
+            current, heartbeat, _status = row
             busy = driver_in_the_way(run_id, current, owner, heartbeat)
             if busy:
                 raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Awaitable, Callable, Iterable
 
 from rich.text import Text
-from textual.actions import parse as parse_action
 from textual import work
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -113,7 +113,7 @@ class HBTuiApp(App[int]):
                 worker.cancel()
             await asyncio.wait_for(asyncio.gather(*(worker.wait() for worker in workers), return_exceptions=True),
                                    STOP_TIMEOUT_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             # Whatever happened above: an open aiosqlite thread would keep the process alive.

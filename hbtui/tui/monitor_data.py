@@ -25,7 +25,6 @@ from hbtui.events import (
     Noted,
     ReplyGenerated,
     RunFinished,
-    RunStarted,
 )
 from hbtui.progress import Tally
 from hbtui.store import RunRow, Store

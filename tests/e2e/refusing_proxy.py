@@ -64,7 +64,7 @@ class RefusingProxy:
         self._loop.run_until_complete(start())
         self._loop.run_forever()
 
-    def __enter__(self) -> "RefusingProxy":
+    def __enter__(self) -> RefusingProxy:
         self._thread.start()
         self._ready.wait(10)
         return self

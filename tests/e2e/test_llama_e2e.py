@@ -37,8 +37,8 @@ def llama():
 def short_records(tmp_path_factory) -> Path:
     """The three real records with the least to read and grade, to keep CPU inference short."""
     lines = MAIN_SUBSET.read_text().splitlines()
-    records = sorted(lines, key=lambda l: (lambda r: sum(len(m["content"]) for m in r["prompt"]) * len(r["rubrics"]))(
-        json.loads(l)))[:3]
+    records = sorted(lines, key=lambda line: (lambda r: sum(len(m["content"]) for m in r["prompt"]) * len(r["rubrics"]))(
+        json.loads(line)))[:3]
     path = tmp_path_factory.mktemp("e2e") / "short.jsonl"
     path.write_text("\n".join(records) + "\n")
     return path
@@ -83,7 +83,6 @@ def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
     assert len(out.read_text().splitlines()) == 3
 
     async def open_in_app():
-        from hbtui.config import Settings
         from tests.support.browser_harness import browser_app
         from tests.support.tui import screen_text
         from tests.test_tui_browser import normalised, open_conversation, open_run
@@ -112,7 +111,7 @@ def test_provider_refusals_are_negotiated_against_a_real_server(llama, short_rec
         db = tmp_path / "proxy.sqlite"
         settings = settings_for(proxy, db, model_test=MODEL, model_grader=MODEL, max_tokens_test=64,
                                 max_tokens_grader=160, timeout=300, concurrency=4)
-        run_id, status = asyncio.run(run_engine(settings, short_records, limit=1, seed=2))
+        _run_id, status = asyncio.run(run_engine(settings, short_records, limit=1, seed=2))
     assert proxy.counts["refused response_format"] == 1
     assert proxy.counts["refused temperature"] == 1
     with sqlite3.connect(db) as conn:
@@ -135,7 +134,7 @@ def test_context_overflow_and_truncation_with_a_real_server(llama, short_records
     db = tmp_path / "ctx.sqlite"
     settings = settings_for(llama, db, model_test=MODEL, model_grader=MODEL, max_tokens_test=8,
                             max_tokens_grader=160, timeout=300, concurrency=4)
-    run_id, status = asyncio.run(run_engine(settings, data))
+    _run_id, status = asyncio.run(run_engine(settings, data))
     with sqlite3.connect(db) as conn:
         grading_errors = conn.execute("SELECT count(*) FROM verdicts WHERE status = 'error'").fetchone()[0]
     # A refusal (context too long) is an answer: only a verdict that failed makes the run incomplete.

@@ -6,16 +6,15 @@ and escape to go back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from textual.app import App
 from textual.binding import Binding
 from textual.screen import Screen
 
-from hbtui.store import Store
-
 import hbtui.tui
+from hbtui.store import Store
 
 BROWSER_TCSS = Path(hbtui.tui.__file__).with_name("browser.tcss")
 
@@ -49,10 +48,10 @@ class BrowserHarness(App):
 def browser_app(db_path: Path) -> App:
     """The real shell when it can start, otherwise the harness; either way, no screen of ours yet."""
     try:
+        import hbtui.tui.screens.monitor
+        import hbtui.tui.screens.runs  # noqa: F401
         from hbtui.config import Settings
         from hbtui.tui.app import HBTuiApp
-        import hbtui.tui.screens.monitor  # noqa: F401 - the shell's on_mount needs its screens
-        import hbtui.tui.screens.runs  # noqa: F401
     except ImportError:
         return BrowserHarness(db_path)
     return HBTuiApp(Settings(db_path=str(db_path)), env_file=None, monitor_run=None)

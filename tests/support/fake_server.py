@@ -54,7 +54,7 @@ DEFAULT_MODELS: list[str] = ["test-model", "grader-model"]
 
 FAULT_NAMES: tuple[str, ...] = ("rate_limit", "server_error", "drop", "hang", "bad_json")
 # "ok" is only meaningful in a script: it consumes one entry and injects nothing.
-SCRIPT_ENTRIES: tuple[str, ...] = FAULT_NAMES + ("ok",)
+SCRIPT_ENTRIES: tuple[str, ...] = (*FAULT_NAMES, "ok")
 GRADER_FORMATS: tuple[str, ...] = ("json", "fenced", "prose_then_json", "think", "broken")
 
 

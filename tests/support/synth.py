@@ -145,7 +145,7 @@ async def synthesize_run(
             reasoning = "Reasoning " + HOSTILE_TEXT
         replies.append(("generated", reply, reasoning, finish, None, None, 1, 800.0 + rng.random() * 400,
                         120, 240, at, conv_id))
-        for idx, (text, points, _tags) in enumerate(conv.criteria):
+        for idx, (_text, points, _tags) in enumerate(conv.criteria):
             if rng.random() < 0.004:
                 verdicts.append((ERROR, None, '{"explanation": "The response', None,
                                  "grader reply is not valid JSON after 3 attempts", "unparseable", 3, 2000.0,

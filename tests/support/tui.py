@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 _TEXT = re.compile(r"<text[^>]*>(.*?)</text>", re.DOTALL)
 

@@ -19,7 +19,14 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
 from hbtui.compare import (
-    Comparison, Difference, Kappa, NothingToCompare, collector_paused, compare, compare_scores, conversations_from_rows,
+    Comparison,
+    Difference,
+    Kappa,
+    NothingToCompare,
+    collector_paused,
+    compare,
+    compare_scores,
+    conversations_from_rows,
 )
 from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -161,7 +168,7 @@ class CompareScreen(ResponsiveScreen):
         self.result = result
 
     @classmethod
-    async def read(cls, store: Store, run_a: int, run_b: int) -> "CompareScreen":
+    async def read(cls, store: Store, run_a: int, run_b: int) -> CompareScreen:
         """The screen with what the stored scores give (overall, themes, what moved): a tenth of
         the reading, so that it opens at once; the axes and the graders' agreement follow."""
         return cls(await compare_scores(store, await store.get_run(run_a), await store.get_run(run_b)))

@@ -25,7 +25,6 @@ from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
 
-
 # What m, p and e say when the conversation has nothing of that kind (an avoided penalty is
 # a penalty criterion too: "no triggered penalty", not "no penalty criterion").
 NONE_OF_KIND = {

@@ -82,7 +82,7 @@ class PairScreen(ResponsiveScreen):
         self.details = details
 
     @classmethod
-    async def read(cls, store: Store, result: Comparison, pairs: list[tuple[int, int, str]], index: int) -> "PairScreen":
+    async def read(cls, store: Store, result: Comparison, pairs: list[tuple[int, int, str]], index: int) -> PairScreen:
         return cls(result, pairs, index, await read_pair(store, pairs[index]))
 
     def compose(self) -> ComposeResult:

@@ -25,11 +25,11 @@ from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, Query, read_first_page
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
-from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.worst_at_k import WorstAtK
 
 # A running run is read again this often while its screen is shown, and its report (the
@@ -228,7 +228,7 @@ class RunScreen(ResponsiveScreen):
         yield KeyBar()
 
     @classmethod
-    async def read(cls, store: Store, run_id: int) -> "RunScreen":
+    async def read(cls, store: Store, run_id: int) -> RunScreen:
         """The screen with its data read, so that it opens with one layout (no "Loading…" frame)."""
         return cls(run_id, await read_run(store, run_id, Query(run_id, ConversationFilter())))
 

@@ -16,8 +16,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
-from hbtui.engine import resume_hint
 from hbtui.compare import NothingToCompare
+from hbtui.engine import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
 from hbtui.tui.widgets.key_bar import KeyBar

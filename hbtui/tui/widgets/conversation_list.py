@@ -131,26 +131,26 @@ class ConversationList(ScrollView, can_focus=True):
     class Opened(Message):
         """Enter on a row: the conversation at ``index`` in list order."""
 
-        def __init__(self, conversation_list: "ConversationList", index: int, conversation_id: int) -> None:
+        def __init__(self, conversation_list: ConversationList, index: int, conversation_id: int) -> None:
             super().__init__()
             self.conversation_list = conversation_list
             self.index = index
             self.conversation_id = conversation_id
 
         @property
-        def control(self) -> "ConversationList":
+        def control(self) -> ConversationList:
             return self.conversation_list
 
     class Counted(Message):
         """The query changed and the rows were counted."""
 
-        def __init__(self, conversation_list: "ConversationList", total: int) -> None:
+        def __init__(self, conversation_list: ConversationList, total: int) -> None:
             super().__init__()
             self.conversation_list = conversation_list
             self.total = total
 
         @property
-        def control(self) -> "ConversationList":
+        def control(self) -> ConversationList:
             return self.conversation_list
 
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
@@ -249,7 +249,7 @@ class ConversationList(ScrollView, can_focus=True):
         self._scroll_cursor_into_view()
 
     def render_line(self, y: int) -> Strip:
-        scroll_x, scroll_y = self.scroll_offset
+        _scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
         if y == 0:
             style = self.rich_style + self.get_component_rich_style("conversation-list--header", partial=True)
