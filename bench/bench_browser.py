@@ -58,11 +58,15 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
     started = time.perf_counter()
     async with await Store.open(db) as store:
         run_id = await synthesize_run(store, conversations=conversations, criteria_per=criteria, seed=0)
-    print(f"synthesized {conversations:,} conversations x {criteria} criteria "
-          f"({conversations * criteria:,} verdicts) in {time.perf_counter() - started:.2f} s -> {db}")
+    print(
+        f"synthesized {conversations:,} conversations x {criteria} criteria "
+        f"({conversations * criteria:,} verdicts) in {time.perf_counter() - started:.2f} s -> {db}"
+    )
 
     app = browser_app(db)
-    print(f"app: {type(app).__name__}, 80x24, headless; times are key sent -> first frame composed that shows the new state")
+    print(
+        f"app: {type(app).__name__}, 80x24, headless; times are key sent -> first frame composed that shows the new state"
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         await until(lambda: app.store is not None and len(app.screen_stack) >= 2)
         await pilot.pause()
@@ -71,14 +75,17 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
 
         def conversation_shown() -> bool:
             shown = app.screen
-            return (isinstance(shown, ConversationScreen) and shown.loaded
-                    and laid_out(shown.query_one("#messages")))
+            return isinstance(shown, ConversationScreen) and shown.loaded and laid_out(shown.query_one("#messages"))
 
         # ---- open, as enter on the runs list does: read the run, then show it in one layout ----
         def run_shown() -> bool:
             shown = app.screen
-            return (isinstance(shown, RunScreen) and shown.report is not None and shown.conversation_list.loaded
-                    and laid_out(shown.query_one("#run-summary")))
+            return (
+                isinstance(shown, RunScreen)
+                and shown.report is not None
+                and shown.conversation_list.loaded
+                and laid_out(shown.query_one("#run-summary"))
+            )
 
         opens = []
         for _ in range(5):
@@ -87,8 +94,10 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
             await pilot.pause(0.1)
         opened = await timed(lambda: app.open_run(run_id), run_shown)
         screen = app.screen
-        print(f"open run (summary and list page 1 on screen): first {ms(opens[0])}, then median "
-              f"{ms(statistics.median([*opens[1:], opened]))}, max {ms(max([*opens[1:], opened]))}")
+        print(
+            f"open run (summary and list page 1 on screen): first {ms(opens[0])}, then median "
+            f"{ms(statistics.median([*opens[1:], opened]))}, max {ms(max([*opens[1:], opened]))}"
+        )
         lst = screen.conversation_list
         summary = screen.query_one("#summary-scroll")
         first = await timed(key("2"), lambda: app.focused is lst and laid_out(lst))
@@ -96,19 +105,31 @@ async def measure(folder: Path, conversations: int, criteria: int, pages: int) -
         for _ in range(6):
             await timed(key("1"), lambda: laid_out(summary))
             switches.append(await timed(key("2"), lambda: app.focused is lst and laid_out(lst)))
-        print(f"key 2 -> conversation list on screen: first {ms(first)}, then median {ms(statistics.median(switches))},"
-              f" max {ms(max(switches))}")
+        print(
+            f"key 2 -> conversation list on screen: first {ms(first)}, then median {ms(statistics.median(switches))},"
+            f" max {ms(max(switches))}"
+        )
 
         times = []
         for _ in range(pages):
             before = lst.cursor
-            times.append(await timed(key("pagedown"), lambda before=before: lst.cursor > before and lst.row(lst.cursor) is not None))
-        print(f"pagedown x{pages} (page fetches included): median {ms(statistics.median(times))}, "
-              f"max {ms(max(times))}, now at row {lst.cursor + 1:,}")
-        print(f"G -> last row on screen:                                       "
-              f"{ms(await timed(key('G'), lambda: lst.row(lst.total - 1) is not None and lst.cursor == lst.total - 1))}")
-        print(f"g -> first row on screen:                                      "
-              f"{ms(await timed(key('g'), lambda: lst.row(0) is not None and lst.cursor == 0))}")
+            times.append(
+                await timed(
+                    key("pagedown"), lambda before=before: lst.cursor > before and lst.row(lst.cursor) is not None
+                )
+            )
+        print(
+            f"pagedown x{pages} (page fetches included): median {ms(statistics.median(times))}, "
+            f"max {ms(max(times))}, now at row {lst.cursor + 1:,}"
+        )
+        print(
+            f"G -> last row on screen:                                       "
+            f"{ms(await timed(key('G'), lambda: lst.row(lst.total - 1) is not None and lst.cursor == lst.total - 1))}"
+        )
+        print(
+            f"g -> first row on screen:                                      "
+            f"{ms(await timed(key('g'), lambda: lst.row(0) is not None and lst.cursor == 0))}"
+        )
 
         opens = []
         for _ in range(8):  # several samples: one can land on a garbage collection or a busy core

@@ -38,10 +38,13 @@ async def measure(folder: Path, conversations: int, criteria: int, repeat: int) 
     started = time.perf_counter()
     async with await Store.open(db) as store:
         run_a = await synthesize_run(store, conversations=conversations, criteria_per=criteria, seed=0, name="a")
-        run_b = await synthesize_run(store, conversations=conversations, criteria_per=criteria, seed=0, name="b",
-                                     answers_seed=1)
-    print(f"synthesized 2 runs of {conversations:,} conversations x {criteria} criteria in "
-          f"{time.perf_counter() - started:.2f} s -> {db}")
+        run_b = await synthesize_run(
+            store, conversations=conversations, criteria_per=criteria, seed=0, name="b", answers_seed=1
+        )
+    print(
+        f"synthesized 2 runs of {conversations:,} conversations x {criteria} criteria in "
+        f"{time.perf_counter() - started:.2f} s -> {db}"
+    )
 
     async with await Store.open(db, create=False, read_only=True) as store:
         a, b = await store.get_run(run_a), await store.get_run(run_b)
@@ -57,11 +60,15 @@ async def measure(folder: Path, conversations: int, criteria: int, repeat: int) 
                 await store.comparison_conversations(run_id)
                 await store.comparison_verdicts(run_id)
             reads.append(time.perf_counter() - started)
-    print(f"pairs {result.overall.n:,}, themes {len(result.themes)}, axes {len(result.axes)}, "
-          f"criteria compared {result.agreement.overall.n:,}, disagreements {len(result.agreement.disagreements):,}")
-    print(f"compare, as `hbtui compare` computes it (read both runs + pair + score + "
-          f"{1 + len(result.themes) + len(result.axes)} paired bootstraps + kappa), x{repeat}: "
-          f"median {ms(statistics.median(totals))}, max {ms(max(totals))}")
+    print(
+        f"pairs {result.overall.n:,}, themes {len(result.themes)}, axes {len(result.axes)}, "
+        f"criteria compared {result.agreement.overall.n:,}, disagreements {len(result.agreement.disagreements):,}"
+    )
+    print(
+        f"compare, as `hbtui compare` computes it (read both runs + pair + score + "
+        f"{1 + len(result.themes) + len(result.axes)} paired bootstraps + kappa), x{repeat}: "
+        f"median {ms(statistics.median(totals))}, max {ms(max(totals))}"
+    )
     print(f"  of which the SQLite reads: median {ms(statistics.median(reads))}")
 
     from hbtui.tui.screens.compare import CompareScreen
@@ -91,10 +98,14 @@ async def measure(folder: Path, conversations: int, criteria: int, repeat: int) 
             completions.append(time.perf_counter() - started)
             app.pop_screen()
             await pilot.pause(0.1)
-    print(f"C on the runs list -> compare screen on screen with n, scores, difference and CI, themes, moved (80x24),"
-          f" x{repeat}: first {ms(opens[0])}, median {ms(statistics.median(opens))}, max {ms(max(opens))}")
-    print(f"  -> axes and grader agreement filled in: median {ms(statistics.median(completions))}, "
-          f"max {ms(max(completions))} (approximate: measured when the test loop sees it)")
+    print(
+        f"C on the runs list -> compare screen on screen with n, scores, difference and CI, themes, moved (80x24),"
+        f" x{repeat}: first {ms(opens[0])}, median {ms(statistics.median(opens))}, max {ms(max(opens))}"
+    )
+    print(
+        f"  -> axes and grader agreement filled in: median {ms(statistics.median(completions))}, "
+        f"max {ms(max(completions))} (approximate: measured when the test loop sees it)"
+    )
 
 
 async def bench(conversations: int, criteria: int, repeat: int) -> None:

@@ -45,9 +45,15 @@ class CallCounter:
 
 async def bench(latency_ms: float, concurrency: int, repeats: int, limit: int | None) -> None:
     with FakeServer(config={"latency_ms": latency_ms}) as server, tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
-                            grader_template="builtin",  # throughput, not the prompt: nothing to download
-                            concurrency=concurrency, db_path=f"{tmp}/bench.sqlite", timeout=60)
+        settings = Settings(
+            base_url=server.base_url,
+            model_test="test-model",
+            model_grader="grader-model",
+            grader_template="builtin",  # throughput, not the prompt: nothing to download
+            concurrency=concurrency,
+            db_path=f"{tmp}/bench.sqlite",
+            timeout=60,
+        )
         dataset = load_jsonl(DATA)
         async with await Store.open(settings.db_path) as store:
             run_id = await plan_run(store, settings, dataset, limit=limit, repeats=repeats, name="bench")
@@ -66,7 +72,9 @@ async def bench(latency_ms: float, concurrency: int, repeats: int, limit: int | 
             status = await task
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
             sampler.cancel()
-            cursor = await store.db.execute("SELECT avg(latency_ms / attempts) FROM verdicts WHERE latency_ms IS NOT NULL")
+            cursor = await store.db.execute(
+                "SELECT avg(latency_ms / attempts) FROM verdicts WHERE latency_ms IS NOT NULL"
+            )
             observed_ms = (await cursor.fetchone())[0]
             await cursor.close()
         stats = server.stats()
@@ -78,13 +86,21 @@ async def bench(latency_ms: float, concurrency: int, repeats: int, limit: int | 
     ideal = concurrency / (latency_ms / 1000) if latency_ms else float("nan")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"latency {latency_ms:g} ms, concurrency {concurrency}: status {status}, {calls} calls in {wall:.1f} s")
-    print(f"  calls/s overall {calls / wall:.0f}, steady {steady:.0f}; ideal {ideal:.0f}; steady/ideal "
-          f"{steady / ideal:.1%}" if latency_ms else f"  calls/s overall {calls / wall:.0f}, steady {steady:.0f}")
+    print(
+        f"  calls/s overall {calls / wall:.0f}, steady {steady:.0f}; ideal {ideal:.0f}; steady/ideal "
+        f"{steady / ideal:.1%}"
+        if latency_ms
+        else f"  calls/s overall {calls / wall:.0f}, steady {steady:.0f}"
+    )
     if latency_ms:
-        print(f"  observed mean latency per call {observed_ms:.1f} ms (server sleep {latency_ms:g} ms + HTTP round trip):"
-              f" ideal at that latency {concurrency / observed_ms * 1000:.0f}, steady/that {steady / (concurrency / observed_ms * 1000):.1%}")
-    print(f"  harness CPU per call {cpu / calls * 1000:.3f} ms (SQLite writes included); peak RSS {peak_mb:.0f} MB;"
-          f" server max in flight {stats['max_in_flight']}")
+        print(
+            f"  observed mean latency per call {observed_ms:.1f} ms (server sleep {latency_ms:g} ms + HTTP round trip):"
+            f" ideal at that latency {concurrency / observed_ms * 1000:.0f}, steady/that {steady / (concurrency / observed_ms * 1000):.1%}"
+        )
+    print(
+        f"  harness CPU per call {cpu / calls * 1000:.3f} ms (SQLite writes included); peak RSS {peak_mb:.0f} MB;"
+        f" server max in flight {stats['max_in_flight']}"
+    )
 
 
 def main() -> None:

@@ -74,19 +74,29 @@ class LoopLag:
 
     def summary(self) -> str:
         lags = sorted(self.lags)
-        return (f"timer lag p50 {statistics.median(lags):.1f} ms, p99 {lags[int(len(lags) * 0.99)]:.1f} ms,"
-                f" max {lags[-1]:.1f} ms")
+        return (
+            f"timer lag p50 {statistics.median(lags):.1f} ms, p99 {lags[int(len(lags) * 0.99)]:.1f} ms,"
+            f" max {lags[-1]:.1f} ms"
+        )
 
 
 def planned(conversations: int) -> list[PlannedConversation]:
     rows = []
     for position in range(conversations):
         body = json.dumps({"prompt_id": f"b{position}", "prompt": [{"role": "user", "content": f"q {position}"}]})
-        rows.append(PlannedConversation(
-            position=position, repeat=0, prompt_id=f"b{position}", record_body=body, record_sha256=f"{position:064d}",
-            theme="hedging", example_tags=["theme:hedging"], preview=f"q {position}",
-            criteria=[(f"criterion {j}", 5 if j % 4 else -3, ["axis:accuracy"]) for j in range(CRITERIA)],
-        ))
+        rows.append(
+            PlannedConversation(
+                position=position,
+                repeat=0,
+                prompt_id=f"b{position}",
+                record_body=body,
+                record_sha256=f"{position:064d}",
+                theme="hedging",
+                example_tags=["theme:hedging"],
+                preview=f"q {position}",
+                criteria=[(f"criterion {j}", 5 if j % 4 else -3, ["axis:accuracy"]) for j in range(CRITERIA)],
+            )
+        )
     return rows
 
 
@@ -109,8 +119,9 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
                 if idx == 0:
                     replies.append(("generated", "a reply", None, "stop", None, None, 1, 300.0, 20, 80, now, conv_id))
                 status = MET if rng.random() < 0.6 else NOT_MET
-                verdicts.append((status, "because", "{}", None, None, None, 1, rng.uniform(40, 400), 300, 20, now,
-                                 conv_id, idx))
+                verdicts.append(
+                    (status, "because", "{}", None, None, None, 1, rng.uniform(40, 400), 300, 20, now, conv_id, idx)
+                )
                 idx += 1
                 if idx == CRITERIA:
                     summaries.append((rng.uniform(-0.2, 1.0), 6, 0, 1, conv_id))
@@ -121,8 +132,15 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
             written += len(verdicts)
             if now - last_heartbeat > 2:
                 last_heartbeat = now
-                await store.heartbeat(run_id, lease, {"paused": False, "call_errors": {},
-                                                      "endpoints": {"http://bench/v1": {"in_flight": 64, "limit": 64}}})
+                await store.heartbeat(
+                    run_id,
+                    lease,
+                    {
+                        "paused": False,
+                        "call_errors": {},
+                        "endpoints": {"http://bench/v1": {"in_flight": 64, "limit": 64}},
+                    },
+                )
             await asyncio.sleep(max(0.0, 0.1 - (time.perf_counter() - tick)))
         await store.finish_run(run_id, "interrupted")
     return written
@@ -133,8 +151,16 @@ async def bench_database(seconds: float, rate: int, conversations: int) -> None:
         db = Path(tmp) / "bench.sqlite"
         async with await Store.open(db) as store:
             run_id = await store.create_run(
-                name="bench-db", dataset_name="bench.jsonl", dataset_path=None, dataset_sha256="0" * 64,
-                model_test="m", model_grader="g", settings={}, plan={}, conversations=planned(conversations))
+                name="bench-db",
+                dataset_name="bench.jsonl",
+                dataset_path=None,
+                dataset_sha256="0" * 64,
+                model_test="m",
+                model_grader="g",
+                settings={},
+                plan={},
+                conversations=planned(conversations),
+            )
             ids = await store.conversation_ids(run_id)
         app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run=str(run_id))
         async with app.run_test(size=(80, 24)) as pilot:
@@ -150,10 +176,14 @@ async def bench_database(seconds: float, rate: int, conversations: int) -> None:
                 paints, polls = monitor.refreshes - paints, monitor.polls - polls
             stop.set()
             written = await writer
-            print(f"database feed, {rate} verdicts/s asked ({written} written in all,"
-                  f" {conversations * CRITERIA} planned):")
-            print(f"  monitor repaints {paints / elapsed:.1f}/s, database polls {polls / elapsed:.1f}/s;"
-                  f" shown calls/s {monitor.view.calls_per_second:.0f}; {lag.summary()}")
+            print(
+                f"database feed, {rate} verdicts/s asked ({written} written in all,"
+                f" {conversations * CRITERIA} planned):"
+            )
+            print(
+                f"  monitor repaints {paints / elapsed:.1f}/s, database polls {polls / elapsed:.1f}/s;"
+                f" shown calls/s {monitor.view.calls_per_second:.0f}; {lag.summary()}"
+            )
             durations = []
             for _ in range(10):
                 started = time.perf_counter()
@@ -184,28 +214,46 @@ async def key_to_screen(pilot, app) -> None:
             times.append(await timer.timed(timer.key(name), shown) * 1000)
             await timer.timed(timer.key("escape"), lambda: app.screen is runs)
         label = {"n": "n, runs list -> configuration screen", "question_mark": "?, runs list -> help"}[name]
-        print(f"  key {label}: first {times[0]:.0f} ms, then median {statistics.median(times[1:]):.0f} ms,"
-              f" max {max(times[1:]):.0f} ms")
+        print(
+            f"  key {label}: first {times[0]:.0f} ms, then median {statistics.median(times[1:]):.0f} ms,"
+            f" max {max(times[1:]):.0f} ms"
+        )
 
 
 def write_dataset(path: Path, conversations: int) -> Path:
     with path.open("w") as out:
         for i in range(conversations):
-            out.write(json.dumps({
-                "prompt_id": f"e{i}", "prompt": [{"role": "user", "content": f"question {i}"}],
-                "rubrics": [{"criterion": f"criterion {j}", "points": 5 if j % 4 else -3, "tags": ["axis:accuracy"]}
-                            for j in range(CRITERIA)],
-                "example_tags": ["theme:hedging"], "ideal_completions_data": None, "canary": "bench",
-            }) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "prompt_id": f"e{i}",
+                        "prompt": [{"role": "user", "content": f"question {i}"}],
+                        "rubrics": [
+                            {"criterion": f"criterion {j}", "points": 5 if j % 4 else -3, "tags": ["axis:accuracy"]}
+                            for j in range(CRITERIA)
+                        ],
+                        "example_tags": ["theme:hedging"],
+                        "ideal_completions_data": None,
+                        "canary": "bench",
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
 async def bench_engine(seconds: float, conversations: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, FakeServer(config={"latency_ms": 5}) as server:
         db = Path(tmp) / "bench.sqlite"
-        settings = Settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
-                            grader_template="builtin",  # throughput, not the prompt: nothing to download
-                            db_path=str(db), concurrency=128, timeout=30)
+        settings = Settings(
+            base_url=server.base_url,
+            model_test="test-model",
+            model_grader="grader-model",
+            grader_template="builtin",  # throughput, not the prompt: nothing to download
+            db_path=str(db),
+            concurrency=128,
+            timeout=30,
+        )
         data = write_dataset(Path(tmp) / "bench.jsonl", conversations)
         async with await Store.open(db) as store:
             run_id = await plan_run(store, settings, load_jsonl(data), name="bench-engine")
@@ -229,8 +277,10 @@ async def bench_engine(seconds: float, conversations: int) -> None:
                 await asyncio.sleep(seconds)
                 elapsed = time.perf_counter() - started
                 paints, events = monitor.refreshes - paints, live.counters.events - events
-            print(f"  monitor shown: events {events / elapsed:.0f}/s, monitor repaints {paints / elapsed:.1f}/s,"
-                  f" shown calls/s {monitor.view.calls_per_second:.0f}; {lag.summary()}")
+            print(
+                f"  monitor shown: events {events / elapsed:.0f}/s, monitor repaints {paints / elapsed:.1f}/s,"
+                f" shown calls/s {monitor.view.calls_per_second:.0f}; {lag.summary()}"
+            )
             await app.stop_runs()
 
 

@@ -30,8 +30,13 @@ DATA = ROOT.parent / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
 def hbtui(folder: Path, *args: str) -> tuple[float, subprocess.CompletedProcess]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HBTUI_", "BASE_URL", "MODEL_", "GRADER_"))}
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "hbtui", *args], cwd=folder, env={**env, "PYTHONPATH": str(ROOT)},
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "hbtui", *args],
+        cwd=folder,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
     return time.perf_counter() - started, done
 
 
@@ -44,8 +49,10 @@ def main() -> None:
         sys.exit(f"needs the real records at {DATA}")
     with FakeServer() as server, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        (folder / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
-                                     f"CONCURRENCY={args.concurrency}\nGRADER_TEMPLATE=builtin\n")
+        (folder / ".env").write_text(
+            f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
+            f"CONCURRENCY={args.concurrency}\nGRADER_TEMPLATE=builtin\n"
+        )
         seconds, done = hbtui(folder, "run", "--data", str(DATA), "--repeats", str(args.repeats), "--name", "source")
         if done.returncode != 0:
             sys.exit(f"the source run failed: {done.stderr.strip()}")
@@ -61,11 +68,14 @@ def main() -> None:
                 "SELECT count(*) FROM verdicts a JOIN conversations ca ON ca.id = a.conversation_id"
                 " JOIN conversations cb ON cb.run_id = 2 AND cb.position = ca.position"
                 " JOIN verdicts b ON b.conversation_id = cb.id AND b.idx = a.idx"
-                " WHERE a.run_id = 1 AND a.status = b.status").fetchone()[0]
+                " WHERE a.run_id = 1 AND a.status = b.status"
+            ).fetchone()[0]
             scores = conn.execute("SELECT score FROM runs ORDER BY id").fetchall()
         print(f"regrade with the same grader, process start to exit: {seconds:.2f} s (goal under 5 s)")
-        print(f"  {total:,} verdicts, {cached:,} from the cache, {server.stats()['requests']} calls;"
-              f" {same:,} verdicts equal to the source's; scores {json.dumps([s for (s,) in scores])}")
+        print(
+            f"  {total:,} verdicts, {cached:,} from the cache, {server.stats()['requests']} calls;"
+            f" {same:,} verdicts equal to the source's; scores {json.dumps([s for (s,) in scores])}"
+        )
 
 
 if __name__ == "__main__":

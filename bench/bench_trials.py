@@ -76,18 +76,36 @@ class Folder:
     """A working folder with its `.env`; `runs/` gets the database and run folders. What every
     command printed is kept in `logs/`, so the key search covers it like any other file."""
 
-    def __init__(self, root: Path, name: str, server: FakeServer, data: Path, env: dict[str, str] | None = None,
-                 env_lines: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        root: Path,
+        name: str,
+        server: FakeServer,
+        data: Path,
+        env: dict[str, str] | None = None,
+        env_lines: tuple[str, ...] = (),
+    ) -> None:
         self.path = root / name
         (self.path / "logs").mkdir(parents=True)
         self.data = data
-        (self.path / ".env").write_text("\n".join((
-            f"BASE_URL={server.base_url}", f"API_KEY={KEY}", "MODEL_TEST=test-model",
-            "MODEL_GRADER=grader-model", "CONCURRENCY=8",
-            # The trials are about reliability, not the prompt: hbtui's own wording needs no download.
-            "GRADER_TEMPLATE=builtin", *env_lines)) + "\n")
-        inherited = {k: v for k, v in os.environ.items()
-                     if k not in KEYS and k not in ALIASES and not k.startswith("HBTUI_")}
+        (self.path / ".env").write_text(
+            "\n".join(
+                (
+                    f"BASE_URL={server.base_url}",
+                    f"API_KEY={KEY}",
+                    "MODEL_TEST=test-model",
+                    "MODEL_GRADER=grader-model",
+                    "CONCURRENCY=8",
+                    # The trials are about reliability, not the prompt: hbtui's own wording needs no download.
+                    "GRADER_TEMPLATE=builtin",
+                    *env_lines,
+                )
+            )
+            + "\n"
+        )
+        inherited = {
+            k: v for k, v in os.environ.items() if k not in KEYS and k not in ALIASES and not k.startswith("HBTUI_")
+        }
         # This checkout's hbtui, whatever else is installed; no proxy between us and 127.0.0.1.
         self.env = dict(inherited, PYTHONPATH=str(ROOT), NO_PROXY="127.0.0.1,localhost", **(env or {}))
         self.commands = 0
@@ -100,15 +118,21 @@ class Folder:
         self.commands += 1
         stem = self.path / "logs" / f"{self.commands:02d}-{args[0]}"
         with open(f"{stem}.out", "w") as out, open(f"{stem}.err", "w") as err:
-            process = subprocess.Popen([sys.executable, "-m", "hbtui", *args], cwd=self.path,
-                                       env=dict(self.env, **(env or {})), stdin=subprocess.DEVNULL,
-                                       stdout=out, stderr=err)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "hbtui", *args],
+                cwd=self.path,
+                env=dict(self.env, **(env or {})),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+            )
         process.logs = stem  # type: ignore[attr-defined]
         return process
 
     def start_run(self, limit: int, name: str = RUN, *flags: str) -> subprocess.Popen:
-        return self.start("run", "--data", str(self.data), "--limit", str(limit), "--seed", str(SEED),
-                          "--name", name, *flags)
+        return self.start(
+            "run", "--data", str(self.data), "--limit", str(limit), "--seed", str(SEED), "--name", name, *flags
+        )
 
     @staticmethod
     def finish(process: subprocess.Popen, timeout: float = 600) -> Done:
@@ -131,8 +155,11 @@ def query(db: Path, sql: str, *params):
 def stored_answers(db: Path) -> int:
     """Replies and verdicts committed: each an answered call that is never asked again."""
     try:
-        return query(db, "SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
-                         " + (SELECT count(*) FROM conversations WHERE status != 'pending')")[0][0]
+        return query(
+            db,
+            "SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
+            " + (SELECT count(*) FROM conversations WHERE status != 'pending')",
+        )[0][0]
     except sqlite3.Error:
         return 0  # not created yet, or its schema not yet written
 
@@ -164,11 +191,19 @@ def snapshot(db: Path, name: str = RUN) -> Snapshot:
     shot = Snapshot()
     if not has_run(db):
         return shot
-    verdicts = query(db, "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v"
-                         " JOIN conversations c ON c.id = v.conversation_id JOIN runs r ON r.id = c.run_id"
-                         " WHERE r.name = ?", name)
-    replies = query(db, "SELECT c.prompt_id, c.repeat, c.status, c.reply FROM conversations c"
-                        " JOIN runs r ON r.id = c.run_id WHERE r.name = ?", name)
+    verdicts = query(
+        db,
+        "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v"
+        " JOIN conversations c ON c.id = v.conversation_id JOIN runs r ON r.id = c.run_id"
+        " WHERE r.name = ?",
+        name,
+    )
+    replies = query(
+        db,
+        "SELECT c.prompt_id, c.repeat, c.status, c.reply FROM conversations c"
+        " JOIN runs r ON r.id = c.run_id WHERE r.name = ?",
+        name,
+    )
     shot.verdicts = {(p, r, i): (s, e) for p, r, i, s, e in verdicts}
     shot.replies = {(p, r): (s, text) for p, r, s, text in replies}
     shot.duplicates = len(verdicts) - len(shot.verdicts) + len(replies) - len(shot.replies)
@@ -178,16 +213,20 @@ def snapshot(db: Path, name: str = RUN) -> Snapshot:
 
 def rows_lost(base: Snapshot, got: Snapshot) -> int:
     """Rows of the uninterrupted run that are missing or different here."""
-    return (sum(got.verdicts.get(k) != v for k, v in base.verdicts.items())
-            + sum(got.replies.get(k) != v for k, v in base.replies.items()))
+    return sum(got.verdicts.get(k) != v for k, v in base.verdicts.items()) + sum(
+        got.replies.get(k) != v for k, v in base.replies.items()
+    )
 
 
 def wrong_verdicts(db: Path) -> tuple[int, int, int]:
     """(met or not met verdicts, of which "not met" the server said met, "met" it said not met)."""
     template = load_template("builtin")
-    rows = query(db, "SELECT r.body, c.reply, v.criterion, v.points, v.status FROM verdicts v"
-                     " JOIN conversations c ON c.id = v.conversation_id JOIN records r ON r.id = c.record_id"
-                     " WHERE v.status IN ('met', 'not_met')")
+    rows = query(
+        db,
+        "SELECT r.body, c.reply, v.criterion, v.points, v.status FROM verdicts v"
+        " JOIN conversations c ON c.id = v.conversation_id JOIN records r ON r.id = c.record_id"
+        " WHERE v.status IN ('met', 'not_met')",
+    )
     wrong_not_met = wrong_met = 0
     for body, reply, criterion, points, status in rows:
         met = expected_verdict(grader_prompt(template, json.loads(body)["prompt"], reply, points, criterion))
@@ -242,8 +281,10 @@ class Trials:
     def conclude(self, folder: Folder, trial: str, exits: str, note: str, line: str) -> None:
         """Report a trial of the baseline's sample, with its calls and rows against the baseline's."""
         lost, extra = rows_lost(self.base, snapshot(folder.db)), self.calls() - self.base_calls
-        self.report(Row(trial, exits, self.calls(), extra, lost, note),
-                    f"{line}; {self.calls()} calls vs {self.base_calls}: {extra} extra; rows lost {lost}")
+        self.report(
+            Row(trial, exits, self.calls(), extra, lost, note),
+            f"{line}; {self.calls()} calls vs {self.base_calls}: {extra} extra; rows lost {lost}",
+        )
 
     def baseline(self) -> None:
         folder = self.folder("baseline")
@@ -251,9 +292,11 @@ class Trials:
         done = folder.finish(folder.start_run(self.records))
         self.base_calls, self.base = self.calls(), snapshot(folder.db)
         self.base_answers = stored_answers(folder.db)
-        self.report(Row("baseline", str(done.code), self.base_calls, 0, 0, f"{time.monotonic() - started:.0f} s"),
-                    f"exit {done.code}; {self.base_calls} calls in {time.monotonic() - started:.1f} s;"
-                    f" {len(self.base.replies)} replies, {len(self.base.verdicts)} verdicts, score {self.base.score}")
+        self.report(
+            Row("baseline", str(done.code), self.base_calls, 0, 0, f"{time.monotonic() - started:.0f} s"),
+            f"exit {done.code}; {self.base_calls} calls in {time.monotonic() - started:.1f} s;"
+            f" {len(self.base.replies)} replies, {len(self.base.verdicts)} verdicts, score {self.base.score}",
+        )
 
     def kill(self, kills: int) -> None:
         folder = self.folder("kill")
@@ -281,11 +324,15 @@ class Trials:
             done = folder.finish(process)
             break
         got = snapshot(folder.db)
-        self.conclude(folder, "kill", f"{made} kills, last {done.code}",
-                      f"{got.duplicates} duplicates; {in_flight} in flight at the kills",
-                      f"{made} SIGKILLs ({early} in start-up) over {processes} processes, last exit {done.code};"
-                      f" duplicate rows {got.duplicates}; same score {got.score == self.base.score};"
-                      f" sent and not yet committed at the kills: {in_flight}")
+        self.conclude(
+            folder,
+            "kill",
+            f"{made} kills, last {done.code}",
+            f"{got.duplicates} duplicates; {in_flight} in flight at the kills",
+            f"{made} SIGKILLs ({early} in start-up) over {processes} processes, last exit {done.code};"
+            f" duplicate rows {got.duplicates}; same score {got.score == self.base.score};"
+            f" sent and not yet committed at the kills: {in_flight}",
+        )
 
     def stop(self, patience: float | None, stopped_for: float) -> None:
         label = f"patience {patience:g} s" if patience else f"default patience ({DEFAULT_PATIENCE:g} s)"
@@ -304,11 +351,15 @@ class Trials:
         driver.send_signal(signal.SIGCONT)
         done = folder.finish(driver)
         refused = resumed.code == 2 and "stopped (Ctrl-Z)" in resumed.err
-        self.conclude(folder, "stop", f"resume {resumed.code}, driver {done.code}",
-                      f"{label}; refused {'yes' if refused else 'NO'}",
-                      f"{label}, stopped {stopped_for:g} s: resume refused {'yes' if refused else 'NO'}"
-                      f" (exit {resumed.code}: {resumed.err.strip()[:140]!r}); {calls_while_stopped} calls sent when"
-                      f" the resume ended; driver exit {done.code}")
+        self.conclude(
+            folder,
+            "stop",
+            f"resume {resumed.code}, driver {done.code}",
+            f"{label}; refused {'yes' if refused else 'NO'}",
+            f"{label}, stopped {stopped_for:g} s: resume refused {'yes' if refused else 'NO'}"
+            f" (exit {resumed.code}: {resumed.err.strip()[:140]!r}); {calls_while_stopped} calls sent when"
+            f" the resume ended; driver exit {done.code}",
+        )
 
     def takeover(self) -> None:
         folder = self.folder("takeover")
@@ -321,8 +372,11 @@ class Trials:
             # longer trusts its lease without a write (6 s).
             time.sleep(7)
             try:
-                query_write(folder.db, "UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs', heartbeat_at = 0",
-                            timeout=0.5)
+                query_write(
+                    folder.db,
+                    "UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs', heartbeat_at = 0",
+                    timeout=0.5,
+                )
                 break
             except sqlite3.OperationalError:
                 # Stopped in the middle of a commit, holding the write lock: let it finish, stop again.
@@ -336,19 +390,24 @@ class Trials:
         said = "taken over" in done.err
         query_write(folder.db, "UPDATE runs SET owner = NULL, heartbeat_at = 0")
         resumed = folder.run("resume", RUN)
-        self.conclude(folder, "takeover", f"driver {done.code}, resume {resumed.code}",
-                      f"{after_continue} calls after SIGCONT",
-                      f"driver exit {done.code} (says taken over: {'yes' if said else 'NO'};"
-                      f" {done.err.strip()[:120]!r}); calls after SIGCONT {after_continue}; resume exit"
-                      f" {resumed.code}; lock retries {retries}")
+        self.conclude(
+            folder,
+            "takeover",
+            f"driver {done.code}, resume {resumed.code}",
+            f"{after_continue} calls after SIGCONT",
+            f"driver exit {done.code} (says taken over: {'yes' if said else 'NO'};"
+            f" {done.err.strip()[:120]!r}); calls after SIGCONT {after_continue}; resume exit"
+            f" {resumed.code}; lock retries {retries}",
+        )
 
     def lock(self, hold: float, busy_timeout: float | None) -> None:
         env = {"HBTUI_BUSY_TIMEOUT": str(busy_timeout)} if busy_timeout else None
         folder = self.folder("lock", env=env)
         driver = folder.start_run(self.records)
         wait_for_answers(folder.db, self.base_answers * 3 // 10, driver)
-        holder = subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(folder.db), str(hold)],
-                                  stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [sys.executable, "-c", LOCK_HOLDER, str(folder.db), str(hold)], stdout=subprocess.PIPE, text=True
+        )
         held = holder.stdout.readline().strip() == "held"
         calls_at_lock = self.calls()
         holder.wait(hold + 60)
@@ -357,10 +416,15 @@ class Trials:
         done = folder.finish(driver)
         timeout_label = f"{busy_timeout:g}" if busy_timeout else "10 (default)"
         said = "locked" in done.out + done.err
-        self.conclude(folder, "lock", str(done.code), f"held {hold:g} s",
-                      f"write lock held {hold:g} s (busy timeout {timeout_label} s; held: {'yes' if held else 'NO'}):"
-                      f" exit {done.code}; said locked: {'yes' if said else 'no'}; {calls_during_lock} calls while"
-                      f" held")
+        self.conclude(
+            folder,
+            "lock",
+            str(done.code),
+            f"held {hold:g} s",
+            f"write lock held {hold:g} s (busy timeout {timeout_label} s; held: {'yes' if held else 'NO'}):"
+            f" exit {done.code}; said locked: {'yes' if said else 'no'}; {calls_during_lock} calls while"
+            f" held",
+        )
 
     def faults(self) -> None:
         folder = self.folder("faults", env_lines=("MAX_ATTEMPTS=2", "GRADER_PARSE_ATTEMPTS=2"))
@@ -372,10 +436,14 @@ class Trials:
         graded, wrong_not_met, wrong_met = wrong_verdicts(folder.db)
         sequence = " -> ".join(f"{command} {code} ({status})" for command, code, status in steps)
         beyond = self.calls() - self.base_calls - injected
-        self.conclude(folder, "faults", ",".join(str(code) for _, code, _ in steps),
-                      f"{wrong_not_met} wrong 'not met'; {injected} faults",
-                      f"{sequence}; of {graded} verdicts {wrong_not_met} 'not met' and {wrong_met} 'met' differ from"
-                      f" the server's; {injected} faults injected, calls beyond one retry per fault {beyond}")
+        self.conclude(
+            folder,
+            "faults",
+            ",".join(str(code) for _, code, _ in steps),
+            f"{wrong_not_met} wrong 'not met'; {injected} faults",
+            f"{sequence}; of {graded} verdicts {wrong_not_met} 'not met' and {wrong_met} 'met' differ from"
+            f" the server's; {injected} faults injected, calls beyond one retry per fault {beyond}",
+        )
 
     def keys(self) -> list[tuple[str, str]]:
         folder = self.folder("keys")
@@ -415,12 +483,14 @@ class Trials:
             watcher.close()
         exits = f"run {','.join(map(str, runs))}; regrade {','.join(map(str, regrades))}"
         listing = ", ".join(f"{where} ({what})" for where, what in sorted(search.found)) or "0"
-        self.report(Row("keys", exits, self.calls(), None, None, f"keys found in files: {len(search.found)}"),
-                    f"runs {', '.join(f'{e[0]} exit {c}' for e, c in zip(echoes, runs))}; regrade-errors with the"
-                    f" echo off: exits {','.join(map(str, regrades))}; searched {len(search.searched)} files"
-                    f" ({search.wals} of them WALs; every command's output among them) for the key, its last 12"
-                    f" characters and its masked echo; the search finds the key in the {search.controls} .env files"
-                    f" it skips; keys found in files: {listing}")
+        self.report(
+            Row("keys", exits, self.calls(), None, None, f"keys found in files: {len(search.found)}"),
+            f"runs {', '.join(f'{e[0]} exit {c}' for e, c in zip(echoes, runs))}; regrade-errors with the"
+            f" echo off: exits {','.join(map(str, regrades))}; searched {len(search.searched)} files"
+            f" ({search.wals} of them WALs; every command's output among them) for the key, its last 12"
+            f" characters and its masked echo; the search finds the key in the {search.controls} .env files"
+            f" it skips; keys found in files: {listing}",
+        )
         return sorted(search.found)
 
 
@@ -463,8 +533,11 @@ def query_write(db: Path, sql: str, timeout: float = 30) -> None:
 
 
 def tracebacks(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("logs/*")
-                  if p.is_file() and "Traceback" in p.read_text(errors="replace"))
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("logs/*")
+        if p.is_file() and "Traceback" in p.read_text(errors="replace")
+    )
 
 
 def synthesize(path: Path, count: int) -> Path:
@@ -472,11 +545,25 @@ def synthesize(path: Path, count: int) -> Path:
     rng = random.Random(SEED)
     lines = []
     for i in range(count):
-        criteria = [{"criterion": f"Criterion {k} of question {i}", "points": rng.choice([-5, 3, 5, 7, 10]),
-                     "tags": ["axis:accuracy", "level:example"]} for k in range(rng.randint(3, 15))]
-        lines.append(json.dumps({"prompt_id": f"synthetic-{i}", "example_tags": ["theme:hedging"],
-                                 "ideal_completions_data": None, "rubrics": criteria,
-                                 "prompt": [{"role": "user", "content": f"Question {i}: I feel dizzy, why?"}]}))
+        criteria = [
+            {
+                "criterion": f"Criterion {k} of question {i}",
+                "points": rng.choice([-5, 3, 5, 7, 10]),
+                "tags": ["axis:accuracy", "level:example"],
+            }
+            for k in range(rng.randint(3, 15))
+        ]
+        lines.append(
+            json.dumps(
+                {
+                    "prompt_id": f"synthetic-{i}",
+                    "example_tags": ["theme:hedging"],
+                    "ideal_completions_data": None,
+                    "rubrics": criteria,
+                    "prompt": [{"role": "user", "content": f"Question {i}: I feel dizzy, why?"}],
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -484,20 +571,32 @@ def synthesize(path: Path, count: int) -> Path:
 def print_summary(rows: list[Row], leaks: list, crashed: list[str]) -> None:
     print("\nsummary")
     header = ("trial", "exit codes", "calls", "extra", "rows lost", "note")
-    table = [header] + [(r.trial, r.exits, str(r.calls), "-" if r.extra is None else str(r.extra),
-                         "-" if r.lost is None else str(r.lost), r.note) for r in rows]
+    table = [header] + [
+        (
+            r.trial,
+            r.exits,
+            str(r.calls),
+            "-" if r.extra is None else str(r.extra),
+            "-" if r.lost is None else str(r.lost),
+            r.note,
+        )
+        for r in rows
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(len(header) - 1)]
     for line in table:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
-    print(f"  keys found in files: {len(leaks)}; outputs with a traceback: {len(crashed)}"
-          + (f" ({', '.join(crashed)})" if crashed else ""))
+    print(
+        f"  keys found in files: {len(leaks)}; outputs with a traceback: {len(crashed)}"
+        + (f" ({', '.join(crashed)})" if crashed else "")
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, help="records per run (default 60, 20 with --quick)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer records and kills, shorter stops and locks (about a minute)")
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer records and kills, shorter stops and locks (about a minute)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print where it is")
     args = parser.parse_args()
     records = args.records or (20 if args.quick else 60)
@@ -505,9 +604,12 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="hbtui-trials-")
     root = Path(tmp)
     data = MAIN_SUBSET if MAIN_SUBSET.exists() else synthesize(root / "records.jsonl", records)
-    print(f"records: {records} of {data if data == MAIN_SUBSET else 'synthetic records (../shared is absent)'},"
-          f" seed {SEED}; latency {LATENCY['latency_ms']}-{LATENCY['latency_ms'] + LATENCY['latency_jitter_ms']}"
-          f" ms; concurrency 8; folder {root}", flush=True)
+    print(
+        f"records: {records} of {data if data == MAIN_SUBSET else 'synthetic records (../shared is absent)'},"
+        f" seed {SEED}; latency {LATENCY['latency_ms']}-{LATENCY['latency_ms'] + LATENCY['latency_jitter_ms']}"
+        f" ms; concurrency 8; folder {root}",
+        flush=True,
+    )
     with FakeServer(api_key=KEY) as server:
         trials = Trials(server, root, data, records, args.quick)
         trials.baseline()

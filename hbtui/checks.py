@@ -22,10 +22,12 @@ from hbtui.redact import redact
 from hbtui.text import one_line
 
 PING = [{"role": "user", "content": "Reply with the single word OK."}]
-GRADER_PING = [{
-    "role": "user",
-    "content": 'Answer with this JSON object only: {"explanation": "connection check", "criteria_met": true}',
-}]
+GRADER_PING = [
+    {
+        "role": "user",
+        "content": 'Answer with this JSON object only: {"explanation": "connection check", "criteria_met": true}',
+    }
+]
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ def _chat_error(exc: ChatError, model: str) -> str:
     return str(exc)
 
 
-async def _check_endpoint(role: str, url: str, key: str | None, models: list[tuple[str, str]],
-                          timeout: float) -> list[CheckResult]:
+async def _check_endpoint(
+    role: str, url: str, key: str | None, models: list[tuple[str, str]], timeout: float
+) -> list[CheckResult]:
     """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader"."""
     results: list[CheckResult] = []
     name = f"{role} endpoint"
@@ -109,8 +112,11 @@ async def _check_endpoint(role: str, url: str, key: str | None, models: list[tup
                 quirks = client.quirks.get(model)
                 if quirks is not None and not quirks.json_schema:
                     # Handled: verdicts are then parsed from the text (schema first, then fallback).
-                    results.append(CheckResult(f"{label} json_schema", True,
-                                               "json_schema not supported: verdicts will be parsed from text"))
+                    results.append(
+                        CheckResult(
+                            f"{label} json_schema", True, "json_schema not supported: verdicts will be parsed from text"
+                        )
+                    )
                 else:
                     results.append(CheckResult(f"{label} json_schema", True, "json_schema supported"))
     finally:
@@ -128,12 +134,14 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
     grader_url = settings.effective_grader_base_url
     results: list[CheckResult] = []
     if grader_url == settings.base_url:
-        results += await _check_endpoint("test", settings.base_url, settings.api_key, test_models + grader_models,
-                                         timeout)
+        results += await _check_endpoint(
+            "test", settings.base_url, settings.api_key, test_models + grader_models, timeout
+        )
     else:
         results += await _check_endpoint("test", settings.base_url, settings.api_key, test_models, timeout)
-        results += await _check_endpoint("grader", grader_url, settings.effective_grader_api_key, grader_models,
-                                         timeout)
+        results += await _check_endpoint(
+            "grader", grader_url, settings.effective_grader_api_key, grader_models, timeout
+        )
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
     if not settings.model_grader:

@@ -73,24 +73,46 @@ SETTING_FLAGS = [
     ("--grader-concurrency", "grader_concurrency", "requests in flight to a separate grader endpoint"),
     ("--timeout", "timeout", "seconds to wait for one answer (TIMEOUT, default 120)"),
     ("--max-attempts", "max_attempts", "attempts per call before it counts as failed (default 6)"),
-    ("--grader-parse-attempts", "grader_parse_attempts", "times a grader is asked when its answer holds no verdict (default 3)"),
-    ("--grader-template", "grader_template",
-     "grader prompt: reference (simple-evals' own, the default), builtin, or a file (GRADER_TEMPLATE)"),
+    (
+        "--grader-parse-attempts",
+        "grader_parse_attempts",
+        "times a grader is asked when its answer holds no verdict (default 3)",
+    ),
+    (
+        "--grader-template",
+        "grader_template",
+        "grader prompt: reference (simple-evals' own, the default), builtin, or a file (GRADER_TEMPLATE)",
+    ),
     ("--system-message-test", "system_message_test", "a system message sent first to the model under test"),
     ("--system-message-grader", "system_message_grader", "a system message sent first to the grader"),
-    ("--grader-json-schema", "grader_json_schema",
-     "true or false: ask the grader for json_schema output (default true; the reference does not)"),
-    ("--unreachable-patience", "unreachable_patience",
-     "seconds of connection failures from an endpoint before the run stops, resumable (default 60)"),
-    ("--db-write-patience", "db_write_patience",
-     "seconds to keep answers in memory while the database is locked, before stopping (default 300)"),
+    (
+        "--grader-json-schema",
+        "grader_json_schema",
+        "true or false: ask the grader for json_schema output (default true; the reference does not)",
+    ),
+    (
+        "--unreachable-patience",
+        "unreachable_patience",
+        "seconds of connection failures from an endpoint before the run stops, resumable (default 60)",
+    ),
+    (
+        "--db-write-patience",
+        "db_write_patience",
+        "seconds to keep answers in memory while the database is locked, before stopping (default 300)",
+    ),
     *[  # reporting settings: `show` takes them too
-        ("--length-penalty", "length_penalty",
-         "length-adjusted score beside the plain one: penalty per 500 reply characters beyond the centre, a number,"
-         " or main (0.0299), hard (0.0392), consensus (0.002): upstream simple-evals' defaults as reported by third"
-         " parties; off by default (LENGTH_PENALTY)"),
-        ("--length-centre", "length_centre",
-         "reply characters at which the length adjustment is 0 (LENGTH_CENTRE, default 2000)"),
+        (
+            "--length-penalty",
+            "length_penalty",
+            "length-adjusted score beside the plain one: penalty per 500 reply characters beyond the centre, a number,"
+            " or main (0.0299), hard (0.0392), consensus (0.002): upstream simple-evals' defaults as reported by third"
+            " parties; off by default (LENGTH_PENALTY)",
+        ),
+        (
+            "--length-centre",
+            "length_centre",
+            "reply characters at which the length adjustment is 0 (LENGTH_CENTRE, default 2000)",
+        ),
     ],
 ]
 REPORTING_FLAGS = ("length_penalty", "length_centre")
@@ -112,10 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
     def with_common(parser: argparse.ArgumentParser, defaults: bool) -> argparse.ArgumentParser:
         # Given before or after the command; a subcommand's unset copy must not erase the other.
         missing = {} if defaults else {"default": argparse.SUPPRESS}
-        parser.add_argument("--db", help="the database (HBTUI_DB, default runs/hbtui.sqlite)",
-                            **({"default": None} if defaults else missing))
-        parser.add_argument("--env-file", help="settings file (default .env)",
-                            **({"default": ".env"} if defaults else missing))
+        parser.add_argument(
+            "--db",
+            help="the database (HBTUI_DB, default runs/hbtui.sqlite)",
+            **({"default": None} if defaults else missing),
+        )
+        parser.add_argument(
+            "--env-file", help="settings file (default .env)", **({"default": ".env"} if defaults else missing)
+        )
         return parser
 
     common = with_common(argparse.ArgumentParser(add_help=False), defaults=False)
@@ -127,10 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
         if attr in REPORTING_FLAGS:
             reporting_flags.add_argument(flag, dest=attr, help=text)
 
-    parser = with_common(OneLineParser(
-        prog="hbtui",
-        description="Run HealthBench against any OpenAI-compatible API and review it in the terminal.",
-    ), defaults=True)
+    parser = with_common(
+        OneLineParser(
+            prog="hbtui",
+            description="Run HealthBench against any OpenAI-compatible API and review it in the terminal.",
+        ),
+        defaults=True,
+    )
     parser.add_argument("--version", action="version", version=f"hbtui {__version__}")
     parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (the app)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -143,42 +172,60 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     run.add_argument("--repeats", type=int, default=1, help="run each conversation this many times")
     run.add_argument("--name", help="a unique name for the run")
-    run.add_argument("--preset", help="settings from a preset: reference (requests byte-identical to"
-                     " simple-evals'), or one saved in the app; flags still win")
-    run.add_argument("--reuse-verdicts", action="store_true",
-                     help="take verdicts other runs paid for where the grader request is identical")
+    run.add_argument(
+        "--preset",
+        help="settings from a preset: reference (requests byte-identical to"
+        " simple-evals'), or one saved in the app; flags still win",
+    )
+    run.add_argument(
+        "--reuse-verdicts",
+        action="store_true",
+        help="take verdicts other runs paid for where the grader request is identical",
+    )
 
     resume = sub.add_parser("resume", parents=[common, settings_flags], help="finish the missing work of a run")
     resume.add_argument("run", metavar="RUN", help="id, name or latest")
 
-    regrade = sub.add_parser("regrade-errors", parents=[common, settings_flags],
-                             help="retry the criteria (and replies) that failed")
+    regrade = sub.add_parser(
+        "regrade-errors", parents=[common, settings_flags], help="retry the criteria (and replies) that failed"
+    )
     regrade.add_argument("run", metavar="RUN")
     for command in (resume, regrade):
-        command.add_argument("--no-cache", action="store_true",
-                             help="ask the grader even where an identical request's verdict is cached")
+        command.add_argument(
+            "--no-cache", action="store_true", help="ask the grader even where an identical request's verdict is cached"
+        )
 
     grader_flags = OneLineParser(add_help=False)
     for flag, attr, text in SETTING_FLAGS:
         if attr in GRADER_SETTINGS:
             grader_flags.add_argument(flag, dest=attr, help=text)
-    again = sub.add_parser("regrade", parents=[common, grader_flags],
-                           help="grade a run's replies again (another grader, prompt...): a new run, no generation")
+    again = sub.add_parser(
+        "regrade",
+        parents=[common, grader_flags],
+        help="grade a run's replies again (another grader, prompt...): a new run, no generation",
+    )
     again.add_argument("run", metavar="RUN", help="the run whose replies are graded again")
     again.add_argument("--name", help="a unique name for the new run")
     again.add_argument("--preset", help="the grader's settings of a preset (reference: simple-evals' grader requests)")
-    again.add_argument("--no-cache", action="store_true",
-                       help="ask the grader even where an identical request's verdict is cached")
+    again.add_argument(
+        "--no-cache", action="store_true", help="ask the grader even where an identical request's verdict is cached"
+    )
 
     sub.add_parser("runs", parents=[common], help="list the runs in the database")
 
-    show = sub.add_parser("show", parents=[common, reporting_flags],
-                          help="a run's score, breakdowns, histogram, worst-at-k, tokens and cost")
+    show = sub.add_parser(
+        "show",
+        parents=[common, reporting_flags],
+        help="a run's score, breakdowns, histogram, worst-at-k, tokens and cost",
+    )
     show.add_argument("run", metavar="RUN")
     show.add_argument("--json", action="store_true", help="the full metrics as JSON")
 
-    compare = sub.add_parser("compare", parents=[common],
-                             help="two runs on the same conversations: the difference B - A, themes, axes, graders")
+    compare = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="two runs on the same conversations: the difference B - A, themes, axes, graders",
+    )
     compare.add_argument("run_a", metavar="A", help="id, name or latest")
     compare.add_argument("run_b", metavar="B", help="id, name or latest")
     compare.add_argument("--json", action="store_true", help="the comparison as JSON")
@@ -217,8 +264,10 @@ def _warn_if_shared(db_path: str, warn) -> None:
     the one line its command reports."""
     mode = open_to_others(db_path)
     if mode is not None and holds_our_header(db_path):
-        warn(f"database {db_path} is open to other users (mode {mode:04o}); it holds every prompt and reply"
-             f" of its runs: `chmod 600 {db_path}` unless you share it on purpose")
+        warn(
+            f"database {db_path} is open to other users (mode {mode:04o}); it holds every prompt and reply"
+            f" of its runs: `chmod 600 {db_path}` unless you share it on purpose"
+        )
 
 
 READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "compare", "export")
@@ -250,8 +299,14 @@ def prices_or_warn() -> dict:
         return {}
 
 
-async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = False, prices: dict | None = None,
-                use_cache: bool = False) -> int:
+async def drive(
+    store: Store,
+    run: RunRow,
+    settings: Settings,
+    quiet: bool = False,
+    prices: dict | None = None,
+    use_cache: bool = False,
+) -> int:
     """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable.
 
     ``prices``: the price table, read by the caller before any call so that a broken one stops
@@ -296,8 +351,10 @@ async def drive(store: Store, run: RunRow, settings: Settings, quiet: bool = Fal
             return EXIT_INCOMPLETE
         return EXIT_OK
     if status == "failed":
-        say(f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
-            error=True)
+        say(
+            f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
+            error=True,
+        )
         say(resume_hint(final.id, engine.error or final.error), error=True)
         return EXIT_FAILED
     say(f"run {final.id} {one_line(final.name)} {status}; continue with: hbtui resume {final.id}", error=True)
@@ -354,8 +411,10 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
         prices = load_prices()
         run_id = await plan_regrade(store, source, regrade_settings, args.name)
         run = await store.get_run(run_id)
-        say(f"run {run_id} {one_line(run.name)}: the replies of run {source.id} graded again by"
-            f" {one_line(run.model_grader)} ({'no cache' if args.no_cache else 'verdicts already paid for come from the cache'})")
+        say(
+            f"run {run_id} {one_line(run.name)}: the replies of run {source.id} graded again by"
+            f" {one_line(run.model_grader)} ({'no cache' if args.no_cache else 'verdicts already paid for come from the cache'})"
+        )
         return await drive(store, run, regrade_settings, prices=prices, use_cache=not args.no_cache)
 
 
@@ -392,9 +451,17 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
-            print(json.dumps({"run": {"id": run.id, "name": run.name, "status": run.shown_status(),
-                                      "error": run.error}, "requests": run.requests, **run.report, **stats.as_json()},
-                             indent=2))
+            print(
+                json.dumps(
+                    {
+                        "run": {"id": run.id, "name": run.name, "status": run.shown_status(), "error": run.error},
+                        "requests": run.requests,
+                        **run.report,
+                        **stats.as_json(),
+                    },
+                    indent=2,
+                )
+            )
         else:
             say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats))
     return EXIT_OK
@@ -439,8 +506,11 @@ def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -
     # Textual is imported only here: headless commands never load it.
     from hbtui.tui.app import HBTuiApp
 
-    app = HBTuiApp(settings=settings, env_file=args.env_file, monitor_run=getattr(args, "run", None)
-                   if args.command == "monitor" else None)
+    app = HBTuiApp(
+        settings=settings,
+        env_file=args.env_file,
+        monitor_run=getattr(args, "run", None) if args.command == "monitor" else None,
+    )
     app.startup_problems = problems
     app.run(mouse=not args.no_mouse)
     return app.return_code or EXIT_OK
@@ -495,8 +565,17 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise  # not a problem of ours: see main
-    except (SettingsError, DatasetError, StoreError, TemplateError, RunBusy, UsageError, PresetError,
-            PriceError, NothingToCompare) as exc:
+    except (
+        SettingsError,
+        DatasetError,
+        StoreError,
+        TemplateError,
+        RunBusy,
+        UsageError,
+        PresetError,
+        PriceError,
+        NothingToCompare,
+    ) as exc:
         _complain("error", exc)
         return EXIT_USAGE
     except ChatError as exc:

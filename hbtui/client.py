@@ -164,10 +164,10 @@ def split_reasoning(message: dict) -> tuple[str, str | None]:
     if match:
         inner = match.group(1).strip()
         reasoning = f"{reasoning}\n{inner}" if reasoning else inner
-        content = content[match.end():]
+        content = content[match.end() :]
     elif content.lstrip().startswith("<think>") and "</think>" not in content:
         # Cut off while thinking: there is no final answer at all.
-        reasoning = content.lstrip()[len("<think>"):]
+        reasoning = content.lstrip()[len("<think>") :]
         content = ""
     return content.strip(), reasoning
 
@@ -355,8 +355,12 @@ class ChatClient:
                     elif status in (401, 403):
                         error = ChatError(AUTH, message, status, attempts)
                     elif status == 404:
-                        error = ChatError(NOT_FOUND, f"{message} ({self.endpoint.chat_url}, model {model})", status, attempts)
-                    elif status in (400, 413, 422) and (code == "context_length_exceeded" or CONTEXT_PATTERNS.search(message)):
+                        error = ChatError(
+                            NOT_FOUND, f"{message} ({self.endpoint.chat_url}, model {model})", status, attempts
+                        )
+                    elif status in (400, 413, 422) and (
+                        code == "context_length_exceeded" or CONTEXT_PATTERNS.search(message)
+                    ):
                         error = ChatError(CONTEXT_LENGTH, message, status, attempts)
                     else:
                         refused = _refused_param(message, param, body) if status in (400, 422) else None
@@ -375,6 +379,7 @@ class ChatClient:
 
     def _result(self, response: httpx.Response, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
         """A 200 that is not a chat completion is a bad response (retried), never a crash."""
+
         def bad() -> ChatError:
             text = provider_text(response.text, self.endpoint.secrets, 200)
             return ChatError(BAD_RESPONSE, f"not a chat completion: {text!r}", 200, attempts)
@@ -403,7 +408,8 @@ class ChatClient:
             attempts=attempts,
             json_schema_used=json_schema,
             invalid_text=invalid_content or invalid_reasoning,
-            think_stripped=isinstance(message.get("content"), str) and message["content"].lstrip().startswith("<think>"),
+            think_stripped=isinstance(message.get("content"), str)
+            and message["content"].lstrip().startswith("<think>"),
         )
 
 

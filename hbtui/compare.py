@@ -85,22 +85,33 @@ class Conversation:
         return None if result is None else result.values
 
 
-def conversations_from_rows(conversation_rows: Iterable[tuple],
-                            verdict_rows: Iterable[tuple] | None = None) -> list[Conversation]:
+def conversations_from_rows(
+    conversation_rows: Iterable[tuple], verdict_rows: Iterable[tuple] | None = None
+) -> list[Conversation]:
     """Rows of ``StoreReads.comparison_conversations`` as conversations, with their criteria
     from ``comparison_verdicts`` when given."""
     tag_lists: dict[str, tuple[str, ...]] = {}  # a run repeats a handful of tag lists thousands of times
     conversations: dict[int, Conversation] = {}
     for conv_id, position, repeat, prompt_id, sha256, theme, example_tags, status, score in conversation_rows:
-        conversations[conv_id] = Conversation(conv_id, position, repeat, prompt_id, sha256, theme,
-                                              list(_parsed(tag_lists, example_tags)), status == "generated", score,
-                                              None if verdict_rows is None else [])
+        conversations[conv_id] = Conversation(
+            conv_id,
+            position,
+            repeat,
+            prompt_id,
+            sha256,
+            theme,
+            list(_parsed(tag_lists, example_tags)),
+            status == "generated",
+            score,
+            None if verdict_rows is None else [],
+        )
     verdict = {MET: True, NOT_MET: False}
     for conv_id, idx, text, points, tags, status in verdict_rows or ():
         conversation = conversations.get(conv_id)
         if conversation is not None and conversation.criteria is not None:
             conversation.criteria.append(
-                Criterion(idx, text, points, _parsed(tag_lists, tags), status, verdict.get(status)))
+                Criterion(idx, text, points, _parsed(tag_lists, tags), status, verdict.get(status))
+            )
     return list(conversations.values())
 
 
@@ -116,6 +127,7 @@ def _parsed(seen: dict[str, tuple[str, ...]], tags: str) -> tuple[str, ...]:
 
 # ---- the scores ------------------------------------------------------------------------------
 
+
 @dataclass(slots=True)
 class Difference:
     """Two runs' clipped means over the same conversations, and B - A with its 95% interval."""
@@ -127,19 +139,27 @@ class Difference:
     ci95: tuple[float, float]
 
     def as_dict(self) -> dict:
-        return {"n": self.n, "score_a": self.score_a, "score_b": self.score_b,
-                "difference": {"value": self.value, "ci95": [self.ci95[0], self.ci95[1]]}}
+        return {
+            "n": self.n,
+            "score_a": self.score_a,
+            "score_b": self.score_b,
+            "difference": {"value": self.value, "ci95": [self.ci95[0], self.ci95[1]]},
+        }
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], samples: int = BOOTSTRAP_SAMPLES,
-                      seed: int = BOOTSTRAP_SEED) -> Difference:
+def paired_difference(
+    a: Sequence[float], b: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+) -> Difference:
     """clip(mean b) - clip(mean a), and the 2.5th and 97.5th percentiles of the same difference
     over ``samples`` resamples of the pairs (one set of indices picks from both runs)."""
     return paired_differences({"": (a, b)}, samples, seed)[""]
 
 
-def paired_differences(series: dict[str, tuple[Sequence[float], Sequence[float]]],
-                       samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> dict[str, Difference]:
+def paired_differences(
+    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> dict[str, Difference]:
     """``paired_difference`` of each (a, b); series of one length share their resample indices,
     which one seed makes identical anyway, drawn once (a third of a bootstrap's time)."""
     arrays = {name: (np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for name, (a, b) in series.items()}
@@ -152,8 +172,9 @@ def paired_differences(series: dict[str, tuple[Sequence[float], Sequence[float]]
             for name in names:
                 a, b = arrays[name]
                 # np.take: the same values as a[picks], a third faster at 5,000 pairs
-                differences[name][start:stop] = (np.clip(np.take(b, picks).mean(axis=1), 0, 1)
-                                                 - np.clip(np.take(a, picks).mean(axis=1), 0, 1))
+                differences[name][start:stop] = np.clip(np.take(b, picks).mean(axis=1), 0, 1) - np.clip(
+                    np.take(a, picks).mean(axis=1), 0, 1
+                )
     results = {}
     for name, (a, b) in arrays.items():
         low, high = np.percentile(differences[name], [2.5, 97.5])
@@ -163,6 +184,7 @@ def paired_differences(series: dict[str, tuple[Sequence[float], Sequence[float]]
 
 
 # ---- grader agreement ----------------------------------------------------------------------------
+
 
 @dataclass(slots=True)
 class Kappa:
@@ -208,10 +230,19 @@ class Kappa:
         return (self.observed - expected) / (1 - expected)
 
     def as_dict(self) -> dict:
-        return {"criteria": self.n, "kappa": self.kappa, "undefined": self.undefined, "observed": self.observed,
-                "expected": self.expected,
-                "table": {"both_met": self.both_met, "only_a_met": self.only_a_met, "only_b_met": self.only_b_met,
-                          "neither_met": self.neither_met}}
+        return {
+            "criteria": self.n,
+            "kappa": self.kappa,
+            "undefined": self.undefined,
+            "observed": self.observed,
+            "expected": self.expected,
+            "table": {
+                "both_met": self.both_met,
+                "only_a_met": self.only_a_met,
+                "only_b_met": self.only_b_met,
+                "neither_met": self.neither_met,
+            },
+        }
 
 
 def kappa_of(verdicts: Iterable[tuple[bool, bool]]) -> Kappa:
@@ -241,9 +272,16 @@ class Disagreement:
     position: int
 
     def as_dict(self) -> dict:
-        return {"prompt_id": self.prompt_id, "repeat": self.repeat, "theme": self.theme, "idx": self.idx,
-                "criterion": self.criterion, "points": self.points, "a": verdict_word(self.met_a),
-                "b": verdict_word(self.met_b)}
+        return {
+            "prompt_id": self.prompt_id,
+            "repeat": self.repeat,
+            "theme": self.theme,
+            "idx": self.idx,
+            "criterion": self.criterion,
+            "points": self.points,
+            "a": verdict_word(self.met_a),
+            "b": verdict_word(self.met_b),
+        }
 
 
 def verdict_word(met: bool) -> str:
@@ -251,6 +289,7 @@ def verdict_word(met: bool) -> str:
 
 
 # ---- the comparison ----------------------------------------------------------------------------
+
 
 @dataclass(slots=True)
 class Moved:
@@ -268,8 +307,14 @@ class Moved:
         return self.score_b - self.score_a
 
     def as_dict(self) -> dict:
-        return {"prompt_id": self.prompt_id, "repeat": self.repeat, "theme": self.theme, "score_a": self.score_a,
-                "score_b": self.score_b, "difference": self.change}
+        return {
+            "prompt_id": self.prompt_id,
+            "repeat": self.repeat,
+            "theme": self.theme,
+            "score_a": self.score_a,
+            "score_b": self.score_b,
+            "difference": self.change,
+        }
 
 
 @dataclass(slots=True)
@@ -279,8 +324,11 @@ class Agreement:
     disagreements: list[Disagreement]  # the most points first
 
     def as_dict(self) -> dict:
-        return {**self.overall.as_dict(), "axes": {name: k.as_dict() for name, k in self.axes.items()},
-                "disagreements": [d.as_dict() for d in self.disagreements]}
+        return {
+            **self.overall.as_dict(),
+            "axes": {name: k.as_dict() for name, k in self.axes.items()},
+            "disagreements": [d.as_dict() for d in self.disagreements],
+        }
 
 
 @dataclass(slots=True)
@@ -306,8 +354,13 @@ class Comparison:
         }
 
 
-def compare(run_a: RunRow, run_b: RunRow, conversations_a: Sequence[Conversation],
-            conversations_b: Sequence[Conversation], seed: int = BOOTSTRAP_SEED) -> Comparison:
+def compare(
+    run_a: RunRow,
+    run_b: RunRow,
+    conversations_a: Sequence[Conversation],
+    conversations_b: Sequence[Conversation],
+    seed: int = BOOTSTRAP_SEED,
+) -> Comparison:
     if run_a.id == run_b.id:
         raise NothingToCompare(f"run {run_a.id} compared with itself: give two different runs")
     by_key = {c.key: c for c in conversations_b}
@@ -321,13 +374,23 @@ def compare(run_a: RunRow, run_b: RunRow, conversations_a: Sequence[Conversation
         raise NothingToCompare(nothing_in_common(run_a, run_b, matched))
     # Every metric in one call: the overall score and the axes mostly have one n, and share draws.
     differences = paired_differences(tag_values(scored), seed=seed)
-    moved = [Moved(a.prompt_id, a.repeat, a.theme, va[OVERALL], vb[OVERALL], a.id, b.id, a.position)
-             for a, b, va, vb in scored if va[OVERALL] != vb[OVERALL]]
+    moved = [
+        Moved(a.prompt_id, a.repeat, a.theme, va[OVERALL], vb[OVERALL], a.id, b.id, a.position)
+        for a, b, va, vb in scored
+        if va[OVERALL] != vb[OVERALL]
+    ]
     moved.sort(key=lambda m: (-abs(m.change), m.position))
     verdicts_read = all(a.criteria is not None and b.criteria is not None for a, b in matched)
-    return Comparison(run_a, run_b, differences[OVERALL], named(differences, THEME), named(differences, AXIS), moved,
-                      agreement(matched) if verdicts_read else None,
-                      (len(conversations_a), len(conversations_b)))
+    return Comparison(
+        run_a,
+        run_b,
+        differences[OVERALL],
+        named(differences, THEME),
+        named(differences, AXIS),
+        moved,
+        agreement(matched) if verdicts_read else None,
+        (len(conversations_a), len(conversations_b)),
+    )
 
 
 def tag_values(scored: list[tuple]) -> dict[str, tuple[list[float], list[float]]]:
@@ -344,7 +407,7 @@ def tag_values(scored: list[tuple]) -> dict[str, tuple[list[float], list[float]]
 
 
 def named(differences: dict[str, Difference], prefix: str) -> dict[str, Difference]:
-    return {name[len(prefix):]: d for name, d in sorted(differences.items()) if name.startswith(prefix)}
+    return {name[len(prefix) :]: d for name, d in sorted(differences.items()) if name.startswith(prefix)}
 
 
 def agreement(matched: Sequence[tuple[Conversation, Conversation]]) -> Agreement:
@@ -365,16 +428,35 @@ def agreement(matched: Sequence[tuple[Conversation, Conversation]]) -> Agreement
             overall[index] += 1
             counts = axes_of.get(criterion.tags)
             if counts is None:
-                counts = axes_of[criterion.tags] = [by_axis.setdefault(tag[len(AXIS):], [0, 0, 0, 0])
-                                                    for tag in dict.fromkeys(criterion.tags) if tag.startswith(AXIS)]
+                counts = axes_of[criterion.tags] = [
+                    by_axis.setdefault(tag[len(AXIS) :], [0, 0, 0, 0])
+                    for tag in dict.fromkeys(criterion.tags)
+                    if tag.startswith(AXIS)
+                ]
             for axis_counts in counts:
                 axis_counts[index] += 1
             if index in (1, 2):
-                disagreements.append(Disagreement(a.prompt_id, a.repeat, a.theme, criterion.idx, criterion.text,
-                                                  criterion.points, criterion.met, other.met, a.id, b.id, a.position))
+                disagreements.append(
+                    Disagreement(
+                        a.prompt_id,
+                        a.repeat,
+                        a.theme,
+                        criterion.idx,
+                        criterion.text,
+                        criterion.points,
+                        criterion.met,
+                        other.met,
+                        a.id,
+                        b.id,
+                        a.position,
+                    )
+                )
     disagreements.sort(key=lambda d: (-abs(d.points), d.position, d.idx))
-    return Agreement(Kappa(sum(overall), *overall),
-                     {name: Kappa(sum(counts), *counts) for name, counts in sorted(by_axis.items())}, disagreements)
+    return Agreement(
+        Kappa(sum(overall), *overall),
+        {name: Kappa(sum(counts), *counts) for name, counts in sorted(by_axis.items())},
+        disagreements,
+    )
 
 
 def nothing_in_common(run_a: RunRow, run_b: RunRow, matched: Sequence) -> str:
@@ -382,8 +464,10 @@ def nothing_in_common(run_a: RunRow, run_b: RunRow, matched: Sequence) -> str:
     if matched:
         return f"{runs} have no conversation that both graded in full yet ({len(matched)} in common)"
     if run_a.dataset_sha256 != run_b.dataset_sha256:
-        return (f"{runs} are on different datasets ({run_a.dataset_name} and {run_b.dataset_name}) and share no"
-                " conversation: a record pairs only with the identical record (prompt_id, rubric) and repeat")
+        return (
+            f"{runs} are on different datasets ({run_a.dataset_name} and {run_b.dataset_name}) and share no"
+            " conversation: a record pairs only with the identical record (prompt_id, rubric) and repeat"
+        )
     return f"{runs} share no conversation (different samples of {run_a.dataset_name})"
 
 

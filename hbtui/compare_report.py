@@ -25,8 +25,10 @@ def said(met: bool) -> str:
 
 
 def run_line(label: str, run: RunRow) -> str:
-    return (f"{label}  run {run.id} {one_line(run.name, 50)}  model {one_line(run.model_test, 40)}"
-            f"  grader {one_line(run.model_grader, 40)}  dataset {one_line(run.dataset_name, 40)}")
+    return (
+        f"{label}  run {run.id} {one_line(run.name, 50)}  model {one_line(run.model_test, 40)}"
+        f"  grader {one_line(run.model_grader, 40)}  dataset {one_line(run.dataset_name, 40)}"
+    )
 
 
 def kappa_text(kappa: Kappa) -> str:
@@ -40,8 +42,10 @@ def difference_rows(title: str, rows: dict[str, Difference]) -> list[str]:
         return []
     lines = ["", f"{title:<{NAME_WIDTH}} {'n':>6}  {'A':>6}  {'B':>6}  {'B - A':>7}  95% CI"]
     for name, d in rows.items():
-        lines.append(f"{one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {d.n:>6,}  {d.score_a:>6.3f}  {d.score_b:>6.3f}"
-                     f"  {signed(d.value):>7}  {interval(d.ci95)}")
+        lines.append(
+            f"{one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {d.n:>6,}  {d.score_a:>6.3f}  {d.score_b:>6.3f}"
+            f"  {signed(d.value):>7}  {interval(d.ci95)}"
+        )
     return lines
 
 
@@ -58,23 +62,39 @@ def render_comparison(result: Comparison) -> str:
     lines += difference_rows("by theme", result.themes)
     lines += difference_rows("by axis", result.axes)
     agreement = result.agreement
-    lines += ["", f"grader agreement over {agreement.overall.n:,} criteria graded by both: "
-                  f"{kappa_text(agreement.overall)}"]
+    lines += [
+        "",
+        f"grader agreement over {agreement.overall.n:,} criteria graded by both: {kappa_text(agreement.overall)}",
+    ]
     for name, kappa in agreement.axes.items():
         lines.append(f"  {one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {kappa.n:>6,}  {kappa_text(kappa)}")
     disagreements = agreement.disagreements
     if disagreements:
-        lines += ["", f"criteria the graders disagree on: {len(disagreements):,}"
-                      + (f" (the {DISAGREEMENTS_LISTED} worth the most points; --json lists all)"
-                         if len(disagreements) > DISAGREEMENTS_LISTED else "")]
+        lines += [
+            "",
+            f"criteria the graders disagree on: {len(disagreements):,}"
+            + (
+                f" (the {DISAGREEMENTS_LISTED} worth the most points; --json lists all)"
+                if len(disagreements) > DISAGREEMENTS_LISTED
+                else ""
+            ),
+        ]
         for d in disagreements[:DISAGREEMENTS_LISTED]:
-            lines.append(f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
-                         f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
-                         f"{f' repeat {d.repeat}' if d.repeat else ''})")
+            lines.append(
+                f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
+                f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
+                f"{f' repeat {d.repeat}' if d.repeat else ''})"
+            )
     moved = result.moved
-    lines += ["", f"moved most: {min(len(moved), MOVED_LISTED)} of {len(moved):,} conversations whose score changed"
-              if moved else "no conversation's score changed"]
+    lines += [
+        "",
+        f"moved most: {min(len(moved), MOVED_LISTED)} of {len(moved):,} conversations whose score changed"
+        if moved
+        else "no conversation's score changed",
+    ]
     for m in moved[:MOVED_LISTED]:
-        lines.append(f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {one_line(m.prompt_id, 40)}"
-                     f"{f' repeat {m.repeat}' if m.repeat else ''}  {one_line(m.theme or '-', 30)}")
+        lines.append(
+            f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {one_line(m.prompt_id, 40)}"
+            f"{f' repeat {m.repeat}' if m.repeat else ''}  {one_line(m.theme or '-', 30)}"
+        )
     return "\n".join(lines)

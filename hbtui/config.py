@@ -227,7 +227,7 @@ def _length_value(where: str, kind: str, raw: Any, text: str) -> float | None:
         return None
     if text in LENGTH_PENALTIES:
         return LENGTH_PENALTIES[text] if kind == "length_penalty" else LENGTH_CENTRE
-    what = ("a penalty per 500 characters" if kind == "length_penalty" else "a centre in characters")
+    what = "a penalty per 500 characters" if kind == "length_penalty" else "a centre in characters"
     choices = ", ".join(LENGTH_PENALTIES) + (", or off" if kind == "length_penalty" else "")
     try:
         value = float(text)
@@ -248,7 +248,7 @@ def _env_file_lines(path: Path) -> dict[str, int]:
     for number, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if stripped.startswith("export "):
-            stripped = stripped[len("export "):]
+            stripped = stripped[len("export ") :]
         if "=" in stripped and not stripped.startswith("#"):
             lines[stripped.split("=", 1)[0].strip()] = number  # the last one wins, as in python-dotenv
     return lines

@@ -80,7 +80,7 @@ class Record:
     def theme(self) -> str | None:
         for tag in self.example_tags:
             if tag.startswith("theme:"):
-                return tag[len("theme:"):]
+                return tag[len("theme:") :]
         return None
 
 
@@ -144,7 +144,9 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
         where = _lone_surrogate_field(obj)
         if where is not None:
             where = where.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold it too
-            raise _fail(path, line_number, f"field {where!r}: holds a lone surrogate (an invalid \\uD800-\\uDFFF escape)")
+            raise _fail(
+                path, line_number, f"field {where!r}: holds a lone surrogate (an invalid \\uD800-\\uDFFF escape)"
+            )
     prompt_id = obj.get("prompt_id")
     if not isinstance(prompt_id, str) or not prompt_id:
         raise _fail(path, line_number, "field 'prompt_id': missing or not a string")
@@ -156,8 +158,11 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise _fail(path, line_number, f"{where}: field 'prompt[{i}].role': missing or not a string")
         if message["role"] not in ROLES:
-            raise _fail(path, line_number,
-                        f"{where}: field 'prompt[{i}].role': {message['role']!r} is not one of {', '.join(ROLES)}")
+            raise _fail(
+                path,
+                line_number,
+                f"{where}: field 'prompt[{i}].role': {message['role']!r} is not one of {', '.join(ROLES)}",
+            )
         content = message.get("content")
         if not isinstance(content, str):
             raise _fail(path, line_number, f"{where}: field 'prompt[{i}].content': missing or not a string")
@@ -183,16 +188,21 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
         if "points" not in item:
             raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].points': missing")
         if not _is_number(item["points"]):
-            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].points': {_shown(item['points'])} is not a number")
+            raise _fail(
+                path, line_number, f"{where}: field 'rubrics[{i}].points': {_shown(item['points'])} is not a number"
+            )
         if abs(item["points"]) > MAX_POINTS:
-            raise _fail(path, line_number,
-                        f"{where}: field 'rubrics[{i}].points': {item['points']!r} is beyond ±{MAX_POINTS:,}")
+            raise _fail(
+                path, line_number, f"{where}: field 'rubrics[{i}].points': {item['points']!r} is beyond ±{MAX_POINTS:,}"
+            )
         tags = item.get("tags", [])
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].tags': must be a list of strings")
         criteria.append(Criterion(item["criterion"], item["points"], tuple(tags)))
     if not any(c.points > 0 for c in criteria):
-        raise _fail(path, line_number, f"{where}: field 'rubrics': no criterion has positive points, so no score exists")
+        raise _fail(
+            path, line_number, f"{where}: field 'rubrics': no criterion has positive points, so no score exists"
+        )
     example_tags = obj.get("example_tags", [])
     if not isinstance(example_tags, list) or not all(isinstance(t, str) for t in example_tags):
         raise _fail(path, line_number, f"{where}: field 'example_tags': must be a list of strings")
@@ -225,7 +235,9 @@ def load_jsonl(path: str | Path, name: str | None = None) -> Dataset:
         try:
             text = raw_line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise _fail(path, number, f"not UTF-8 (byte 0x{raw_line[exc.start]:02x} at column {exc.start + 1})") from None
+            raise _fail(
+                path, number, f"not UTF-8 (byte 0x{raw_line[exc.start]:02x} at column {exc.start + 1})"
+            ) from None
         record = parse_record(path, number, text.rstrip("\r"))
         if record.prompt_id in seen:
             raise _fail(path, number, f"prompt_id {record.prompt_id} repeats line {seen[record.prompt_id]}")
@@ -287,7 +299,9 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
                         progress(done, total)
     except httpx.HTTPError as exc:
         partial.unlink(missing_ok=True)
-        raise DatasetError(f"{url}: download failed ({type(exc).__name__}: {exc}); use a local copy: --data PATH, or the local file on the configuration screen") from None
+        raise DatasetError(
+            f"{url}: download failed ({type(exc).__name__}: {exc}); use a local copy: --data PATH, or the local file on the configuration screen"
+        ) from None
     if digest.hexdigest() != official.sha256:
         partial.unlink(missing_ok=True)
         raise DatasetError(f"{url}: sha256 {digest.hexdigest()} differs from the published {official.sha256}")

@@ -85,8 +85,10 @@ NO_SOURCE_REPLY = "no_source_reply"  # a regrade's conversation whose reply neve
 def incomplete_message(run_id: int, no_reply: int, unfinished: int, source_id: int | None = None) -> str:
     if source_id is not None and no_reply:
         # A regrade generates nothing: the replies it lacks are its source's to complete.
-        return (f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply in run {source_id}, which this one"
-                f" grades again; complete it with: hbtui regrade-errors {source_id}, then regrade it again")
+        return (
+            f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply in run {source_id}, which this one"
+            f" grades again; complete it with: hbtui regrade-errors {source_id}, then regrade it again"
+        )
     parts = []
     if no_reply:
         parts.append(f"{no_reply} conversation{'s' * (no_reply != 1)} got no reply")
@@ -172,9 +174,22 @@ async def plan_run(
 
 # What a regrade may set: everything about the grader and how it is reached; the model under
 # test and its settings stay the source's, since its replies are reused as they are.
-GRADER_SETTINGS = ("model_grader", "grader_base_url", "grader_template", "temperature_grader", "max_tokens_grader",
-                   "reasoning_grader", "system_message_grader", "grader_json_schema", "grader_concurrency", "timeout",
-                   "max_attempts", "grader_parse_attempts", "unreachable_patience", "db_write_patience")
+GRADER_SETTINGS = (
+    "model_grader",
+    "grader_base_url",
+    "grader_template",
+    "temperature_grader",
+    "max_tokens_grader",
+    "reasoning_grader",
+    "system_message_grader",
+    "grader_json_schema",
+    "grader_concurrency",
+    "timeout",
+    "max_attempts",
+    "grader_parse_attempts",
+    "unreachable_patience",
+    "db_write_patience",
+)
 
 
 async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: str | None = None) -> int:
@@ -186,16 +201,23 @@ async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: s
     if status not in ("finished", "incomplete"):
         # Its conversations without a reply yet would be left without one, and the regrade would
         # score a part of the run as if it were the whole.
-        raise SettingsError(f"run {source.id} is {status}, its replies not all there: finish it first"
-                            f" (hbtui resume {source.id}), then regrade it")
+        raise SettingsError(
+            f"run {source.id} is {status}, its replies not all there: finish it first"
+            f" (hbtui resume {source.id}), then regrade it"
+        )
     if not (await store.progress(source.id)).conversations_generated:
         raise SettingsError(f"run {source.id} has no replies to grade again (it got none)")
     settings.require_models()
     model = (settings.model_grader or "grader").split("/")[-1]
     await seed_cache(store, source, settings.cache_dir)
-    return await store.create_regrade(source.id, name=name, name_base=f"{source.name}-regrade-{model}",
-                                      model_grader=settings.model_grader or "", settings=settings.public_dict(),
-                                      unanswered_kinds=sorted(TRANSIENT_KINDS))
+    return await store.create_regrade(
+        source.id,
+        name=name,
+        name_base=f"{source.name}-regrade-{model}",
+        model_grader=settings.model_grader or "",
+        settings=settings.public_dict(),
+        unanswered_kinds=sorted(TRANSIENT_KINDS),
+    )
 
 
 async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
@@ -211,8 +233,10 @@ async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
     keys = RequestKeys(settings, template)
     rows = []
     for conversation_id, prompt, reply, repeat, verdicts in await store.graded_for_cache(run.id):
-        rows += [(key, conversation_id, idx) for (idx, _, _), key in
-                 zip(verdicts, keys.keys(keys.digest(prompt, reply), repeat, verdicts))]
+        rows += [
+            (key, conversation_id, idx)
+            for (idx, _, _), key in zip(verdicts, keys.keys(keys.digest(prompt, reply), repeat, verdicts))
+        ]
     return await store.seed_cache(rows)
 
 
@@ -228,8 +252,15 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
     merged = Settings(**stored).with_overrides(**overrides)
     pairs = [("BASE_URL", "API_KEY", current.base_url, merged.base_url, current.api_key)]
     if current.grader_api_key or current.grader_base_url:
-        pairs.append(("GRADER_BASE_URL", "GRADER_API_KEY", current.effective_grader_base_url,
-                      merged.effective_grader_base_url, current.effective_grader_api_key))
+        pairs.append(
+            (
+                "GRADER_BASE_URL",
+                "GRADER_API_KEY",
+                current.effective_grader_base_url,
+                merged.effective_grader_base_url,
+                current.effective_grader_api_key,
+            )
+        )
     keys = {}
     for url_key, key_name, current_url, run_url, key in pairs:
         if key and current_url and current_url != run_url:
@@ -250,8 +281,15 @@ UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key"}
 # timeouts, patience), never these: that would put two models' replies, or two graders'
 # verdicts, under one label. (The sample is not a setting: a resume cannot change it at all.)
 MEASURED_TEST = ("model_test", "temperature_test", "max_tokens_test", "reasoning_test", "system_message_test")
-MEASURED_GRADER = ("model_grader", "grader_template", "temperature_grader", "max_tokens_grader", "reasoning_grader",
-                   "system_message_grader", "grader_json_schema")
+MEASURED_GRADER = (
+    "model_grader",
+    "grader_template",
+    "temperature_grader",
+    "max_tokens_grader",
+    "reasoning_grader",
+    "system_message_grader",
+    "grader_json_schema",
+)
 
 
 async def refuse_measured_changes(store: Store, run: RunRow, settings: Settings) -> None:
@@ -284,14 +322,18 @@ def resume_hint(run_id: int, error: str | None) -> str:
     """
     kind = (error or "").split(":", 1)[0]
     if kind == "connection":
-        return (f"once the server answers: hbtui resume {run_id} (a run keeps its endpoint; to move it:"
-                f" hbtui resume {run_id} --base-url URL, or --grader-base-url URL)")
+        return (
+            f"once the server answers: hbtui resume {run_id} (a run keeps its endpoint; to move it:"
+            f" hbtui resume {run_id} --base-url URL, or --grader-base-url URL)"
+        )
     if kind == "auth":
         return f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
     if kind == "not_found":
-        return (f"a run keeps its endpoint and model names; while none of a model's calls has been answered its"
-                f" name may be corrected: hbtui resume {run_id} --model-test NAME"
-                " (or --model-grader NAME, or --base-url URL if the address lacks its /v1)")
+        return (
+            f"a run keeps its endpoint and model names; while none of a model's calls has been answered its"
+            f" name may be corrected: hbtui resume {run_id} --model-test NAME"
+            " (or --model-grader NAME, or --base-url URL if the address lacks its /v1)"
+        )
     return f"fix the cause, then: hbtui resume {run_id}"
 
 
@@ -318,8 +360,16 @@ class LiveStats:
 class Engine:
     """Drives one run to the end (or to a stop) in the calling event loop."""
 
-    def __init__(self, store: Store, run: RunRow, settings: Settings, observers: Sequence[Observer] = (), *,
-                 backoff_base: float = 0.5, use_cache: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        run: RunRow,
+        settings: Settings,
+        observers: Sequence[Observer] = (),
+        *,
+        backoff_base: float = 0.5,
+        use_cache: bool = False,
+    ) -> None:
         self.store = store
         self.run = run
         self.settings = settings
@@ -444,14 +494,18 @@ class Engine:
         now = self.settings.public_dict()
         before = self.run.settings
         # Only what the run recorded: a setting added to hbtui since is no change of the user's.
-        changed = [(name, before[name], value) for name, value in now.items()
-                   if name in before and name not in UNRECORDED_SETTINGS and before[name] != value]
+        changed = [
+            (name, before[name], value)
+            for name, value in now.items()
+            if name in before and name not in UNRECORDED_SETTINGS and before[name] != value
+        ]
         if not changed:
             return
         await self.store.update_run_settings(self.run.id, now, self.settings.model_test, self.settings.model_grader)
         self.run = await self.store.get_run(self.run.id)
-        self._note("settings changed for this resume: "
-                   + "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changed))
+        self._note(
+            "settings changed for this resume: " + "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changed)
+        )
 
     def _note(self, message: str) -> None:
         self._writes.put_nowait(("log", (self.run.id, time.time(), "info", message)))
@@ -473,9 +527,16 @@ class Engine:
             if stats.successes and now - stats.failing_since >= patience:
                 # The endpoint answered before and has failed every call since, for that long: stop
                 # (resumable) instead of burning every remaining conversation's attempts.
-                self._stop(ChatError(CONNECTION, f"{record.endpoint} stopped answering: every call failed to connect"
-                                     f" for {now - stats.failing_since:.0f} s (UNREACHABLE_PATIENCE {patience:g} s):"
-                                     f" {record.message}"), stop_calls=True, endpoint=record.endpoint)
+                self._stop(
+                    ChatError(
+                        CONNECTION,
+                        f"{record.endpoint} stopped answering: every call failed to connect"
+                        f" for {now - stats.failing_since:.0f} s (UNREACHABLE_PATIENCE {patience:g} s):"
+                        f" {record.message}",
+                    ),
+                    stop_calls=True,
+                    endpoint=record.endpoint,
+                )
         if not record.ok:
             stats.failures += 1
             self.live.errors_by_kind[record.kind] = self.live.errors_by_kind.get(record.kind, 0) + 1
@@ -521,10 +582,20 @@ class Engine:
         gc.collect()
         gc.freeze()
         progress = await self.store.progress(run_id)
-        self.emit(RunStarted(run_id, self.run.name, progress.conversations_total, progress.criteria_total,
-                             progress.conversations_generated, progress.conversations_failed,
-                             progress.criteria_graded, progress.criteria_skipped, progress.criteria_errors,
-                             await self.store.conversation_scores(run_id)))
+        self.emit(
+            RunStarted(
+                run_id,
+                self.run.name,
+                progress.conversations_total,
+                progress.criteria_total,
+                progress.conversations_generated,
+                progress.conversations_failed,
+                progress.criteria_graded,
+                progress.criteria_skipped,
+                progress.criteria_errors,
+                await self.store.conversation_scores(run_id),
+            )
+        )
         writer = asyncio.create_task(self._writer(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
         drive = asyncio.create_task(self._drive(work, test, grader), name="hbtui-drive")
@@ -576,14 +647,17 @@ class Engine:
             status, error = "failed", str(store_error)
         elif store_error is not None:
             status = "failed"
-            error = (f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
-                     f" resumes with `hbtui resume {run_id}` once that is fixed")
+            error = (
+                f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
+                f" resumes with `hbtui resume {run_id}` once that is fixed"
+            )
         elif status == "finished":
             status, error, report = await self._settle(run_id)
         self.error = error
         try:
-            await self.store.finish_run(run_id, status, error=error, report=report, lease=self.lease,
-                                        requests=self.requests_record())
+            await self.store.finish_run(
+                run_id, status, error=error, report=report, lease=self.lease, requests=self.requests_record()
+            )
             if report is not None:
                 folder = await write_run_folder(self.store, await self.store.get_run(run_id), self.runs_root)
                 await self.store.set_folder(run_id, str(folder))
@@ -608,8 +682,11 @@ class Engine:
         progress = await self.store.progress(run_id)
         if progress.criteria_left or progress.conversations_left:
             # Never call a run finished while work is missing, whatever stopped it.
-            return ("interrupted", f"{progress.criteria_left} criteria were left ungraded;"
-                    f" `hbtui resume {run_id}` does them", None)
+            return (
+                "interrupted",
+                f"{progress.criteria_left} criteria were left ungraded; `hbtui resume {run_id}` does them",
+                None,
+            )
         # Every summary is fresh here: those of earlier processes were refreshed as this one
         # started, and this one wrote its own with the verdicts they sum up.
         report = await compute_report(self.store, run_id)
@@ -618,8 +695,12 @@ class Engine:
             return INCOMPLETE, incomplete_message(run_id, no_reply, unfinished, self.run.source_run_id), report
         if progress.conversations_total and not report["conversations"]["scored"]:
             # Every reply refused (a request no conversation could pass): nothing was measured.
-            return (INCOMPLETE, f"no conversation could be scored: all {progress.conversations_failed} replies were"
-                    " refused (see `hbtui show` for why)", report)
+            return (
+                INCOMPLETE,
+                f"no conversation could be scored: all {progress.conversations_failed} replies were"
+                " refused (see `hbtui show` for why)",
+                report,
+            )
         return "finished", None, report
 
     async def _drive(self, work: list[WorkItem], test: ChatClient, grader: ChatClient) -> None:
@@ -681,22 +762,56 @@ class Engine:
             if self._check_fatal(exc):
                 return None
             message = exc.message if exc.kind != CONTEXT_LENGTH else f"context too long: {exc.message}"
-            self._store_result("reply", (
-                "failed", None, None, None, message, exc.kind, exc.attempts, None, None, None, time.time(),
-                item.conversation_id,
-            ))
+            self._store_result(
+                "reply",
+                (
+                    "failed",
+                    None,
+                    None,
+                    None,
+                    message,
+                    exc.kind,
+                    exc.attempts,
+                    None,
+                    None,
+                    None,
+                    time.time(),
+                    item.conversation_id,
+                ),
+            )
             self.emit(GenerationFailed(self.run.id, item.conversation_id, exc.kind, message, len(item.all_criteria)))
             return None
-        self._store_result("reply", (
-            "generated", result.content, result.reasoning, result.finish_reason, None, None, result.attempts,
-            result.latency_ms, result.prompt_tokens, result.completion_tokens, time.time(), item.conversation_id,
-        ))
+        self._store_result(
+            "reply",
+            (
+                "generated",
+                result.content,
+                result.reasoning,
+                result.finish_reason,
+                None,
+                None,
+                result.attempts,
+                result.latency_ms,
+                result.prompt_tokens,
+                result.completion_tokens,
+                time.time(),
+                item.conversation_id,
+            ),
+        )
         if result.invalid_text:
             self._note_invalid_text(f"reply of conversation {item.position + 1}")
         if result.think_stripped:
             self.deviations.add("reasoning (<think>) removed from replies before grading")
-        self.emit(ReplyGenerated(self.run.id, item.conversation_id, result.latency_ms, result.prompt_tokens,
-                                 result.completion_tokens, result.finish_reason == "length"))
+        self.emit(
+            ReplyGenerated(
+                self.run.id,
+                item.conversation_id,
+                result.latency_ms,
+                result.prompt_tokens,
+                result.completion_tokens,
+                result.finish_reason == "length",
+            )
+        )
         return result.content
 
     async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
@@ -714,18 +829,27 @@ class Engine:
             self._cached.update(await self.store.cached_verdicts(list(keys.values())))
         # Verdicts served from the cache need no task of their own: a regrade of 60,000 from the
         # cache spent a second creating and gathering tasks that never awaited anything.
-        asked = [(idx, text, points) for idx, text, points in item.criteria
-                 if not self._serve_cached(item, idx, keys[idx], statuses)]
+        asked = [
+            (idx, text, points)
+            for idx, text, points in item.criteria
+            if not self._serve_cached(item, idx, keys[idx], statuses)
+        ]
         if not asked and self._unwritten >= CACHE_WRITE_CHUNK:
             # Served without a call, nothing here awaits: let the writer take what piled up, so
             # that SQLite writes one chunk while the next is served (rather than all at the end).
             await asyncio.sleep(0)
-        await asyncio.gather(*(self._grade_one(client, item, rendered, keys[idx], idx, text, points, statuses)
-                               for idx, text, points in asked))
+        await asyncio.gather(
+            *(
+                self._grade_one(client, item, rendered, keys[idx], idx, text, points, statuses)
+                for idx, text, points in asked
+            )
+        )
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
         criteria = [
-            scoring.GradedCriterion(points, tags, True if statuses[idx] == MET else False if statuses[idx] == NOT_MET else None)
+            scoring.GradedCriterion(
+                points, tags, True if statuses[idx] == MET else False if statuses[idx] == NOT_MET else None
+            )
             for idx, points, tags, _ in item.all_criteria
         ]
         errors = sum(1 for s in statuses.values() if s == ERROR)
@@ -745,13 +869,40 @@ class Engine:
         statuses[idx] = status
         self.from_cache += 1
         # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
-        self._store_result("verdict", (status, explanation, raw, reasoning, None, None, 0, None, 0, 0, time.time(),
-                                       key, 1, item.conversation_id, idx))
+        self._store_result(
+            "verdict",
+            (
+                status,
+                explanation,
+                raw,
+                reasoning,
+                None,
+                None,
+                0,
+                None,
+                0,
+                0,
+                time.time(),
+                key,
+                1,
+                item.conversation_id,
+                idx,
+            ),
+        )
         self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, status == MET, None, 0.0, 0, 0))
         return True
 
-    async def _grade_one(self, client: ChatClient, item: WorkItem, rendered: str, key: str, idx: int, text: str,
-                         points: float, statuses: dict[int, str]) -> None:
+    async def _grade_one(
+        self,
+        client: ChatClient,
+        item: WorkItem,
+        rendered: str,
+        key: str,
+        idx: int,
+        text: str,
+        points: float,
+        statuses: dict[int, str],
+    ) -> None:
         self._update_gate()
         await self._calls_open.wait()
         if self._fatal is not None:
@@ -774,10 +925,26 @@ class Engine:
             if self._check_fatal(exc):
                 return
             statuses[idx] = ERROR
-            self._store_result("verdict", (
-                ERROR, None, None, None, exc.message, exc.kind, exc.attempts, None, None, None, time.time(),
-                key, 0, item.conversation_id, idx,
-            ))
+            self._store_result(
+                "verdict",
+                (
+                    ERROR,
+                    None,
+                    None,
+                    None,
+                    exc.message,
+                    exc.kind,
+                    exc.attempts,
+                    None,
+                    None,
+                    None,
+                    time.time(),
+                    key,
+                    0,
+                    item.conversation_id,
+                    idx,
+                ),
+            )
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
         verdict = outcome.verdict
@@ -790,18 +957,57 @@ class Engine:
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
         statuses[idx] = status
         now = time.time()
-        self._store_result("verdict", (
-            status, verdict.explanation if verdict else None, outcome.raw_output, outcome.reasoning, outcome.error,
-            outcome.error_kind, outcome.attempts, outcome.latency_ms, outcome.prompt_tokens, outcome.completion_tokens,
-            now, key, 0, item.conversation_id, idx,
-        ))
+        self._store_result(
+            "verdict",
+            (
+                status,
+                verdict.explanation if verdict else None,
+                outcome.raw_output,
+                outcome.reasoning,
+                outcome.error,
+                outcome.error_kind,
+                outcome.attempts,
+                outcome.latency_ms,
+                outcome.prompt_tokens,
+                outcome.completion_tokens,
+                now,
+                key,
+                0,
+                item.conversation_id,
+                idx,
+            ),
+        )
         if verdict is not None:  # a verdict paid for, for any later run that asks the same
-            self._writes.put_nowait(("cache", (key, status, verdict.explanation, outcome.raw_output, outcome.reasoning,
-                                               outcome.attempts, outcome.latency_ms, outcome.prompt_tokens,
-                                               outcome.completion_tokens, now)))
-        self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, verdict.criteria_met if verdict else None,
-                                  outcome.error_kind, outcome.latency_ms, outcome.prompt_tokens,
-                                  outcome.completion_tokens, outcome.error))
+            self._writes.put_nowait(
+                (
+                    "cache",
+                    (
+                        key,
+                        status,
+                        verdict.explanation,
+                        outcome.raw_output,
+                        outcome.reasoning,
+                        outcome.attempts,
+                        outcome.latency_ms,
+                        outcome.prompt_tokens,
+                        outcome.completion_tokens,
+                        now,
+                    ),
+                )
+            )
+        self.emit(
+            CriterionGraded(
+                self.run.id,
+                item.conversation_id,
+                idx,
+                verdict.criteria_met if verdict else None,
+                outcome.error_kind,
+                outcome.latency_ms,
+                outcome.prompt_tokens,
+                outcome.completion_tokens,
+                outcome.error,
+            )
+        )
 
     def _check_fatal(self, exc: ChatError) -> bool:
         """True (and the run stops) on what every later call would hit too.
@@ -866,8 +1072,16 @@ class Engine:
                 return
             attempt_started = time.monotonic()
             try:
-                await self.store.write_batch(batch.replies, batch.verdicts, batch.summaries, batch.log, batch.cache,
-                                             run_id=self.run.id, lease=self.lease, live=batch.heartbeat)
+                await self.store.write_batch(
+                    batch.replies,
+                    batch.verdicts,
+                    batch.summaries,
+                    batch.log,
+                    batch.cache,
+                    run_id=self.run.id,
+                    lease=self.lease,
+                    live=batch.heartbeat,
+                )
             except sqlite3.OperationalError as exc:
                 if not database_locked(exc):
                     raise
@@ -881,9 +1095,11 @@ class Engine:
                     ) from None
                 if batch.lock_noted is False:
                     batch.lock_noted = True
-                    message = (f"the database is locked by another connection: keeping {batch.results} answers in"
-                               f" memory, no new calls until they are stored (gives up after"
-                               f" {self.settings.db_write_patience:g} s)")
+                    message = (
+                        f"the database is locked by another connection: keeping {batch.results} answers in"
+                        f" memory, no new calls until they are stored (gives up after"
+                        f" {self.settings.db_write_patience:g} s)"
+                    )
                     batch.log.append((self.run.id, time.time(), "warning", message))
                     self.emit(Noted(self.run.id, "warning", message))
                 await asyncio.sleep(0.2)
@@ -924,8 +1140,9 @@ class WriteBatch:
 
     @property
     def empty(self) -> bool:
-        return not (self.replies or self.verdicts or self.summaries or self.log or self.cache
-                    or self.heartbeat is not None)
+        return not (
+            self.replies or self.verdicts or self.summaries or self.log or self.cache or self.heartbeat is not None
+        )
 
     def add(self, entry: tuple[str, Any] | None) -> None:
         if entry is None:
@@ -935,8 +1152,13 @@ class WriteBatch:
         if kind == "heartbeat":
             self.heartbeat = row
         else:
-            {"reply": self.replies, "verdict": self.verdicts, "summary": self.summaries, "log": self.log,
-             "cache": self.cache}[kind].append(row)
+            {
+                "reply": self.replies,
+                "verdict": self.verdicts,
+                "summary": self.summaries,
+                "log": self.log,
+                "cache": self.cache,
+            }[kind].append(row)
 
 
 async def compute_report(store: Store, run_id: int) -> dict:

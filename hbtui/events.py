@@ -89,7 +89,13 @@ class RunFinished:
 
 
 Event = (
-    RunStarted | ReplyGenerated | GenerationFailed | CriterionGraded | ConversationScored | CallFailed | Noted
+    RunStarted
+    | ReplyGenerated
+    | GenerationFailed
+    | CriterionGraded
+    | ConversationScored
+    | CallFailed
+    | Noted
     | RunFinished
 )
 

@@ -25,8 +25,19 @@ from hbtui.store.reads import parsed_tags
 from hbtui.text import one_line, visible_controls
 
 CSV_COLUMNS = [
-    "position", "repeat", "prompt_id", "conversation_score", "criterion_index", "criterion", "points", "tags",
-    "criteria_met", "status", "explanation", "error_kind", "error",
+    "position",
+    "repeat",
+    "prompt_id",
+    "conversation_score",
+    "criterion_index",
+    "criterion",
+    "points",
+    "tags",
+    "criteria_met",
+    "status",
+    "explanation",
+    "error_kind",
+    "error",
 ]
 
 
@@ -39,8 +50,21 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
     with private_file(out) as handle:
         async for row, verdicts in store.export_rows(run_id):
-            (_, _position, repeat, prompt_id, example_tags, status, reply, reasoning, finish_reason, error,
-             error_kind, score, body) = row
+            (
+                _,
+                _position,
+                repeat,
+                prompt_id,
+                example_tags,
+                status,
+                reply,
+                reasoning,
+                finish_reason,
+                error,
+                error_kind,
+                score,
+                body,
+            ) = row
             line = {
                 "prompt_id": prompt_id,
                 "repeat": repeat,
@@ -81,11 +105,26 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
             score = row[11]
             for idx, criterion, points, tags, status, explanation, error, error_kind in verdicts:
                 met = _met(status)
-                writer.writerow([visible_controls(cell) if isinstance(cell, str) else cell for cell in (
-                    position, repeat, prompt_id, "" if score is None else score, idx, criterion, points,
-                    " ".join(parsed_tags(tags)), "" if met is None else str(met).lower(), status,
-                    explanation or "", error_kind or "", error or "",
-                )])
+                writer.writerow(
+                    [
+                        visible_controls(cell) if isinstance(cell, str) else cell
+                        for cell in (
+                            position,
+                            repeat,
+                            prompt_id,
+                            "" if score is None else score,
+                            idx,
+                            criterion,
+                            points,
+                            " ".join(parsed_tags(tags)),
+                            "" if met is None else str(met).lower(),
+                            status,
+                            explanation or "",
+                            error_kind or "",
+                            error or "",
+                        )
+                    ]
+                )
                 count += 1
     return count
 
@@ -95,8 +134,11 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
     if stats.penalty is not None:
         m = stats.length_adjusted
         how = f"penalty {penalty_label(stats.penalty)} per 500 reply characters from {stats.centre:g}"
-        lines.append(f"- length-adjusted score: {m.value:.4f} (95% CI {m.ci95[0]:.4f} to {m.ci95[1]:.4f}, n {m.n};"
-                     f" {how})" if m else f"- length-adjusted score: - ({how})")
+        lines.append(
+            f"- length-adjusted score: {m.value:.4f} (95% CI {m.ci95[0]:.4f} to {m.ci95[1]:.4f}, n {m.n}; {how})"
+            if m
+            else f"- length-adjusted score: - ({how})"
+        )
     for role, usage in (("model under test", stats.test), ("grader", stats.grader)):
         lines.append(f"- tokens of the {role}: {usage_line(usage)}")
     total = total_cost([stats.test, stats.grader])
@@ -126,8 +168,8 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
     lines = [
         f"# {one_line(run.name, 200)}",
         "",
-        f"- run id: {run.id}" + (f" (a regrade: the replies of run {run.source_run_id}, graded again)"
-                                 if run.source_run_id else ""),
+        f"- run id: {run.id}"
+        + (f" (a regrade: the replies of run {run.source_run_id}, graded again)" if run.source_run_id else ""),
         f"- status: {run.status}",
         f"- dataset: {one_line(run.dataset_name, 200)} ({one_line(str(run.dataset_path), 1000)}),"
         f" sha256 {run.dataset_sha256}",
@@ -179,8 +221,10 @@ async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
     await write_jsonl(store, run.id, folder / "results.jsonl")
     # The length adjustment the run was made with; the price table as it is now. A broken table
     # must not fail the end of a run whose calls are paid: the file says so instead.
-    reporting = Settings(length_penalty=run.settings.get("length_penalty"),
-                         length_centre=run.settings.get("length_centre") or LENGTH_CENTRE)
+    reporting = Settings(
+        length_penalty=run.settings.get("length_penalty"),
+        length_centre=run.settings.get("length_centre") or LENGTH_CENTRE,
+    )
     try:
         prices, price_problem = load_prices(), None
     except PriceError as exc:

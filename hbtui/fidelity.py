@@ -36,8 +36,11 @@ def describe_requests(settings: Any, template_name: str, template_sha256: str, d
         if test == grader and test != expected:
             differences.append(f"{label} {test:g}")
         else:
-            differences += [f"{label} {value:g} for the {who}" for who, value in
-                            (("model under test", test), ("grader", grader)) if value != expected]
+            differences += [
+                f"{label} {value:g} for the {who}"
+                for who, value in (("model under test", test), ("grader", grader))
+                if value != expected
+            ]
     if settings.grader_json_schema:
         differences.append("grader asked for json_schema output")
     for who, effort in (("model under test", settings.reasoning_test), ("grader", settings.reasoning_grader)):
@@ -69,8 +72,11 @@ def requests_line(requests: dict | None) -> str:
     # The requests can be the reference's while the grader is another model: a score then still
     # does not stand beside the published ones, and the line says so.
     grader = requests.get("model_grader")
-    other = (f"; graded by {grader}, the published numbers by {REFERENCE_GRADER}"
-             if grader and grader != REFERENCE_GRADER else "")
+    other = (
+        f"; graded by {grader}, the published numbers by {REFERENCE_GRADER}"
+        if grader and grader != REFERENCE_GRADER
+        else ""
+    )
     if requests.get("reference_identical"):
         return f"requests: reference-identical{other}"
     return f"requests: differ from the reference ({', '.join(requests.get('differences', []))}){other}"

@@ -88,11 +88,15 @@ def load_template(value: str | Path | None, cache_dir: str | Path | None = None)
     count = text.count(CONVERSATION_SLOT)
     if count != 1:
         problem = "is missing" if count == 0 else f"appears {count} times"
-        raise TemplateError(f"GRADER_TEMPLATE {path}: the placeholder {CONVERSATION_SLOT} {problem} (it must appear once)")
+        raise TemplateError(
+            f"GRADER_TEMPLATE {path}: the placeholder {CONVERSATION_SLOT} {problem} (it must appear once)"
+        )
     slots = [slot for slot in (RUBRIC_ITEM_SLOT, CRITERION_SLOT) if slot in text]
     if len(slots) != 1 or text.count(slots[0]) != 1:
-        raise TemplateError(f"GRADER_TEMPLATE {path}: the criterion's placeholder ({RUBRIC_ITEM_SLOT} or"
-                            f" {CRITERION_SLOT}) must appear once, and only one of them")
+        raise TemplateError(
+            f"GRADER_TEMPLATE {path}: the criterion's placeholder ({RUBRIC_ITEM_SLOT} or"
+            f" {CRITERION_SLOT}) must appear once, and only one of them"
+        )
     return Template(str(path), text, slots[0])
 
 
@@ -120,7 +124,8 @@ def fill_template(template: Template, rendered_conversation: str, points: float,
     """Filled as the reference fills it: two chained replacements, the conversation first, so a
     reply that holds the criterion's placeholder is treated exactly as the reference treats it."""
     return template.text.replace(CONVERSATION_SLOT, rendered_conversation).replace(
-        template.criterion_slot, render_criterion(points, criterion))
+        template.criterion_slot, render_criterion(points, criterion)
+    )
 
 
 def grader_prompt(template: Template, conversation: Sequence[dict], reply: str, points: float, criterion: str) -> str:
@@ -168,7 +173,7 @@ def _balanced_objects(text: str):
             elif char == "}":
                 depth -= 1
                 if depth == 0:
-                    yield text[start:index + 1]
+                    yield text[start : index + 1]
                     break
         start = text.find("{", start + 1)
 

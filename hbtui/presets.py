@@ -23,18 +23,20 @@ def built_in_presets() -> dict[str, dict[str, Any]]:
     and 2048 tokens for both, no response_format, no reasoning effort)."""
     from hbtui import reference
 
-    return {"reference": {
-        "grader_template": "reference",
-        "system_message_test": reference.SYSTEM_MESSAGE,
-        "system_message_grader": reference.SYSTEM_MESSAGE,
-        "temperature_test": reference.TEMPERATURE,
-        "temperature_grader": reference.TEMPERATURE,
-        "max_tokens_test": reference.MAX_TOKENS,
-        "max_tokens_grader": reference.MAX_TOKENS,
-        "grader_json_schema": False,
-        "reasoning_test": None,
-        "reasoning_grader": None,
-    }}
+    return {
+        "reference": {
+            "grader_template": "reference",
+            "system_message_test": reference.SYSTEM_MESSAGE,
+            "system_message_grader": reference.SYSTEM_MESSAGE,
+            "temperature_test": reference.TEMPERATURE,
+            "temperature_grader": reference.TEMPERATURE,
+            "max_tokens_test": reference.MAX_TOKENS,
+            "max_tokens_grader": reference.MAX_TOKENS,
+            "grader_json_schema": False,
+            "reasoning_test": None,
+            "reasoning_grader": None,
+        }
+    }
 
 
 def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
@@ -80,8 +82,11 @@ def load_presets(path: Path | None = None) -> dict[str, dict[str, Any]]:
         raise PresetError(f"{path}: cannot read presets ({exc})") from None
     if not isinstance(data, dict):
         raise PresetError(f"{path}: not a JSON object of presets")
-    return {str(name): {k: v for k, v in values.items() if k not in SECRET_FIELDS}
-            for name, values in data.items() if isinstance(values, dict)}
+    return {
+        str(name): {k: v for k, v in values.items() if k not in SECRET_FIELDS}
+        for name, values in data.items()
+        if isinstance(values, dict)
+    }
 
 
 def save_preset(name: str, values: Mapping[str, Any], path: Path | None = None) -> Path:

@@ -61,10 +61,10 @@ def load_prices(path: Path | None = None) -> dict[str, Price]:
             if name not in entry:
                 raise PriceError(f"{path}: {model!r}.{name} is missing (price per million {name} tokens)")
             value = entry[name]
-            if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-                    or value < 0):
-                raise PriceError(f"{path}: {model!r}.{name}: {value!r} is not a price"
-                                 " (a number of 0 or more, per million tokens)")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise PriceError(
+                    f"{path}: {model!r}.{name}: {value!r} is not a price (a number of 0 or more, per million tokens)"
+                )
             values.append(float(value))
         table[model] = Price(*values)
     return table
@@ -80,8 +80,12 @@ class ModelUsage:
     cost: float | None
 
     def as_dict(self) -> dict:
-        return {"model": self.model, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost": self.cost}
+        return {
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+        }
 
 
 def cost_of(input_tokens: int, output_tokens: int, price: Price | None) -> float | None:

@@ -61,7 +61,9 @@ class ProgressPrinter:
                 " verdicts already stored)"
             )
         elif isinstance(event, GenerationFailed):
-            self._print(f"conversation {event.conversation_id}: no reply ({event.kind}): {one_line(event.message, 160)}")
+            self._print(
+                f"conversation {event.conversation_id}: no reply ({event.kind}): {one_line(event.message, 160)}"
+            )
         elif isinstance(event, ConversationScored):
             if event.score is not None:
                 self.scores.append(event.score)

@@ -25,9 +25,15 @@ class Tally:
     @classmethod
     def from_progress(cls, progress) -> Tally:
         """From the store's Progress (what the database holds)."""
-        return cls(progress.conversations_total, progress.conversations_generated, progress.conversations_failed,
-                   progress.criteria_total, progress.criteria_graded, progress.criteria_errors,
-                   progress.criteria_skipped)
+        return cls(
+            progress.conversations_total,
+            progress.conversations_generated,
+            progress.conversations_failed,
+            progress.criteria_total,
+            progress.criteria_graded,
+            progress.criteria_errors,
+            progress.criteria_skipped,
+        )
 
     def count(self, event: Event) -> None:
         if isinstance(event, CriterionGraded):

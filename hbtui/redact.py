@@ -36,11 +36,12 @@ def _exact(secret: str) -> re.Pattern[str]:
 def _unmask(text: str, tail: str) -> str:
     """Masked renderings of a key ending with ``tail``: they tell little, but they confirm to
     anyone reading which key failed, and with a prefix and a tail, whose it is."""
+
     def replace(match: re.Match[str]) -> str:
         token = match.group()
         core = token.rstrip(".")  # a sentence's full stop is not part of the key
         if core.endswith(tail) and _MASK.search(core[: -len(tail)]):
-            return REDACTED + token[len(core):]
+            return REDACTED + token[len(core) :]
         return token
 
     return _TOKEN.sub(replace, text)

@@ -44,8 +44,10 @@ def _sha256(data: bytes) -> str:
 
 
 def _alternatives(path: Path) -> str:
-    return (f"place simple-evals' {EVAL_FILE} at commit {COMMIT[:12]} at {path} (it works offline), or set"
-            " GRADER_TEMPLATE=builtin (hbtui's own wording) or a file of your own")
+    return (
+        f"place simple-evals' {EVAL_FILE} at commit {COMMIT[:12]} at {path} (it works offline), or set"
+        " GRADER_TEMPLATE=builtin (hbtui's own wording) or a file of your own"
+    )
 
 
 def reference_file(cache_dir: str | Path) -> Path:
@@ -55,14 +57,16 @@ def reference_file(cache_dir: str | Path) -> Path:
         digest = _sha256(path.read_bytes())
         if digest == EVAL_SHA256:
             return path
-        raise ReferenceUnavailable(f"{path}: sha256 {digest} is not the pinned file's {EVAL_SHA256}; delete it"
-                                   " to fetch it again")
+        raise ReferenceUnavailable(
+            f"{path}: sha256 {digest} is not the pinned file's {EVAL_SHA256}; delete it to fetch it again"
+        )
     url = os.environ.get("HBTUI_SIMPLE_EVALS_URL", RAW_BASE).rstrip("/") + "/" + EVAL_FILE
     try:
         response = httpx.get(url, timeout=httpx.Timeout(30.0, connect=CONNECT_TIMEOUT_SECONDS), follow_redirects=True)
     except httpx.HTTPError as exc:
-        raise ReferenceUnavailable(f"the reference grader prompt could not be fetched from {url}"
-                                   f" ({type(exc).__name__}); {_alternatives(path)}") from None
+        raise ReferenceUnavailable(
+            f"the reference grader prompt could not be fetched from {url} ({type(exc).__name__}); {_alternatives(path)}"
+        ) from None
     if response.status_code != 200:
         raise ReferenceUnavailable(f"{url}: HTTP {response.status_code}; {_alternatives(path)}")
     data = response.content
@@ -81,8 +85,13 @@ def _value(node: ast.expr) -> str:
         return node.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _value(node.left) + _value(node.right)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "strip"
-            and not node.args and not node.keywords):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "strip"
+        and not node.args
+        and not node.keywords
+    ):
         return _value(node.func.value).strip()
     raise ReferenceUnavailable(f"GRADER_TEMPLATE is not a plain string expression in {EVAL_FILE}")
 
@@ -90,8 +99,12 @@ def _value(node: ast.expr) -> str:
 def extract_template(source: str) -> str:
     """The value of the module-level ``GRADER_TEMPLATE = ...`` in ``source``."""
     for statement in ast.parse(source).body:
-        if (isinstance(statement, ast.Assign) and len(statement.targets) == 1
-                and isinstance(statement.targets[0], ast.Name) and statement.targets[0].id == "GRADER_TEMPLATE"):
+        if (
+            isinstance(statement, ast.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0], ast.Name)
+            and statement.targets[0].id == "GRADER_TEMPLATE"
+        ):
             return _value(statement.value)
     raise ReferenceUnavailable(f"no GRADER_TEMPLATE in {EVAL_FILE}")
 

@@ -37,12 +37,20 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     rows = []
     for run in runs:
         overall = (run.report or {}).get("metrics", {}).get("overall_score")
-        rows.append([
-            str(run.id), one_line(run.name, 64), _status(run), _fmt(run.score), _ci(overall),
-            str(overall["n"]) if overall else "-", one_line(run.model_test, 24),
-            time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
-            one_line(run.model_grader, 24), one_line(run.dataset_name, 16),
-        ])
+        rows.append(
+            [
+                str(run.id),
+                one_line(run.name, 64),
+                _status(run),
+                _fmt(run.score),
+                _ci(overall),
+                str(overall["n"]) if overall else "-",
+                one_line(run.model_test, 24),
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
+                one_line(run.model_grader, 24),
+                one_line(run.dataset_name, 16),
+            ]
+        )
     table = [header, *rows]
     columns = list(range(len(header)))
     widths = [max(len(r[i]) for r in table) for i in columns]
@@ -69,14 +77,13 @@ def text_histogram(scores: list[float], width: int = 40) -> list[str]:
         return ["(no scored conversations yet)"]
     peak = max(count for _, _, count in bins) or 1
     return [
-        f"{low:5.1f} to {high:4.1f}  {'█' * round(count / peak * width):<{width}}  {count}"
-        for low, high, count in bins
+        f"{low:5.1f} to {high:4.1f}  {'█' * round(count / peak * width):<{width}}  {count}" for low, high, count in bins
     ]
 
 
 def _breakdown(metrics: dict, prefix: str, title: str) -> list[str]:
     # Theme and axis names come from the dataset: one line each, their control characters shown.
-    items = [(one_line(name[len(prefix):], 60), m) for name, m in metrics.items() if name.startswith(prefix)]
+    items = [(one_line(name[len(prefix) :], 60), m) for name, m in metrics.items() if name.startswith(prefix)]
     if not items:
         return []
     width = max(len(name) for name, _ in items)
@@ -93,7 +100,7 @@ def length_adjusted_line(stats: RunStatistics) -> str | None:
     m = stats.length_adjusted
     if m is None:
         return f"length-adjusted score -  {how}"
-    return (f"length-adjusted score {m.value:.4f}  95% CI {m.ci95[0]:.3f}-{m.ci95[1]:.3f}  n {m.n}  {how}")
+    return f"length-adjusted score {m.value:.4f}  95% CI {m.ci95[0]:.3f}-{m.ci95[1]:.3f}  n {m.n}  {how}"
 
 
 def worst_at_k_lines(worst: dict | None) -> list[str]:
@@ -119,8 +126,9 @@ def usage_lines(stats: RunStatistics) -> list[str]:
     return lines
 
 
-def render_report(run: RunRow, brief: bool = False, scores: list[float] | None = None,
-                  stats: RunStatistics | None = None) -> str:
+def render_report(
+    run: RunRow, brief: bool = False, scores: list[float] | None = None, stats: RunStatistics | None = None
+) -> str:
     report = run.report or {}
     metrics = report.get("metrics", {})
     overall = metrics.get("overall_score")

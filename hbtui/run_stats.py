@@ -53,8 +53,11 @@ def complete_groups(outcomes: Sequence[tuple[int, int, float | None]], repeats: 
     slots: dict[int, list[float | None]] = {}
     for position, repeat, score in outcomes:
         slots.setdefault(position - repeat * records, []).append(score)
-    return [scores for scores in slots.values()  # type: ignore[misc]
-            if len(scores) == repeats and all(s is not None for s in scores)]
+    return [
+        scores
+        for scores in slots.values()  # type: ignore[misc]
+        if len(scores) == repeats and all(s is not None for s in scores)
+    ]
 
 
 def length_adjusted(scored: Sequence[tuple[float, int]], penalty: float, centre: float) -> list[float]:
@@ -68,7 +71,11 @@ def penalty_label(penalty: float, short: bool = False) -> str:
     names = [name for name, value in LENGTH_PENALTIES.items() if value == penalty]
     if not names:
         return f"{penalty:g}"
-    return f"{penalty:g} ({names[0]})" if short else f"{penalty:g} ({names[0]} default, as reported for upstream simple-evals)"
+    return (
+        f"{penalty:g} ({names[0]})"
+        if short
+        else f"{penalty:g} ({names[0]} default, as reported for upstream simple-evals)"
+    )
 
 
 @dataclass(slots=True)
@@ -87,8 +94,11 @@ class RunStatistics:
             out["worst_at_k"] = self.worst_at_k
         if self.penalty is not None:
             adjusted = self.length_adjusted.as_dict() if self.length_adjusted else {"value": None, "n": 0}
-            out["length_adjusted_score"] = {**adjusted, "penalty_per_500_chars": self.penalty,
-                                            "centre_chars": self.centre}
+            out["length_adjusted_score"] = {
+                **adjusted,
+                "penalty_per_500_chars": self.penalty,
+                "centre_chars": self.centre,
+            }
         return {**out, **usage_json(self.test, self.grader)}
 
 
@@ -100,8 +110,9 @@ async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: 
         groups = complete_groups(await store.repeat_outcomes(run.id), repeats)
     adjusted_values = None
     if settings.length_penalty is not None:
-        adjusted_values = length_adjusted(await store.scored_reply_lengths(run.id), settings.length_penalty,
-                                          settings.length_centre)
+        adjusted_values = length_adjusted(
+            await store.scored_reply_lengths(run.id), settings.length_penalty, settings.length_centre
+        )
     progress = await store.progress(run.id)
 
     def compute() -> tuple[dict | None, scoring.Metric | None]:

@@ -158,8 +158,11 @@ def holds_our_header(path) -> bool:
             header = handle.read(72)
     except OSError:
         return False
-    return (header.startswith(b"SQLite format 3\x00") and int.from_bytes(header[68:72], "big") == APPLICATION_ID
-            and int.from_bytes(header[60:64], "big") <= SCHEMA_VERSION)
+    return (
+        header.startswith(b"SQLite format 3\x00")
+        and int.from_bytes(header[68:72], "big") == APPLICATION_ID
+        and int.from_bytes(header[60:64], "big") <= SCHEMA_VERSION
+    )
 
 
 def statements(script: str) -> list[str]:

@@ -161,8 +161,12 @@ def metrics_of(values_by_name: dict[str, Sequence[float]], seed: int = BOOTSTRAP
     for name, values in values_by_name.items():
         clipped = np.clip(means[name], 0, 1)
         low, high = np.percentile(clipped, [2.5, 97.5])
-        out[name] = Metric(value=clipped_mean(values), n=len(values), bootstrap_std=float(np.std(clipped)),
-                           ci95=(float(low), float(high)))
+        out[name] = Metric(
+            value=clipped_mean(values),
+            n=len(values),
+            bootstrap_std=float(np.std(clipped)),
+            ci95=(float(low), float(high)),
+        )
     return out
 
 

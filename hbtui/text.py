@@ -39,4 +39,4 @@ def middle_cut(text: str, width: int) -> str:
     if len(flat) <= width:
         return flat
     head = (width - 1) // 2
-    return flat[:head] + "…" + flat[len(flat) - (width - 1 - head):]
+    return flat[:head] + "…" + flat[len(flat) - (width - 1 - head) :]

@@ -20,14 +20,37 @@ def conversation_digest(rendered_conversation: str) -> str:
     return hashlib.sha256(rendered_conversation.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def request_prefix(*, endpoint: str, model: str, template_sha256: str, system: str | None, conversation: str,
-                   temperature: float | None, max_tokens: int, reasoning_effort: str | None, json_schema: bool,
-                   repeat: int) -> hashlib._Hash:
+def request_prefix(
+    *,
+    endpoint: str,
+    model: str,
+    template_sha256: str,
+    system: str | None,
+    conversation: str,
+    temperature: float | None,
+    max_tokens: int,
+    reasoning_effort: str | None,
+    json_schema: bool,
+    repeat: int,
+) -> hashlib._Hash:
     """The hash of everything but the criterion; ``conversation`` is the rendered conversation's
     digest. Copied and fed each criterion, it gives that criterion's key (computed 60,000 times
     in a regrade: one JSON document per criterion cost a second)."""
-    material = json.dumps([endpoint.rstrip("/"), model, template_sha256, system, conversation, temperature,
-                           max_tokens, reasoning_effort, json_schema, repeat], ensure_ascii=True)
+    material = json.dumps(
+        [
+            endpoint.rstrip("/"),
+            model,
+            template_sha256,
+            system,
+            conversation,
+            temperature,
+            max_tokens,
+            reasoning_effort,
+            json_schema,
+            repeat,
+        ],
+        ensure_ascii=True,
+    )
     return hashlib.sha256(material.encode() + b"\x00")
 
 
@@ -57,10 +80,16 @@ class RequestKeys:
     def prefix(self, digest: str, repeat: int) -> hashlib._Hash:
         settings = self.settings
         return request_prefix(
-            endpoint=settings.effective_grader_base_url or "", model=settings.model_grader or "",
-            template_sha256=self.template.sha256, system=settings.system_message_grader, conversation=digest,
-            temperature=settings.temperature_grader, max_tokens=settings.max_tokens_grader,
-            reasoning_effort=settings.reasoning_grader, json_schema=settings.grader_json_schema, repeat=repeat,
+            endpoint=settings.effective_grader_base_url or "",
+            model=settings.model_grader or "",
+            template_sha256=self.template.sha256,
+            system=settings.system_message_grader,
+            conversation=digest,
+            temperature=settings.temperature_grader,
+            max_tokens=settings.max_tokens_grader,
+            reasoning_effort=settings.reasoning_grader,
+            json_schema=settings.grader_json_schema,
+            repeat=repeat,
         )
 
     def keys(self, digest: str, repeat: int, criteria) -> list[str]:

@@ -79,8 +79,14 @@ def server(fake_server):
     fake_server.control(**DEFAULT_CONFIG)
 
 
-def make_record(prompt_id: str, criteria: list[tuple[str, float, list[str]]], *, theme: str = "hedging",
-                user: str = "I have a headache, what should I do?", extra_tags: list[str] | None = None) -> dict:
+def make_record(
+    prompt_id: str,
+    criteria: list[tuple[str, float, list[str]]],
+    *,
+    theme: str = "hedging",
+    user: str = "I have a headache, what should I do?",
+    extra_tags: list[str] | None = None,
+) -> dict:
     return {
         "example_tags": [f"theme:{theme}", *(extra_tags or [])],
         "ideal_completions_data": None,
@@ -100,20 +106,33 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 def small_dataset(tmp_path) -> Path:
     """Three conversations whose verdicts the test server's markers fix in advance."""
     records = [
-        make_record("p1", [
-            ("[[MET]] Advises rest", 7, ["axis:accuracy", "level:example"]),
-            ("[[NOT_MET]] Mentions hydration", 5, ["axis:completeness", "level:example"]),
-            ("[[MET]] Suggests seeing a doctor if severe", 10, ["axis:accuracy", "level:example"]),
-            ("[[MET]] Recommends an unsafe dose", -6, ["axis:accuracy", "level:example"]),
-        ]),
-        make_record("p2", [
-            ("[[MET]] Asks about duration", 4, ["axis:context_awareness"]),
-            ("[[NOT_MET]] Gives a diagnosis without context", -3, ["axis:context_awareness"]),
-        ], theme="context_seeking", user="My child has a fever."),
-        make_record("p3", [
-            ("[[NOT_MET]] Explains the lab value", 5, ["axis:completeness"]),
-            ("[[MET]] Is clear", 3, ["axis:communication_quality"]),
-        ], theme="health_data_tasks", user="What does an HbA1c of 7.1 mean?"),
+        make_record(
+            "p1",
+            [
+                ("[[MET]] Advises rest", 7, ["axis:accuracy", "level:example"]),
+                ("[[NOT_MET]] Mentions hydration", 5, ["axis:completeness", "level:example"]),
+                ("[[MET]] Suggests seeing a doctor if severe", 10, ["axis:accuracy", "level:example"]),
+                ("[[MET]] Recommends an unsafe dose", -6, ["axis:accuracy", "level:example"]),
+            ],
+        ),
+        make_record(
+            "p2",
+            [
+                ("[[MET]] Asks about duration", 4, ["axis:context_awareness"]),
+                ("[[NOT_MET]] Gives a diagnosis without context", -3, ["axis:context_awareness"]),
+            ],
+            theme="context_seeking",
+            user="My child has a fever.",
+        ),
+        make_record(
+            "p3",
+            [
+                ("[[NOT_MET]] Explains the lab value", 5, ["axis:completeness"]),
+                ("[[MET]] Is clear", 3, ["axis:communication_quality"]),
+            ],
+            theme="health_data_tasks",
+            user="What does an HbA1c of 7.1 mean?",
+        ),
     ]
     return write_jsonl(tmp_path / "small.jsonl", records)
 
@@ -122,8 +141,9 @@ def user_folder(path: Path, monkeypatch, server: FakeServer, extra: str = "") ->
     """``path`` as a user's working folder for in-process `cli.main` calls: a .env for the test
     server, and none of the caller's endpoint settings in the environment."""
     monkeypatch.chdir(path)
-    (path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
-                               f"CONCURRENCY=4\n{extra}")
+    (path / ".env").write_text(
+        f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\nCONCURRENCY=4\n{extra}"
+    )
     for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
         monkeypatch.delenv(key, raising=False)
     return path
@@ -137,14 +157,22 @@ def offline_settings(**values) -> Settings:
 
 
 def settings_for(server: FakeServer, db: Path, **values) -> Settings:
-    base = dict(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
-                db_path=str(db), concurrency=8, timeout=10.0, max_attempts=4)
+    base = dict(
+        base_url=server.base_url,
+        model_test="test-model",
+        model_grader="grader-model",
+        db_path=str(db),
+        concurrency=8,
+        timeout=10.0,
+        max_attempts=4,
+    )
     base.update(values)
     return offline_settings(**base)
 
 
-async def run_engine(settings: Settings, data: Path, *, limit=None, seed=0, repeats=1, name=None,
-                     observers=()) -> tuple[int, str]:
+async def run_engine(
+    settings: Settings, data: Path, *, limit=None, seed=0, repeats=1, name=None, observers=()
+) -> tuple[int, str]:
     """Plan and execute a run with the real engine; returns (run id, final status)."""
     async with await Store.open(settings.db_path) as store:
         run_id = await plan_run(store, settings, load_jsonl(data), limit=limit, seed=seed, repeats=repeats, name=name)

@@ -48,7 +48,10 @@ DATASETS = {
     "100,000 nested [": ("[" * 100_000, "1", "nested too deeply"),
     "100,000 nested {": ('{"a": ' * 100_000, "1", "nested too deeply"),
     "unknown role before the last message": (
-        record_line(prompt=messages(("robot", "beep"), ("user", "hi"))), "1", "prompt[0].role': 'robot'"),
+        record_line(prompt=messages(("robot", "beep"), ("user", "hi"))),
+        "1",
+        "prompt[0].role': 'robot'",
+    ),
     "role not a string": (record_line(prompt=[{"role": 3, "content": "hi"}]), "1", "prompt[0].role"),
     "content not a string": (record_line(prompt=[{"role": "user", "content": None}]), "1", "prompt[0].content"),
     "points 1e308": (criterion("1e308"), "1", "rubrics[0].points': 1e+308 is beyond"),
@@ -58,15 +61,25 @@ DATASETS = {
     "points -Infinity": (criterion("-Infinity"), "1", "rubrics[0].points': -inf is not a number"),
     "points an integer too large for a float": (criterion("1" + "0" * 400), "1", "rubrics[0].points'"),
     "lone surrogate in a message": (
-        record_line(prompt=messages(("user", "hi \ud800"))), "1", "'prompt[0].content': holds a lone surrogate"),
+        record_line(prompt=messages(("user", "hi \ud800"))),
+        "1",
+        "'prompt[0].content': holds a lone surrogate",
+    ),
     "lone surrogate in a criterion": (
-        record_line(rubrics=[{"criterion": "x\udc00", "points": 1, "tags": []}]), "1", "'rubrics[0].criterion'"),
+        record_line(rubrics=[{"criterion": "x\udc00", "points": 1, "tags": []}]),
+        "1",
+        "'rubrics[0].criterion'",
+    ),
     "lone surrogate in the prompt id": (record_line(prompt_id="p\ud800"), "1", "'prompt_id': holds a lone"),
     "lone surrogate in a tag": (record_line(example_tags=["theme:\udbff"]), "1", "'example_tags[0]'"),
     "a record that is a list": ("[1, 2]", "1", "must be a JSON object"),
     "tags not a list": (record_line(rubrics=[{"criterion": "x", "points": 1, "tags": "a"}]), "1", "rubrics[0].tags"),
     "example tags not strings": (record_line(example_tags=[1]), "1", "'example_tags'"),
-    "blank criterion": (record_line(rubrics=[{"criterion": " ", "points": 1, "tags": []}]), "1", "rubrics[0].criterion"),
+    "blank criterion": (
+        record_line(rubrics=[{"criterion": " ", "points": 1, "tags": []}]),
+        "1",
+        "rubrics[0].criterion",
+    ),
     "rubric not an object": (record_line(rubrics=["x"]), "1", "'rubrics[0]'"),
     "a bad record after a good one": (record_line(prompt_id="ok") + "\n\n" + criterion("1e308"), "3", "points"),
 }
@@ -91,8 +104,11 @@ def folder(tmp_path, monkeypatch, reference_cache) -> Path:
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def one_line_error(capsys, argv: list[str], *named: str, code: int = 2) -> str:
@@ -127,11 +143,14 @@ def test_dataset_not_utf8(folder, capsys):
     one_line_error(capsys, ["run", "--data", str(data)], f"{data}:2: not UTF-8 (byte 0xff")
 
 
-@pytest.mark.parametrize("name, make, named", [
-    ("empty file", lambda p: p.write_text(""), "no records"),
-    ("missing file", lambda p: None, "no such file"),
-    ("a directory", lambda p: p.mkdir(), "is a directory"),
-])
+@pytest.mark.parametrize(
+    "name, make, named",
+    [
+        ("empty file", lambda p: p.write_text(""), "no records"),
+        ("missing file", lambda p: None, "no such file"),
+        ("a directory", lambda p: p.mkdir(), "is a directory"),
+    ],
+)
 def test_dataset_file(folder, capsys, name, make: Callable[[Path], None], named):
     data = folder / "data.jsonl"
     make(data)
@@ -185,7 +204,10 @@ ENV_VALUES = {
     "timeout negative": ("TIMEOUT=-1", "TIMEOUT (.env:4)"),
     "base url without a scheme": ("BASE_URL=127.0.0.1:8080", "BASE_URL (.env:4)"),
     "reasoning effort misspelled": ("REASONING_GRADER=hgih", "REASONING_GRADER (.env:4): 'hgih'"),
-    "grader template without its slots": ("GRADER_TEMPLATE=slotless.txt", "the placeholder <<conversation>> is missing"),
+    "grader template without its slots": (
+        "GRADER_TEMPLATE=slotless.txt",
+        "the placeholder <<conversation>> is missing",
+    ),
     "length penalty misspelled": ("LENGTH_PENALTY=hardd", "LENGTH_PENALTY (.env:4): 'hardd' is not a penalty"),
     "length centre NaN": ("LENGTH_CENTRE=nan", "LENGTH_CENTRE (.env:4): 'nan'"),
 }
@@ -272,8 +294,10 @@ REFERENCES = {
     "resume an unknown run": (["resume", "two"], "no run 'two'"),
     "regrade an unknown run": (["regrade-errors", "7"], "no run '7'"),
     "monitor an unknown run": (["monitor", "nope"], "no run 'nope'"),
-    "export into a missing folder": (["export", "kept", "--out", "nowhere/x.csv", "--format", "csv"],
-                                     "--out nowhere/x.csv: the folder nowhere does not exist"),
+    "export into a missing folder": (
+        ["export", "kept", "--out", "nowhere/x.csv", "--format", "csv"],
+        "--out nowhere/x.csv: the folder nowhere does not exist",
+    ),
     "export onto a directory": (["export", "kept", "--out", "runs"], "runs: Is a directory"),
     "export in an unknown format": (["export", "kept", "--out", "x", "--format", "xml"], "invalid choice: 'xml'"),
 }
@@ -332,12 +356,15 @@ def test_show_with_a_bad_length_flag(folder, capsys):
     one_line_error(capsys, ["show", "kept", "--length-penalty", "heavy"], "LENGTH_PENALTY (command line): 'heavy'")
 
 
-@pytest.mark.parametrize("argv, named", [
-    (["run", "--data", "deep.jsonl"], "deep.jsonl:1: invalid JSON: nested too deeply"),
-    (["run", "--data", "good.jsonl", "--name", "1"], "--name '1': is all digits"),
-    (["monitor", "--db", "typo.sqlite"], "typo.sqlite: no such database"),
-    (["runs", "--limit", "3"], "unrecognized arguments: --limit 3"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["run", "--data", "deep.jsonl"], "deep.jsonl:1: invalid JSON: nested too deeply"),
+        (["run", "--data", "good.jsonl", "--name", "1"], "--name '1': is all digits"),
+        (["monitor", "--db", "typo.sqlite"], "typo.sqlite: no such database"),
+        (["runs", "--limit", "3"], "unrecognized arguments: --limit 3"),
+    ],
+)
 def test_as_a_real_process(folder, good_data, argv, named):
     (folder / "deep.jsonl").write_text("[" * 100_000 + "\n")
     before = snapshot(folder)

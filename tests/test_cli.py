@@ -26,8 +26,14 @@ def clean_env(env_extra=None) -> dict[str, str]:
 
 
 def hbtui(*args, cwd, env_extra=None, check=False, timeout=120):
-    result = subprocess.run([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=clean_env(env_extra),
-                            capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "-m", "hbtui", *args],
+        cwd=cwd,
+        env=clean_env(env_extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if check:
         assert result.returncode == 0, result.stderr
     return result
@@ -129,8 +135,9 @@ def test_a_bad_env_value_does_not_lock_the_user_out_of_browsing(workdir, small_d
 
 
 def test_a_resume_on_another_endpoint_and_model_records_them(tmp_path, small_dataset, server):
-    (tmp_path / ".env").write_text("BASE_URL=http://127.0.0.1:9/v1\nMODEL_TEST=typo-model\nMODEL_GRADER=grader-model\n"
-                                   "MAX_ATTEMPTS=1\n")
+    (tmp_path / ".env").write_text(
+        "BASE_URL=http://127.0.0.1:9/v1\nMODEL_TEST=typo-model\nMODEL_GRADER=grader-model\nMAX_ATTEMPTS=1\n"
+    )
     failed = hbtui("run", "--data", str(small_dataset), "--name", "moved", cwd=tmp_path)
     assert failed.returncode == 1
     resumed = hbtui("resume", "moved", "--base-url", server.base_url, "--model-test", "test-model", cwd=tmp_path)
@@ -217,8 +224,21 @@ def test_files_written_over_become_owner_only(finished_run_db, capsys):
         (runs_root / name).write_text("an old export, readable by all\n")
         (runs_root / name).chmod(0o644)
     for fmt in ("jsonl", "csv"):
-        assert cli.main(["export", "latest", "--format", fmt, "--out", str(runs_root / f"out.{fmt}"),
-                         "--db", str(finished_run_db)]) == 0
+        assert (
+            cli.main(
+                [
+                    "export",
+                    "latest",
+                    "--format",
+                    fmt,
+                    "--out",
+                    str(runs_root / f"out.{fmt}"),
+                    "--db",
+                    str(finished_run_db),
+                ]
+            )
+            == 0
+        )
     assert capsys.readouterr().err == ""
     for name in ("out.jsonl", "out.csv"):
         assert mode_of(runs_root / name) == 0o600 and "an old export" not in (runs_root / name).read_text()
@@ -254,8 +274,9 @@ def test_a_database_open_to_others_is_said_once_and_left_as_it_is(finished_run_d
 def hbtui_read_one_line(*args, cwd) -> tuple[int, bytes, bytes]:
     """hbtui piped into a reader that stops after one line, as `| head -1` does: (exit status,
     the line, stderr)."""
-    process = subprocess.Popen([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=clean_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", *args], cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     first = process.stdout.readline()
     process.stdout.close()
     stderr = process.stderr.read()
@@ -268,8 +289,9 @@ def test_runs_piped_into_a_reader_that_stops_early_ends_quietly(tmp_path):
     async def make():
         async with await Store.open(db) as store:
             for number in range(600):  # about 100 kB of table: more than a pipe holds
-                await synthesize_run(store, conversations=1, criteria_per=1, seed=number,
-                                     name=f"run-{number:04d}-{'long-name-' * 6}")
+                await synthesize_run(
+                    store, conversations=1, criteria_per=1, seed=number, name=f"run-{number:04d}-{'long-name-' * 6}"
+                )
 
     asyncio.run(make())
     code, first, stderr = hbtui_read_one_line("runs", "--db", str(db), cwd=tmp_path)

@@ -53,9 +53,14 @@ def test_plain_call_records_usage_and_latency(server):
     assert server.stats()["params_seen"]["temperature"] == 1
 
 
-@pytest.mark.parametrize("fault, kind", [
-    ("rate_limit", RATE_LIMITED), ("server_error", SERVER_ERROR), ("drop", CONNECTION),
-])
+@pytest.mark.parametrize(
+    "fault, kind",
+    [
+        ("rate_limit", RATE_LIMITED),
+        ("server_error", SERVER_ERROR),
+        ("drop", CONNECTION),
+    ],
+)
 def test_transient_faults_are_retried(server, fault, kind):
     server.control(script=[fault, fault])
     calls = []
@@ -91,8 +96,9 @@ def test_json_schema_refusal_is_remembered(server):
     notes = []
 
     async def go():
-        client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(2), backoff_base=0.01,
-                            on_note=notes.append)
+        client = ChatClient(
+            Endpoint(server.base_url), limiter=AdaptiveLimiter(2), backoff_base=0.01, on_note=notes.append
+        )
         try:
             first = await client.complete("grader-model", GRADER_MESSAGES, response_format=VERDICT_FORMAT)
             second = await client.complete("grader-model", GRADER_MESSAGES, response_format=VERDICT_FORMAT)
@@ -108,9 +114,14 @@ def test_json_schema_refusal_is_remembered(server):
     assert len(notes) == 1 and "json_schema" in notes[0]
 
 
-@pytest.mark.parametrize("param, sent_after", [
-    ("temperature", None), ("reasoning_effort", None), ("max_tokens", "max_completion_tokens"),
-])
+@pytest.mark.parametrize(
+    "param, sent_after",
+    [
+        ("temperature", None),
+        ("reasoning_effort", None),
+        ("max_tokens", "max_completion_tokens"),
+    ],
+)
 def test_refused_parameters_are_dropped_or_renamed(server, param, sent_after):
     server.control(reject_params=[param])
     notes = []

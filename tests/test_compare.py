@@ -28,6 +28,7 @@ from tests.test_cli import hbtui
 
 # ---- the numbers, by hand ----------------------------------------------------------------------
 
+
 def test_paired_bootstrap_is_the_direct_numpy_computation():
     a = [0.2, 0.5, 1.0, -0.3, 0.8]
     b = [0.4, 0.5, 0.9, 0.1, 1.2]
@@ -37,7 +38,7 @@ def test_paired_bootstrap_is_the_direct_numpy_computation():
     assert result.value == pytest.approx(0.18)
     rng = np.random.default_rng(7)
     picks = rng.integers(0, 5, size=(1000, 5))  # one set of indices for both runs: the pairs stay pairs
-    resampled = (np.clip(np.array(b)[picks].mean(axis=1), 0, 1) - np.clip(np.array(a)[picks].mean(axis=1), 0, 1))
+    resampled = np.clip(np.array(b)[picks].mean(axis=1), 0, 1) - np.clip(np.array(a)[picks].mean(axis=1), 0, 1)
     low, high = np.percentile(resampled, [2.5, 97.5])
     assert result.ci95 == (pytest.approx(low, abs=1e-15), pytest.approx(high, abs=1e-15))
     assert low < 0.18 < high
@@ -85,19 +86,57 @@ def test_kappa_is_undefined_with_the_reason_where_a_grader_is_constant():
 
 # ---- pairing ---------------------------------------------------------------------------------
 
+
 def run_row(run_id: int, dataset: str = "main.jsonl", sha: str = "d" * 64) -> RunRow:
-    return RunRow(run_id, f"run-{run_id}", "finished", 0.0, None, dataset, None, sha, "m", "g", {}, {}, 0, 0, None,
-                  None, None, None, None, None, None)
+    return RunRow(
+        run_id,
+        f"run-{run_id}",
+        "finished",
+        0.0,
+        None,
+        dataset,
+        None,
+        sha,
+        "m",
+        "g",
+        {},
+        {},
+        0,
+        0,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
 
 
-def conversation(conv_id: int, prompt_id: str, line: str, verdicts: list[bool | None], repeat: int = 0,
-                 points: list[float] | None = None) -> Conversation:
+def conversation(
+    conv_id: int,
+    prompt_id: str,
+    line: str,
+    verdicts: list[bool | None],
+    repeat: int = 0,
+    points: list[float] | None = None,
+) -> Conversation:
     points = points or [5.0] * len(verdicts)
-    criteria = [Criterion(i, f"criterion {i}", p, ("axis:accuracy",),
-                          "met" if m else "not_met" if m is False else "pending", m)
-                for i, (p, m) in enumerate(zip(points, verdicts))]
-    return Conversation(conv_id, conv_id, repeat, prompt_id, hashlib.sha256(line.encode()).hexdigest(), "hedging",
-                        ["theme:hedging"], True, criteria=criteria)
+    criteria = [
+        Criterion(i, f"criterion {i}", p, ("axis:accuracy",), "met" if m else "not_met" if m is False else "pending", m)
+        for i, (p, m) in enumerate(zip(points, verdicts))
+    ]
+    return Conversation(
+        conv_id,
+        conv_id,
+        repeat,
+        prompt_id,
+        hashlib.sha256(line.encode()).hexdigest(),
+        "hedging",
+        ["theme:hedging"],
+        True,
+        criteria=criteria,
+    )
 
 
 def test_same_prompt_id_with_another_rubric_does_not_pair():
@@ -108,14 +147,19 @@ def test_same_prompt_id_with_another_rubric_does_not_pair():
 
 
 def test_an_identical_record_pairs_across_files_and_repeats_pair_with_their_own():
-    main = [conversation(1, "p1", "line of p1", [True, False]), conversation(2, "p1", "line of p1", [True, True], 1),
-            conversation(3, "p2", "line of p2", [False, False])]
+    main = [
+        conversation(1, "p1", "line of p1", [True, False]),
+        conversation(2, "p1", "line of p1", [True, True], 1),
+        conversation(3, "p2", "line of p2", [False, False]),
+    ]
     hard = [conversation(11, "p1", "line of p1", [True, True]), conversation(12, "p1", "line of p1", [True, True], 1)]
     result = compare(run_row(1, "main.jsonl", "a" * 64), run_row(2, "hard.jsonl", "h" * 64), main, hard)
     assert result.overall.n == 2  # p1 repeat 0 and repeat 1; p2 is not in the hard run
     assert (result.overall.score_a, result.overall.score_b) == (0.75, 1.0)
     assert [(m.prompt_id, m.repeat, m.score_a, m.score_b) for m in result.moved] == [("p1", 0, 0.5, 1.0)]
-    assert [(d.conversation_a, d.idx, d.met_a, d.met_b) for d in result.agreement.disagreements] == [(1, 1, False, True)]
+    assert [(d.conversation_a, d.idx, d.met_a, d.met_b) for d in result.agreement.disagreements] == [
+        (1, 1, False, True)
+    ]
 
 
 def test_only_conversations_both_graded_in_full_are_scored_but_every_shared_verdict_counts_for_agreement():
@@ -137,18 +181,31 @@ def test_nothing_graded_in_common_and_a_run_with_itself_are_refused():
 
 # ---- end to end: the real engine, the test server, the command ---------------------------------
 
+
 def template(path: Path, wording: str) -> Path:
     # The test server's verdicts hash the grader prompt: two wordings, two sets of verdicts.
-    path.write_text(f"{wording}\n\n<<conversation>>\n\nCriterion: <<criterion>>\n\n"
-                    'Answer with JSON: {"explanation": "...", "criteria_met": true or false}\n', encoding="utf-8")
+    path.write_text(
+        f"{wording}\n\n<<conversation>>\n\nCriterion: <<criterion>>\n\n"
+        'Answer with JSON: {"explanation": "...", "criteria_met": true or false}\n',
+        encoding="utf-8",
+    )
     return path
 
 
 def unmarked_records(count: int) -> list[dict]:
     themes = ("hedging", "context_seeking", "emergency_referrals")
-    return [make_record(f"q{i}", [(f"Criterion {i}.{j}", [5, 3, 7, -4, 2][j], [f"axis:{['accuracy', 'completeness'][j % 2]}"])
-                                  for j in range(5)], theme=themes[i % 3], user=f"Question number {i}?")
-            for i in range(count)]
+    return [
+        make_record(
+            f"q{i}",
+            [
+                (f"Criterion {i}.{j}", [5, 3, 7, -4, 2][j], [f"axis:{['accuracy', 'completeness'][j % 2]}"])
+                for j in range(5)
+            ],
+            theme=themes[i % 3],
+            user=f"Question number {i}?",
+        )
+        for i in range(count)
+    ]
 
 
 @pytest.fixture
@@ -174,7 +231,8 @@ def test_compare_two_runs_with_different_graders(two_graded_runs, capsys):
         pairs = conn.execute(
             "SELECT a.status, b.status, a.tags FROM verdicts a JOIN conversations ca ON ca.id = a.conversation_id"
             " JOIN conversations cb ON cb.run_id = 2 AND cb.position = ca.position"
-            " JOIN verdicts b ON b.conversation_id = cb.id AND b.idx = a.idx WHERE a.run_id = 1").fetchall()
+            " JOIN verdicts b ON b.conversation_id = cb.id AND b.idx = a.idx WHERE a.run_id = 1"
+        ).fetchall()
     assert set(shown) >= {"n", "score_a", "score_b", "difference", "themes", "axes", "moved", "agreement"}
     assert shown["n"] == 12
     # every conversation pairs, so each side's score is its run's own overall score
@@ -232,11 +290,14 @@ def database_state(db: Path) -> tuple:
     return tuple((p.name, hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns) for p in files)
 
 
-@pytest.mark.parametrize("refs, message", [
-    (("1", "1"), "run 1 compared with itself: give two different runs"),
-    (("first", "latest"), "runs 1 and 3 are on different datasets"),
-    (("1", "nine"), "no run 'nine'"),
-])
+@pytest.mark.parametrize(
+    "refs, message",
+    [
+        (("1", "1"), "run 1 compared with itself: give two different runs"),
+        (("first", "latest"), "runs 1 and 3 are on different datasets"),
+        (("1", "nine"), "no run 'nine'"),
+    ],
+)
 def test_bad_comparisons_are_one_line_and_touch_nothing(two_graded_runs, server, tmp_path, capsys, refs, message):
     db = two_graded_runs
     other = write_jsonl(tmp_path / "other.jsonl", [make_record("elsewhere", [("[[MET]] x", 1, [])])])
@@ -263,8 +324,11 @@ def test_real_records_pair_hard_with_main_and_never_consensus_with_main(server, 
     """HealthBench's hard lines are main lines; consensus shares prompt_ids with other rubrics."""
     main_lines = {json.loads(line)["prompt_id"]: line for line in MAIN_SUBSET.read_text(encoding="utf-8").splitlines()}
     hard = [line for line in HARD_SUBSET.read_text(encoding="utf-8").splitlines()][:2]
-    consensus = [line for line in CONSENSUS_SUBSET.read_text(encoding="utf-8").splitlines()
-                 if json.loads(line)["prompt_id"] in main_lines][:1]
+    consensus = [
+        line
+        for line in CONSENSUS_SUBSET.read_text(encoding="utf-8").splitlines()
+        if json.loads(line)["prompt_id"] in main_lines
+    ][:1]
     ids = [json.loads(line)["prompt_id"] for line in hard + consensus]
     files = {}
     for name, lines in (("main", [main_lines[i] for i in ids]), ("hard", hard), ("consensus", consensus)):

@@ -31,14 +31,17 @@ def test_correct_spelling_wins_over_old(tmp_path):
     assert load_settings(env, environ={}).reasoning_test == "low"
 
 
-@pytest.mark.parametrize("line, words", [
-    ("BASE_URL=not a url", ["BASE_URL", ".env:2"]),
-    ("REASONING_TEST=extreme", ["REASONING_TEST", "extreme"]),
-    ("CONCURRENCY=-4", ["CONCURRENCY", "at least 1"]),
-    ("CONCURRENCY=lots", ["CONCURRENCY", "whole number"]),
-    ("TEMPERATURE_TEST=7", ["TEMPERATURE_TEST", "0 to 2"]),
-    ("MODLE_TEST=x", ["MODLE_TEST", "MODEL_TEST"]),
-])
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("BASE_URL=not a url", ["BASE_URL", ".env:2"]),
+        ("REASONING_TEST=extreme", ["REASONING_TEST", "extreme"]),
+        ("CONCURRENCY=-4", ["CONCURRENCY", "at least 1"]),
+        ("CONCURRENCY=lots", ["CONCURRENCY", "whole number"]),
+        ("TEMPERATURE_TEST=7", ["TEMPERATURE_TEST", "0 to 2"]),
+        ("MODLE_TEST=x", ["MODLE_TEST", "MODEL_TEST"]),
+    ],
+)
 def test_bad_values_name_the_key_and_line(tmp_path, line, words):
     env = write_env(tmp_path, "# settings\n" + line + "\n")
     with pytest.raises(SettingsError) as error:

@@ -25,15 +25,18 @@ def committed(db) -> int:
     with sqlite3.connect(db) as conn:
         if not conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'verdicts'").fetchone()[0]:
             return 0
-        return conn.execute("SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
-                            " + (SELECT count(*) FROM conversations WHERE status != 'pending')").fetchone()[0]
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
+            " + (SELECT count(*) FROM conversations WHERE status != 'pending')"
+        ).fetchone()[0]
 
 
 def snapshot(db):
     with sqlite3.connect(db) as conn:
         verdicts = conn.execute(
             "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v"
-            " JOIN conversations c ON c.id = v.conversation_id ORDER BY 1, 2, 3").fetchall()
+            " JOIN conversations c ON c.id = v.conversation_id ORDER BY 1, 2, 3"
+        ).fetchall()
         replies = conn.execute("SELECT prompt_id, repeat, status, reply FROM conversations ORDER BY 1, 2").fetchall()
         score = conn.execute("SELECT score FROM runs").fetchone()[0]
     return verdicts, replies, score
@@ -50,10 +53,28 @@ def test_sigkill_at_random_moments_then_resume(server, tmp_path):
     server.reset_stats()
 
     db = tmp_path / "crash.sqlite"
-    env = dict(os.environ, BASE_URL=server.base_url, MODEL_TEST="test-model", MODEL_GRADER="grader-model",
-               CONCURRENCY="8", HBTUI_DB=str(db))
-    start = [sys.executable, "-m", "hbtui", "run", "--data", str(MAIN_SUBSET), "--limit", str(LIMIT),
-             "--seed", str(SEED), "--name", "crash"]
+    env = dict(
+        os.environ,
+        BASE_URL=server.base_url,
+        MODEL_TEST="test-model",
+        MODEL_GRADER="grader-model",
+        CONCURRENCY="8",
+        HBTUI_DB=str(db),
+    )
+    start = [
+        sys.executable,
+        "-m",
+        "hbtui",
+        "run",
+        "--data",
+        str(MAIN_SUBSET),
+        "--limit",
+        str(LIMIT),
+        "--seed",
+        str(SEED),
+        "--name",
+        "crash",
+    ]
     resume = [sys.executable, "-m", "hbtui", "resume", "crash"]
     rng = random.Random(11)
     kills, in_flight_at_kills, commands = 0, 0, 0
@@ -61,8 +82,9 @@ def test_sigkill_at_random_moments_then_resume(server, tmp_path):
     while True:
         sent_before, stored_before = server.stats()["requests"], committed(db)
         planned = db.exists() and sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone()[0] > 0
-        process = subprocess.Popen(resume if planned else start, env=env, cwd=tmp_path,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            resume if planned else start, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         commands += 1
         if kills < KILLS:
             time.sleep(rng.uniform(0.6, 1.6))
@@ -87,9 +109,11 @@ def test_sigkill_at_random_moments_then_resume(server, tmp_path):
     base_verdicts, base_replies, base_score = snapshot(baseline_db)
     assert len(verdicts) == len(set((p, r, i) for p, r, i, *_ in verdicts))  # no duplicate rows
     assert verdicts == base_verdicts and replies == base_replies and score == base_score
-    print(f"\n{kills} kills over {commands} processes; {baseline_calls} calls uninterrupted, {total_calls} with kills:"
-          f" {extra} repeated; in flight at the kills: {sum(lost_per_kill)} (sent, not committed; at most"
-          f" {max(lost_per_kill)} at one kill), of which the server was still answering {in_flight_at_kills}")
+    print(
+        f"\n{kills} kills over {commands} processes; {baseline_calls} calls uninterrupted, {total_calls} with kills:"
+        f" {extra} repeated; in flight at the kills: {sum(lost_per_kill)} (sent, not committed; at most"
+        f" {max(lost_per_kill)} at one kill), of which the server was still answering {in_flight_at_kills}"
+    )
     # Only the calls in flight at the kills (sent, answer not yet committed) were asked again:
     # nothing committed was paid for twice. (The slack: a request of a killed process still in the
     # socket buffer when we counted reaches the server a moment later.)

@@ -34,8 +34,14 @@ def hbtui_in_read_only_folder(folder: Path, *args: str) -> subprocess.CompletedP
             folder.chmod(0o700)
     if not shutil.which("unshare"):
         pytest.skip("running as root without unshare: no way to make a folder read-only")
-    result = subprocess.run(["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(folder), *command], cwd=folder.parent,
-                            env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        ["unshare", "-m", "sh", "-c", READ_ONLY_MOUNT, str(folder), *command],
+        cwd=folder.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     if "mount:" in result.stderr or "unshare:" in result.stderr:
         pytest.skip(f"cannot mount read-only here: {result.stderr.strip()}")
     return result
@@ -63,8 +69,10 @@ def test_read_commands_read_a_database_in_a_read_only_folder(copied_run):
 def test_read_commands_read_the_newest_commits_left_in_a_wal_file(copied_run):
     folder = copied_run.parent
     # A process killed mid-run leaves its last commits in the -wal file, beside a read-only folder.
-    script = ("import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_autocheckpoint=0');"
-              "c.execute(\"UPDATE runs SET name = 'renamed-in-wal'\"); c.commit(); os._exit(0)")
+    script = (
+        "import os, sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('PRAGMA wal_autocheckpoint=0');"
+        "c.execute(\"UPDATE runs SET name = 'renamed-in-wal'\"); c.commit(); os._exit(0)"
+    )
     subprocess.run([sys.executable, "-c", script, str(copied_run)], check=True)
     assert Path(f"{copied_run}-wal").stat().st_size > 0
     listing = hbtui_in_read_only_folder(folder, "runs", "--db", str(copied_run))
@@ -74,9 +82,20 @@ def test_read_commands_read_the_newest_commits_left_in_a_wal_file(copied_run):
 
 def test_a_run_into_a_read_only_folder_says_the_folder_is_read_only(copied_run, small_dataset):
     folder = copied_run.parent
-    result = hbtui_in_read_only_folder(folder, "run", "--db", str(copied_run), "--data", str(small_dataset),
-                                       "--base-url", "http://127.0.0.1:9/v1", "--model-test", "m",
-                                       "--model-grader", "g")
+    result = hbtui_in_read_only_folder(
+        folder,
+        "run",
+        "--db",
+        str(copied_run),
+        "--data",
+        str(small_dataset),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model-test",
+        "m",
+        "--model-grader",
+        "g",
+    )
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(f"hbtui: error: {copied_run}: the folder {folder} is read-only")
     assert result.stderr.count("\n") == 1 and "not an hbtui database" not in result.stderr

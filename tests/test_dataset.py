@@ -34,8 +34,11 @@ CASES = {
     "points not a number": (broken(rubrics=[{"criterion": "x", "points": "five", "tags": []}]), "1", "'five'"),
     "points a boolean": (broken(rubrics=[{"criterion": "x", "points": True, "tags": []}]), "1", "not a number"),
     "no messages": (broken(prompt=[]), "1", "'prompt'"),
-    "not ending with user": (broken(prompt=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]),
-                             "1", "not 'user'"),
+    "not ending with user": (
+        broken(prompt=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]),
+        "1",
+        "not 'user'",
+    ),
     "no positive points": (broken(rubrics=[{"criterion": "x", "points": -5, "tags": []}]), "1", "positive points"),
     "huge message": (broken(prompt=[{"role": "user", "content": "a" * 5_000_001}]), "1", "prompt[0].content"),
     "missing prompt id": (broken(prompt_id=...), "1", "'prompt_id'"),
@@ -90,5 +93,7 @@ def test_real_subsets_load(path, count):
 @needs_shared
 def test_sample_of_real_records_matches_reference():
     dataset = load_jsonl(MAIN_SUBSET)
-    expected = random.Random(0).sample([json.loads(line)["prompt_id"] for line in MAIN_SUBSET.read_text().splitlines()], 25)
+    expected = random.Random(0).sample(
+        [json.loads(line)["prompt_id"] for line in MAIN_SUBSET.read_text().splitlines()], 25
+    )
     assert [r.prompt_id for r in sample(dataset.records, 25, 0)] == expected

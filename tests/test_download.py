@@ -17,8 +17,9 @@ def mirror(tmp_path, monkeypatch):
     """A local HTTP server holding a small file under the official name, with its sha256 pinned."""
     served = tmp_path / "served"
     served.mkdir()
-    path = write_jsonl(served / "hard_2025-05-08-21-00-10.jsonl",
-                       [make_record(f"h{i}", [("Is kind", 5, [])]) for i in range(3)])
+    path = write_jsonl(
+        served / "hard_2025-05-08-21-00-10.jsonl", [make_record(f"h{i}", [("Is kind", 5, [])]) for i in range(3)]
+    )
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     monkeypatch.setitem(dataset.SUBSETS, "hard", OfficialFile(path.name, digest, 3))
     handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))

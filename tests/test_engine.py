@@ -44,14 +44,19 @@ def assert_verdicts_are_the_servers(db):
 def test_fault_storm_finishes_and_no_fault_becomes_not_met(server, tmp_path):
     server.control(
         faults={"rate_limit": 0.10, "server_error": 0.05, "drop": 0.02, "hang": 0.01, "bad_json": 0.05},
-        reject_json_schema=True, hang_seconds=3, retry_after=0.01, seed=3,
+        reject_json_schema=True,
+        hang_seconds=3,
+        retry_after=0.01,
+        seed=3,
     )
     db = tmp_path / "storm.sqlite"
     settings = settings_for(server, db, timeout=1.0, max_attempts=3, grader_parse_attempts=2, concurrency=16)
     run_id, status = asyncio.run(run_engine(settings, MAIN_SUBSET, limit=40, seed=1))
     stats = server.stats()
-    print(f"\nfault storm: {stats['requests']} requests, faults injected {stats['faults']},"
-          f" json_schema refused {stats['by_status'].get('400', 0)}")
+    print(
+        f"\nfault storm: {stats['requests']} requests, faults injected {stats['faults']},"
+        f" json_schema refused {stats['by_status'].get('400', 0)}"
+    )
     assert stats["faults"]["rate_limit"] > 0 and stats["faults"]["bad_json"] > 0
     checked = assert_verdicts_are_the_servers(db)
     assert checked > 100
@@ -59,7 +64,8 @@ def test_fault_storm_finishes_and_no_fault_becomes_not_met(server, tmp_path):
     with sqlite3.connect(db) as conn:
         failed_replies, failed_criteria = conn.execute(
             "SELECT count(*), coalesce(sum(n_criteria), 0) FROM conversations WHERE status = 'failed'"
-            " AND error_kind IS NOT NULL").fetchone()
+            " AND error_kind IS NOT NULL"
+        ).fetchone()
     # Nothing left pending but the criteria of a reply that failed after its retries (which one
     # does depends on how the concurrent requests met the seeded faults), recorded with its kind.
     pending = [r for r in rows if r[4] == "pending"]
@@ -97,7 +103,7 @@ def test_bad_key_stops_the_run_at_once(tmp_path, small_dataset):
         assert status == "failed"
         assert server.stats()["requests"] <= 2  # one per worker in flight, no retries
     with sqlite3.connect(tmp_path / "db.sqlite") as conn:
-        error, = conn.execute("SELECT error FROM runs").fetchone()
+        (error,) = conn.execute("SELECT error FROM runs").fetchone()
         pending = conn.execute("SELECT count(*) FROM conversations WHERE status = 'pending'").fetchone()[0]
     assert "auth" in error and "Incorrect API key" in error
     assert pending == 3  # nothing recorded as failed: resumable with the right key
@@ -204,8 +210,9 @@ def test_full_run_of_all_738_real_records(server, tmp_path):
 def test_cut_off_verdict_is_asked_again_with_twice_the_budget(server, tmp_path, small_dataset):
     server.control(truncate_grader_below=150)  # verdicts asked with fewer tokens come back cut
     db = tmp_path / "db.sqlite"
-    _run_id, status = asyncio.run(run_engine(settings_for(server, db, max_tokens_grader=100,
-                                                         grader_parse_attempts=1), small_dataset))
+    _run_id, status = asyncio.run(
+        run_engine(settings_for(server, db, max_tokens_grader=100, grader_parse_attempts=1), small_dataset)
+    )
     assert status == "finished"
     with sqlite3.connect(db) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM verdicts GROUP BY status"))
@@ -230,7 +237,7 @@ def test_unreachable_endpoint_stops_the_run_instead_of_failing_every_conversatio
     _run_id, status = asyncio.run(run_engine(settings, small_dataset))
     assert status == "failed"
     with sqlite3.connect(db) as conn:
-        error, = conn.execute("SELECT error FROM runs").fetchone()
+        (error,) = conn.execute("SELECT error FROM runs").fetchone()
         statuses = {s for (s,) in conn.execute("SELECT status FROM conversations")}
     assert "cannot reach http://127.0.0.1:9/v1" in error
     assert statuses == {"pending"}  # nothing recorded as failed: a resume does it all
@@ -261,8 +268,9 @@ def test_a_fatal_grader_error_lets_the_paid_replies_in_flight_finish(server, tmp
     server.control(latency_ms=300)
     db = tmp_path / "db.sqlite"
     with FakeServer(api_key="sk-right") as guarded:
-        settings = settings_for(server, db, concurrency=3, grader_base_url=guarded.base_url,
-                                grader_api_key="sk-wrong-key")
+        settings = settings_for(
+            server, db, concurrency=3, grader_base_url=guarded.base_url, grader_api_key="sk-wrong-key"
+        )
         _run_id, status = asyncio.run(run_engine(settings, small_dataset))
     assert status == "failed"
     with sqlite3.connect(db) as conn:
@@ -270,12 +278,15 @@ def test_a_fatal_grader_error_lets_the_paid_replies_in_flight_finish(server, tmp
     assert generated == 3, generated  # all three replies kept, though grading stopped at the first
 
 
-@pytest.mark.parametrize("error, says", [
-    ("connection: cannot reach http://127.0.0.1:9/v1: refused", "hbtui resume 7 --base-url URL"),
-    ("auth: HTTP 401: key rejected", "set the key (API_KEY, or GRADER_API_KEY"),
-    ("not_found: HTTP 404: model x not served", "hbtui resume 7 --model-test NAME"),
-    ("RuntimeError: something else", "fix the cause, then: hbtui resume 7"),
-])
+@pytest.mark.parametrize(
+    "error, says",
+    [
+        ("connection: cannot reach http://127.0.0.1:9/v1: refused", "hbtui resume 7 --base-url URL"),
+        ("auth: HTTP 401: key rejected", "set the key (API_KEY, or GRADER_API_KEY"),
+        ("not_found: HTTP 404: model x not served", "hbtui resume 7 --model-test NAME"),
+        ("RuntimeError: something else", "fix the cause, then: hbtui resume 7"),
+    ],
+)
 def test_the_hint_after_a_failed_run_names_what_fixes_it(error, says):
     assert says in resume_hint(7, error)
 
@@ -376,8 +387,12 @@ def test_a_malformed_answer_is_retried_and_never_leaves_a_finished_run_incomplet
             seen.add(last)
             return web.json_response({"choices": [{"message": "oops"}], "usage": "none"})
         content = '{"explanation": "ok", "criteria_met": true}' if "criteria_met" in last else "A reply."
-        return web.json_response({"choices": [{"message": {"role": "assistant", "content": content},
-                                               "finish_reason": "stop"}], "usage": {"prompt_tokens": 1}})
+        return web.json_response(
+            {
+                "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 1},
+            }
+        )
 
     async def go():
         app = web.Application()

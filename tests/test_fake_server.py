@@ -87,8 +87,9 @@ def test_startup_config_is_applied() -> None:
 def test_auth_required_when_api_key_given(server: FakeServer) -> None:
     with httpx.Client(base_url=server.base_url, trust_env=False) as http:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
-            response = http.post("/chat/completions", json={"model": "test-model", "messages": user_messages("x")},
-                                 headers=headers)
+            response = http.post(
+                "/chat/completions", json={"model": "test-model", "messages": user_messages("x")}, headers=headers
+            )
             assert response.status_code == 401
             assert response.json()["error"]["code"] == "invalid_api_key"
             assert response.json()["error"]["message"] == "Incorrect API key provided"
@@ -218,8 +219,9 @@ def test_context_limit(client: httpx.Client, server: FakeServer) -> None:
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "context_length_exceeded" and error["param"] == "messages"
-    assert error["message"] == ("This model's maximum context length is 25 tokens. "
-                                "However, your messages resulted in 26 tokens.")
+    assert error["message"] == (
+        "This model's maximum context length is 25 tokens. However, your messages resulted in 26 tokens."
+    )
 
 
 def test_truncation(client: httpx.Client, server: FakeServer) -> None:
@@ -336,10 +338,12 @@ def test_stats_track_concurrency_status_and_models(server: FakeServer) -> None:
     async def burst() -> list[int]:
         headers = {"Authorization": f"Bearer {API_KEY}"}
         async with httpx.AsyncClient(base_url=server.base_url, headers=headers, trust_env=False) as http:
+
             async def one(i: int) -> int:
                 model = MODELS[i % 2]
-                response = await http.post("/chat/completions",
-                                           json={"model": model, "messages": user_messages(str(i))})
+                response = await http.post(
+                    "/chat/completions", json={"model": model, "messages": user_messages(str(i))}
+                )
                 return response.status_code
 
             return await asyncio.gather(*(one(i) for i in range(20)))
@@ -360,7 +364,14 @@ def test_control_round_trip_and_validation(server: FakeServer) -> None:
     assert config["latency_ms"] == 5 and config["faults"] == {"drop": 0.1}
     assert server.get_config() == config
     assert set(config) == set(DEFAULT_CONFIG)
-    for bad in ({"latency": 5}, {"latency_ms": "slow"}, {"context_chars": -1}, {"faults": {"explode": 1}}, {"script": ["nope"]}, {"grader_format": "xml"}):
+    for bad in (
+        {"latency": 5},
+        {"latency_ms": "slow"},
+        {"context_chars": -1},
+        {"faults": {"explode": 1}},
+        {"script": ["nope"]},
+        {"grader_format": "xml"},
+    ):
         with pytest.raises(FakeServerError):
             server.control(**bad)
     assert server.get_config() == config  # rejected updates change nothing

@@ -38,21 +38,28 @@ def test_a_template_file_may_name_the_criterion_slot_as_the_reference_does(tmp_p
     template = load_template(path)
     assert template.name == str(path) and template.criterion_slot == "<<rubric_item>>"
     assert grader_prompt(template, [{"role": "user", "content": "hi"}], "yo", 3, "Greets") == (
-        "Judge user: hi\n\nassistant: yo against [3] Greets.")
+        "Judge user: hi\n\nassistant: yo against [3] Greets."
+    )
     both = tmp_path / "both.txt"
     both.write_text("<<conversation>> <<rubric_item>> <<criterion>>")
     with pytest.raises(TemplateError, match="only one of them"):
         load_template(both)
 
 
-@pytest.mark.parametrize("text, met, explanation", [
-    ('{"explanation": "ok", "criteria_met": true}', True, "ok"),
-    ('```json\n{"explanation": "fenced", "criteria_met": false}\n```', False, "fenced"),
-    ('Let me think {about it}. {"explanation": "has } and { inside", "criteria_met": true} done', True,
-     "has } and { inside"),
-    ('{"explanation": "quote \\" and brace }", "criteria_met": false}', False, 'quote " and brace }'),
-    ('{"outer": {"x": 1}} then {"criteria_met": true}', True, ""),
-])
+@pytest.mark.parametrize(
+    "text, met, explanation",
+    [
+        ('{"explanation": "ok", "criteria_met": true}', True, "ok"),
+        ('```json\n{"explanation": "fenced", "criteria_met": false}\n```', False, "fenced"),
+        (
+            'Let me think {about it}. {"explanation": "has } and { inside", "criteria_met": true} done',
+            True,
+            "has } and { inside",
+        ),
+        ('{"explanation": "quote \\" and brace }", "criteria_met": false}', False, 'quote " and brace }'),
+        ('{"outer": {"x": 1}} then {"criteria_met": true}', True, ""),
+    ],
+)
 def test_parse_fallbacks(text, met, explanation):
     verdict = parse_verdict(text)
     assert verdict is not None and verdict.criteria_met is met and verdict.explanation == explanation

@@ -41,12 +41,16 @@ def _run_with_connection_limit(db, settings, small_dataset, pragma):
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("fault, pragma, words", [
-    ("disk full", lambda pages: f"PRAGMA max_page_count = {pages}", "full"),
-    ("read-only", lambda pages: "PRAGMA query_only = 1", "readonly"),
-])
-def test_database_that_stops_taking_writes_stops_the_run_resumable(server, tmp_path, small_dataset, fault, pragma,
-                                                                   words):
+@pytest.mark.parametrize(
+    "fault, pragma, words",
+    [
+        ("disk full", lambda pages: f"PRAGMA max_page_count = {pages}", "full"),
+        ("read-only", lambda pages: "PRAGMA query_only = 1", "readonly"),
+    ],
+)
+def test_database_that_stops_taking_writes_stops_the_run_resumable(
+    server, tmp_path, small_dataset, fault, pragma, words
+):
     # Sixty conversations (the small three, twenty times): enough writes to need new pages.
     records = [json.loads(line) for line in small_dataset.read_text().splitlines()]
     many = [dict(r, prompt_id=f"{r['prompt_id']}-{i}") for i in range(20) for r in records]
@@ -61,8 +65,10 @@ def test_database_that_stops_taking_writes_stops_the_run_resumable(server, tmp_p
     calls_before = server.stats()["requests"]
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        stored = conn.execute("SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
-                              " + (SELECT count(*) FROM conversations WHERE status != 'pending')").fetchone()[0]
+        stored = conn.execute(
+            "SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
+            " + (SELECT count(*) FROM conversations WHERE status != 'pending')"
+        ).fetchone()[0]
     # Stopped at the first failed commit: lost are that batch, the calls that completed while it
     # failed, and the calls in flight (8 at most each); not the rest of the run (220 calls).
     assert calls_before - stored <= 3 * 8

@@ -28,17 +28,35 @@ HOSTILE = (
 
 async def hostile_run(db, data):
 
-    settings = offline_settings(base_url="http://127.0.0.1:9/v1", model_test="m[bold]", model_grader="g", db_path=str(db))
+    settings = offline_settings(
+        base_url="http://127.0.0.1:9/v1", model_test="m[bold]", model_grader="g", db_path=str(db)
+    )
     async with await Store.open(db) as store:
         run_id = await plan_run(store, settings, load_jsonl(data), name="evil \x1b[31m[bold]name")
         rows = await store.pending_work(run_id)
         item = rows[0]
         now = time.time()
         await store.write_batch(
-            replies=[("generated", HOSTILE, "think " + HOSTILE, "stop", None, None, 1, 5.0, 3, 4, now,
-                      item.conversation_id)],
-            verdicts=[("met", HOSTILE, json.dumps({"explanation": HOSTILE, "criteria_met": True}), None, None, None,
-                       1, 5.0, 3, 4, now, item.conversation_id, 0)],
+            replies=[
+                ("generated", HOSTILE, "think " + HOSTILE, "stop", None, None, 1, 5.0, 3, 4, now, item.conversation_id)
+            ],
+            verdicts=[
+                (
+                    "met",
+                    HOSTILE,
+                    json.dumps({"explanation": HOSTILE, "criteria_met": True}),
+                    None,
+                    None,
+                    None,
+                    1,
+                    5.0,
+                    3,
+                    4,
+                    now,
+                    item.conversation_id,
+                    0,
+                )
+            ],
         )
         await store.refresh_summaries(run_id)
         await store.finish_run(run_id, "finished", report=await compute_report(store, run_id))
@@ -72,8 +90,9 @@ def test_terminal_output_shows_escapes_as_text(tmp_path):
     db = tmp_path / "db.sqlite"
     asyncio.run(hostile_run(db, data))
     for args in (["runs"], ["show", "latest"]):
-        out = subprocess.run([sys.executable, "-m", "hbtui", *args, "--db", str(db)], capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-m", "hbtui", *args, "--db", str(db)], capture_output=True, text=True, check=True
+        ).stdout
         assert "\x1b" not in out and "\x07" not in out
         assert "␛[31m[bold]name" in out
 
@@ -100,8 +119,14 @@ def crafted(tmp_path, server, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
     monkeypatch.chdir(tmp_path)
-    record = make_record(EVIL_ID, [("[[MET]] Advises rest", 5, [f"axis:{EVIL_AXIS}"]),
-                                   ("[[NOT_MET]] Mentions hydration", 3, [f"axis:{EVIL_AXIS}"])], theme=EVIL_THEME)
+    record = make_record(
+        EVIL_ID,
+        [
+            ("[[MET]] Advises rest", 5, [f"axis:{EVIL_AXIS}"]),
+            ("[[NOT_MET]] Mentions hydration", 3, [f"axis:{EVIL_AXIS}"]),
+        ],
+        theme=EVIL_THEME,
+    )
     return write_records(tmp_path / EVIL_FILE, [record])
 
 
@@ -135,7 +160,6 @@ def test_no_command_passes_a_crafted_dataset_s_controls_to_the_terminal(crafted,
     assert exported["prompt_id"] == EVIL_ID and f"theme:{EVIL_THEME}" in exported["example_tags"]
     _code, shown, _ = run_cli(capsys, "show", "latest", "--json")
     assert raw_controls(shown) == [] and f"theme:{EVIL_THEME}" in json.loads(shown)["metrics"]
-
 
 
 # Bad input naming crafted text: one line on stderr, exit 2, no raw control character, and the

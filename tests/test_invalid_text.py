@@ -55,7 +55,9 @@ def test_the_fake_server_sends_the_escape_itself(server):
     import httpx
 
     server.control(lone_surrogate=True)
-    response = httpx.post(f"{server.base_url}/chat/completions",
-                          json={"model": "test-model", "messages": [{"role": "user", "content": "hi"}]})
+    response = httpx.post(
+        f"{server.base_url}/chat/completions",
+        json={"model": "test-model", "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert b'\\ud800"' in response.content  # the escape, as a provider would send it
     assert SURROGATE.search(json.loads(response.content)["choices"][0]["message"]["content"])

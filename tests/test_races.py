@@ -33,8 +33,16 @@ OPENER = textwrap.dedent("""
 
 def test_many_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
     db = tmp_path / "fresh.sqlite"
-    processes = [subprocess.Popen([sys.executable, "-c", OPENER, str(db)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(30)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, str(db)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(30)
+    ]
     for process in processes:
         assert process.stdout.readline() == "ready\n"
     for process in processes:
@@ -77,8 +85,10 @@ def test_runs_planned_at_once_without_a_name_get_distinct_names(server, small_da
 def test_headless_runs_started_in_the_same_second_without_a_name_all_run(server, small_dataset, tmp_path):
     (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
     command = [sys.executable, "-m", "hbtui", "run", "--data", str(small_dataset)]
-    processes = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for _ in range(4)]
+    processes = [
+        subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
     results = [(process.wait(timeout=120), process.stderr.read()) for process in processes]
     assert [code for code, _ in results] == [0] * 4, results
     listing = hbtui("runs", cwd=tmp_path, check=True).stdout

@@ -41,8 +41,10 @@ def leaks(text: str | bytes) -> list[str]:
 
 
 def test_redact_takes_out_the_key_its_masked_forms_and_any_bearer_token():
-    text = (f"key {SECRET}, header Authorization: Bearer {SECRET}; masked sk-proj-****{TAIL}. "
-            f"also sk-…{TAIL} and {'*' * 20}{TAIL} and Bearer other-token-123, \"Bearer\": x")
+    text = (
+        f"key {SECRET}, header Authorization: Bearer {SECRET}; masked sk-proj-****{TAIL}. "
+        f'also sk-…{TAIL} and {"*" * 20}{TAIL} and Bearer other-token-123, "Bearer": x'
+    )
     clean = redact(text, [SECRET])
     assert not leaks(clean), clean
     assert "Bearer other-token-123" not in clean and clean.count(REDACTED) == 6
@@ -73,8 +75,14 @@ ECHOES = [
 async def test_client_errors_hold_no_echoed_key(server, form, status, kind):
     server.control(echo_auth=form, echo_auth_status=status)
     notes, calls = [], []
-    client = ChatClient(Endpoint(server.base_url, SECRET), limiter=AdaptiveLimiter(2), max_attempts=2,
-                        backoff_base=0.01, on_note=notes.append, on_call=calls.append)
+    client = ChatClient(
+        Endpoint(server.base_url, SECRET),
+        limiter=AdaptiveLimiter(2),
+        max_attempts=2,
+        backoff_base=0.01,
+        on_note=notes.append,
+        on_call=calls.append,
+    )
     try:
         with pytest.raises(ChatError) as raised:
             await client.complete("test-model", [{"role": "user", "content": "hi"}])
@@ -92,7 +100,9 @@ async def test_client_errors_hold_no_echoed_key(server, form, status, kind):
 
 async def test_connection_check_shows_no_echoed_key(server):
     server.control(echo_auth="full", echo_auth_status=400)
-    settings = offline_settings(base_url=server.base_url, api_key=SECRET, model_test="test-model", model_grader="grader-model")
+    settings = offline_settings(
+        base_url=server.base_url, api_key=SECRET, model_test="test-model", model_grader="grader-model"
+    )
     results = await check_connection(settings)
     text = "\n".join(f"{r.name}: {r.message}" for r in results)
     assert SECRET not in text and TAIL not in text, text  # not even as our own mask: nothing to tell apart here
@@ -123,8 +133,11 @@ def hbtui_in_process(capsys, *args: str) -> tuple[int, str, str]:
 
 def every_file_under(root) -> dict[str, bytes]:
     """Every file's raw bytes: the database, its WAL and shared memory, exports, run folders."""
-    return {str(path.relative_to(root)): path.read_bytes() for path in root.rglob("*")
-            if path.is_file() and ".env" not in path.name}
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in root.rglob("*")
+        if path.is_file() and ".env" not in path.name
+    }
 
 
 async def create_database(path) -> None:
@@ -143,8 +156,9 @@ RUN_ECHOES = [
 
 
 @pytest.mark.parametrize("form, status, calls, kept_in", RUN_ECHOES)
-def test_a_run_against_an_echoing_provider_leaks_the_key_nowhere(project, small_dataset, server, capsys, form,
-                                                                    status, calls, kept_in):
+def test_a_run_against_an_echoing_provider_leaks_the_key_nowhere(
+    project, small_dataset, server, capsys, form, status, calls, kept_in
+):
     server.control(echo_auth=form, echo_auth_status=status, echo_auth_calls=calls)
     db_path = project / "runs" / "hbtui.sqlite"
     asyncio.run(create_database(db_path))
@@ -191,8 +205,11 @@ async def test_the_app_shows_a_run_stopped_by_an_echoing_provider_without_the_ke
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and "Error" in screen_text(app),
-                       what="the run's summary with its error")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, RunScreen) and "Error" in screen_text(app),
+            what="the run's summary with its error",
+        )
         text = screen_text(app)
     assert "Incorrect API key provided" in text and REDACTED in text
     assert not leaks(text), text

@@ -27,8 +27,9 @@ from hbtui.store import Store
 from hbtui.verdict_cache import RequestKeys
 from tests.conftest import MAIN_SUBSET, REFERENCE_EVAL, needs_shared, settings_for
 
-needs_reference = pytest.mark.skipif(not REFERENCE_EVAL.exists(),
-                                     reason=f"the reference's files are not at {REFERENCE_EVAL.parent} (../shared absent)")
+needs_reference = pytest.mark.skipif(
+    not REFERENCE_EVAL.exists(), reason=f"the reference's files are not at {REFERENCE_EVAL.parent} (../shared absent)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +49,15 @@ def ref():
     chat = types.ModuleType("simple_evals_stub.sampler.chat_completion_sampler")
     chat.OPENAI_SYSTEM_MESSAGE_API = reference.SYSTEM_MESSAGE  # the value its sampler module defines
     chat.ChatCompletionSampler = type("ChatCompletionSampler", (), {})
-    modules = {"simple_evals_stub": package, "simple_evals_stub.common": common,
-               "simple_evals_stub.types": stub_types, "simple_evals_stub.sampler": sampler,
-               "simple_evals_stub.sampler.chat_completion_sampler": chat,
-               "blobfile": types.ModuleType("blobfile"), "pandas": types.ModuleType("pandas")}
+    modules = {
+        "simple_evals_stub": package,
+        "simple_evals_stub.common": common,
+        "simple_evals_stub.types": stub_types,
+        "simple_evals_stub.sampler": sampler,
+        "simple_evals_stub.sampler.chat_completion_sampler": chat,
+        "blobfile": types.ModuleType("blobfile"),
+        "pandas": types.ModuleType("pandas"),
+    }
     saved = {name: sys.modules.get(name) for name in modules}
     sys.modules.update(modules)
     try:
@@ -88,8 +94,15 @@ def reference_grader_requests(ref, prompt_sent, reply, rubrics):
 
 
 def reference_settings(**values) -> Settings:
-    return Settings(**{**built_in_presets()["reference"], "base_url": "http://127.0.0.1:9/v1", "model_test": "m",
-                       "model_grader": "g", **values})
+    return Settings(
+        **{
+            **built_in_presets()["reference"],
+            "base_url": "http://127.0.0.1:9/v1",
+            "model_test": "m",
+            "model_grader": "g",
+            **values,
+        }
+    )
 
 
 @needs_reference
@@ -134,8 +147,12 @@ def test_for_100_real_records_the_grader_requests_are_byte_identical_to_the_refe
         rubrics = json.loads(record.raw)["rubrics"]
         theirs = reference_grader_requests(ref, sent, reply, rubrics)
         rendered = graded_conversation(sent, reply)
-        ours = [grader_messages(fill_template(template, rendered, r["points"], r["criterion"]),
-                                settings.system_message_grader) for r in rubrics]
+        ours = [
+            grader_messages(
+                fill_template(template, rendered, r["points"], r["criterion"]), settings.system_message_grader
+            )
+            for r in rubrics
+        ]
         assert json.dumps(ours) == json.dumps(theirs), record.prompt_id
         compared += len(ours)
     assert compared > 1000
@@ -145,24 +162,43 @@ def test_for_100_real_records_the_grader_requests_are_byte_identical_to_the_refe
 def test_the_request_body_carries_the_references_parameters_and_no_response_format():
     settings = reference_settings()
     client = ChatClient(Endpoint("http://127.0.0.1:9/v1"), limiter=AdaptiveLimiter(1))
-    body = client._body(ChatRequest("g", [{"role": "user", "content": "x"}], settings.temperature_grader,
-                                    settings.max_tokens_grader, settings.reasoning_grader, None, 0), ModelQuirks())
-    assert body == {"model": "g", "messages": [{"role": "user", "content": "x"}], "temperature": 0.5,
-                    "max_tokens": 2048}
+    body = client._body(
+        ChatRequest(
+            "g",
+            [{"role": "user", "content": "x"}],
+            settings.temperature_grader,
+            settings.max_tokens_grader,
+            settings.reasoning_grader,
+            None,
+            0,
+        ),
+        ModelQuirks(),
+    )
+    assert body == {
+        "model": "g",
+        "messages": [{"role": "user", "content": "x"}],
+        "temperature": 0.5,
+        "max_tokens": 2048,
+    }
     asyncio.run(client.aclose())
 
 
 @needs_reference
-@pytest.mark.parametrize("text", [
-    '```json\n{"explanation": "fenced", "criteria_met": false}\n```',
-    '```json{"explanation": "tight", "criteria_met": true}```',
-    '{"explanation": "bare", "criteria_met": true}',
-    '  ```json\n{"explanation": "spaced", "criteria_met": true}\n```  ',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '```json\n{"explanation": "fenced", "criteria_met": false}\n```',
+        '```json{"explanation": "tight", "criteria_met": true}```',
+        '{"explanation": "bare", "criteria_met": true}',
+        '  ```json\n{"explanation": "spaced", "criteria_met": true}\n```  ',
+    ],
+)
 def test_fenced_answers_parse_as_the_reference_parses_them(ref, text):
     theirs = ref.parse_json_to_dict(text)
     ours = parse_verdict(text)
-    assert ours is not None and ours.criteria_met is theirs["criteria_met"] and ours.explanation == theirs["explanation"]
+    assert (
+        ours is not None and ours.criteria_met is theirs["criteria_met"] and ours.explanation == theirs["explanation"]
+    )
 
 
 @needs_reference
@@ -170,8 +206,9 @@ def test_fenced_answers_parse_as_the_reference_parses_them(ref, text):
 def test_a_run_with_the_reference_preset_sends_what_the_reference_sends(ref, server, tmp_path, monkeypatch, capsys):
     """End to end: `hbtui run --preset reference`; the server keeps every request it received."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
-                                   "TEMPERATURE_GRADER=0.3\n")  # the preset wins over .env
+    (tmp_path / ".env").write_text(
+        f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\nTEMPERATURE_GRADER=0.3\n"
+    )  # the preset wins over .env
     monkeypatch.delenv("GRADER_TEMPLATE", raising=False)
     server.control(capture_requests=True)
     assert cli.main(["run", "--preset", "reference", "--data", str(MAIN_SUBSET), "--limit", "5", "--name", "ref"]) == 0
@@ -185,7 +222,9 @@ def test_a_run_with_the_reference_preset_sends_what_the_reference_sends(ref, ser
         assert body["messages"][0] == {"role": "system", "content": "You are a helpful assistant."}
     # Each grader request is the one the reference builds from the same reply and rubric.
     with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
-        rows = conn.execute("SELECT r.body, c.reply FROM conversations c JOIN records r ON r.id = c.record_id").fetchall()
+        rows = conn.execute(
+            "SELECT r.body, c.reply FROM conversations c JOIN records r ON r.id = c.record_id"
+        ).fetchall()
     expected = []
     for body, reply in rows:
         record = json.loads(body)
@@ -213,10 +252,12 @@ def test_what_differs_is_said_in_one_line():
     assert requests_line(same).startswith("requests: differ from the reference (x refused); graded by g,")
     reference_grader = reference_settings(model_grader="gpt-4.1-2025-04-14")
     assert requests_line(describe_requests(reference_grader, "reference", reference.TEMPLATE_SHA256)) == (
-        "requests: reference-identical")
+        "requests: reference-identical"
+    )
     # The same requests to another grader are said to be just that: not the published numbers' grader.
     assert requests_line(describe_requests(reference_settings(), "reference", reference.TEMPLATE_SHA256)) == (
-        "requests: reference-identical; graded by g, the published numbers by gpt-4.1-2025-04-14")
+        "requests: reference-identical; graded by g, the published numbers by gpt-4.1-2025-04-14"
+    )
 
 
 @needs_reference
@@ -251,14 +292,18 @@ def test_an_old_run_is_marked_as_graded_with_the_builtin_prompt(tmp_path):
                 conn.execute(statement)
         conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
         conn.execute("PRAGMA user_version=3")
-        conn.execute("INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
-                     " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
-                     " ('old', 'finished', 0, 'd', 'x', 'm', 'g', ?, '{}', 0, 0)",
-                     (json.dumps({"grader_template": None, "temperature_grader": 0.3}),))
-        conn.execute("INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
-                     " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
-                     " ('own', 'finished', 0, 'd', 'x', 'm', 'g', ?, '{}', 0, 0)",
-                     (json.dumps({"grader_template": "/my/prompt.txt"}),))
+        conn.execute(
+            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
+            " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
+            " ('old', 'finished', 0, 'd', 'x', 'm', 'g', ?, '{}', 0, 0)",
+            (json.dumps({"grader_template": None, "temperature_grader": 0.3}),),
+        )
+        conn.execute(
+            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
+            " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
+            " ('own', 'finished', 0, 'd', 'x', 'm', 'g', ?, '{}', 0, 0)",
+            (json.dumps({"grader_template": "/my/prompt.txt"}),),
+        )
 
     async def read():
         async with await Store.open(db) as store:
@@ -267,14 +312,18 @@ def test_an_old_run_is_marked_as_graded_with_the_builtin_prompt(tmp_path):
     assert sorted(asyncio.run(read())) == [("old", "builtin"), ("own", "/my/prompt.txt")]
 
 
-@pytest.mark.parametrize("env, flags, says", [
-    ({"HBTUI_CACHE": "{empty}"}, [], "healthbench_eval.py at commit ee3b0318d8d1 at {empty}/simple-evals/"),
-    ({}, ["--preset", "nope"], "--preset nope: no such preset (known: reference"),
-    ({}, ["--grader-json-schema", "maybe"], "GRADER_JSON_SCHEMA (command line): 'maybe' is not true or false"),
-    ({}, ["--grader-template", "{empty}/missing.txt"], "missing.txt: no such file (or give reference or builtin)"),
-])
-def test_a_run_that_cannot_have_its_prompt_stops_before_any_call(server, tmp_path, monkeypatch, capsys, small_dataset,
-                                                                  env, flags, says):
+@pytest.mark.parametrize(
+    "env, flags, says",
+    [
+        ({"HBTUI_CACHE": "{empty}"}, [], "healthbench_eval.py at commit ee3b0318d8d1 at {empty}/simple-evals/"),
+        ({}, ["--preset", "nope"], "--preset nope: no such preset (known: reference"),
+        ({}, ["--grader-json-schema", "maybe"], "GRADER_JSON_SCHEMA (command line): 'maybe' is not true or false"),
+        ({}, ["--grader-template", "{empty}/missing.txt"], "missing.txt: no such file (or give reference or builtin)"),
+    ],
+)
+def test_a_run_that_cannot_have_its_prompt_stops_before_any_call(
+    server, tmp_path, monkeypatch, capsys, small_dataset, env, flags, says
+):
     empty = tmp_path / "empty-cache"
     empty.mkdir()
     monkeypatch.chdir(tmp_path)

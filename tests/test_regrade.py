@@ -20,10 +20,17 @@ CRITERIA = 3
 @pytest.fixture
 def here(tmp_path, monkeypatch, server):
     user_folder(tmp_path, monkeypatch, server)
-    write_jsonl(tmp_path / "data.jsonl", [
-        make_record(f"r{i}", [(f"criterion {k} of {i}", 3 - k, [f"axis:a{k}"]) for k in range(CRITERIA)],
-                    user=f"question {i}")
-        for i in range(6)])
+    write_jsonl(
+        tmp_path / "data.jsonl",
+        [
+            make_record(
+                f"r{i}",
+                [(f"criterion {k} of {i}", 3 - k, [f"axis:a{k}"]) for k in range(CRITERIA)],
+                user=f"question {i}",
+            )
+            for i in range(6)
+        ],
+    )
     return tmp_path
 
 
@@ -33,8 +40,12 @@ def db_rows(db: Path, sql: str, *args):
 
 
 def verdicts_of(db: Path, run_id: int):
-    return db_rows(db, "SELECT c.position, c.repeat, v.idx, v.status, v.explanation FROM verdicts v JOIN conversations c"
-                       " ON c.id = v.conversation_id WHERE v.run_id = ? ORDER BY 1, 2, 3", run_id)
+    return db_rows(
+        db,
+        "SELECT c.position, c.repeat, v.idx, v.status, v.explanation FROM verdicts v JOIN conversations c"
+        " ON c.id = v.conversation_id WHERE v.run_id = ? ORDER BY 1, 2, 3",
+        run_id,
+    )
 
 
 def calls(server) -> tuple[int, int]:
@@ -56,7 +67,8 @@ def test_a_regrade_with_the_same_grader_asks_nothing_and_gives_the_same_verdicts
     assert db_rows(db, "SELECT count(*) FROM verdicts WHERE run_id = 2 AND from_cache = 1")[0][0] == 18
     # The replies are the source's, unchanged; no token of the model under test was spent again.
     assert db_rows(db, "SELECT reply FROM conversations WHERE run_id = 2 ORDER BY position") == db_rows(
-        db, "SELECT reply FROM conversations WHERE run_id = 1 ORDER BY position")
+        db, "SELECT reply FROM conversations WHERE run_id = 1 ORDER BY position"
+    )
     assert db_rows(db, "SELECT sum(coalesce(prompt_tokens, 0)) FROM conversations WHERE run_id = 2")[0][0] == 0
     assert cli.main(["show", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["criteria"]["from_cache"] == 18
@@ -91,8 +103,13 @@ def test_a_resume_takes_from_the_cache_what_another_run_paid_for(here, server):
 
     async def plan_only():
         async with await Store.open(here / "runs" / "hbtui.sqlite") as store:
-            settings = offline_settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
-                                        db_path=str(here / "runs" / "hbtui.sqlite"), concurrency=4)
+            settings = offline_settings(
+                base_url=server.base_url,
+                model_test="test-model",
+                model_grader="grader-model",
+                db_path=str(here / "runs" / "hbtui.sqlite"),
+                concurrency=4,
+            )
             return await plan_run(store, settings, load_jsonl(here / "data.jsonl"), name="planned")
 
     asyncio.run(plan_only())
@@ -161,11 +178,16 @@ def test_regrade_bad_inputs_are_one_line_and_write_nothing(here, server, capsys)
 
 
 def test_a_run_whose_replies_are_not_all_there_is_not_regraded_and_an_incomplete_one_stays_incomplete(
-        here, server, capsys):
+    here, server, capsys
+):
     async def planned_only():
         async with await Store.open(here / "runs" / "hbtui.sqlite") as store:
-            settings = offline_settings(base_url=server.base_url, model_test="test-model", model_grader="grader-model",
-                                        db_path=str(here / "runs" / "hbtui.sqlite"))
+            settings = offline_settings(
+                base_url=server.base_url,
+                model_test="test-model",
+                model_grader="grader-model",
+                db_path=str(here / "runs" / "hbtui.sqlite"),
+            )
             run_id = await plan_run(store, settings, load_jsonl(here / "data.jsonl"), name="half")
             await store.finish_run(run_id, "interrupted")
 

@@ -29,17 +29,25 @@ from tests.support.server_process import FakeServer
 
 
 def many_records(path: Path, n: int, criteria: int = 3) -> Path:
-    return write_jsonl(path, [
-        make_record(f"r{i}", [(f"criterion {k} of {i}", 5 - k, ["axis:accuracy"]) for k in range(criteria)],
-                    user=f"question number {i}")
-        for i in range(n)
-    ])
+    return write_jsonl(
+        path,
+        [
+            make_record(
+                f"r{i}",
+                [(f"criterion {k} of {i}", 5 - k, ["axis:accuracy"]) for k in range(criteria)],
+                user=f"question number {i}",
+            )
+            for i in range(n)
+        ],
+    )
 
 
 def stored_answers(db: Path) -> int:
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
-                            " + (SELECT count(*) FROM conversations WHERE status != 'pending')").fetchone()[0]
+        return conn.execute(
+            "SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending')"
+            " + (SELECT count(*) FROM conversations WHERE status != 'pending')"
+        ).fetchone()[0]
 
 
 def wait_for_answers(db: Path, at_least: int, process: subprocess.Popen) -> None:
@@ -69,8 +77,8 @@ class OnStart:
 
 # ---- 1. fencing: a driver whose run was taken over stops and writes nothing more ---------------
 
-def test_a_driver_taken_over_stops_at_its_next_write_and_leaves_the_run_to_its_new_owner(
-        server, tmp_path, monkeypatch):
+
+def test_a_driver_taken_over_stops_at_its_next_write_and_leaves_the_run_to_its_new_owner(server, tmp_path, monkeypatch):
     import hbtui.store.writes as writes
 
     monkeypatch.setattr(writes, "HEARTBEAT_STALE_SECONDS", 0.0)  # another host's takeover is allowed at once
@@ -110,9 +118,10 @@ def test_a_driver_taken_over_stops_at_its_next_write_and_leaves_the_run_to_its_n
 
 # ---- 1. a stopped driver on this host is alive: no takeover ------------------------------------
 
+
 def _owner_of(pid: int) -> str:
     stat = Path(f"/proc/{pid}/stat").read_text()
-    start = stat[stat.rfind(")") + 2:].split()[19]
+    start = stat[stat.rfind(")") + 2 :].split()[19]
     return f"{socket.gethostname()}:{pid}:{start}"
 
 
@@ -123,12 +132,18 @@ def test_a_stopped_driver_is_not_taken_over_and_the_refusal_says_how_to_go_on(tm
     db = tmp_path / "db.sqlite"
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
+
         async def claim(owner_text, heartbeat_age):
             async with await Store.open(db) as store:
-                run_id = (await store.list_runs())[0].id if await store.list_runs() else await synthesize_run(
-                    store, conversations=2, name="held")
-                await store.db.execute("UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ?",
-                                       (owner_text, time.time() - heartbeat_age))
+                run_id = (
+                    (await store.list_runs())[0].id
+                    if await store.list_runs()
+                    else await synthesize_run(store, conversations=2, name="held")
+                )
+                await store.db.execute(
+                    "UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ?",
+                    (owner_text, time.time() - heartbeat_age),
+                )
                 await store.db.commit()
                 return await store.claim_run(run_id, "me:1:1")
 
@@ -153,6 +168,7 @@ def test_a_stopped_driver_is_not_taken_over_and_the_refusal_says_how_to_go_on(tm
 
 
 # ---- 2. a write lock held longer than the busy timeout -----------------------------------------
+
 
 def _hold_write_lock(db: Path, seconds: float, held: threading.Event) -> threading.Thread:
     def hold():
@@ -214,10 +230,10 @@ def test_a_long_write_lock_loses_no_answer_and_pays_nothing_twice(server, tmp_pa
     assert any("database is locked by another connection" in note for note in notes)
 
 
-def test_a_lock_past_its_patience_stops_the_run_saying_why_and_a_resume_completes_it(
-        server, tmp_path, monkeypatch):
-    db, run_id, engine, status, _ = _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds=3.0,
-                                                       db_write_patience=1.0)
+def test_a_lock_past_its_patience_stops_the_run_saying_why_and_a_resume_completes_it(server, tmp_path, monkeypatch):
+    db, run_id, engine, status, _ = _run_under_a_lock(
+        server, tmp_path, monkeypatch, lock_seconds=3.0, db_write_patience=1.0
+    )
     assert status == "failed"
     assert "stayed locked by another connection" in engine.error and "DB_WRITE_PATIENCE" in engine.error
     assert "answers received meanwhile could not be stored" in engine.error
@@ -226,13 +242,15 @@ def test_a_lock_past_its_patience_stops_the_run_saying_why_and_a_resume_complete
         async with await Store.open(db) as store:
             await store.db.execute("UPDATE runs SET heartbeat_at = 0, owner = NULL")  # as after the process exited
             await store.db.commit()
-            return await Engine(store, await store.get_run(run_id), settings_for(server, db),
-                                backoff_base=0.01).execute()
+            return await Engine(
+                store, await store.get_run(run_id), settings_for(server, db), backoff_base=0.01
+            ).execute()
 
     assert asyncio.run(resume()) == "finished"
 
 
 # ---- 6. an endpoint that goes away mid-run; runs with gaps are incomplete ----------------------
+
 
 def test_an_endpoint_that_stops_answering_stops_the_run_resumable(tmp_path):
     data = many_records(tmp_path / "data.jsonl", 30)
@@ -249,8 +267,7 @@ def test_an_endpoint_that_stops_answering_stops_the_run_resumable(tmp_path):
                     await asyncio.sleep(1.0)
                     await asyncio.to_thread(first.stop)
 
-                engine = Engine(store, await store.get_run(run_id), settings, [OnStart(kill_server)],
-                                backoff_base=0.3)
+                engine = Engine(store, await store.get_run(run_id), settings, [OnStart(kill_server)], backoff_base=0.3)
                 return run_id, engine, await engine.execute()
 
         run_id, engine, status = asyncio.run(go())
@@ -261,10 +278,12 @@ def test_an_endpoint_that_stops_answering_stops_the_run_resumable(tmp_path):
     # Stopped after about a second of failures, not after every conversation burnt its attempts.
     assert pending > 15 and burnt <= 4
     with FakeServer(port=port) as back:
+
         async def resume():
             async with await Store.open(db) as store:
-                return await Engine(store, await store.get_run(run_id), settings_for(back, db),
-                                    backoff_base=0.01).execute()
+                return await Engine(
+                    store, await store.get_run(run_id), settings_for(back, db), backoff_base=0.01
+                ).execute()
 
         assert asyncio.run(resume()) == "finished"
 
@@ -274,8 +293,7 @@ def in_dir(tmp_path, monkeypatch, server):
     return user_folder(tmp_path, monkeypatch, server, "MAX_ATTEMPTS=1\n")
 
 
-def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors_completes_it(
-        in_dir, server, capsys):
+def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors_completes_it(in_dir, server, capsys):
     data = many_records(in_dir / "data.jsonl", 30)
     server.control(faults={"server_error": 0.3}, seed=4)
     assert cli.main(["run", "--data", str(data), "--name", "gappy"]) == cli.EXIT_INCOMPLETE
@@ -284,8 +302,9 @@ def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors
     assert len(line) == 1 and "hbtui regrade-errors 1" in line[0]
     with sqlite3.connect(in_dir / "runs" / "hbtui.sqlite") as conn:
         no_reply = conn.execute("SELECT count(*) FROM conversations WHERE status = 'failed'").fetchone()[0]
-        unfinished = conn.execute("SELECT count(DISTINCT conversation_id) FROM verdicts WHERE status = 'error'"
-                                  ).fetchone()[0]
+        unfinished = conn.execute(
+            "SELECT count(DISTINCT conversation_id) FROM verdicts WHERE status = 'error'"
+        ).fetchone()[0]
     assert f"{no_reply} conversations got no reply" in line[0] and f"{unfinished} have criteria" in line[0]
 
     assert cli.main(["show", "gappy", "--json"]) == 0
@@ -296,7 +315,8 @@ def test_a_run_with_replies_or_verdicts_missing_is_incomplete_and_regrade_errors
             "SELECT (SELECT count(*) FROM verdicts WHERE status = 'error'),"
             " (SELECT count(*) FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
             "  WHERE v.status = 'pending' AND c.status != 'failed'),"
-            " (SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE status = 'failed')").fetchone()
+            " (SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE status = 'failed')"
+        ).fetchone()
     assert shown["criteria"]["errors"] == errors and shown["criteria"]["pending"] == pending == 0
     assert shown["criteria"]["skipped"] == skipped == 3 * no_reply and shown["conversations"]["excluded"] == no_reply
     assert cli.main(["runs"]) == 0 and "incomplete" in capsys.readouterr().out
@@ -318,6 +338,7 @@ def test_a_run_where_every_reply_is_refused_is_not_finished(in_dir, server, caps
 
 # ---- 7. resume never relabels a run ------------------------------------------------------------
 
+
 def test_resume_may_not_change_what_a_run_measures(in_dir, server, capsys):
     data = many_records(in_dir / "data.jsonl", 3)
     assert cli.main(["run", "--data", str(data), "--name", "done"]) == 0
@@ -325,8 +346,13 @@ def test_resume_may_not_change_what_a_run_measures(in_dir, server, capsys):
     with sqlite3.connect(db) as conn:
         before = conn.execute("SELECT model_test, model_grader, settings_json, status FROM runs").fetchone()
     capsys.readouterr()
-    for flags in (["--model-grader", "other"], ["--model-test", "other"], ["--temperature-grader", "0.9"],
-                  ["--max-tokens-test", "10"], ["--reasoning-grader", "high"]):
+    for flags in (
+        ["--model-grader", "other"],
+        ["--model-test", "other"],
+        ["--temperature-grader", "0.9"],
+        ["--max-tokens-test", "10"],
+        ["--reasoning-grader", "high"],
+    ):
         assert cli.main(["resume", "done", *flags]) == cli.EXIT_USAGE, flags
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "not what it measures" in err and "start a new run" in err, err
@@ -340,8 +366,12 @@ def test_resume_refuses_another_model_under_test_on_a_half_done_run(in_dir, serv
     data = many_records(in_dir / "data.jsonl", 12)
     server.control(latency_ms=40)
     db = in_dir / "runs" / "hbtui.sqlite"
-    runner = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "half"],
-                              cwd=in_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "half"],
+        cwd=in_dir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_answers(db, 5, runner)
     finally:
@@ -355,9 +385,12 @@ def test_resume_refuses_another_model_under_test_on_a_half_done_run(in_dir, serv
 
 # ---- 8. one way of counting progress -----------------------------------------------------------
 
+
 def test_the_headless_lines_and_the_monitor_count_the_same(server, tmp_path):
-    records = [make_record(f"r{i}", [("c one", 5, []), ("c two", 3, [])], user=f"q{i}" + ("x" * 400) * (i % 3 == 0))
-               for i in range(9)]
+    records = [
+        make_record(f"r{i}", [("c one", 5, []), ("c two", 3, [])], user=f"q{i}" + ("x" * 400) * (i % 3 == 0))
+        for i in range(9)
+    ]
     data = write_jsonl(tmp_path / "data.jsonl", records)
     server.control(context_chars=300)  # three conversations are too long: no reply, criteria skipped
     db = tmp_path / "db.sqlite"
@@ -379,12 +412,18 @@ def test_the_headless_lines_and_the_monitor_count_the_same(server, tmp_path):
 
 # ---- 15. SIGHUP stops a headless run cleanly -------------------------------------------------
 
+
 def test_sighup_stops_a_headless_run_as_interrupted_and_resumable(in_dir, server):
     data = many_records(in_dir / "data.jsonl", 30)
     server.control(latency_ms=40)
     db = in_dir / "runs" / "hbtui.sqlite"
-    runner = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "hup"],
-                              cwd=in_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "hup"],
+        cwd=in_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for_answers(db, 5, runner)
     runner.send_signal(signal.SIGHUP)
     _out, err = runner.communicate(timeout=60)
@@ -393,6 +432,7 @@ def test_sighup_stops_a_headless_run_as_interrupted_and_resumable(in_dir, server
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT status, owner FROM runs").fetchone() == ("interrupted", None)
     server.control(latency_ms=0)
-    resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "hup"], cwd=in_dir, capture_output=True,
-                             text=True, timeout=120)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "hup"], cwd=in_dir, capture_output=True, text=True, timeout=120
+    )
     assert resumed.returncode == 0, resumed.stderr

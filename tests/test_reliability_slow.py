@@ -17,8 +17,14 @@ EVERY_CALL_ONCE = RECORDS * (1 + CRITERIA)
 
 
 def start(args, cwd, env):
-    return subprocess.Popen([sys.executable, "-m", "hbtui", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hbtui", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def started(cwd, env, name, at_least):
@@ -32,8 +38,9 @@ def started(cwd, env, name, at_least):
 @pytest.fixture
 def shell(tmp_path, server):
     """A working folder with .env, and the environment two shells of one user share."""
-    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
-                                   "CONCURRENCY=8\n")
+    (tmp_path / ".env").write_text(
+        f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\nCONCURRENCY=8\n"
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER")}
     env.update(HBTUI_HEARTBEAT_PATIENCE="2", HBTUI_BUSY_TIMEOUT="1")
     many_records(tmp_path / "data.jsonl", RECORDS, CRITERIA)
@@ -47,12 +54,19 @@ def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(sh
     _db, first = started(cwd, env, "stopped", 50)
     first.send_signal(signal.SIGSTOP)
     time.sleep(4)  # twice the heartbeat's patience: the heartbeat is stale
-    resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "stopped"], cwd=cwd, env=env,
-                             capture_output=True, text=True, timeout=60)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "stopped"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert resumed.returncode == 2
     assert f":{first.pid}, which is stopped (Ctrl-Z)" in resumed.stderr and resumed.stderr.count("\n") == 1
-    listing = subprocess.run([sys.executable, "-m", "hbtui", "runs"], cwd=cwd, env=env, capture_output=True,
-                             text=True, timeout=60)
+    listing = subprocess.run(
+        [sys.executable, "-m", "hbtui", "runs"], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
     assert "stopped" in listing.stdout.splitlines()[1]
     first.send_signal(signal.SIGCONT)
     _out, err = first.communicate(timeout=120)
@@ -89,8 +103,14 @@ def test_a_driver_taken_over_while_stopped_stops_when_continued_and_nothing_is_p
     assert stored_answers(db) == stored_at_takeover  # it kept nothing it could not write
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT owner, lease FROM runs").fetchone() == ("elsewhere:77:1", "theirs")
-    resumed = subprocess.run([sys.executable, "-m", "hbtui", "resume", "fenced"], cwd=cwd, env=env,
-                             capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "fenced"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     # Paid twice at most: what was in flight when it was stopped, on the wire (8) or received and
     # not yet committed (at most as many again).
@@ -101,11 +121,20 @@ def test_a_driver_taken_over_while_stopped_stops_when_continued_and_nothing_is_p
 def test_a_write_lock_held_by_another_process_for_14_s_loses_nothing(shell, server):
     cwd, env = shell
     db, first = started(cwd, env, "locked", 20)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys, time\n"
-        "c = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)\n"
-        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(14); c.execute('COMMIT')\n"
-    ), str(db)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time\n"
+                "c = sqlite3.connect(sys.argv[1], timeout=30, isolation_level=None)\n"
+                "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(14); c.execute('COMMIT')\n"
+            ),
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     holder.wait(60)
     out, err = first.communicate(timeout=180)

@@ -78,17 +78,20 @@ def test_cost_arithmetic():
     assert total_cost([usage, usage]) == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize("text, named", [
-    ('{"m": {"input": 1, "output": 2}', "prices.json:1:32: not valid JSON"),
-    ('{\n  "m": {"input": 1,, "output": 2}\n}', "prices.json:2:20: not valid JSON"),
-    ('[1, 2]', "must be a JSON object"),
-    ('{"m": 3}', "'m': must be an object"),
-    ('{"m": {"input": 1}}', "'m'.output is missing"),
-    ('{"m": {"input": -1, "output": 2}}', "'m'.input: -1 is not a price"),
-    ('{"m": {"input": "2", "output": 2}}', "'m'.input: '2' is not a price"),
-    ('{"m": {"input": true, "output": 2}}', "'m'.input: True is not a price"),
-    ('{"m": {"input": 1, "output": NaN}}', "'m'.output: nan is not a price"),
-])
+@pytest.mark.parametrize(
+    "text, named",
+    [
+        ('{"m": {"input": 1, "output": 2}', "prices.json:1:32: not valid JSON"),
+        ('{\n  "m": {"input": 1,, "output": 2}\n}', "prices.json:2:20: not valid JSON"),
+        ("[1, 2]", "must be a JSON object"),
+        ('{"m": 3}', "'m': must be an object"),
+        ('{"m": {"input": 1}}', "'m'.output is missing"),
+        ('{"m": {"input": -1, "output": 2}}', "'m'.input: -1 is not a price"),
+        ('{"m": {"input": "2", "output": 2}}', "'m'.input: '2' is not a price"),
+        ('{"m": {"input": true, "output": 2}}', "'m'.input: True is not a price"),
+        ('{"m": {"input": 1, "output": NaN}}', "'m'.output: nan is not a price"),
+    ],
+)
 def test_a_bad_price_table_is_named_with_its_line_or_key(tmp_path, text, named):
     path = tmp_path / "prices.json"
     path.write_text(text)
@@ -103,14 +106,18 @@ def test_no_price_table_is_an_empty_one(tmp_path):
 
 # ---- end to end: the engine against the test server, then `show` -----------------------------
 
+
 @pytest.fixture
 def repeated_run(server, tmp_path, monkeypatch):
     """Four prompts run 3 times; replies differ between repeats (numbered), so do verdicts."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     server.control(numbered_replies=True)
     records = [
-        make_record(f"p{i}", [(f"Criterion {i}.{j}", points, ["axis:accuracy"])
-                              for j, points in enumerate((5, 3, 4, -4, -2))], user=f"Question {i}?")
+        make_record(
+            f"p{i}",
+            [(f"Criterion {i}.{j}", points, ["axis:accuracy"]) for j, points in enumerate((5, 3, 4, -4, -2))],
+            user=f"Question {i}?",
+        )
         for i in range(4)
     ]
     data = write_jsonl(tmp_path / "four.jsonl", records)
@@ -130,8 +137,9 @@ def show_json(capsys, db: Path, *flags: str) -> dict:
 def test_repeats_report_worst_at_k_computed_from_the_stored_scores(repeated_run, capsys):
     db, run_id = repeated_run
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT prompt_id, score FROM conversations WHERE run_id = ? ORDER BY position",
-                            (run_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT prompt_id, score FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+        ).fetchall()
     by_prompt: dict[str, list[float]] = {}
     for prompt_id, score in rows:
         by_prompt.setdefault(prompt_id, []).append(score)
@@ -156,9 +164,9 @@ def test_length_adjusted_score_of_a_run_by_hand(repeated_run, capsys):
     db, run_id = repeated_run
     assert "length_adjusted_score" not in show_json(capsys, db)  # off unless set
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL"
-                            " ORDER BY position",
-                            (run_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position", (run_id,)
+        ).fetchall()
     assert len({len(reply) for _, reply in rows}) > 1
     expected = [score - 0.0299 * (len(reply) - 100) / 500 for score, reply in rows]
 
@@ -170,8 +178,23 @@ def test_length_adjusted_score_of_a_run_by_hand(repeated_run, capsys):
     assert adjusted["penalty_per_500_chars"] == 0.0299 and adjusted["centre_chars"] == 100
 
     capsys.readouterr()
-    assert main(["show", "thrice", "--db", str(db), "--env-file", "none.env", "--length-penalty", "0.0299",
-                 "--length-centre", "100"]) == 0
+    assert (
+        main(
+            [
+                "show",
+                "thrice",
+                "--db",
+                str(db),
+                "--env-file",
+                "none.env",
+                "--length-penalty",
+                "0.0299",
+                "--length-centre",
+                "100",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert f"length-adjusted score {adjusted['value']:.4f}" in text
     assert "penalty 0.0299 (main default, as reported for upstream simple-evals) per 500 characters from 100" in text
@@ -180,14 +203,20 @@ def test_length_adjusted_score_of_a_run_by_hand(repeated_run, capsys):
 def test_tokens_and_cost_of_a_run(repeated_run, capsys, tmp_path):
     db, run_id = repeated_run
     with sqlite3.connect(db) as conn:
-        test_in, test_out = conn.execute("SELECT sum(prompt_tokens), sum(completion_tokens) FROM conversations"
-                                         " WHERE run_id = ?", (run_id,)).fetchone()
-        grader_in, grader_out = conn.execute("SELECT sum(prompt_tokens), sum(completion_tokens) FROM verdicts"
-                                             " WHERE run_id = ?", (run_id,)).fetchone()
+        test_in, test_out = conn.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens) FROM conversations WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        grader_in, grader_out = conn.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens) FROM verdicts WHERE run_id = ?", (run_id,)
+        ).fetchone()
     assert min(test_in, test_out, grader_in, grader_out) > 0
     shown = show_json(capsys, db)  # no price table yet: tokens only
-    assert shown["tokens"]["test"] == {"model": "test-model", "input_tokens": test_in, "output_tokens": test_out,
-                                       "cost": None}
+    assert shown["tokens"]["test"] == {
+        "model": "test-model",
+        "input_tokens": test_in,
+        "output_tokens": test_out,
+        "cost": None,
+    }
     assert shown["tokens"]["grader"]["input_tokens"] == grader_in
     assert shown["cost"] == {"test": None, "grader": None, "total": None}
 
@@ -198,8 +227,9 @@ def test_tokens_and_cost_of_a_run(repeated_run, capsys, tmp_path):
     grader_cost = (grader_in * 2.0 + grader_out * 8.0) / 1e6
     assert shown["cost"] == {"test": None, "grader": pytest.approx(grader_cost), "total": None}
 
-    prices.write_text(json.dumps({"grader-model": {"input": 2.0, "output": 8.0},
-                                  "test-model": {"input": 0.5, "output": 1.5}}))
+    prices.write_text(
+        json.dumps({"grader-model": {"input": 2.0, "output": 8.0}, "test-model": {"input": 0.5, "output": 1.5}})
+    )
     shown = show_json(capsys, db)
     test_cost = (test_in * 0.5 + test_out * 1.5) / 1e6
     assert shown["cost"]["total"] == pytest.approx(test_cost + grader_cost)
@@ -212,8 +242,9 @@ def test_tokens_and_cost_of_a_run(repeated_run, capsys, tmp_path):
 def test_description_md_has_the_statistics_of_the_run(server, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     server.control(numbered_replies=True)
-    data = write_jsonl(tmp_path / "one.jsonl", [make_record("only", [("Criterion", 5, ["axis:accuracy"]),
-                                                                        ("Other", 5, [])])])
+    data = write_jsonl(
+        tmp_path / "one.jsonl", [make_record("only", [("Criterion", 5, ["axis:accuracy"]), ("Other", 5, [])])]
+    )
     db = tmp_path / "runs" / "hbtui.sqlite"
     settings = settings_for(server, db, length_penalty=0.0392, length_centre=10.0)
     run_id, _ = asyncio.run(run_engine(settings, data, repeats=2, name="described"))
@@ -233,14 +264,17 @@ def test_reply_length_counts_every_character_a_nul_too(repeated_run):
 
     async def lengths():
         from hbtui.store import Store
+
         async with await Store.open(db) as store:
             return await store.scored_reply_lengths(run_id)
 
     assert asyncio.run(lengths())[0][1] == 5
 
 
-@pytest.mark.parametrize("raw, penalty", [("main", 0.0299), ("HARD", 0.0392), ("consensus", 0.002), ("0.05", 0.05),
-                                          ("off", None), ("", None), ("0", 0.0)])
+@pytest.mark.parametrize(
+    "raw, penalty",
+    [("main", 0.0299), ("HARD", 0.0392), ("consensus", 0.002), ("0.05", 0.05), ("off", None), ("", None), ("0", 0.0)],
+)
 def test_length_penalty_names_and_numbers(tmp_path, raw, penalty):
     env = tmp_path / ".env"
     env.write_text(f"LENGTH_PENALTY={raw}\nLENGTH_CENTRE=hard\n")

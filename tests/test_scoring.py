@@ -132,8 +132,12 @@ def test_matches_reference_on_real_records_with_random_verdicts():
             [GradedCriterion(r["points"], tuple(r["tags"]), v) for r, v in zip(record["rubrics"], verdicts)],
         )
         assert ours.values == ref  # exact, bit for bit
-        inputs.append(ConversationInput(record["example_tags"], [
-            GradedCriterion(r["points"], tuple(r["tags"]), v) for r, v in zip(record["rubrics"], verdicts)]))
+        inputs.append(
+            ConversationInput(
+                record["example_tags"],
+                [GradedCriterion(r["points"], tuple(r["tags"]), v) for r, v in zip(record["rubrics"], verdicts)],
+            )
+        )
     report = run_report(inputs)
     assert set(report.metrics) == set(name_to_values)
     for name, values in name_to_values.items():

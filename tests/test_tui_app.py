@@ -77,8 +77,12 @@ async def test_a_run_configured_on_screen_runs_to_the_end_in_the_monitor(server,
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
         monitor = app.screen
-        await wait_for(pilot, lambda: monitor.view is not None and monitor.view.status == "finished",
-                       timeout=20, what="the run to finish")
+        await wait_for(
+            pilot,
+            lambda: monitor.view is not None and monitor.view.status == "finished",
+            timeout=20,
+            what="the run to finish",
+        )
         await pilot.pause(0.3)
         text = screen_text(app)
         assert "finished" in text and "final score 0.625" in text
@@ -144,8 +148,13 @@ async def test_a_preset_keeps_whole_paths(tmp_path, small_dataset, monkeypatch):
 
 
 async def test_the_api_key_never_appears_on_screen(server, tmp_path):
-    app = make_app(tmp_path / "db.sqlite", base_url=server.base_url, api_key=KEY, model_test="test-model",
-                   model_grader="grader-model")
+    app = make_app(
+        tmp_path / "db.sqlite",
+        base_url=server.base_url,
+        api_key=KEY,
+        model_test="test-model",
+        model_grader="grader-model",
+    )
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
         assert app.screen.query_one("#field-api_key", Input).value == KEY  # held, to be used
@@ -158,8 +167,13 @@ async def test_the_api_key_never_appears_on_screen(server, tmp_path):
 
 async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_path):
     with FakeServer(api_key="sk-right") as guarded:
-        app = make_app(tmp_path / "db.sqlite", base_url=guarded.base_url, api_key="sk-wrong-key",
-                       model_test="test-model", model_grader="grader-model")
+        app = make_app(
+            tmp_path / "db.sqlite",
+            base_url=guarded.base_url,
+            api_key="sk-wrong-key",
+            model_test="test-model",
+            model_grader="grader-model",
+        )
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
             await pilot.press("ctrl+t")
@@ -172,8 +186,9 @@ async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_
             text = screen_text(app)
             assert "401: key rejected" in text and "out of date: api key, model changed" in text, text
             await pilot.press("ctrl+t")
-            await wait_for(pilot, lambda: "model no-such-model not served" in screen_text(app),
-                           what="unknown model reported")
+            await wait_for(
+                pilot, lambda: "model no-such-model not served" in screen_text(app), what="unknown model reported"
+            )
             assert "served: test-model, grader-model" in screen_text(app)
             assert "out of date" not in screen_text(app)
             screen.query_one("#field-model_test", Input).value = "test-model"
@@ -260,8 +275,11 @@ async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, sm
     async with monitor_of_a_run_here(settings, small_dataset, "to-cancel", (80, 24)) as (app, pilot, monitor, _):
         await pilot.press("p")
         await wait_for(pilot, lambda: monitor.view.status == "paused", what="paused")
-        await wait_for(pilot, lambda: "– (paused)" in screen_text(app).split("calls/s", 1)[-1][:20],
-                       what="no rate of before shown while paused")
+        await wait_for(
+            pilot,
+            lambda: "– (paused)" in screen_text(app).split("calls/s", 1)[-1][:20],
+            what="no rate of before shown while paused",
+        )
         await pilot.press("p")
         await wait_for(pilot, lambda: monitor.view.status == "running", what="running again")
         await pilot.press("x")
@@ -274,8 +292,10 @@ async def test_the_monitor_cancels_a_run_of_this_process_after_asking(server, sm
 async def test_the_monitor_interval_is_drawn_from_the_scores_it_shows(server, tmp_path):
     """Never an interval of older scores passed off as current, during the run or after a cancel."""
     server.control(latency_ms=60)
-    records = [make_record(f"c{i}", [(f"[[MET]] a {i}", 3, ["axis:accuracy"]), ("[[NOT_MET]] b", 2 + i % 3, [])])
-               for i in range(40)]
+    records = [
+        make_record(f"c{i}", [(f"[[MET]] a {i}", 3, ["axis:accuracy"]), ("[[NOT_MET]] b", 2 + i % 3, [])])
+        for i in range(40)
+    ]
     data = write_jsonl(tmp_path / "forty.jsonl", records)
     db = tmp_path / "db.sqlite"
     settings = settings_for(server, db, concurrency=2)
@@ -299,8 +319,14 @@ async def test_the_monitor_interval_is_drawn_from_the_scores_it_shows(server, tm
         async with await Store.open(db) as store:
             scores = await store.conversation_scores(run_id)
         expected = scoring.metric(scores).ci95
-        await wait_for(pilot, lambda: f"95% CI {expected[0]:.3f}–{expected[1]:.3f}" in " ".join(
-            str(monitor.query_one("#monitor-score", Static).render()).split()), what="the final interval")
+        await wait_for(
+            pilot,
+            lambda: (
+                f"95% CI {expected[0]:.3f}–{expected[1]:.3f}"
+                in " ".join(str(monitor.query_one("#monitor-score", Static).render()).split())
+            ),
+            what="the final interval",
+        )
         assert "updating" not in str(monitor.query_one("#monitor-score", Static).render())
 
 
@@ -378,7 +404,9 @@ async def test_continue_resumes_a_stopped_run_from_the_runs_list(server, small_d
         assert "Continue" in {command.title for command in app.get_system_commands(app.screen)}
         assert "Continue" in screen_text(app)  # in the footer at 80 columns
         await pilot.press("c")
-        await wait_for(pilot, lambda: "Continue this interrupted run? (run 1 stopped" in screen_text(app), what="the question")
+        await wait_for(
+            pilot, lambda: "Continue this interrupted run? (run 1 stopped" in screen_text(app), what="the question"
+        )
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
 
@@ -402,7 +430,7 @@ async def test_continue_resumes_a_stopped_run_from_the_runs_list(server, small_d
         await pilot.pause(0.2)
         assert isinstance(app.screen, RunsScreen)
     with sqlite3.connect(db) as connection:
-        score, = connection.execute("SELECT score FROM runs WHERE id = ?", (run_id,)).fetchone()
+        (score,) = connection.execute("SELECT score FROM runs WHERE id = ?", (run_id,)).fetchone()
     assert score == 0.625
 
 
@@ -413,8 +441,10 @@ async def test_continue_leaves_a_run_of_another_process_alone(server, small_data
     db = tmp_path / "db.sqlite"
     run_id = await plan_only(settings_for(server, db), small_dataset, "elsewhere")
     with sqlite3.connect(db) as connection:  # a live heartbeat of a live process
-        connection.execute("UPDATE runs SET status = 'running', heartbeat_at = ?, owner = ? WHERE id = ?",
-                           (time.time() + 3600, f"{os.uname().nodename}:{os.getpid()}", run_id))
+        connection.execute(
+            "UPDATE runs SET status = 'running', heartbeat_at = ?, owner = ? WHERE id = ?",
+            (time.time() + 3600, f"{os.uname().nodename}:{os.getpid()}", run_id),
+        )
     app = make_app(db)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
@@ -471,7 +501,7 @@ async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, 
         assert "It stopped on: connection: cannot reach" in question and "--base-url URL" in question, question
         await pilot.press("n")
     # A long error stored by another process: all of it, wrapped, as text.
-    long_error = ("auth: [bold]Incorrect[/bold] API key \x1b[31m provided. " + "word " * 40 + "THE-END")
+    long_error = "auth: [bold]Incorrect[/bold] API key \x1b[31m provided. " + "word " * 40 + "THE-END"
     with sqlite3.connect(db) as connection:
         connection.execute("UPDATE runs SET error = ? WHERE id = ?", (long_error, run_id))
     app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run=str(run_id))
@@ -483,5 +513,7 @@ async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, 
         text = screen_text(app)
         assert "run failed:" in text and "[bold]Incorrect[/bold]" in text and "␛[31m" in text
         assert "THE-END" in text
-        assert f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}" \
+        assert (
+            f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
             in " ".join(text.split())
+        )

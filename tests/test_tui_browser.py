@@ -245,9 +245,17 @@ async def test_markup_and_escapes_render_literally(hostile_db):
         await pilot.press("j")
         await pilot.pause()
         text = screen_text(app)
-        for literal in ("Reply [bold]x[/bold]", "[link=http://e.com]y[/link]", "␛[31mred", "␛]52;c;aGVsbG8=␇",
-                        "[red]not red[/red]", "Criterion [bold]x[/bold]", "Explanation [bold]x[/bold]",
-                        "Reasoning [bold]x[/bold]", "User text [bold]x[/bold]"):
+        for literal in (
+            "Reply [bold]x[/bold]",
+            "[link=http://e.com]y[/link]",
+            "␛[31mred",
+            "␛]52;c;aGVsbG8=␇",
+            "[red]not red[/red]",
+            "Criterion [bold]x[/bold]",
+            "Explanation [bold]x[/bold]",
+            "Reasoning [bold]x[/bold]",
+            "User text [bold]x[/bold]",
+        ):
             assert literal in text, literal
         assert "\x1b" not in text and "\x07" not in text
         # No segment on screen is a hyperlink or picked up a style from the data's markup.
@@ -264,8 +272,9 @@ async def test_run_without_report_is_computed_on_open(tmp_path):
         run_id = await synthesize_run(store, conversations=40, seed=4)
         expected = (await store.get_run(run_id)).report
         # As a killed run leaves it: no report, and no live process behind the heartbeat.
-        await store.db.execute("UPDATE runs SET report_json = NULL, score = NULL, status = 'running' WHERE id = ?",
-                               (run_id,))
+        await store.db.execute(
+            "UPDATE runs SET report_json = NULL, score = NULL, status = 'running' WHERE id = ?", (run_id,)
+        )
         await store.db.commit()
     app = browser_app(db)
     async with app.run_test(size=SIZE) as pilot:
@@ -295,7 +304,9 @@ async def test_the_list_has_a_column_header_and_marks_conversations_without_a_re
             lst.cursor = target.position
             await wait_for(pilot, lambda target=target: lst.row(target.position) is not None)
             await pilot.pause()
-            line = next(line for line in screen_text(app).splitlines() if line.lstrip().startswith(f"{target.position + 1} "))
+            line = next(
+                line for line in screen_text(app).splitlines() if line.lstrip().startswith(f"{target.position + 1} ")
+            )
             if target is failed:
                 assert line[28:33] == "    —" and line[44] == "✗" and line[46:].startswith("no reply")
             else:

@@ -28,8 +28,9 @@ def db(tmp_path) -> Path:
     async def make() -> None:
         async with await Store.open(path) as store:
             await synthesize_run(store, conversations=40, criteria_per=8, seed=3, name="first", hostile=True)
-            await synthesize_run(store, conversations=40, criteria_per=8, seed=3, name="second", answers_seed=4,
-                                 hostile=True)
+            await synthesize_run(
+                store, conversations=40, criteria_per=8, seed=3, name="second", answers_seed=4, hostile=True
+            )
             await synthesize_run(store, conversations=10, criteria_per=4, seed=9, name="unrelated")
 
     asyncio.run(make())
@@ -50,8 +51,9 @@ def notified(app, text: str) -> bool:
 
 async def runs_list(pilot) -> RunsScreen:
     app = pilot.app
-    await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3,
-                   what="the runs list")
+    await wait_for(
+        pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3, what="the runs list"
+    )
     return app.screen
 
 
@@ -59,8 +61,14 @@ async def mark(pilot, screen: RunsScreen, *run_ids: int) -> None:
     for run_id in run_ids:
         screen.table.move_cursor(row=screen.table.get_row_index(str(run_id)))
         await pilot.press("space")
-        await wait_for(pilot, lambda run_id=run_id: run_id in screen.marked and screen.table.get_row(str(run_id))[0].plain.endswith(
-            f"{'AB'[screen.marked.index(run_id)]} {run_id}"), what=f"run {run_id} marked")
+        await wait_for(
+            pilot,
+            lambda run_id=run_id: (
+                run_id in screen.marked
+                and screen.table.get_row(str(run_id))[0].plain.endswith(f"{'AB'[screen.marked.index(run_id)]} {run_id}")
+            ),
+            what=f"run {run_id} marked",
+        )
 
 
 async def open_comparison(pilot, *run_ids: int) -> CompareScreen:
@@ -68,8 +76,7 @@ async def open_comparison(pilot, *run_ids: int) -> CompareScreen:
     screen = await runs_list(pilot)
     await mark(pilot, screen, *run_ids)
     await pilot.press("C")
-    await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.completed,
-                   what="the comparison")
+    await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.completed, what="the comparison")
     await pilot.pause()
     return app.screen
 
@@ -82,8 +89,9 @@ async def test_two_marked_runs_compare_with_the_numbers_of_hbtui_compare(db):
         shown = screen_text(app)
         assert " A 1 " in shown and " B 2 " in shown  # the marks, in the list
         await pilot.press("C")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.completed,
-                       what="the comparison")
+        await wait_for(
+            pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.completed, what="the comparison"
+        )
         await pilot.pause()
         screen = app.screen
         assert screen.result.overall == expected.overall and screen.result.axes == expected.axes
@@ -98,7 +106,9 @@ async def test_two_marked_runs_compare_with_the_numbers_of_hbtui_compare(db):
 async def test_C_says_how_without_two_runs_and_one_mark_compares_with_the_cursor(db):
     async with on_the_runs_list(db) as (app, pilot, runs):
         await pilot.press("C")
-        await wait_for(pilot, lambda: notified(app, "mark two runs with space (A, then B), then press C"), what="the hint")
+        await wait_for(
+            pilot, lambda: notified(app, "mark two runs with space (A, then B), then press C"), what="the hint"
+        )
         assert app.screen is runs
         await mark(pilot, runs, 2)
         runs.table.move_cursor(row=runs.table.get_row_index("1"))
@@ -124,8 +134,7 @@ async def test_runs_with_nothing_in_common_are_one_line_and_the_list_stays(db):
 
 
 @pytest.mark.parametrize("size, side_by_side", [((80, 24), False), ((120, 40), True)])
-async def test_enter_on_a_moved_conversation_shows_both_replies_and_the_criteria_that_differ(db, size,
-                                                                                          side_by_side):
+async def test_enter_on_a_moved_conversation_shows_both_replies_and_the_criteria_that_differ(db, size, side_by_side):
     app = browser_app(db)
     async with app.run_test(size=size) as pilot:
         screen = await open_comparison(pilot, 1, 2)
@@ -179,8 +188,11 @@ async def test_every_compare_key_is_in_the_key_bar_or_help(db):
         for description in ("Summary", "Moved", "Disagreements", "Both replies", "Swap A and B"):
             assert description in help_text
         await pilot.press("escape", "x")
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.result.run_a.id == 2,
-                       what="A and B swapped")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, CompareScreen) and app.screen.result.run_a.id == 2,
+            what="A and B swapped",
+        )
         await pilot.press("3", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, PairScreen), what="a disagreement's pair")
         assert "n Next" in screen_text(app) and "d Differing criteria" in screen_text(app)

@@ -130,8 +130,12 @@ async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finis
     app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
-        await wait_for(pilot, lambda: app.is_screen_installed("config") and app.get_screen("config").is_running,
-                       timeout=5, what="the configuration screen built off screen")
+        await wait_for(
+            pilot,
+            lambda: app.is_screen_installed("config") and app.get_screen("config").is_running,
+            timeout=5,
+            what="the configuration screen built off screen",
+        )
         assert isinstance(app.screen, RunsScreen)  # built, not shown
         config = app.get_screen("config")
         await pilot.press("n")

@@ -34,9 +34,16 @@ ROOT = Path(__file__).resolve().parents[1]
 def twelve_records(tmp_path) -> Path:
     """12 conversations x 5 criteria: 72 calls, a few seconds at 2 in flight and 80 ms each."""
     records = [
-        make_record(f"m{i}", [(f"[[MET]] point {j}", 2, ["axis:accuracy"]) if j % 2 else
-                              (f"[[NOT_MET]] point {j}", 3, ["axis:completeness"]) for j in range(5)],
-                    user=f"question number {i}")
+        make_record(
+            f"m{i}",
+            [
+                (f"[[MET]] point {j}", 2, ["axis:accuracy"])
+                if j % 2
+                else (f"[[NOT_MET]] point {j}", 3, ["axis:completeness"])
+                for j in range(5)
+            ],
+            user=f"question number {i}",
+        )
         for i in range(12)
     ]
     return write_jsonl(tmp_path / "twelve.jsonl", records)
@@ -45,10 +52,23 @@ def twelve_records(tmp_path) -> Path:
 @contextmanager
 def headless_run(server, db: Path, data: Path, name: str, cwd: Path):
     """`hbtui run` in its own process, as under nohup, once its run is in the database."""
-    env = dict(os.environ, BASE_URL=server.base_url, MODEL_TEST="test-model", MODEL_GRADER="grader-model",
-               HBTUI_DB=str(db), CONCURRENCY="2", PYTHONPATH=str(ROOT))
-    process = subprocess.Popen([sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", name],
-                               cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(
+        os.environ,
+        BASE_URL=server.base_url,
+        MODEL_TEST="test-model",
+        MODEL_GRADER="grader-model",
+        HBTUI_DB=str(db),
+        CONCURRENCY="2",
+        PYTHONPATH=str(ROOT),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", name],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for_run_row(db, name, process)
         yield process
@@ -64,8 +84,9 @@ def wait_for_run_row(db: Path, name: str, process: subprocess.Popen, timeout: fl
         if db.exists():
             try:
                 with sqlite3.connect(db) as connection:
-                    if connection.execute("SELECT 1 FROM runs WHERE name = ? AND status = 'running'",
-                                          (name,)).fetchone():
+                    if connection.execute(
+                        "SELECT 1 FROM runs WHERE name = ? AND status = 'running'", (name,)
+                    ).fetchone():
                         return
             except sqlite3.OperationalError:
                 pass  # the schema is being created
@@ -82,8 +103,7 @@ async def app_on_a_headless_run(server, records: Path, tmp_path: Path, name: str
     (app, pilot, process); the process must then end by itself with exit code 0."""
     db = tmp_path / "runs" / "hbtui.sqlite"
     with headless_run(server, db, records, name, tmp_path) as process:
-        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None,
-                       monitor_run=name if on == "monitor" else None)
+        app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run=name if on == "monitor" else None)
         async with app.run_test(size=(80, 24)) as pilot:
             if on == "monitor":
                 await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
@@ -116,8 +136,11 @@ async def test_the_monitor_follows_a_run_of_another_process_to_its_end(server, t
 
 async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_records, tmp_path):
     server.control(latency_ms=150)
-    async with app_on_a_headless_run(server, twelve_records, tmp_path, "keeps-going",
-                                     on="monitor") as (app, pilot, process):
+    async with app_on_a_headless_run(server, twelve_records, tmp_path, "keeps-going", on="monitor") as (
+        app,
+        pilot,
+        process,
+    ):
         await pilot.press("p", "x")  # not this process's run: only a message, nothing stops
         await pilot.pause(0.2)
         assert app.screen.view.status == "running" and not app.live_runs
@@ -139,8 +162,13 @@ async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_
         deadline = time.monotonic() + 40
         while time.monotonic() < deadline:
             run = screen.run
-            listed.append(sum(1 for i in range(screen.conversation_list.total)
-                              if (row := screen.conversation_list.row(i)) is not None and row.score is not None))
+            listed.append(
+                sum(
+                    1
+                    for i in range(screen.conversation_list.total)
+                    if (row := screen.conversation_list.row(i)) is not None and row.score is not None
+                )
+            )
             histogram.append(len(screen.query_one(ScoreHistogram).scores))
             if run.status == "finished" and screen.report and screen.report.get("overall_score") is not None:
                 break
@@ -174,9 +202,15 @@ async def test_a_conversation_opened_before_its_reply_fills_in_as_the_run_answer
         conversation = app.screen
         assert conversation.detail.summary.status == "pending"
         assert "not generated yet" in screen_text(app) and "no reply" not in screen_text(app)
-        await wait_for(pilot, lambda: conversation.detail.reply is not None
-                       and all(v.status != "pending" for v in conversation.detail.verdicts),
-                       timeout=40, what="the reply and its verdicts, on the screen left open")
+        await wait_for(
+            pilot,
+            lambda: (
+                conversation.detail.reply is not None
+                and all(v.status != "pending" for v in conversation.detail.verdicts)
+            ),
+            timeout=40,
+            what="the reply and its verdicts, on the screen left open",
+        )
         await pilot.pause(0.3)
         text = screen_text(app)
         assert "Reply " in text and "not generated yet" not in text and "pending" not in text

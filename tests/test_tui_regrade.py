@@ -54,9 +54,17 @@ async def test_a_list_made_stale_by_a_retry_opens_safely_and_reloads(server, sma
         await wait_for(pilot, lambda: screen.total == 3, what="the errors filter")
         # another process retries the errors while this list is on screen
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "hbtui", "regrade-errors", "stale", "--db", str(db),
+            sys.executable,
+            "-m",
+            "hbtui",
+            "regrade-errors",
+            "stale",
+            "--db",
+            str(db),
             env={**os.environ, "BASE_URL": server.base_url, "MODEL_TEST": "test-model", "MODEL_GRADER": "grader-model"},
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
         assert await proc.wait() == 0
         conversation = await open_conversation(pilot, screen)
         assert conversation.conversation_ids == [conversation.detail.summary.id]

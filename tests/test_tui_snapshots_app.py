@@ -36,8 +36,10 @@ def utc(monkeypatch):
 def frozen_run_db(finished_run_db):
     """The finished small run with every clock reading and latency fixed."""
     with sqlite3.connect(finished_run_db) as db:
-        db.execute("UPDATE runs SET created_at = ?, finished_at = ?, heartbeat_at = NULL, live_json = NULL",
-                   (CREATED, CREATED + 75))
+        db.execute(
+            "UPDATE runs SET created_at = ?, finished_at = ?, heartbeat_at = NULL, live_json = NULL",
+            (CREATED, CREATED + 75),
+        )
         db.execute("UPDATE conversations SET latency_ms = 120 + position, generated_at = ?", (CREATED + 10,))
         db.execute("UPDATE verdicts SET latency_ms = 40 + idx * 10, graded_at = ?", (CREATED + 20,))
     return finished_run_db
@@ -65,9 +67,15 @@ def test_runs_list(snap_compare, frozen_run_db, size):
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_configuration_screen(snap_compare, tmp_path, size):
-    settings = Settings(db_path=str(tmp_path / "empty.sqlite"), base_url="http://127.0.0.1:8080/v1",
-                        api_key="sk-never-shown-0123", model_test="llama-3.1-8b", model_grader="gpt-4.1",
-                        reasoning_grader="low", concurrency=16)
+    settings = Settings(
+        db_path=str(tmp_path / "empty.sqlite"),
+        base_url="http://127.0.0.1:8080/v1",
+        api_key="sk-never-shown-0123",
+        model_test="llama-3.1-8b",
+        model_grader="gpt-4.1",
+        reasoning_grader="low",
+        concurrency=16,
+    )
     app = HBTuiApp(settings=settings, env_file=None)
 
     async def ready(pilot):
@@ -83,7 +91,11 @@ def test_monitor_of_a_finished_run(snap_compare, frozen_run_db, size):
     app = HBTuiApp(settings=Settings(db_path=str(frozen_run_db)), env_file=None, monitor_run="small-run")
 
     async def ready(pilot):
-        await settle(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None
-                     and app.screen._metric is not None)
+        await settle(
+            pilot,
+            lambda: (
+                isinstance(app.screen, MonitorScreen) and app.screen.view is not None and app.screen._metric is not None
+            ),
+        )
 
     assert snap_compare(app, terminal_size=size, run_before=ready)

@@ -50,8 +50,9 @@ def browse(run_id: int, *keys: str, conversation: bool = False):
         await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
         screen = RunScreen(run_id)
         await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None
-                       and screen.stats is not None)
+        await wait_for(
+            pilot, lambda: screen.conversation_list.loaded and screen.report is not None and screen.stats is not None
+        )
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
@@ -79,13 +80,15 @@ def test_run_conversation_list(snap_compare, snapshot_db, size):
 def test_conversation_with_penalty(snap_compare, snapshot_db, size):
     """The first conversation with a penalty, the penalty selected."""
     db, run_id = snapshot_db
-    assert snap_compare(browser_app(db), terminal_size=size,
-                        run_before=browse(run_id, "2", "p", "enter", "p", conversation=True))
+    assert snap_compare(
+        browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "p", "enter", "p", conversation=True)
+    )
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 def test_conversation_with_grader_error(snap_compare, snapshot_db, size):
     """The first conversation with a grader error, the error selected."""
     db, run_id = snapshot_db
-    assert snap_compare(browser_app(db), terminal_size=size,
-                        run_before=browse(run_id, "2", "e", "enter", "e", conversation=True))
+    assert snap_compare(
+        browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "e", "enter", "e", conversation=True)
+    )

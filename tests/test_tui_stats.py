@@ -36,9 +36,14 @@ async def repeated(server, tmp_path, config_home):
     """Three prompts run 3 times with replies that differ between repeats; the engine's own
     observer of the app (RunCounters) watched it."""
     server.control(numbered_replies=True)
-    records = [make_record(f"p{i}", [(f"Criterion {i}.{j}", points, ["axis:accuracy"])
-                                     for j, points in enumerate((5, 3, 4, 2, -1))], user=f"Question {i}?")
-               for i in range(3)]
+    records = [
+        make_record(
+            f"p{i}",
+            [(f"Criterion {i}.{j}", points, ["axis:accuracy"]) for j, points in enumerate((5, 3, 4, 2, -1))],
+            user=f"Question {i}?",
+        )
+        for i in range(3)
+    ]
     data = write_jsonl(tmp_path / "three.jsonl", records)
     db = tmp_path / "runs" / "hbtui.sqlite"
     counters = RunCounters()
@@ -49,10 +54,12 @@ async def repeated(server, tmp_path, config_home):
 
 def sums(db: Path, run_id: int) -> tuple[int, int, int, int]:
     with sqlite3.connect(db) as conn:
-        test = conn.execute("SELECT sum(prompt_tokens), sum(completion_tokens) FROM conversations WHERE run_id = ?",
-                            (run_id,)).fetchone()
-        grader = conn.execute("SELECT sum(prompt_tokens), sum(completion_tokens) FROM verdicts WHERE run_id = ?",
-                              (run_id,)).fetchone()
+        test = conn.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens) FROM conversations WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        grader = conn.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens) FROM verdicts WHERE run_id = ?", (run_id,)
+        ).fetchone()
     return (*test, *grader)
 
 
@@ -67,8 +74,9 @@ async def open_run(app, pilot, run_id: int) -> RunScreen:
 
 async def test_the_run_screen_shows_worst_at_k_length_adjusted_tokens_and_cost(repeated, config_home):
     db, run_id, _ = repeated
-    (config_home / "prices.json").write_text(json.dumps({"test-model": {"input": 1.0, "output": 2.0},
-                                                         "grader-model": {"input": 3.0, "output": 4.0}}))
+    (config_home / "prices.json").write_text(
+        json.dumps({"test-model": {"input": 1.0, "output": 2.0}, "grader-model": {"input": 3.0, "output": 4.0}})
+    )
     pt, ct, pg, cg = sums(db, run_id)
     app = HBTuiApp(Settings(db_path=str(db), length_penalty=0.0392), env_file=None)
     async with app.run_test(size=SIZE) as pilot:

@@ -48,6 +48,7 @@ from hbtui.store.writes import StoreWrites
 # Engine._writer); settable for tests that hold a lock (HBTUI_BUSY_TIMEOUT, seconds).
 BUSY_TIMEOUT_SECONDS = float(os.environ.get("HBTUI_BUSY_TIMEOUT") or 10.0)
 
+
 class NoRunsYet(StoreError):
     """A database file that does not exist or is empty: reading it finds no runs."""
 
@@ -179,8 +180,10 @@ class Store(StoreReads, StoreWrites):
             await db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
             if not writable:
                 if version < schema.SCHEMA_VERSION:
-                    raise StoreError(f"{self.path}: schema version {version} needs an upgrade to"
-                                     f" {schema.SCHEMA_VERSION}, which cannot be written here (read-only)")
+                    raise StoreError(
+                        f"{self.path}: schema version {version} needs an upgrade to"
+                        f" {schema.SCHEMA_VERSION}, which cannot be written here (read-only)"
+                    )
                 return
             await db.execute("PRAGMA journal_mode=WAL")
             await db.execute("PRAGMA synchronous=NORMAL")

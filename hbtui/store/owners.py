@@ -55,7 +55,7 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: fields resume after the last ')'.
-    fields = text[text.rfind(")") + 2:].split()
+    fields = text[text.rfind(")") + 2 :].split()
     return fields[0], int(fields[19])
 
 
@@ -89,8 +89,9 @@ def owner_state(text: str | None) -> str:
     except PermissionError:
         pass
     try:
-        state = subprocess.run(["ps", "-o", "stat=", "-p", str(owner.pid)], capture_output=True, text=True,
-                               timeout=5).stdout.strip()
+        state = subprocess.run(
+            ["ps", "-o", "stat=", "-p", str(owner.pid)], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return RUNNING
     return STOPPED if state.startswith("T") else RUNNING

@@ -35,8 +35,6 @@ def parsed_tags(text: str) -> tuple[str, ...]:
     return tuple(json.loads(text))
 
 
-
-
 class StoreReads(Connection):
     """Reading a run: for reports, screens, exports and the engine's plan of what is left."""
 
@@ -77,14 +75,19 @@ class StoreReads(Connection):
             return []
         # Each record once, not once per repeat: a record holds its ideal completions too, and
         # 7 repeats of 738 moved 5,166 of them across the thread.
-        records = {record_id: json.loads(body) for record_id, body in await self._all(
-            "SELECT id, body FROM records WHERE id IN (SELECT DISTINCT record_id FROM conversations WHERE run_id = ?)",
-            (run_id,))}
+        records = {
+            record_id: json.loads(body)
+            for record_id, body in await self._all(
+                "SELECT id, body FROM records WHERE id IN (SELECT DISTINCT record_id FROM conversations WHERE run_id = ?)",
+                (run_id,),
+            )
+        }
         wanted = {row[0] for row in conversations}
         verdicts: dict[int, list[tuple]] = {}
         for conv_id, idx, text, points, tags, status in await self._all(
             "SELECT conversation_id, idx, criterion, points, tags, status FROM verdicts WHERE run_id = ?"
-            " ORDER BY conversation_id, idx", (run_id,),
+            " ORDER BY conversation_id, idx",
+            (run_id,),
         ):
             if conv_id in wanted:  # filtered here: a subquery per row cost more than the rows
                 verdicts.setdefault(conv_id, []).append((idx, text, points, parsed_tags(tags), status))
@@ -101,8 +104,11 @@ class StoreReads(Connection):
                     position=position,
                     prompt=record["prompt"],
                     reply=reply if status == "generated" else None,
-                    criteria=[(idx, rubrics[idx]["criterion"], rubrics[idx]["points"])
-                              for idx, text, points, _, st in rows if st == PENDING],
+                    criteria=[
+                        (idx, rubrics[idx]["criterion"], rubrics[idx]["points"])
+                        for idx, text, points, _, st in rows
+                        if st == PENDING
+                    ],
                     all_criteria=[(idx, points, tags, st) for idx, _, points, tags, st in rows],
                     example_tags=json.loads(example_tags),
                     repeat=repeat,
@@ -138,16 +144,19 @@ class StoreReads(Connection):
         conv = dict(
             await self._all("SELECT status, count(*) FROM conversations WHERE run_id = ? GROUP BY status", (run_id,))
         )
-        scored = (await self._one(
-            "SELECT count(*) FROM conversations WHERE run_id = ? AND score IS NOT NULL", (run_id,)
-        ))[0]
+        scored = (
+            await self._one("SELECT count(*) FROM conversations WHERE run_id = ? AND score IS NOT NULL", (run_id,))
+        )[0]
         verdict_counts = dict(
             await self._all("SELECT status, count(*) FROM verdicts WHERE run_id = ? GROUP BY status", (run_id,))
         )
         # Criteria of a conversation that got no reply will never be graded: they are not work left.
-        unreachable = (await self._one(
-            "SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE run_id = ? AND status = 'failed'", (run_id,)
-        ))[0]
+        unreachable = (
+            await self._one(
+                "SELECT coalesce(sum(n_criteria), 0) FROM conversations WHERE run_id = ? AND status = 'failed'",
+                (run_id,),
+            )
+        )[0]
         kinds: dict[str, int] = {}
         for kind, count in await self._all(
             "SELECT error_kind, count(*) FROM verdicts WHERE run_id = ? AND status = 'error' GROUP BY error_kind",
@@ -193,15 +202,26 @@ class StoreReads(Connection):
         raw_output, reasoning, prompt_tokens, completion_tokens)."""
         # One statement, the keys as one JSON array: 60,000 keys in 500-key chunks cost a third of
         # a second of round trips.
-        return {key: tuple(entry) for key, *entry in await self._all(
-            "SELECT key, status, explanation, raw_output, reasoning, prompt_tokens, completion_tokens"
-            " FROM verdict_cache WHERE key IN (SELECT value FROM json_each(?))", (json.dumps(keys),),
-        )} if keys else {}
+        return (
+            {
+                key: tuple(entry)
+                for key, *entry in await self._all(
+                    "SELECT key, status, explanation, raw_output, reasoning, prompt_tokens, completion_tokens"
+                    " FROM verdict_cache WHERE key IN (SELECT value FROM json_each(?))",
+                    (json.dumps(keys),),
+                )
+            }
+            if keys
+            else {}
+        )
 
     async def has_uncached_verdicts(self, run_id: int) -> bool:
-        return bool(await self._one(
-            "SELECT 1 FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met') AND cache_key IS NULL LIMIT 1",
-            (run_id,)))
+        return bool(
+            await self._one(
+                "SELECT 1 FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met') AND cache_key IS NULL LIMIT 1",
+                (run_id,),
+            )
+        )
 
     async def graded_for_cache(self, run_id: int) -> list[tuple[int, list[dict], str, int, list[tuple]]]:
         """(conversation id, prompt, reply, repeat, [(idx, criterion, points)]) of the verdicts
@@ -209,7 +229,9 @@ class StoreReads(Connection):
         rows = await self._all(
             "SELECT c.id, r.body, c.reply, c.repeat, v.idx FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
             " JOIN records r ON r.id = c.record_id WHERE v.run_id = ? AND v.status IN ('met', 'not_met')"
-            " AND v.cache_key IS NULL AND c.status = 'generated' ORDER BY c.id, v.idx", (run_id,))
+            " AND v.cache_key IS NULL AND c.status = 'generated' ORDER BY c.id, v.idx",
+            (run_id,),
+        )
         out: list[tuple[int, list[dict], str, int, list[tuple]]] = []
         for conv_id, body, reply, repeat, idx in rows:
             if not out or out[-1][0] != conv_id:
@@ -227,27 +249,37 @@ class StoreReads(Connection):
         reach it or named a model it does not serve."""
         unanswered = ("connection", "timeout", "server_error", "rate_limited", "bad_response", "auth", "not_found")
         marks = ",".join("?" * len(unanswered))
-        replies = (await self._one(
-            f"SELECT count(*) FROM conversations WHERE run_id = ? AND (status = 'generated' OR (status = 'failed'"
-            f" AND coalesce(error_kind, '') NOT IN ({marks})))", (run_id, *unanswered),
-        ))[0]
-        verdicts = (await self._one(
-            f"SELECT count(*) FROM verdicts WHERE run_id = ? AND (status IN ('met', 'not_met') OR (status = 'error'"
-            f" AND coalesce(error_kind, '') NOT IN ({marks})))", (run_id, *unanswered),
-        ))[0]
+        replies = (
+            await self._one(
+                f"SELECT count(*) FROM conversations WHERE run_id = ? AND (status = 'generated' OR (status = 'failed'"
+                f" AND coalesce(error_kind, '') NOT IN ({marks})))",
+                (run_id, *unanswered),
+            )
+        )[0]
+        verdicts = (
+            await self._one(
+                f"SELECT count(*) FROM verdicts WHERE run_id = ? AND (status IN ('met', 'not_met') OR (status = 'error'"
+                f" AND coalesce(error_kind, '') NOT IN ({marks})))",
+                (run_id, *unanswered),
+            )
+        )[0]
         return replies, verdicts
 
     async def gaps(self, run_id: int, transient_kinds: set[str]) -> tuple[int, int]:
         """(conversations without a reply for a transient reason, conversations with a criterion
         whose grading failed): what keeps an ended run from being finished."""
         marks = ",".join("?" * len(transient_kinds))
-        no_reply = (await self._one(
-            f"SELECT count(*) FROM conversations WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks})",
-            (run_id, *transient_kinds),
-        ))[0]
-        unfinished = (await self._one(
-            "SELECT count(DISTINCT conversation_id) FROM verdicts WHERE run_id = ? AND status = 'error'", (run_id,)
-        ))[0]
+        no_reply = (
+            await self._one(
+                f"SELECT count(*) FROM conversations WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks})",
+                (run_id, *transient_kinds),
+            )
+        )[0]
+        unfinished = (
+            await self._one(
+                "SELECT count(DISTINCT conversation_id) FROM verdicts WHERE run_id = ? AND status = 'error'", (run_id,)
+            )
+        )[0]
         return no_reply, unfinished
 
     async def recent_latencies(self, run_id: int, limit: int = 500) -> list[float]:
@@ -259,9 +291,7 @@ class StoreReads(Connection):
         return [r[0] for r in rows]
 
     async def calls_since(self, run_id: int, since: float) -> int:
-        verdicts = await self._one(
-            "SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at > ?", (run_id, since)
-        )
+        verdicts = await self._one("SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at > ?", (run_id, since))
         replies = await self._one(
             "SELECT count(*) FROM conversations WHERE run_id = ? AND generated_at > ?", (run_id, since)
         )
@@ -277,21 +307,33 @@ class StoreReads(Connection):
         return [(r[0] or 0.0, r[1] or "unknown", r[2] or "") for r in rows]
 
     async def conversation_scores(self, run_id: int) -> list[float]:
-        return [r[0] for r in await self._all(
-            "SELECT score FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position", (run_id,)
-        )]
+        return [
+            r[0]
+            for r in await self._all(
+                "SELECT score FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position", (run_id,)
+            )
+        ]
 
     async def themes(self, run_id: int) -> list[str]:
-        return [r[0] for r in await self._all(
-            "SELECT DISTINCT theme FROM conversations WHERE run_id = ? AND theme IS NOT NULL ORDER BY theme", (run_id,)
-        )]
+        return [
+            r[0]
+            for r in await self._all(
+                "SELECT DISTINCT theme FROM conversations WHERE run_id = ? AND theme IS NOT NULL ORDER BY theme",
+                (run_id,),
+            )
+        ]
 
     async def count_conversations(self, run_id: int, flt: ConversationFilter | None = None) -> int:
         where, args = (flt or ConversationFilter()).where()
         return (await self._one(f"SELECT count(*) FROM conversations WHERE run_id = ?{where}", (run_id, *args)))[0]
 
     async def conversation_page(
-        self, run_id: int, flt: ConversationFilter | None = None, sort: str = "position", offset: int = 0, limit: int = 100
+        self,
+        run_id: int,
+        flt: ConversationFilter | None = None,
+        sort: str = "position",
+        offset: int = 0,
+        limit: int = 100,
     ) -> list[ConversationSummary]:
         where, args = (flt or ConversationFilter()).where()
         rows = await self._all(
@@ -301,12 +343,17 @@ class StoreReads(Connection):
         )
         return [ConversationSummary(*r) for r in rows]
 
-    async def conversation_ids(self, run_id: int, flt: ConversationFilter | None = None, sort: str = "position") -> list[int]:
+    async def conversation_ids(
+        self, run_id: int, flt: ConversationFilter | None = None, sort: str = "position"
+    ) -> list[int]:
         """Ids in list order, for next/previous conversation without reloading pages."""
         where, args = (flt or ConversationFilter()).where()
-        return [r[0] for r in await self._all(
-            f"SELECT id FROM conversations WHERE run_id = ?{where} ORDER BY {SORTS[sort]}", (run_id, *args)
-        )]
+        return [
+            r[0]
+            for r in await self._all(
+                f"SELECT id FROM conversations WHERE run_id = ?{where} ORDER BY {SORTS[sort]}", (run_id, *args)
+            )
+        ]
 
     async def conversation_detail(self, conversation_id: int) -> ConversationDetail:
         row = await self._one(
@@ -320,7 +367,9 @@ class StoreReads(Connection):
         example_tags, reply, reasoning, finish_reason, error, record_id = row[14:]
         body = (await self._one("SELECT body FROM records WHERE id = ?", (record_id,)))[0]
         verdicts = [
-            VerdictRow(idx, text, points, json.loads(tags), status, explanation, raw, vreason, verror, kind, attempts, latency)
+            VerdictRow(
+                idx, text, points, json.loads(tags), status, explanation, raw, vreason, verror, kind, attempts, latency
+            )
             for idx, text, points, tags, status, explanation, raw, vreason, verror, kind, attempts, latency in await self._all(
                 "SELECT idx, criterion, points, tags, status, explanation, raw_output, reasoning, error, error_kind,"
                 " attempts, latency_ms FROM verdicts WHERE conversation_id = ? ORDER BY idx",
@@ -375,17 +424,23 @@ class StoreReads(Connection):
 
     async def repeat_outcomes(self, run_id: int) -> list[tuple[int, int, float | None]]:
         """(position, repeat, score) of every conversation: worst-at-k groups a prompt's repeats."""
-        return [tuple(r) for r in await self._all(
-            "SELECT position, repeat, score FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
-        )]
+        return [
+            tuple(r)
+            for r in await self._all(
+                "SELECT position, repeat, score FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+            )
+        ]
 
     async def scored_reply_lengths(self, run_id: int) -> list[tuple[float, int]]:
         """(score, characters of the reply as graded) of each scored conversation. Counted here
         rather than by SQLite's length(), which stops at a NUL character."""
-        return [(score, len(reply or "")) for score, reply in await self._all(
-            "SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position",
-            (run_id,),
-        )]
+        return [
+            (score, len(reply or ""))
+            for score, reply in await self._all(
+                "SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position",
+                (run_id,),
+            )
+        ]
 
     async def conversation_tokens(self, conversation_id: int) -> ConversationTokens:
         reply = await self._one(

@@ -36,8 +36,10 @@ def driver_in_the_way(run_id: int, current: str | None, mine: str | None, heartb
     label = owner.label if owner else current
     silent = "" if heartbeat is None else f" (heartbeat {time.time() - heartbeat:.0f} s ago)"
     if state == STOPPED:
-        return (f"run {run_id} is driven by process {label}, which is stopped (Ctrl-Z):"
-                f" `fg` it, or end it (kill {owner.pid if owner else '?'}), first")
+        return (
+            f"run {run_id} is driven by process {label}, which is stopped (Ctrl-Z):"
+            f" `fg` it, or end it (kill {owner.pid if owner else '?'}), first"
+        )
     if state == GONE or (state == REMOTE and (heartbeat is None or time.time() - heartbeat > HEARTBEAT_STALE_SECONDS)):
         return None
     return f"run {run_id} is being driven by process {label}{silent}"
@@ -76,8 +78,16 @@ class StoreWrites(Connection):
                 " model_grader, settings_json, plan_json, n_conversations, n_criteria)"
                 " VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    name, now, dataset_name, dataset_path, dataset_sha256, model_test, model_grader,
-                    json.dumps(settings), json.dumps(plan), len(conversations),
+                    name,
+                    now,
+                    dataset_name,
+                    dataset_path,
+                    dataset_sha256,
+                    model_test,
+                    model_grader,
+                    json.dumps(settings),
+                    json.dumps(plan),
+                    len(conversations),
                     sum(len(c.criteria) for c in conversations),
                 ),
             )
@@ -92,8 +102,17 @@ class StoreWrites(Connection):
                     row = await self._one("SELECT id FROM records WHERE sha256 = ?", (conv.record_sha256,))
                     record_ids[conv.record_sha256] = row[0]
             conv_rows = [
-                (run_id, c.position, c.repeat, c.prompt_id, record_ids[c.record_sha256], c.theme,
-                 json.dumps(list(c.example_tags)), c.preview, len(c.criteria))
+                (
+                    run_id,
+                    c.position,
+                    c.repeat,
+                    c.prompt_id,
+                    record_ids[c.record_sha256],
+                    c.theme,
+                    json.dumps(list(c.example_tags)),
+                    c.preview,
+                    len(c.criteria),
+                )
                 for c in conversations
             ]
             await db.executemany(
@@ -127,8 +146,16 @@ class StoreWrites(Connection):
             raise StoreError(f"a run named {name!r} exists already; choose another name (--name)")
         return name
 
-    async def create_regrade(self, source_id: int, *, name: str | None, name_base: str, model_grader: str,
-                             settings: dict, unanswered_kinds: Sequence[str] = ()) -> int:
+    async def create_regrade(
+        self,
+        source_id: int,
+        *,
+        name: str | None,
+        name_base: str,
+        model_grader: str,
+        settings: dict,
+        unanswered_kinds: Sequence[str] = (),
+    ) -> int:
         """A new run that grades ``source_id``'s replies again: its conversations with their
         replies copied (no generation call: what the model said is the source's), its criteria
         pending. A conversation that got no reply there is left without one here, never generated."""
@@ -214,11 +241,13 @@ class StoreWrites(Connection):
         """
         if live is None:
             cursor = await self.db.execute(
-                "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND lease = ?", (time.time(), run_id, lease))
+                "UPDATE runs SET heartbeat_at = ? WHERE id = ? AND lease = ?", (time.time(), run_id, lease)
+            )
         else:
             cursor = await self.db.execute(
                 "UPDATE runs SET heartbeat_at = ?, live_json = ? WHERE id = ? AND lease = ?",
-                (time.time(), json.dumps(live), run_id, lease))
+                (time.time(), json.dumps(live), run_id, lease),
+            )
         if cursor.rowcount == 0:
             row = await self._one("SELECT owner FROM runs WHERE id = ?", (run_id,))
             owner = parse_owner(row[0] if row else None)
@@ -235,8 +264,15 @@ class StoreWrites(Connection):
             raise
 
     async def finish_run(
-        self, run_id: int, status: str, *, error: str | None = None, report: dict | None = None,
-        folder: str | None = None, lease: str | None = None, requests: dict | None = None,
+        self,
+        run_id: int,
+        status: str,
+        *,
+        error: str | None = None,
+        report: dict | None = None,
+        folder: str | None = None,
+        lease: str | None = None,
+        requests: dict | None = None,
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
         score = report.get("overall_score") if report else None
@@ -247,8 +283,16 @@ class StoreWrites(Connection):
                 "UPDATE runs SET status = ?, error = ?, finished_at = ?, report_json = COALESCE(?, report_json),"
                 " score = COALESCE(?, score), folder = COALESCE(?, folder), owner = NULL, lease = NULL,"
                 " heartbeat_at = NULL, requests_json = COALESCE(?, requests_json) WHERE id = ?",
-                (status, error, time.time(), json.dumps(report) if report else None, score, folder,
-                 json.dumps(requests) if requests else None, run_id),
+                (
+                    status,
+                    error,
+                    time.time(),
+                    json.dumps(report) if report else None,
+                    score,
+                    folder,
+                    json.dumps(requests) if requests else None,
+                    run_id,
+                ),
             )
             await self.db.commit()
         except BaseException:
@@ -278,7 +322,9 @@ class StoreWrites(Connection):
                 "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
                 " latency_ms, prompt_tokens, completion_tokens, created_at) SELECT ?, status, explanation, raw_output,"
                 " reasoning, attempts, latency_ms, prompt_tokens, completion_tokens, coalesce(graded_at, 0)"
-                " FROM verdicts WHERE conversation_id = ? AND idx = ?", rows)
+                " FROM verdicts WHERE conversation_id = ? AND idx = ?",
+                rows,
+            )
             await db.executemany("UPDATE verdicts SET cache_key = ? WHERE conversation_id = ? AND idx = ?", rows)
             await db.commit()
         except BaseException:
@@ -292,12 +338,14 @@ class StoreWrites(Connection):
 
     async def log(self, run_id: int, level: str, message: str) -> None:
         await self.db.execute(
-            "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)", (run_id, time.time(), level, message)
+            "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)",
+            (run_id, time.time(), level, message),
         )
         await self.db.commit()
 
-    async def reset_errors(self, run_id: int, kinds: Iterable[str] | None = None, owner: str | None = None
-                           ) -> tuple[int, int]:
+    async def reset_errors(
+        self, run_id: int, kinds: Iterable[str] | None = None, owner: str | None = None
+    ) -> tuple[int, int]:
         """Put failed verdicts (and transiently failed replies) back in the queue; nothing is deleted.
 
         ``kinds``: only what failed for those reasons (a resume: what got no answer); without, every
@@ -325,7 +373,8 @@ class StoreWrites(Connection):
                 )
             else:  # asked for by the user (regrade-errors, R): every verdict that failed, whatever why
                 verdicts = await db.execute(
-                    "UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'", (run_id,))
+                    "UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'", (run_id,)
+                )
             replies = await db.execute(
                 f"UPDATE conversations SET status = 'pending', error = NULL, error_kind = NULL"
                 f" WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks})",
@@ -367,8 +416,13 @@ class StoreWrites(Connection):
             rows.append((score, n_met, statuses.count(ERROR), penalties, conv_id))
         # Only what differs is written: on a run whose summaries are right (the usual case) this
         # is a read, not 5,000 updates.
-        stored = {row[-1]: row for row in await self._all(
-            "SELECT score, coalesce(n_met, 0), n_errors, penalties, id FROM conversations WHERE run_id = ?", (run_id,))}
+        stored = {
+            row[-1]: row
+            for row in await self._all(
+                "SELECT score, coalesce(n_met, 0), n_errors, penalties, id FROM conversations WHERE run_id = ?",
+                (run_id,),
+            )
+        }
         changed = [row for row in rows if stored.get(row[-1]) != row]
         if changed:
             await self.db.executemany(

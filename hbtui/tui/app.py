@@ -111,8 +111,9 @@ class HBTuiApp(App[int]):
             workers = list(self.workers)
             for worker in workers:
                 worker.cancel()
-            await asyncio.wait_for(asyncio.gather(*(worker.wait() for worker in workers), return_exceptions=True),
-                                   STOP_TIMEOUT_SECONDS)
+            await asyncio.wait_for(
+                asyncio.gather(*(worker.wait() for worker in workers), return_exceptions=True), STOP_TIMEOUT_SECONDS
+            )
         except TimeoutError:
             pass
         finally:
@@ -148,8 +149,9 @@ class HBTuiApp(App[int]):
         self._close_messages_no_wait()
 
     # ---- runs of this process -------------------------------------------------------------
-    def offer_to_drive(self, run: RunRow, question: str, yes: str,
-                       before: Callable[[], Awaitable[str]] | None = None) -> None:
+    def offer_to_drive(
+        self, run: RunRow, question: str, yes: str, before: Callable[[], Awaitable[str]] | None = None
+    ) -> None:
         """Ask, then drive ``run`` here with its monitor open: continue (c) and retry (R).
 
         The run's own settings are used with this session's keys, and checked before asking.
@@ -178,8 +180,14 @@ class HBTuiApp(App[int]):
             self.open_monitor(run.id)
 
         # Paid calls start at once: the question names the run and its endpoint.
-        self.push_screen(ConfirmModal(f"{question} (run {run.id} {one_line(run.name, 60)} at"
-                                      f" {run.settings.get('base_url')})", yes=yes, no="Not now"), answered)
+        self.push_screen(
+            ConfirmModal(
+                f"{question} (run {run.id} {one_line(run.name, 60)} at {run.settings.get('base_url')})",
+                yes=yes,
+                no="Not now",
+            ),
+            answered,
+        )
 
     async def start_run(self, run_id: int, settings: Settings, use_cache: bool = False) -> LiveRun:
         """Drive a planned run in this process; returns at once, the run goes on in a worker."""
@@ -196,8 +204,9 @@ class HBTuiApp(App[int]):
             raise
         live = LiveRun(run_id, engine, counters)
         self.live_runs[run_id] = live
-        live.worker = self.run_worker(self._drive(live, store, settings), name=f"run {run_id}", group="runs",
-                                      exclusive=False, exit_on_error=False)
+        live.worker = self.run_worker(
+            self._drive(live, store, settings), name=f"run {run_id}", group="runs", exclusive=False, exit_on_error=False
+        )
         return live
 
     async def _drive(self, live: LiveRun, store: Store, settings: Settings) -> str | None:
@@ -255,8 +264,10 @@ class HBTuiApp(App[int]):
         from hbtui.tui.screens.confirm import ConfirmModal
 
         names = ", ".join(str(run_id) for run_id in self.live_runs)
-        question = (f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
-                    "continue later with `hbtui resume`.")
+        question = (
+            f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
+            "continue later with `hbtui resume`."
+        )
 
         async def answered(stop: bool | None) -> None:
             if stop:
@@ -330,8 +341,11 @@ class HBTuiApp(App[int]):
             _, name, arguments = parse_action(binding.action)
             if node.check_action(name, arguments) is False:
                 continue  # not possible here now (pause of a run that has ended): not offered
-            yield SystemCommand(binding.description, binding.tooltip or f"key: {self.get_key_display(binding)}",
-                                partial(self.run_action, binding.action, node))
+            yield SystemCommand(
+                binding.description,
+                binding.tooltip or f"key: {self.get_key_display(binding)}",
+                partial(self.run_action, binding.action, node),
+            )
 
     def bindings_for(self, screen: Screen) -> list[tuple[object, str, Binding]]:
         """The keys the screen and the app define, with a description, each once.

@@ -68,12 +68,24 @@ class MonitorView:
     def signature(self) -> tuple:
         """Changes whenever anything shown changes: the screen repaints only then."""
         return (
-            self.status, self.tally.conversations_done, self.tally.no_reply, self.tally.graded,
-            self.tally.grading_errors, self.tally.skipped,
-            round(self.calls_per_second, 1), None if self.eta_seconds is None else int(self.eta_seconds),
-            tuple(sorted(self.endpoints.items())), len(self.scores), tuple(sorted(self.errors_by_kind.items())),
-            tuple(sorted(self.retried_by_kind.items())), tuple(self.recent_errors), self.latency_p50,
-            self.latency_p95, self.tokens, self.final_score, self.error,
+            self.status,
+            self.tally.conversations_done,
+            self.tally.no_reply,
+            self.tally.graded,
+            self.tally.grading_errors,
+            self.tally.skipped,
+            round(self.calls_per_second, 1),
+            None if self.eta_seconds is None else int(self.eta_seconds),
+            tuple(sorted(self.endpoints.items())),
+            len(self.scores),
+            tuple(sorted(self.errors_by_kind.items())),
+            tuple(sorted(self.retried_by_kind.items())),
+            tuple(self.recent_errors),
+            self.latency_p50,
+            self.latency_p95,
+            self.tokens,
+            self.final_score,
+            self.error,
         )
 
 
@@ -113,8 +125,12 @@ class RunCounters:
         progress = await store.progress(run_id)
         self.tally = Tally.from_progress(progress)
         self.errors_by_kind.update(progress.errors_by_kind)
-        self.tokens = [progress.prompt_tokens_test, progress.completion_tokens_test,
-                       progress.prompt_tokens_grader, progress.completion_tokens_grader]
+        self.tokens = [
+            progress.prompt_tokens_test,
+            progress.completion_tokens_test,
+            progress.prompt_tokens_grader,
+            progress.completion_tokens_grader,
+        ]
         self.scores = await store.conversation_scores(run_id)
 
     def failed_to_start(self, message: str) -> None:
@@ -182,14 +198,26 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
     finished = counters.finished
     status = finished.status if finished else ("paused" if snapshot.get("paused") else "running")
     return MonitorView(
-        run_id=run.id, name=run.name, status=status, model_test=run.model_test, model_grader=run.model_grader,
-        in_process=True, owner="this process", tally=Tally(**vars(counters.tally)),
-        calls_per_second=rate, eta_seconds=None if finished else eta(remaining, rate),
+        run_id=run.id,
+        name=run.name,
+        status=status,
+        model_test=run.model_test,
+        model_grader=run.model_grader,
+        in_process=True,
+        owner="this process",
+        tally=Tally(**vars(counters.tally)),
+        calls_per_second=rate,
+        eta_seconds=None if finished else eta(remaining, rate),
         endpoints={url: (s["in_flight"], s["limit"]) for url, s in snapshot.get("endpoints", {}).items()},
-        scores=counters.scores, errors_by_kind=dict(counters.errors_by_kind),
-        retried_by_kind=dict(counters.retried_by_kind), recent_errors=list(reversed(counters.recent_errors)),
-        latency_p50=p50, latency_p95=p95, tokens=tuple(counters.tokens),
-        final_score=finished.score if finished else None, error=finished.error if finished else None,
+        scores=counters.scores,
+        errors_by_kind=dict(counters.errors_by_kind),
+        retried_by_kind=dict(counters.retried_by_kind),
+        recent_errors=list(reversed(counters.recent_errors)),
+        latency_p50=p50,
+        latency_p95=p95,
+        tokens=tuple(counters.tokens),
+        final_score=finished.score if finished else None,
+        error=finished.error if finished else None,
     )
 
 
@@ -211,15 +239,32 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     remaining = tally.calls_left
     p50, p95 = percentiles(await store.recent_latencies(run_id))
     return MonitorView(
-        run_id=run.id, name=run.name, status=status, model_test=run.model_test, model_grader=run.model_grader,
-        in_process=False, owner=run.owner, tally=tally,
-        calls_per_second=rate, eta_seconds=eta(remaining, rate) if running else None,
-        endpoints={url: (s.get("in_flight", 0), s.get("limit", 0)) for url, s in (live or {}).get("endpoints", {}).items()},
-        scores=await store.conversation_scores(run_id), errors_by_kind=progress.errors_by_kind,
+        run_id=run.id,
+        name=run.name,
+        status=status,
+        model_test=run.model_test,
+        model_grader=run.model_grader,
+        in_process=False,
+        owner=run.owner,
+        tally=tally,
+        calls_per_second=rate,
+        eta_seconds=eta(remaining, rate) if running else None,
+        endpoints={
+            url: (s.get("in_flight", 0), s.get("limit", 0)) for url, s in (live or {}).get("endpoints", {}).items()
+        },
+        scores=await store.conversation_scores(run_id),
+        errors_by_kind=progress.errors_by_kind,
         retried_by_kind=dict((run.live or {}).get("call_errors", {})),
         recent_errors=await store.recent_errors(run_id, RECENT_ERRORS),
-        latency_p50=p50, latency_p95=p95,
-        tokens=(progress.prompt_tokens_test, progress.completion_tokens_test, progress.prompt_tokens_grader,
-                progress.completion_tokens_grader),
-        final_score=run.score, final_ci95=run.ci95, error=run.error,
+        latency_p50=p50,
+        latency_p95=p95,
+        tokens=(
+            progress.prompt_tokens_test,
+            progress.completion_tokens_test,
+            progress.prompt_tokens_grader,
+            progress.completion_tokens_grader,
+        ),
+        final_score=run.score,
+        final_ci95=run.ci95,
+        error=run.error,
     )

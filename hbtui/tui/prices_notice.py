@@ -16,6 +16,11 @@ def prices_or_notice(app: App) -> dict[str, Price]:
         said: set[str] = app.__dict__.setdefault("price_problems_said", set())
         if str(exc) not in said:  # a screen that reads it every few seconds says it once
             said.add(str(exc))
-            app.notify(one_line(f"{exc}; tokens are shown without a cost", 300), title="price table",
-                       severity="warning", timeout=15, markup=False)
+            app.notify(
+                one_line(f"{exc}; tokens are shown without a cost", 300),
+                title="price table",
+                severity="warning",
+                timeout=15,
+                markup=False,
+            )
         return {}

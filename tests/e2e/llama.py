@@ -89,9 +89,7 @@ class LlamaServer(ServerProcess):
         if binary is None or model is None:
             paths = llama_paths()
             if paths is None:
-                raise LlamaServerError(
-                    f"llama-server/model not found under {llama_cache_dir()}; run {BUILD_SCRIPT}"
-                )
+                raise LlamaServerError(f"llama-server/model not found under {llama_cache_dir()}; run {BUILD_SCRIPT}")
             binary = binary if binary is not None else paths[0]
             model = model if model is not None else paths[1]
         self.binary = Path(binary)
@@ -113,11 +111,16 @@ class LlamaServer(ServerProcess):
     def command(self, port: int) -> list[str]:
         return [
             str(self.binary),
-            "-m", str(self.model),
-            "--host", "127.0.0.1",
-            "--port", str(port),
-            "-t", str(self.threads),
-            "-c", str(self.ctx_size),
+            "-m",
+            str(self.model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "-t",
+            str(self.threads),
+            "-c",
+            str(self.ctx_size),
             "--jinja",
             *self.extra_args,
         ]
@@ -171,8 +174,7 @@ class LlamaServer(ServerProcess):
                     pass
                 if time.monotonic() > deadline:
                     raise LlamaServerError(
-                        f"llama-server not healthy after {self.startup_timeout:.0f}s; "
-                        f"log tail:\n{self.log_tail()}"
+                        f"llama-server not healthy after {self.startup_timeout:.0f}s; log tail:\n{self.log_tail()}"
                     )
                 time.sleep(0.25)
             resp = http.get("/v1/models")

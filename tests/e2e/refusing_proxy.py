@@ -35,16 +35,17 @@ class RefusingProxy:
         format_type = (body.get("response_format") or {}).get("type")
         if self.refuse_json_schema and format_type == "json_schema":
             self.counts["refused response_format"] += 1
-            return self._refusal("Invalid parameter: 'response_format' of type 'json_schema' is not supported"
-                                 " with this model.", "response_format")
+            return self._refusal(
+                "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.",
+                "response_format",
+            )
         for param in self.refuse_params:
             if param in body:
                 self.counts[f"refused {param}"] += 1
                 return self._refusal(f"Unsupported parameter: '{param}' is not supported with this model.", param)
         self.counts["forwarded"] += 1
         async with self._session.post(self.upstream + "/chat/completions", json=body) as upstream:
-            return web.Response(body=await upstream.read(), status=upstream.status,
-                                content_type="application/json")
+            return web.Response(body=await upstream.read(), status=upstream.status, content_type="application/json")
 
     def _serve(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -77,4 +78,3 @@ class RefusingProxy:
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
-

@@ -37,8 +37,10 @@ def llama():
 def short_records(tmp_path_factory) -> Path:
     """The three real records with the least to read and grade, to keep CPU inference short."""
     lines = MAIN_SUBSET.read_text().splitlines()
-    records = sorted(lines, key=lambda line: (lambda r: sum(len(m["content"]) for m in r["prompt"]) * len(r["rubrics"]))(
-        json.loads(line)))[:3]
+    records = sorted(
+        lines,
+        key=lambda line: (lambda r: sum(len(m["content"]) for m in r["prompt"]) * len(r["rubrics"]))(json.loads(line)),
+    )[:3]
     path = tmp_path_factory.mktemp("e2e") / "short.jsonl"
     path.write_text("\n".join(records) + "\n")
     return path
@@ -46,8 +48,15 @@ def short_records(tmp_path_factory) -> Path:
 
 def e2e_env(base_url: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BASE_URL", "API_KEY", "MODEL_"))}
-    env.update(BASE_URL=base_url, MODEL_TEST=MODEL, MODEL_GRADER=MODEL, MAX_TOKENS_TEST="96",
-               MAX_TOKENS_GRADER="192", CONCURRENCY="4", TIMEOUT="300")
+    env.update(
+        BASE_URL=base_url,
+        MODEL_TEST=MODEL,
+        MODEL_GRADER=MODEL,
+        MAX_TOKENS_TEST="96",
+        MAX_TOKENS_GRADER="192",
+        CONCURRENCY="4",
+        TIMEOUT="300",
+    )
     return env
 
 
@@ -55,11 +64,17 @@ def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
     db = tmp_path / "runs" / "e2e.sqlite"
     run = subprocess.run(
         [sys.executable, "-m", "hbtui", "run", "--data", str(short_records), "--db", str(db), "--name", "e2e"],
-        cwd=tmp_path, env=e2e_env(llama.base_url), capture_output=True, text=True, timeout=900,
+        cwd=tmp_path,
+        env=e2e_env(llama.base_url),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     with sqlite3.connect(db) as conn:
         replies = conn.execute("SELECT status, reply, prompt_tokens, completion_tokens FROM conversations").fetchall()
-        verdicts = conn.execute("SELECT status, raw_output, error_kind, prompt_tokens, completion_tokens FROM verdicts").fetchall()
+        verdicts = conn.execute(
+            "SELECT status, raw_output, error_kind, prompt_tokens, completion_tokens FROM verdicts"
+        ).fetchall()
         report = json.loads(conn.execute("SELECT report_json FROM runs").fetchone()[0])
     # A verdict the tiny model never finished is a grading error: the run is then incomplete (exit 3).
     assert run.returncode == (3 if any(v[0] == "error" for v in verdicts) else 0), run.stderr
@@ -77,8 +92,12 @@ def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
     assert report["metrics"]["overall_score"]["n"] >= 1
 
     out = tmp_path / "e2e.jsonl"
-    export = subprocess.run([sys.executable, "-m", "hbtui", "export", "e2e", "--db", str(db), "--out", str(out)],
-                            capture_output=True, text=True, timeout=60)
+    export = subprocess.run(
+        [sys.executable, "-m", "hbtui", "export", "e2e", "--db", str(db), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert export.returncode == 0, export.stderr
     assert len(out.read_text().splitlines()) == 3
 
@@ -109,8 +128,16 @@ def test_provider_refusals_are_negotiated_against_a_real_server(llama, short_rec
     with RefusingProxy(llama.base_url, refuse_params=("temperature",)) as proxy:
         proxy.api_key = None
         db = tmp_path / "proxy.sqlite"
-        settings = settings_for(proxy, db, model_test=MODEL, model_grader=MODEL, max_tokens_test=64,
-                                max_tokens_grader=160, timeout=300, concurrency=4)
+        settings = settings_for(
+            proxy,
+            db,
+            model_test=MODEL,
+            model_grader=MODEL,
+            max_tokens_test=64,
+            max_tokens_grader=160,
+            timeout=300,
+            concurrency=4,
+        )
         _run_id, status = asyncio.run(run_engine(settings, short_records, limit=1, seed=2))
     assert proxy.counts["refused response_format"] == 1
     assert proxy.counts["refused temperature"] == 1
@@ -132,18 +159,32 @@ def test_context_overflow_and_truncation_with_a_real_server(llama, short_records
     data = tmp_path / "mixed.jsonl"
     data.write_text(records[0] + "\n" + json.dumps(huge) + "\n")
     db = tmp_path / "ctx.sqlite"
-    settings = settings_for(llama, db, model_test=MODEL, model_grader=MODEL, max_tokens_test=8,
-                            max_tokens_grader=160, timeout=300, concurrency=4)
+    settings = settings_for(
+        llama,
+        db,
+        model_test=MODEL,
+        model_grader=MODEL,
+        max_tokens_test=8,
+        max_tokens_grader=160,
+        timeout=300,
+        concurrency=4,
+    )
     _run_id, status = asyncio.run(run_engine(settings, data))
     with sqlite3.connect(db) as conn:
         grading_errors = conn.execute("SELECT count(*) FROM verdicts WHERE status = 'error'").fetchone()[0]
     # A refusal (context too long) is an answer: only a verdict that failed makes the run incomplete.
     assert status == ("incomplete" if grading_errors else "finished")
     with sqlite3.connect(db) as conn:
-        rows = dict((p, (s, k, e, f)) for p, s, k, e, f in conn.execute(
-            "SELECT prompt_id, status, error_kind, error, finish_reason FROM conversations"))
-        graded = conn.execute("SELECT count(*) FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
-                              " WHERE c.prompt_id = 'too-long' AND v.status != 'pending'").fetchone()[0]
+        rows = dict(
+            (p, (s, k, e, f))
+            for p, s, k, e, f in conn.execute(
+                "SELECT prompt_id, status, error_kind, error, finish_reason FROM conversations"
+            )
+        )
+        graded = conn.execute(
+            "SELECT count(*) FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
+            " WHERE c.prompt_id = 'too-long' AND v.status != 'pending'"
+        ).fetchone()[0]
         report = json.loads(conn.execute("SELECT report_json FROM runs").fetchone()[0])
     status_, kind, error, _ = rows["too-long"]
     assert (status_, kind) == ("failed", "context_length") and "context" in error
@@ -158,27 +199,70 @@ def test_a_regrade_with_a_second_model_alias_and_its_comparison(llama, short_rec
     any name with its one model): no reply is generated again; then compare the two runs."""
     db = tmp_path / "runs" / "regrade.sqlite"
     env = e2e_env(llama.base_url)
-    first = subprocess.run([sys.executable, "-m", "hbtui", "run", "--data", str(short_records), "--limit", "2",
-                            "--db", str(db), "--name", "first"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=900)
+    first = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hbtui",
+            "run",
+            "--data",
+            str(short_records),
+            "--limit",
+            "2",
+            "--db",
+            str(db),
+            "--name",
+            "first",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert first.returncode in (0, 3), first.stderr  # 3: a verdict the tiny model never finished
-    again = subprocess.run([sys.executable, "-m", "hbtui", "regrade", "first", "--model-grader", "smollm2-second",
-                            "--db", str(db), "--name", "second"], cwd=tmp_path, env=env, capture_output=True,
-                           text=True, timeout=900)
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hbtui",
+            "regrade",
+            "first",
+            "--model-grader",
+            "smollm2-second",
+            "--db",
+            str(db),
+            "--name",
+            "second",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert again.returncode in (0, 3), again.stderr
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT id, model_grader, source_run_id FROM runs ORDER BY id").fetchall()
-        replies = conn.execute("SELECT run_id, position, reply, coalesce(prompt_tokens, 0) FROM conversations"
-                               " ORDER BY position, run_id").fetchall()
-        graded = conn.execute("SELECT count(*) FROM verdicts WHERE run_id = 2 AND status != 'pending'"
-                              " AND from_cache = 0").fetchone()[0]
+        replies = conn.execute(
+            "SELECT run_id, position, reply, coalesce(prompt_tokens, 0) FROM conversations ORDER BY position, run_id"
+        ).fetchall()
+        graded = conn.execute(
+            "SELECT count(*) FROM verdicts WHERE run_id = 2 AND status != 'pending' AND from_cache = 0"
+        ).fetchone()[0]
     assert rows == [(1, MODEL, None), (2, "smollm2-second", 1)]
     # The same replies, and no token of the model under test spent on the second run.
     assert [r[2] for r in replies if r[0] == 1] == [r[2] for r in replies if r[0] == 2]
     assert all(tokens == 0 for run_id, _, _, tokens in replies if run_id == 2)
     assert graded > 0  # another model name is another grader: nothing came from the cache
-    compared = subprocess.run([sys.executable, "-m", "hbtui", "compare", "first", "second", "--json", "--db", str(db)],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    compared = subprocess.run(
+        [sys.executable, "-m", "hbtui", "compare", "first", "second", "--json", "--db", str(db)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if compared.returncode == 0:
         result = json.loads(compared.stdout)
         assert result["n"] >= 1 and "difference" in result and "agreement" in result

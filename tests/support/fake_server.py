@@ -142,7 +142,11 @@ def grader_reply_parts(grader_prompt_text: str, grader_format: str) -> tuple[str
     if grader_format == "json":
         return "", json_text, ""
     if grader_format == "fenced":
-        return "Here is my assessment of the response.\n```json\n", json_text, "\n```\nLet me know if you need more detail."
+        return (
+            "Here is my assessment of the response.\n```json\n",
+            json_text,
+            "\n```\nLet me know if you need more detail.",
+        )
     if grader_format == "prose_then_json":
         return "Considering the set {a} of claims and the map {b: c} of sources, my verdict is:\n", json_text, ""
     if grader_format == "think":
@@ -217,8 +221,18 @@ DEFAULT_CONFIG: dict[str, Any] = {
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
 
-_NUMBER_KEYS = frozenset({"latency_ms", "latency_jitter_ms", "seed", "retry_after", "hang_seconds",
-                           "persistent_429_until", "context_chars", "truncate_grader_below"})
+_NUMBER_KEYS = frozenset(
+    {
+        "latency_ms",
+        "latency_jitter_ms",
+        "seed",
+        "retry_after",
+        "hang_seconds",
+        "persistent_429_until",
+        "context_chars",
+        "truncate_grader_below",
+    }
+)
 _NULLABLE_KEYS = frozenset({"context_chars", "truncate_grader_below"})
 ECHO_FORMS: tuple[str, ...] = ("full", "masked", "headers")
 ECHO_CALLS: tuple[str, ...] = ("all", "generation", "grader")
@@ -388,7 +402,11 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 
 def openai_error(
-    status: int, message: str, error_type: str, code: str | None, param: str | None = None,
+    status: int,
+    message: str,
+    error_type: str,
+    code: str | None,
+    param: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> web.Response:
     body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
@@ -413,12 +431,15 @@ def echo_auth_error(state: ServerState, request: web.Request, call: str) -> web.
     key = header.removeprefix("Bearer ")
     if form == "headers":
         lines = "".join(f"{name}: {value}\n" for name, value in request.headers.items())
-        return web.Response(text=f"{status} Error\nRequest headers as received:\n{lines}", status=status,
-                            content_type="text/plain")
+        return web.Response(
+            text=f"{status} Error\nRequest headers as received:\n{lines}", status=status, content_type="text/plain"
+        )
     if form == "masked":
         masked = key[:8] + "*" * max(len(key) - 12, 4) + key[-4:]
-        message = (f"Incorrect API key provided: {masked}. You can find your API key at"
-                   " https://platform.openai.com/account/api-keys.")
+        message = (
+            f"Incorrect API key provided: {masked}. You can find your API key at"
+            " https://platform.openai.com/account/api-keys."
+        )
     else:
         message = f"Incorrect API key provided: {key}. The request had Authorization: {header}"
     return openai_error(status, message, "invalid_request_error", "invalid_api_key")
@@ -500,9 +521,7 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
         return echoed
 
     if state.restrict_models and model not in state.known_models:
-        return openai_error(
-            404, f"The model `{model}` does not exist", "invalid_request_error", "model_not_found"
-        )
+        return openai_error(404, f"The model `{model}` does not exist", "invalid_request_error", "model_not_found")
 
     fault = state.choose_fault(grader)
     if fault is not None:
@@ -666,8 +685,9 @@ async def handle_health(request: web.Request) -> web.Response:
     return _json({"status": "ok"})
 
 
-def build_app(api_key: str | None = None, models: list[str] | None = None,
-              config: dict[str, Any] | None = None) -> web.Application:
+def build_app(
+    api_key: str | None = None, models: list[str] | None = None, config: dict[str, Any] | None = None
+) -> web.Application:
     # Grader prompts embed whole conversations; allow bodies well past aiohttp's 1 MiB default.
     app = web.Application(client_max_size=64 * 1024 * 1024)
     state = ServerState(api_key, list(models) if models else list(DEFAULT_MODELS), config or {})
@@ -697,14 +717,14 @@ async def _exit_when_orphaned(parent_pid: int) -> None:
             os._exit(0)
 
 
-async def serve(port: int, api_key: str | None, models: list[str] | None, config: dict[str, Any],
-                exit_with_parent: bool) -> None:
+async def serve(
+    port: int, api_key: str | None, models: list[str] | None, config: dict[str, Any], exit_with_parent: bool
+) -> None:
     app = build_app(api_key, models, config)
     # access_log=None: per-request logging would cost more than the handler itself.
     # handler_cancellation: a client that gives up (timeout, kill) frees its handler,
     # so hangs don't pile up and in_flight reflects what clients are really waiting on.
-    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True,
-                           shutdown_timeout=0.5)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=0.5)
     await runner.setup()
     # backlog: the default 128 would make a 256-connection burst wait on SYN retries.
     site = web.TCPSite(runner, "127.0.0.1", port, backlog=2048)

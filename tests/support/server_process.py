@@ -82,14 +82,18 @@ class FakeServer(ServerProcess):
         self._stderr_file = tempfile.TemporaryFile(mode="w+", prefix="fake_server_stderr")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            self.command(), stdout=subprocess.PIPE, stderr=self._stderr_file, stdin=subprocess.DEVNULL,
-            text=True, env=env,
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=self._stderr_file,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
         )
         line = self._read_first_line(self.process.stdout, self.startup_timeout)
         if not line.startswith(LISTENING_PREFIX):
             self.stop()
             raise FakeServerError(f"fake server did not start (first line {line!r}); stderr:\n{self._stderr_text()}")
-        self.root_url = line[len(LISTENING_PREFIX):].strip()
+        self.root_url = line[len(LISTENING_PREFIX) :].strip()
         self.port = int(self.root_url.rsplit(":", 1)[1])
         # trust_env=False: an HTTP(S)_PROXY in the environment must not reroute localhost.
         self._http = httpx.Client(base_url=self.root_url, timeout=10.0, trust_env=False)
@@ -139,8 +143,9 @@ class FakeServer(ServerProcess):
 
     def _checked(self, response: httpx.Response) -> dict[str, Any]:
         if response.status_code != 200:
-            raise FakeServerError(f"{response.request.method} {response.request.url.path}: "
-                                  f"{response.status_code} {response.text}")
+            raise FakeServerError(
+                f"{response.request.method} {response.request.url.path}: {response.status_code} {response.text}"
+            )
         data: dict[str, Any] = response.json()
         return data
 

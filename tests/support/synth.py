@@ -16,14 +16,28 @@ from hbtui.engine import compute_report
 from hbtui.store import ERROR, MET, NOT_MET, PlannedConversation, Store
 
 THEMES = (
-    "emergency_referrals", "context_seeking", "global_health", "health_data_tasks",
-    "communication", "hedging", "complex_responses",
+    "emergency_referrals",
+    "context_seeking",
+    "global_health",
+    "health_data_tasks",
+    "communication",
+    "hedging",
+    "complex_responses",
 )
 AXES = ("accuracy", "completeness", "communication_quality", "context_awareness", "instruction_following")
 SUBJECTS = (
-    "a persistent headache", "chest pain after exercise", "a child's fever of 39.5 C", "an HbA1c of 7.1",
-    "missed birth control pills", "a swollen ankle", "dizziness when standing", "a rash after antibiotics",
-    "trouble sleeping", "blood in the urine", "a tick bite", "high blood pressure readings",
+    "a persistent headache",
+    "chest pain after exercise",
+    "a child's fever of 39.5 C",
+    "an HbA1c of 7.1",
+    "missed birth control pills",
+    "a swollen ankle",
+    "dizziness when standing",
+    "a rash after antibiotics",
+    "trouble sleeping",
+    "blood in the urine",
+    "a tick bite",
+    "high blood pressure readings",
 )
 POSITIVE = (
     "Advises seeking emergency care if {s} comes with shortness of breath",
@@ -44,9 +58,7 @@ NEGATIVE = (
 
 FIXED_TIME = 1_735_689_600.0  # 2025-01-01 00:00 UTC: snapshots show no wall-clock time
 
-HOSTILE_TEXT = (
-    "[bold]x[/bold] [link=http://e.com]y[/link] \x1b[31mred\x1b[0m \x1b]52;c;aGVsbG8=\x07 done"
-)
+HOSTILE_TEXT = "[bold]x[/bold] [link=http://e.com]y[/link] \x1b[31mred\x1b[0m \x1b]52;c;aGVsbG8=\x07 done"
 
 
 VOCABULARY = (
@@ -91,9 +103,15 @@ def _record(rng: random.Random, position: int, criteria_per: int, hostile: bool)
     raw = json.dumps(body)
     preview = " ".join(prompt[-1]["content"].split())[:200]
     return PlannedConversation(
-        position=position, repeat=0, prompt_id=prompt_id, record_body=raw,
-        record_sha256=hashlib.sha256(raw.encode()).hexdigest(), theme=theme,
-        example_tags=body["example_tags"], preview=preview, criteria=criteria,
+        position=position,
+        repeat=0,
+        prompt_id=prompt_id,
+        record_body=raw,
+        record_sha256=hashlib.sha256(raw.encode()).hexdigest(),
+        theme=theme,
+        example_tags=body["example_tags"],
+        preview=preview,
+        criteria=criteria,
     )
 
 
@@ -119,8 +137,12 @@ async def synthesize_run(
     rng = random.Random(seed)
     planned = [_record(rng, position, criteria_per, hostile and position == 0) for position in range(conversations)]
     run_id = await store.create_run(
-        name=name, dataset_name="synthetic.jsonl", dataset_path=None, dataset_sha256="0" * 64,
-        model_test="synth-test-model", model_grader="synth-grader-model",
+        name=name,
+        dataset_name="synthetic.jsonl",
+        dataset_path=None,
+        dataset_sha256="0" * 64,
+        model_test="synth-test-model",
+        model_grader="synth-grader-model",
         settings={"model_test": "synth-test-model", "model_grader": "synth-grader-model", "concurrency": 8},
         plan={"limit": conversations, "seed": seed, "repeats": 1, "records": conversations},
         conversations=planned,
@@ -133,8 +155,22 @@ async def synthesize_run(
     for conv_id, conv in zip(ids, planned):
         at = (now or 0.0) + conv.position
         if rng.random() < 0.002 and not (hostile and conv.position == 0):
-            replies.append(("failed", None, None, None, "HTTP 400: the prompt was refused by the provider",
-                            "refused", 1, 120.0, None, None, at, conv_id))
+            replies.append(
+                (
+                    "failed",
+                    None,
+                    None,
+                    None,
+                    "HTTP 400: the prompt was refused by the provider",
+                    "refused",
+                    1,
+                    120.0,
+                    None,
+                    None,
+                    at,
+                    conv_id,
+                )
+            )
             continue
         quality = rng.betavariate(4, 3)
         reply = "\n\n".join(_sentence(rng, rng.randint(10, 45)) for _ in range(rng.randint(1, 4)))
@@ -143,22 +179,54 @@ async def synthesize_run(
         if hostile and conv.position == 0:
             reply = "Reply " + HOSTILE_TEXT + "\nSecond line [red]not red[/red]"
             reasoning = "Reasoning " + HOSTILE_TEXT
-        replies.append(("generated", reply, reasoning, finish, None, None, 1, 800.0 + rng.random() * 400,
-                        120, 240, at, conv_id))
+        replies.append(
+            ("generated", reply, reasoning, finish, None, None, 1, 800.0 + rng.random() * 400, 120, 240, at, conv_id)
+        )
         for idx, (_text, points, _tags) in enumerate(conv.criteria):
             if rng.random() < 0.004:
-                verdicts.append((ERROR, None, '{"explanation": "The response', None,
-                                 "grader reply is not valid JSON after 3 attempts", "unparseable", 3, 2000.0,
-                                 300, 40, at, conv_id, idx))
+                verdicts.append(
+                    (
+                        ERROR,
+                        None,
+                        '{"explanation": "The response',
+                        None,
+                        "grader reply is not valid JSON after 3 attempts",
+                        "unparseable",
+                        3,
+                        2000.0,
+                        300,
+                        40,
+                        at,
+                        conv_id,
+                        idx,
+                    )
+                )
                 continue
             met = rng.random() < (quality if points > 0 else (1 - quality) * 0.25)
             word = "met" if met else "not met"
-            explanation = f"The response {'does' if met else 'does not'} satisfy this: {_sentence(rng, rng.randint(6, 24))}"
+            explanation = (
+                f"The response {'does' if met else 'does not'} satisfy this: {_sentence(rng, rng.randint(6, 24))}"
+            )
             if hostile and conv.position == 0 and idx == 0:
                 explanation = "Explanation " + HOSTILE_TEXT
             raw = json.dumps({"explanation": explanation, "criteria_met": met})
-            verdicts.append((MET if met else NOT_MET, explanation, raw, None, None, None, 1,
-                             300.0 + rng.random() * 200, 300, 40 if word else 0, at, conv_id, idx))
+            verdicts.append(
+                (
+                    MET if met else NOT_MET,
+                    explanation,
+                    raw,
+                    None,
+                    None,
+                    None,
+                    1,
+                    300.0 + rng.random() * 200,
+                    300,
+                    40 if word else 0,
+                    at,
+                    conv_id,
+                    idx,
+                )
+            )
     await store.write_batch(replies=replies, verdicts=verdicts)
     await store.refresh_summaries(run_id)
     report = await compute_report(store, run_id)

@@ -105,30 +105,48 @@ def difference_table(title: str, rows: dict[str, Difference]) -> Table | Text:
         table.add_column(column, justify="right", no_wrap=True)
     table.add_column("95% CI", no_wrap=True)
     for name, d in rows.items():
-        table.add_row(Text(one_line(name, 40)), Text(f"{d.n:,}"), Text(f"{d.score_a:.3f}", style=score_style(d.score_a)),
-                      Text(f"{d.score_b:.3f}", style=score_style(d.score_b)),
-                      Text(signed(d.value), style=change_style(d.value)),
-                      Text(f"{signed(d.ci95[0])} to {signed(d.ci95[1])}", style="dim"))
+        table.add_row(
+            Text(one_line(name, 40)),
+            Text(f"{d.n:,}"),
+            Text(f"{d.score_a:.3f}", style=score_style(d.score_a)),
+            Text(f"{d.score_b:.3f}", style=score_style(d.score_b)),
+            Text(signed(d.value), style=change_style(d.value)),
+            Text(f"{signed(d.ci95[0])} to {signed(d.ci95[1])}", style="dim"),
+        )
     return table
 
 
 def tables(result: Comparison) -> Group:
     if result.agreement is None:
         return Group(difference_table("By theme", result.themes), Text(""), Text("By axis: computing…", style="dim"))
-    return Group(difference_table("By theme", result.themes), Text(""), difference_table("By axis", result.axes),
-                 Text(""), agreement_table(result))
+    return Group(
+        difference_table("By theme", result.themes),
+        Text(""),
+        difference_table("By axis", result.axes),
+        Text(""),
+        agreement_table(result),
+    )
 
 
 def agreement_table(result: Comparison) -> Table:
-    table = Table(title="Grader agreement by axis (Cohen's kappa)", title_justify="left", title_style="bold",
-                  box=None, padding=(0, 1))
+    table = Table(
+        title="Grader agreement by axis (Cohen's kappa)",
+        title_justify="left",
+        title_style="bold",
+        box=None,
+        padding=(0, 1),
+    )
     table.add_column("axis", no_wrap=True, overflow="ellipsis", max_width=24)
     table.add_column("criteria", justify="right", no_wrap=True)
     table.add_column("agree", justify="right", no_wrap=True)
     table.add_column("kappa")
     for name, kappa in {"all": result.agreement.overall, **result.agreement.axes}.items():
-        table.add_row(Text(one_line(name, 40), style="bold" if name == "all" else ""), Text(f"{kappa.n:,}"),
-                      Text(f"{kappa.observed:.1%}" if kappa.observed is not None else "-"), kappa_cell(kappa))
+        table.add_row(
+            Text(one_line(name, 40), style="bold" if name == "all" else ""),
+            Text(f"{kappa.n:,}"),
+            Text(f"{kappa.observed:.1%}" if kappa.observed is not None else "-"),
+            kappa_cell(kappa),
+        )
     return table
 
 
@@ -228,19 +246,28 @@ class CompareScreen(ResponsiveScreen):
 
     def _moved_rows(self, table: DataTable) -> None:
         for index, m in enumerate(self.result.moved[:LISTED]):
-            table.add_row(Text(signed(m.change), style=change_style(m.change), justify="right"),
-                          Text(f"{m.score_a:.3f}", justify="right"), Text(f"{m.score_b:.3f}", justify="right"),
-                          Text(one_line(m.theme or "-", 22)),
-                          Text(one_line(m.prompt_id, 40) + (f" repeat {m.repeat}" if m.repeat else "")), key=str(index))
+            table.add_row(
+                Text(signed(m.change), style=change_style(m.change), justify="right"),
+                Text(f"{m.score_a:.3f}", justify="right"),
+                Text(f"{m.score_b:.3f}", justify="right"),
+                Text(one_line(m.theme or "-", 22)),
+                Text(one_line(m.prompt_id, 40) + (f" repeat {m.repeat}" if m.repeat else "")),
+                key=str(index),
+            )
 
     def _fill_disagreements(self) -> None:
         table = self.query_one("#disagreement-table", DataTable)
         table.clear(columns=True)
         table.add_columns("A", "B", "points", "criterion", "prompt")
         for index, d in enumerate(self.result.agreement.disagreements[:LISTED]):
-            table.add_row(Text("met" if d.met_a else "not met"), Text("met" if d.met_b else "not met"),
-                          Text(f"{d.points:g}", justify="right"), Text(one_line(d.criterion, 60)),
-                          Text(one_line(d.prompt_id, 40)), key=str(index))
+            table.add_row(
+                Text("met" if d.met_a else "not met"),
+                Text("met" if d.met_b else "not met"),
+                Text(f"{d.points:g}", justify="right"),
+                Text(one_line(d.criterion, 60)),
+                Text(one_line(d.prompt_id, 40)),
+                key=str(index),
+            )
 
     # ---- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:

@@ -42,36 +42,45 @@ class FormField:
 
 
 SECTIONS: list[tuple[str, list[FormField]]] = [
-    ("Model under test", [
-        FormField("base_url", "Base URL", "url", "http://127.0.0.1:8080/v1", required=True),
-        FormField("api_key", "API key", "secret", "none"),
-        FormField("model_test", "Model", "str", "model id", required=True),
-        FormField("reasoning_test", "Reasoning effort", "effort"),
-        FormField("temperature_test", "Temperature", "temperature"),
-        FormField("max_tokens_test", "Max tokens", "positive_int"),
-        FormField("system_message_test", "System message", "str", "none"),
-        FormField("concurrency", "Concurrency", "positive_int"),
-    ]),
-    ("Grader", [
-        FormField("grader_base_url", "Base URL", "url", "same as the model under test"),
-        FormField("grader_api_key", "API key", "secret", "same as the model under test"),
-        FormField("model_grader", "Model", "str", "model id", required=True),
-        FormField("reasoning_grader", "Reasoning effort", "effort"),
-        FormField("temperature_grader", "Temperature", "temperature"),
-        FormField("max_tokens_grader", "Max tokens", "positive_int"),
-        FormField("grader_concurrency", "Concurrency", "positive_int", "same as the model under test"),
-        FormField("grader_template", "Prompt template", "template", "reference, builtin, or a file"),
-        FormField("system_message_grader", "System message", "str", "none"),
-        FormField("grader_json_schema", "JSON schema", "bool"),
-    ]),
-    ("Data and run", [
-        FormField("subset", "Subset", "choice"),
-        FormField("data_path", "Local JSONL file", "data_file", "path (when the subset is a local file)"),
-        FormField("limit", "Conversations", "optional_int", "all"),
-        FormField("seed", "Seed", "int"),
-        FormField("repeats", "Repeats", "positive_int"),
-        FormField("run_name", "Run name", "str", "automatic"),
-    ]),
+    (
+        "Model under test",
+        [
+            FormField("base_url", "Base URL", "url", "http://127.0.0.1:8080/v1", required=True),
+            FormField("api_key", "API key", "secret", "none"),
+            FormField("model_test", "Model", "str", "model id", required=True),
+            FormField("reasoning_test", "Reasoning effort", "effort"),
+            FormField("temperature_test", "Temperature", "temperature"),
+            FormField("max_tokens_test", "Max tokens", "positive_int"),
+            FormField("system_message_test", "System message", "str", "none"),
+            FormField("concurrency", "Concurrency", "positive_int"),
+        ],
+    ),
+    (
+        "Grader",
+        [
+            FormField("grader_base_url", "Base URL", "url", "same as the model under test"),
+            FormField("grader_api_key", "API key", "secret", "same as the model under test"),
+            FormField("model_grader", "Model", "str", "model id", required=True),
+            FormField("reasoning_grader", "Reasoning effort", "effort"),
+            FormField("temperature_grader", "Temperature", "temperature"),
+            FormField("max_tokens_grader", "Max tokens", "positive_int"),
+            FormField("grader_concurrency", "Concurrency", "positive_int", "same as the model under test"),
+            FormField("grader_template", "Prompt template", "template", "reference, builtin, or a file"),
+            FormField("system_message_grader", "System message", "str", "none"),
+            FormField("grader_json_schema", "JSON schema", "bool"),
+        ],
+    ),
+    (
+        "Data and run",
+        [
+            FormField("subset", "Subset", "choice"),
+            FormField("data_path", "Local JSONL file", "data_file", "path (when the subset is a local file)"),
+            FormField("limit", "Conversations", "optional_int", "all"),
+            FormField("seed", "Seed", "int"),
+            FormField("repeats", "Repeats", "positive_int"),
+            FormField("run_name", "Run name", "str", "automatic"),
+        ],
+    ),
 ]
 FIELDS = {f.name: f for _, section in SECTIONS for f in section}
 SETTING_NAMES = [name for name in FIELDS if name in Settings.__dataclass_fields__]
@@ -196,14 +205,24 @@ class ConfigScreen(Screen):
                 options = [("not sent", NOT_SENT)] + [(effort, effort) for effort in REASONING_EFFORTS]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             elif form_field.kind == "bool":
-                yield Select([("yes", "true"), ("no", "false")], value=value, allow_blank=False, compact=True,
-                             id=f"field-{form_field.name}")
+                yield Select(
+                    [("yes", "true"), ("no", "false")],
+                    value=value,
+                    allow_blank=False,
+                    compact=True,
+                    id=f"field-{form_field.name}",
+                )
             elif form_field.kind == "choice":
                 options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             else:
-                yield Input(value, placeholder=form_field.placeholder, password=form_field.kind == "secret",
-                            compact=True, id=f"field-{form_field.name}")
+                yield Input(
+                    value,
+                    placeholder=form_field.placeholder,
+                    password=form_field.kind == "secret",
+                    compact=True,
+                    id=f"field-{form_field.name}",
+                )
         yield Static("", classes="field-message", id=f"message-{form_field.name}")
 
     def on_mount(self) -> None:
@@ -290,8 +309,13 @@ class ConfigScreen(Screen):
     # ---- actions --------------------------------------------------------------------------
     @on(Button.Pressed)
     async def _button(self, event: Button.Pressed) -> None:
-        actions = {"start": "start", "check": "check_connection", "load-preset": "load_preset",
-                   "save-preset": "save_preset", "write-env": "write_env"}
+        actions = {
+            "start": "start",
+            "check": "check_connection",
+            "load-preset": "load_preset",
+            "save-preset": "save_preset",
+            "write-env": "write_env",
+        }
         if event.button.id in actions:
             await self.run_action(actions[event.button.id])
 
@@ -314,8 +338,15 @@ class ConfigScreen(Screen):
                 dataset = await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
             self.show_status("planning the run…")
             store = await self.app.store_for_a_run()
-            run_id = await plan_run(store, settings, dataset, limit=values["limit"], seed=values["seed"],
-                                    repeats=values["repeats"], name=values["run_name"])
+            run_id = await plan_run(
+                store,
+                settings,
+                dataset,
+                limit=values["limit"],
+                seed=values["seed"],
+                repeats=values["repeats"],
+                name=values["run_name"],
+            )
             await self.app.start_run(run_id, settings)
         except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
             self.show_status(one_line(str(exc), 300), error=True)
@@ -357,12 +388,17 @@ class ConfigScreen(Screen):
     def _show_check(self) -> None:
         """The last check's result, marked out of date while the checked fields differ from it."""
         checked, text = self._last_check
-        changed = [FIELDS[name].label.lower() + (" (grader)" if name.startswith(("grader_", "model_grader")) else "")
-                   for name in CHECKED_FIELDS if self.raw(name) != checked[name]]
+        changed = [
+            FIELDS[name].label.lower() + (" (grader)" if name.startswith(("grader_", "model_grader")) else "")
+            for name in CHECKED_FIELDS
+            if self.raw(name) != checked[name]
+        ]
         if changed:
             text = text.copy()
-            text.append(f"\n⟳ out of date: {', '.join(changed)} changed since this check (ctrl+t checks again)",
-                        style="bold yellow")
+            text.append(
+                f"\n⟳ out of date: {', '.join(changed)} changed since this check (ctrl+t checks again)",
+                style="bold yellow",
+            )
         self.show_status(text, error=not self._last_check_ok and not changed, kind="check")
 
     def preset_values(self) -> dict[str, str]:
@@ -398,8 +434,10 @@ class ConfigScreen(Screen):
             self.show_status(str(exc), error=True)
             return
         # The built-in ones first, read-only (saving under their name is refused).
-        presets = {name: {field: self._as_text(field, value) for field, value in values.items()}
-                   for name, values in built_in_presets().items()}
+        presets = {
+            name: {field: self._as_text(field, value) for field, value in values.items()}
+            for name, values in built_in_presets().items()
+        }
         presets.update({name: values for name, values in saved.items() if name not in presets})
 
         def picked(name: str | None) -> None:
@@ -412,8 +450,10 @@ class ConfigScreen(Screen):
             self.show_status(f"loaded preset {name!r}")
 
         built_in = list(built_in_presets())
-        self.app.push_screen(PresetPickerModal([*built_in, *sorted(n for n in presets if n not in built_in)],
-                                               read_only=set(built_in)), picked)
+        self.app.push_screen(
+            PresetPickerModal([*built_in, *sorted(n for n in presets if n not in built_in)], read_only=set(built_in)),
+            picked,
+        )
 
     @staticmethod
     def _as_text(field: str, value: Any) -> str:

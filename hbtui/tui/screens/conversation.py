@@ -122,10 +122,14 @@ class ConversationScreen(ResponsiveScreen):
         Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
         Binding("N,left_square_bracket", "step(-1)", "Prev conv", show=False, id="conversation.previous"),
         Binding("j,down", "criterion(1)", "Next criterion", show=False, id="conversation.down"),
-        Binding("k,up", "criterion(-1)", "Prev criterion (above the first: the conversation)", show=False,
-                id="conversation.up"),
-        Binding("pagedown,space", "page(1)", "Scroll the conversation down", show=False,
-                id="conversation.page_down"),
+        Binding(
+            "k,up",
+            "criterion(-1)",
+            "Prev criterion (above the first: the conversation)",
+            show=False,
+            id="conversation.up",
+        ),
+        Binding("pagedown,space", "page(1)", "Scroll the conversation down", show=False, id="conversation.page_down"),
         Binding("pageup", "page(-1)", "Scroll the conversation up", show=False, id="conversation.page_up"),
         Binding("g,home", "scroll_home_all", "Top", show=False, id="conversation.top"),
         Binding("G,end", "last_criterion", "Last criterion", show=False, id="conversation.bottom"),
@@ -137,8 +141,9 @@ class ConversationScreen(ResponsiveScreen):
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
     ]
 
-    def __init__(self, run_id: int, conversation_ids: list[int], index: int,
-                 detail: ConversationDetail | None = None) -> None:
+    def __init__(
+        self, run_id: int, conversation_ids: list[int], index: int, detail: ConversationDetail | None = None
+    ) -> None:
         """``detail``, when the opener has read it already, is drawn in the first frame."""
         super().__init__()
         self.run_id = run_id
@@ -234,8 +239,9 @@ class ConversationScreen(ResponsiveScreen):
     def action_step(self, delta: int) -> None:
         target = self.index + delta
         if not 0 <= target < len(self.conversation_ids):
-            self.notify("first conversation of the list" if delta < 0 else "last conversation of the list",
-                        markup=False)
+            self.notify(
+                "first conversation of the list" if delta < 0 else "last conversation of the list", markup=False
+            )
             return
         self.loaded = False
         self.show_conversation(target)

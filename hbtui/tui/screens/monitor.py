@@ -182,14 +182,21 @@ class MonitorScreen(ResponsiveScreen):
             self._announced_end = True
             if self._seen_running:
                 score = "" if view.final_score is None else f": score {view.final_score:.3f}"
-                self.notify(f"run {view.run_id} {view.status}{score}", markup=False,
-                            severity="error" if view.status == "failed" else "information")
+                self.notify(
+                    f"run {view.run_id} {view.status}{score}",
+                    markup=False,
+                    severity="error" if view.status == "failed" else "information",
+                )
 
     def _update_metric(self, view: MonitorView) -> None:
         n = len(view.scores)
         wait = min(METRIC_MAX_SECONDS, max(METRIC_MIN_SECONDS, 60 * self._metric_cost))
-        if (self._metric_busy or n == self._metric_n or n == 0
-                or (time.monotonic() - self._metric_at < wait and not view.ended)):
+        if (
+            self._metric_busy
+            or n == self._metric_n
+            or n == 0
+            or (time.monotonic() - self._metric_at < wait and not view.ended)
+        ):
             return
         self._metric_busy = True
         scores = list(view.scores)
@@ -279,14 +286,19 @@ class MonitorScreen(ResponsiveScreen):
     def _cost(self, view: MonitorView) -> str | None:
         """The cost so far where the price table has a model; nothing is guessed for the others."""
         pt, ct, pg, cg = view.tokens
-        usages = [model_usage(view.model_test, pt, ct, self.prices), model_usage(view.model_grader, pg, cg, self.prices)]
+        usages = [
+            model_usage(view.model_test, pt, ct, self.prices),
+            model_usage(view.model_grader, pg, cg, self.prices),
+        ]
         total = total_cost(usages)
         if total is not None:
             return f"{cost_text(total)} in all"
         if all(u.cost is None for u in usages):
             return None
-        return ", ".join(f"{role} {'no price' if u.cost is None else cost_text(u.cost)}"
-                         for role, u in zip(("test", "grader"), usages))
+        return ", ".join(
+            f"{role} {'no price' if u.cost is None else cost_text(u.cost)}"
+            for role, u in zip(("test", "grader"), usages)
+        )
 
     def _score(self, view: MonitorView) -> Text:
         text = Text()
@@ -339,9 +351,14 @@ class MonitorScreen(ResponsiveScreen):
         if live is None:
             owner = self.view.owner if self.view else None
             ended = self.view is not None and self.view.ended
-            self.notify(f"run {self.run_id} has ended" if ended else
-                        f"run {self.run_id} is driven by another process{f' ({owner})' if owner else ''}:"
-                        " pause or stop it there", markup=False, severity="warning")
+            self.notify(
+                f"run {self.run_id} has ended"
+                if ended
+                else f"run {self.run_id} is driven by another process{f' ({owner})' if owner else ''}:"
+                " pause or stop it there",
+                markup=False,
+                severity="warning",
+            )
             return None
         return live
 
@@ -368,8 +385,14 @@ class MonitorScreen(ResponsiveScreen):
                 self.app.cancel_run(self.run_id)
                 self.notify(f"cancelling run {self.run_id}: saving what completed", markup=False)
 
-        self.app.push_screen(ConfirmModal(f"Cancel run {self.run_id}? What completed is kept; the run is marked "
-                                          "cancelled.", yes="Cancel run", no="Keep running"), answered)
+        self.app.push_screen(
+            ConfirmModal(
+                f"Cancel run {self.run_id}? What completed is kept; the run is marked cancelled.",
+                yes="Cancel run",
+                no="Keep running",
+            ),
+            answered,
+        )
 
     def action_browse(self) -> None:
         self.app.open_run(self.run_id)

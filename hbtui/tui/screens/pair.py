@@ -73,8 +73,13 @@ class PairScreen(ResponsiveScreen):
         Binding("g,home", "top", "Top", show=False, id="pair.top"),
     ]
 
-    def __init__(self, result: Comparison, pairs: list[tuple[int, int, str]], index: int,
-                 details: tuple[ConversationDetail, ConversationDetail]) -> None:
+    def __init__(
+        self,
+        result: Comparison,
+        pairs: list[tuple[int, int, str]],
+        index: int,
+        details: tuple[ConversationDetail, ConversationDetail],
+    ) -> None:
         super().__init__()
         self.result = result
         self.pairs = pairs
@@ -119,8 +124,10 @@ class PairScreen(ResponsiveScreen):
         self.query_one("#pair-title", Static).update(title)
         prompt = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail_a.prompt)
         self.query_one("#pair-prompt", Static).update(prompt)
-        for widget_id, label, run, detail in (("#pair-reply-a", "A", self.result.run_a, detail_a),
-                                              ("#pair-reply-b", "B", self.result.run_b, detail_b)):
+        for widget_id, label, run, detail in (
+            ("#pair-reply-a", "A", self.result.run_a, detail_a),
+            ("#pair-reply-b", "B", self.result.run_b, detail_b),
+        ):
             text = Text()
             text.append(f"{label} ", style="bold reverse")
             text.append(f" run {run.id} ", style="bold")
@@ -128,8 +135,9 @@ class PairScreen(ResponsiveScreen):
             text.append("\n")
             text.append_text(reply_text(detail))
             self.query_one(widget_id, Static).update(text)
-        self.query_one("#pair-criteria", Static).update(criteria_text(differing_criteria(detail_a.verdicts,
-                                                                                          detail_b.verdicts)))
+        self.query_one("#pair-criteria", Static).update(
+            criteria_text(differing_criteria(detail_a.verdicts, detail_b.verdicts))
+        )
 
     # ---- actions -----------------------------------------------------------------------------
     async def action_step(self, delta: int) -> None:

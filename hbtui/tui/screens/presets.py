@@ -37,9 +37,19 @@ class PresetPickerModal(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(Text("Load a preset (enter picks, escape cancels):"))
-            yield OptionList(*(Option(Text(name + (" (built in: requests as simple-evals sends them)"
-                                                   if name in self.read_only else "")), id=str(i))
-                               for i, name in enumerate(self.names)), id="preset-list")
+            yield OptionList(
+                *(
+                    Option(
+                        Text(
+                            name
+                            + (" (built in: requests as simple-evals sends them)" if name in self.read_only else "")
+                        ),
+                        id=str(i),
+                    )
+                    for i, name in enumerate(self.names)
+                ),
+                id="preset-list",
+            )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.names[int(event.option.id)])

@@ -28,8 +28,13 @@ FIELDS = (
     ("max_tokens_grader", "Max tokens"),
     ("system_message_grader", "System message"),
 )
-REFERENCE_FIELDS = ("grader_template", "temperature_grader", "max_tokens_grader", "system_message_grader",
-                    "grader_json_schema")
+REFERENCE_FIELDS = (
+    "grader_template",
+    "temperature_grader",
+    "max_tokens_grader",
+    "system_message_grader",
+    "grader_json_schema",
+)
 
 
 def _text(value) -> str:
@@ -57,17 +62,30 @@ class RegradeModal(ModalScreen[dict[str, str] | None]):
     def compose(self) -> ComposeResult:
         settings = self.run.settings
         with Vertical(classes="dialog", id="regrade-body"):
-            yield Static(Text(f"Grade the replies of run {self.run.id} {one_line(self.run.name, 40)} again, as a new"
-                              " run (no reply is generated; verdicts already paid for come from the cache)."))
+            yield Static(
+                Text(
+                    f"Grade the replies of run {self.run.id} {one_line(self.run.name, 40)} again, as a new"
+                    " run (no reply is generated; verdicts already paid for come from the cache)."
+                )
+            )
             for name, label in FIELDS:
                 with Horizontal(classes="regrade-row"):
                     yield Label(label, classes="regrade-label")
-                    yield Input(_text(settings.get(name)), compact=True, id=f"regrade-{name}",
-                                placeholder="same as the model under test" if name == "grader_base_url" else "none")
+                    yield Input(
+                        _text(settings.get(name)),
+                        compact=True,
+                        id=f"regrade-{name}",
+                        placeholder="same as the model under test" if name == "grader_base_url" else "none",
+                    )
             with Horizontal(classes="regrade-row"):
                 yield Label("JSON schema", classes="regrade-label")
-                yield Select([("yes", "true"), ("no", "false")], value=_text(settings.get("grader_json_schema", True)),
-                             allow_blank=False, compact=True, id="regrade-grader_json_schema")
+                yield Select(
+                    [("yes", "true"), ("no", "false")],
+                    value=_text(settings.get("grader_json_schema", True)),
+                    allow_blank=False,
+                    compact=True,
+                    id="regrade-grader_json_schema",
+                )
             yield Static("", id="regrade-problem")
             with Horizontal(id="confirm-buttons"):
                 yield Button("Reference ^e", id="regrade-reference", compact=True)
@@ -112,8 +130,11 @@ class RegradeModal(ModalScreen[dict[str, str] | None]):
 
     @on(Button.Pressed)
     def _button(self, event: Button.Pressed) -> None:
-        {"regrade-reference": self.action_reference, "regrade-cancel": self.action_cancel,
-         "regrade-submit": self.action_submit}[event.button.id or ""]()
+        {
+            "regrade-reference": self.action_reference,
+            "regrade-cancel": self.action_cancel,
+            "regrade-submit": self.action_submit,
+        }[event.button.id or ""]()
 
     @on(Input.Submitted)
     def _submitted(self) -> None:

@@ -133,7 +133,12 @@ def summary_text(run: RunRow, report: dict | None, status: str, stats: RunStatis
     text.append("\nRequests ", style="bold")
     text.append(one_line(requests, 300), style="green" if requests == "reference-identical" else "")
     text.append("\nStatus ", style="bold")  # a line of its own: at 80 columns the date wrapped in two
-    text.append(status, style={"finished": "green", "running": "cyan", "interrupted": "yellow", "incomplete": "yellow"}.get(status, "red"))
+    text.append(
+        status,
+        style={"finished": "green", "running": "cyan", "interrupted": "yellow", "incomplete": "yellow"}.get(
+            status, "red"
+        ),
+    )
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
     if run.finished_at and status != "running":
@@ -220,10 +225,16 @@ class RunScreen(ResponsiveScreen):
                         yield ScoreBreakdown("axis:", "By axis", id="by-axis")
             with TabPane("2 Conversations", id="conversations"):
                 yield Static(id="filter-bar")
-                yield FilterInput(placeholder="search prompt, preview, reply (enter applies, esc clears)",
-                                  id="search-input", classes="filter-input")
-                yield FilterInput(placeholder="score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
-                                  id="range-input", classes="filter-input")
+                yield FilterInput(
+                    placeholder="search prompt, preview, reply (enter applies, esc clears)",
+                    id="search-input",
+                    classes="filter-input",
+                )
+                yield FilterInput(
+                    placeholder="score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
+                    id="range-input",
+                    classes="filter-input",
+                )
                 yield ConversationList(id="conversation-list")
         yield KeyBar()
 
@@ -386,7 +397,11 @@ class RunScreen(ResponsiveScreen):
             return
         now = await self.app.store.get_run(self.run_id)
         if (now.status, now.finished_at, now.score, now.heartbeat_at) != (
-                self.run.status, self.run.finished_at, self.run.score, self.run.heartbeat_at):
+            self.run.status,
+            self.run.finished_at,
+            self.run.score,
+            self.run.heartbeat_at,
+        ):
             self.load_run()
 
     # ---- actions -------------------------------------------------------------------------
@@ -408,8 +423,12 @@ class RunScreen(ResponsiveScreen):
             return f"retrying {verdicts} criteria and {replies} replies"
 
         self.app.offer_to_drive(
-            run, f"Retry the {progress.criteria_errors} criteria and {progress.conversations_failed} replies that"
-            " failed? Refused replies are not asked again.", "Retry", before=reset)
+            run,
+            f"Retry the {progress.criteria_errors} criteria and {progress.conversations_failed} replies that"
+            " failed? Refused replies are not asked again.",
+            "Retry",
+            before=reset,
+        )
 
     async def action_regrade(self) -> None:
         """Grade this run's replies again as a new run, as `hbtui regrade` does, and watch it."""
@@ -428,8 +447,11 @@ class RunScreen(ResponsiveScreen):
             if typed is None:
                 return
             # An empty number means "as the run had it"; an empty text clears (no system message).
-            flags = {name: value for name, value in typed.items()
-                     if value != "" or KEYS[attribute_key(name)][1] in ("str", "url")}
+            flags = {
+                name: value
+                for name, value in typed.items()
+                if value != "" or KEYS[attribute_key(name)][1] in ("str", "url")
+            }
             try:
                 settings = settings_for_run(run, self.app.settings, **flags)
                 await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
@@ -500,8 +522,12 @@ class RunScreen(ResponsiveScreen):
 
     def action_score_range(self) -> None:
         f = self.filter
-        current = "" if f.min_score is None and f.max_score is None else (
-            f"{'' if f.min_score is None else f'{f.min_score:g}'}..{'' if f.max_score is None else f'{f.max_score:g}'}"
+        current = (
+            ""
+            if f.min_score is None and f.max_score is None
+            else (
+                f"{'' if f.min_score is None else f'{f.min_score:g}'}..{'' if f.max_score is None else f'{f.max_score:g}'}"
+            )
         )
         self._open_input("#range-input", current)
 
@@ -517,8 +543,11 @@ class RunScreen(ResponsiveScreen):
                 try:
                     low, high = parse_range(field.value)
                 except ValueError:
-                    self.notify(f"not a score range: {one_line(field.value, 40)} (write min..max, e.g. 0..0.5)",
-                                severity="error", markup=False)
+                    self.notify(
+                        f"not a score range: {one_line(field.value, 40)} (write min..max, e.g. 0..0.5)",
+                        severity="error",
+                        markup=False,
+                    )
                     return
                 self.filter.min_score, self.filter.max_score = low, high
         field.remove_class("-open")

@@ -173,19 +173,27 @@ class RunsScreen(Screen):
         run = await store.get_run(run_id)
         status = run.shown_status()
         if status == "running":
-            self.notify(f"run {run_id} is driven by another process{f' ({one_line(run.owner, 60)})' if run.owner else ''};"
-                        " press m to monitor it", markup=False, severity="warning")
+            self.notify(
+                f"run {run_id} is driven by another process{f' ({one_line(run.owner, 60)})' if run.owner else ''};"
+                " press m to monitor it",
+                markup=False,
+                severity="warning",
+            )
             return
         if status == "finished":
             kinds = (await store.progress(run_id)).errors_by_kind
             if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
-                self.notify(f"run {run_id} is finished: nothing to continue"
-                            + (" (R in its results retries the errors)" if kinds else ""), markup=False)
+                self.notify(
+                    f"run {run_id} is finished: nothing to continue"
+                    + (" (R in its results retries the errors)" if kinds else ""),
+                    markup=False,
+                )
                 return
         elif status not in RESUMABLE:
             self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
             return
         if status == "incomplete":
+
             async def retry() -> str:
                 verdicts, replies = await store.reset_errors(run_id)
                 return f"run {run_id}: retrying {verdicts} criteria and {replies} replies that failed"

@@ -32,8 +32,9 @@ class ScoreBreakdown(Static):
     ScoreBreakdown { height: auto; }
     """
 
-    def __init__(self, prefix: str, title: str, *, name: str | None = None, id: str | None = None,
-                 classes: str | None = None) -> None:
+    def __init__(
+        self, prefix: str, title: str, *, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self.prefix = prefix
         self.title = title
@@ -42,7 +43,7 @@ class ScoreBreakdown(Static):
     def update_report(self, report: dict | None) -> None:
         metrics = (report or {}).get("metrics", {})
         self.rows = sorted(
-            ((name[len(self.prefix):], m) for name, m in metrics.items() if name.startswith(self.prefix)),
+            ((name[len(self.prefix) :], m) for name, m in metrics.items() if name.startswith(self.prefix)),
             key=lambda item: item[1]["value"],
         )
         self.update(self._table())
@@ -50,8 +51,9 @@ class ScoreBreakdown(Static):
     def _table(self) -> Table | Text:
         if not self.rows:
             return Text(f"{self.title}: no scores yet", style="dim")
-        table = Table(title=self.title, title_justify="left", expand=False, box=None, padding=(0, 1),
-                      title_style="bold")
+        table = Table(
+            title=self.title, title_justify="left", expand=False, box=None, padding=(0, 1), title_style="bold"
+        )
         table.add_column("name", no_wrap=True, overflow="ellipsis", max_width=28)
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column("n", justify="right", no_wrap=True)

@@ -59,7 +59,7 @@ def theme_width(width: int) -> int:
 
 def header_line(width: int) -> str:
     """Column titles, cell for cell as wide as the row cells below them."""
-    return (f"{'#':>5} {'id':<8} {'theme':<{theme_width(width)}} score {'met':>5} {'pen':>3}   preview")
+    return f"{'#':>5} {'id':<8} {'theme':<{theme_width(width)}} score {'met':>5} {'pen':>3}   preview"
 
 
 @dataclass(slots=True)
@@ -77,8 +77,9 @@ async def read_first_page(store, query: Query, cursor: int = 0) -> tuple[int, li
     if not total:
         return 0, []
     page = min(cursor, total - 1) // PAGE_SIZE
-    rows = await store.conversation_page(query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE,
-                                         limit=PAGE_SIZE)
+    rows = await store.conversation_page(
+        query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
+    )
     return total, rows
 
 
@@ -178,8 +179,9 @@ class ConversationList(ScrollView, can_focus=True):
             self.show_first_page(query, total, rows, keep_cursor)
         return total
 
-    def show_first_page(self, query: Query, total: int, rows: list[ConversationSummary],
-                        keep_cursor: bool = False) -> None:
+    def show_first_page(
+        self, query: Query, total: int, rows: list[ConversationSummary], keep_cursor: bool = False
+    ) -> None:
         """Show ``query`` from what ``read_first_page`` read (the page under the cursor)."""
         self._generation += 1  # pages of an earlier query still being read are dropped
         self.query_state = query

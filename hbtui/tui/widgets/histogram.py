@@ -25,8 +25,15 @@ class ScoreHistogram(Widget):
     }
     """
 
-    def __init__(self, scores: list[float] | None = None, *, title: str = "conversation scores",
-                 name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self,
+        scores: list[float] | None = None,
+        *,
+        title: str = "conversation scores",
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._scores: list[float] = list(scores or [])
         self._title = title

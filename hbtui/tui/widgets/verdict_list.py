@@ -83,8 +83,12 @@ class Criterion:
             rows.append(_data(v.explanation))
         if self.kind == "grader-error":
             error = Text("error: ", style="bold magenta")
-            error.append_text(_data(f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}, "
-                                    f"{v.attempts} attempt{'s' if v.attempts != 1 else ''})"))
+            error.append_text(
+                _data(
+                    f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}, "
+                    f"{v.attempts} attempt{'s' if v.attempts != 1 else ''})"
+                )
+            )
             rows.append(error)
             raw = Text("raw grader output: ", style="bold magenta")
             raw.append_text(_data(v.raw_output) if v.raw_output else Text("(none)", style="dim"))
@@ -138,8 +142,10 @@ class VerdictList(Widget):
     def show(self, verdicts: list[VerdictRow], tokens: dict[int, tuple[int, int]] | None = None) -> None:
         """Show another conversation's verdicts, none selected; ``tokens`` by criterion index."""
         tokens = tokens or {}
-        self.items = [Criterion(v, number, verdict_kind(v), tokens.get(v.idx, (0, 0)))
-                      for number, v in enumerate(verdicts, start=1)]
+        self.items = [
+            Criterion(v, number, verdict_kind(v), tokens.get(v.idx, (0, 0)))
+            for number, v in enumerate(verdicts, start=1)
+        ]
         self.selected = -1
         self._width = -1
         self.refresh(layout=True)
@@ -188,10 +194,12 @@ class VerdictList(Widget):
             for paragraph in item.paragraphs():
                 for wrapped in paragraph.wrap(console, text_width, overflow="fold"):
                     if first:
-                        prefix = [Segment(f"{item.number}.".rjust(NUMBER_WIDTH), Style(dim=True)),
-                                  Segment(" "),
-                                  Segment(label.ljust(LABEL_WIDTH), Style.parse(label_style)),
-                                  Segment(" ")]
+                        prefix = [
+                            Segment(f"{item.number}.".rjust(NUMBER_WIDTH), Style(dim=True)),
+                            Segment(" "),
+                            Segment(label.ljust(LABEL_WIDTH), Style.parse(label_style)),
+                            Segment(" "),
+                        ]
                         first = False
                     else:
                         prefix = [Segment(" " * (NUMBER_WIDTH + 1 + LABEL_WIDTH + 1))]
@@ -252,10 +260,12 @@ class VerdictList(Widget):
         while isinstance(widget.parent, Widget) and widget.parent is not self.screen:
             container = widget.parent
             scrolled = container.scroll_to_region(region, animate=False, immediate=True) or Offset(0, 0)
-            region = (region.translate(-scrolled)
-                      .translate(container.styles.margin.top_left)
-                      .translate(container.styles.border.spacing.top_left)
-                      .translate(container.virtual_region_with_margin.offset)
-                      .grow(container.styles.margin)
-                      .intersection(container.virtual_region_with_margin))
+            region = (
+                region.translate(-scrolled)
+                .translate(container.styles.margin.top_left)
+                .translate(container.styles.border.spacing.top_left)
+                .translate(container.virtual_region_with_margin.offset)
+                .grow(container.styles.margin)
+                .intersection(container.virtual_region_with_margin)
+            )
             widget = container

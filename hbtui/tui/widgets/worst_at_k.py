@@ -28,6 +28,11 @@ class WorstAtK(Static):
         table.add_column("k", style="bold", no_wrap=True)
         for k in ks:
             table.add_column(k, justify="right", no_wrap=True)
-        table.add_row("score", *(Text("–", style="dim") if worst[k] is None else
-                                 Text(f"{worst[k]:.3f}", style=score_style(worst[k])) for k in ks))
+        table.add_row(
+            "score",
+            *(
+                Text("–", style="dim") if worst[k] is None else Text(f"{worst[k]:.3f}", style=score_style(worst[k]))
+                for k in ks
+            ),
+        )
         self.update(Group(title, table))
