@@ -95,7 +95,8 @@ async def bench(latency_ms: float, concurrency: int, repeats: int, limit: int | 
     if latency_ms:
         print(
             f"  observed mean latency per call {observed_ms:.1f} ms (server sleep {latency_ms:g} ms + HTTP round trip):"
-            f" ideal at that latency {concurrency / observed_ms * 1000:.0f}, steady/that {steady / (concurrency / observed_ms * 1000):.1%}"
+            f" ideal at that latency {concurrency / observed_ms * 1000:.0f},"
+            f" steady/that {steady / (concurrency / observed_ms * 1000):.1%}"
         )
     print(
         f"  harness CPU per call {cpu / calls * 1000:.3f} ms (SQLite writes included); peak RSS {peak_mb:.0f} MB;"

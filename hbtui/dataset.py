@@ -300,7 +300,8 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
     except httpx.HTTPError as exc:
         partial.unlink(missing_ok=True)
         raise DatasetError(
-            f"{url}: download failed ({type(exc).__name__}: {exc}); use a local copy: --data PATH, or the local file on the configuration screen"
+            f"{url}: download failed ({type(exc).__name__}: {exc}); use a local copy: --data PATH,"
+            " or the local file on the configuration screen"
         ) from None
     if digest.hexdigest() != official.sha256:
         partial.unlink(missing_ok=True)
