@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from textual.screen import Screen
 
+from hbtui.tui.handle import AppHandle
+
 NARROW, WIDE = "-narrow", "-wide"
 WIDE_FROM_COLUMNS = 120
 
 
-class ResponsiveScreen(Screen):
+class ResponsiveScreen(AppHandle, Screen):
     """A screen whose breakpoint class is right from its first frame (-narrow below 120 columns,
     -wide from there, unless the subclass sets other HORIZONTAL_BREAKPOINTS).
 

@@ -26,6 +26,7 @@ from hbtui.engine import plan_run, run_name_problem
 from hbtui.grading import TEMPLATE_NAMES, TemplateError, load_template
 from hbtui.store import StoreError
 from hbtui.text import one_line
+from hbtui.tui.handle import AppHandle
 from hbtui.tui.widgets.key_bar import KeyBar
 
 NOT_SENT = "none"
@@ -160,7 +161,7 @@ def initial_text(settings: Settings, name: str) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-class ConfigScreen(Screen):
+class ConfigScreen(AppHandle, Screen):
     SUB_TITLE = "new run"
     BINDINGS = [
         Binding("ctrl+s", "start", "Start", id="config.start"),

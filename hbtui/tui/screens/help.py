@@ -10,8 +10,10 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from hbtui.tui.handle import AppHandle
 
-class HelpModal(ModalScreen[None]):
+
+class HelpModal(AppHandle, ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close", id="help.close"),
     ]

@@ -20,6 +20,7 @@ from hbtui.compare import NothingToCompare
 from hbtui.engine import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
+from hbtui.tui.handle import AppHandle
 from hbtui.tui.widgets.key_bar import KeyBar
 
 REFRESH_SECONDS = 2.0
@@ -54,7 +55,7 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     )
 
 
-class RunsScreen(Screen):
+class RunsScreen(AppHandle, Screen):
     SUB_TITLE = "runs"
     BINDINGS = [
         Binding("enter", "open_run", "Open", id="runs.open"),

@@ -24,6 +24,7 @@ from textual.strip import Strip
 
 from hbtui.store import ConversationFilter, ConversationSummary
 from hbtui.text import one_line
+from hbtui.tui.handle import AppHandle
 
 PAGE_SIZE = 200
 CACHED_PAGES = 8
@@ -83,7 +84,7 @@ async def read_first_page(store, query: Query, cursor: int = 0) -> tuple[int, li
     return total, rows
 
 
-class ConversationList(ScrollView, can_focus=True):
+class ConversationList(AppHandle, ScrollView, can_focus=True):
     """Conversations of one run: cursor with j/k, g/G, page keys; enter opens one."""
 
     BINDINGS = [
