@@ -45,7 +45,8 @@ def _scrub(message: str, *secrets: str | None) -> str:
 def _reach_error(exc: Exception, url: str) -> str:
     if isinstance(exc, httpx.ConnectError):
         # The socket's own error sits a few causes down ("All connection attempts failed" on top).
-        chain, cause = [], exc
+        chain: list[BaseException] = []
+        cause: BaseException | None = exc
         while cause is not None and cause not in chain:
             chain.append(cause)
             cause = cause.__cause__ or cause.__context__
@@ -138,9 +139,9 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
             "test", settings.base_url, settings.api_key, test_models + grader_models, timeout
         )
     else:
-        results += await _check_endpoint("test", settings.base_url, settings.api_key, test_models, timeout)
+        results += await _check_endpoint("test", settings.base_url or "", settings.api_key, test_models, timeout)
         results += await _check_endpoint(
-            "grader", grader_url, settings.effective_grader_api_key, grader_models, timeout
+            "grader", grader_url or "", settings.effective_grader_api_key, grader_models, timeout
         )
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))

@@ -133,7 +133,7 @@ class OneLineParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     def with_common(parser: argparse.ArgumentParser, defaults: bool) -> argparse.ArgumentParser:
         # Given before or after the command; a subcommand's unset copy must not erase the other.
-        missing = {} if defaults else {"default": argparse.SUPPRESS}
+        missing: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
         parser.add_argument(
             "--db",
             help="the database (HBTUI_DB, default runs/hbtui.sqlite)",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -156,7 +156,7 @@ def paired_difference(
 
 
 def paired_differences(
-    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> dict[str, Difference]:
@@ -224,10 +224,10 @@ class Kappa:
 
     @property
     def kappa(self) -> float | None:
-        if self.undefined is not None:
+        observed, expected = self.observed, self.expected
+        if self.undefined is not None or observed is None or expected is None:
             return None
-        expected = self.expected
-        return (self.observed - expected) / (1 - expected)
+        return (observed - expected) / (1 - expected)
 
     def as_dict(self) -> dict:
         return {
@@ -417,9 +417,11 @@ def agreement(matched: Sequence[tuple[Conversation, Conversation]]) -> Agreement
     axes_of: dict[tuple[str, ...], list[list[int]]] = {}  # tag list -> the counts of its axes
     disagreements: list[Disagreement] = []
     for a, b in matched:
-        criteria_b = b.criteria
-        if [c.idx for c in a.criteria] != [c.idx for c in criteria_b]:  # a partial row set: match by idx
-            by_idx = {c.idx: c for c in criteria_b}
+        if a.criteria is None or b.criteria is None:  # not read: compared by stored scores alone
+            continue
+        criteria_b: list[Criterion | None] = list(b.criteria)
+        if [c.idx for c in a.criteria] != [c.idx for c in b.criteria]:  # a partial row set: match by idx
+            by_idx = {c.idx: c for c in b.criteria}
             criteria_b = [by_idx.get(c.idx) for c in a.criteria]
         for criterion, other in zip(a.criteria, criteria_b):
             if criterion.met is None or other is None or other.met is None:

@@ -62,6 +62,8 @@ def render_comparison(result: Comparison) -> str:
     lines += difference_rows("by theme", result.themes)
     lines += difference_rows("by axis", result.axes)
     agreement = result.agreement
+    if agreement is None:  # compared by stored scores alone: no verdict was read
+        return "\n".join(lines)
     lines += [
         "",
         f"grader agreement over {agreement.overall.n:,} criteria graded by both: {kappa_text(agreement.overall)}",

@@ -208,16 +208,16 @@ def parse_value(key: str, kind: str, raw: Any, origin: str) -> Any:
         return value
     if kind in ("positive_float", "temperature"):
         try:
-            value = float(str(text))
+            number = float(str(text))
         except ValueError:
             raise SettingsError(f"{where}: {raw!r} is not a number") from None
-        if value != value or value in (float("inf"), float("-inf")):
+        if number != number or number in (float("inf"), float("-inf")):
             raise SettingsError(f"{where}: {raw!r} is not a finite number")
-        if kind == "temperature" and not 0 <= value <= 2:
-            raise SettingsError(f"{where}: {value} is outside 0 to 2")
-        if kind == "positive_float" and value <= 0:
-            raise SettingsError(f"{where}: {value} must be greater than 0")
-        return value
+        if kind == "temperature" and not 0 <= number <= 2:
+            raise SettingsError(f"{where}: {number} is outside 0 to 2")
+        if kind == "positive_float" and number <= 0:
+            raise SettingsError(f"{where}: {number} must be greater than 0")
+        return number
     raise AssertionError(kind)
 
 

@@ -164,8 +164,8 @@ async def plan_run(
         dataset_name=dataset.name,
         dataset_path=str(dataset.path),
         dataset_sha256=dataset.sha256,
-        model_test=settings.model_test,
-        model_grader=settings.model_grader,
+        model_test=settings.model_test or "",  # require_models() above: both are set
+        model_grader=settings.model_grader or "",
         settings=settings.public_dict(),
         plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen)},
         conversations=planned,
@@ -501,7 +501,9 @@ class Engine:
         ]
         if not changed:
             return
-        await self.store.update_run_settings(self.run.id, now, self.settings.model_test, self.settings.model_grader)
+        await self.store.update_run_settings(
+            self.run.id, now, self.settings.model_test or "", self.settings.model_grader or ""
+        )
         self.run = await self.store.get_run(self.run.id)
         self._note(
             "settings changed for this resume: " + "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changed)
@@ -539,8 +541,9 @@ class Engine:
                 )
         if not record.ok:
             stats.failures += 1
-            self.live.errors_by_kind[record.kind] = self.live.errors_by_kind.get(record.kind, 0) + 1
-            self.emit(CallFailed(self.run.id, record.endpoint, record.kind, record.message))
+            kind = record.kind or "unknown"
+            self.live.errors_by_kind[kind] = self.live.errors_by_kind.get(kind, 0) + 1
+            self.emit(CallFailed(self.run.id, record.endpoint, kind, record.message))
 
     def live_snapshot(self) -> dict:
         for url, limiter in self._limiters.items():
@@ -562,9 +565,11 @@ class Engine:
         settings = self.settings
         await self._record_changed_settings()
         await self.store.set_requests(run_id, self.requests_record())
-        test = self._client(settings.base_url, settings.api_key, settings.concurrency)
+        test = self._client(settings.base_url or "", settings.api_key, settings.concurrency)
         grader = self._client(
-            settings.effective_grader_base_url, settings.effective_grader_api_key, settings.effective_grader_concurrency
+            settings.effective_grader_base_url or "",
+            settings.effective_grader_api_key,
+            settings.effective_grader_concurrency,
         )
         # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
         # work still missing, so a resume asks them again; refusals and unparseable verdicts are
@@ -713,8 +718,9 @@ class Engine:
         def graded(task: asyncio.Task) -> None:
             grading.discard(task)
             # A grading task that broke must stop the run, not vanish with its criteria pending.
-            if not task.cancelled() and task.exception() is not None and not failures:
-                failures.append(task.exception())
+            error = None if task.cancelled() else task.exception()
+            if error is not None and not failures:
+                failures.append(error)
                 for other in [*workers, *grading]:
                     other.cancel()
 
@@ -751,7 +757,7 @@ class Engine:
         settings = self.settings
         try:
             result = await client.complete(
-                settings.model_test,
+                settings.model_test or "",
                 self.sent_messages(item.prompt),
                 temperature=settings.temperature_test,
                 max_tokens=settings.max_tokens_test,
@@ -820,8 +826,9 @@ class Engine:
         # as the reference renders them), then the reply.
         rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
         digest = conversation_digest(rendered)
-        known = [self._key_of.pop((item.conversation_id, idx), None) for idx, _, _ in item.criteria]
-        if None in known:
+        found = [self._key_of.pop((item.conversation_id, idx), None) for idx, _, _ in item.criteria]
+        known = [key for key in found if key is not None]
+        if len(known) < len(found):
             known = self.keys.keys(digest, item.repeat, item.criteria)
         keys = {idx: key for (idx, _, _), key in zip(item.criteria, known)}
         if self.use_cache and item.conversation_id not in self._looked_up:
@@ -912,7 +919,7 @@ class Engine:
         try:
             outcome = await grade_criterion(
                 client,
-                settings.model_grader,
+                settings.model_grader or "",
                 prompt,
                 temperature=settings.temperature_grader,
                 max_tokens=settings.max_tokens_grader,

@@ -8,6 +8,7 @@ a file, because the user asked for exactly that; the file is owner-only (0600).
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from hbtui.config import ALIASES, KEYS, Settings
@@ -30,7 +31,7 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def env_values(settings: Settings, present: set[str] = frozenset()) -> dict[str, str | None]:
+def env_values(settings: Settings, present: AbstractSet[str] = frozenset()) -> dict[str, str | None]:
     """KEY -> text for every key that differs from the default or is already in the file
     (None: the setting is unset, so its line goes)."""
     defaults = Settings()
@@ -63,9 +64,10 @@ def write_env(path: str | Path, settings: Settings) -> Path:
         if key not in values:
             out.append(line)  # not ours: a comment, a blank line, another tool's key
             continue
-        if key in written or values[key] is None:
+        value = values[key]
+        if key in written or value is None:
             continue  # a duplicate or an old spelling of a key already written; or now unset
-        out.append(f"{key}={quote(values[key])}")
+        out.append(f"{key}={quote(value)}")
         written.add(key)
     for key, value in values.items():
         if key not in written and value is not None:

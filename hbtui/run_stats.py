@@ -53,11 +53,12 @@ def complete_groups(outcomes: Sequence[tuple[int, int, float | None]], repeats: 
     slots: dict[int, list[float | None]] = {}
     for position, repeat, score in outcomes:
         slots.setdefault(position - repeat * records, []).append(score)
-    return [
-        scores
-        for scores in slots.values()  # type: ignore[misc]
-        if len(scores) == repeats and all(s is not None for s in scores)
-    ]
+    complete = []
+    for scores in slots.values():
+        known = [s for s in scores if s is not None]
+        if len(scores) == repeats and len(known) == repeats:
+            complete.append(known)
+    return complete
 
 
 def length_adjusted(scored: Sequence[tuple[float, int]], penalty: float, centre: float) -> list[float]:

@@ -102,7 +102,7 @@ class Metric:
         }
 
 
-def clipped_mean(values: Sequence[float]) -> float:
+def clipped_mean(values: Sequence[float] | np.ndarray) -> float:
     return float(np.clip(np.mean(values), 0, 1))
 
 

@@ -14,13 +14,13 @@ class Connection:
         self.db = connection
         self.path = path
 
-    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
+    async def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         cursor = await self.db.execute(sql, args)
         rows = await cursor.fetchall()
         await cursor.close()
         return list(rows)
 
-    async def _one(self, sql: str, args: Sequence[Any] = ()) -> tuple | None:
+    async def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         cursor = await self.db.execute(sql, args)
         row = await cursor.fetchone()
         await cursor.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+from typing import Any
 
 from hbtui.scoring import ConversationInput, GradedCriterion
 from hbtui.store.connection import Connection
@@ -405,13 +406,13 @@ class StoreReads(Connection):
             (run_id,),
         )
         try:
-            pending: list[tuple] = []
+            pending: list[Any] = []
             while rows := await conversations.fetchmany(500):
                 for row in rows:
                     mine = []
                     while True:
                         if not pending:
-                            pending = list(reversed(await verdicts.fetchmany(2000)))
+                            pending = list(await verdicts.fetchmany(2000))[::-1]
                             if not pending:
                                 break
                         if pending[-1][0] != row[0]:

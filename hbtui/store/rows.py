@@ -157,7 +157,8 @@ class ConversationFilter:
     text: str | None = None
 
     def where(self) -> tuple[str, list[Any]]:
-        clauses, args = [], []
+        clauses: list[str] = []
+        args: list[Any] = []
         if self.theme:
             clauses.append("theme = ?")
             args.append(self.theme)

@@ -133,6 +133,7 @@ class StoreWrites(Connection):
         except BaseException:
             await db.rollback()
             raise
+        assert run_id is not None  # an INSERT always gives a rowid
         return run_id
 
     async def _free_name(self, name: str | None, name_base: str) -> str:
@@ -197,6 +198,7 @@ class StoreWrites(Connection):
         except BaseException:
             await db.rollback()
             raise
+        assert run_id is not None  # an INSERT always gives a rowid
         return run_id
 
     async def claim_run(self, run_id: int, owner: str) -> str:
