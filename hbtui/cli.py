@@ -25,7 +25,16 @@ from hbtui.client import ChatError
 from hbtui.compare import NothingToCompare
 from hbtui.config import Settings, SettingsError, load_settings
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import (
+from hbtui.export import write_csv, write_jsonl
+from hbtui.files import open_to_others, stdout_to_devnull
+from hbtui.grading import TemplateError, load_template
+from hbtui.presets import PresetError, preset_settings
+from hbtui.prices import PriceError, load_prices
+from hbtui.printer import ProgressPrinter
+from hbtui.report import render_report, render_runs
+from hbtui.run_stats import run_statistics
+from hbtui.schema import holds_our_header
+from hbtui.services import (
     GRADER_SETTINGS,
     INCOMPLETE,
     TAKEN_OVER,
@@ -37,15 +46,6 @@ from hbtui.engine import (
     resume_hint,
     settings_for_run,
 )
-from hbtui.export import write_csv, write_jsonl
-from hbtui.files import open_to_others, stdout_to_devnull
-from hbtui.grading import TemplateError, load_template
-from hbtui.presets import PresetError, preset_settings
-from hbtui.prices import PriceError, load_prices
-from hbtui.printer import ProgressPrinter
-from hbtui.report import render_report, render_runs
-from hbtui.run_stats import run_statistics
-from hbtui.schema import holds_our_header
 from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
 from hbtui.text import one_line, visible_controls, visible_line
 
@@ -442,7 +442,7 @@ async def cmd_runs(settings: Settings) -> int:
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     """The run's report, with the statistics computed now: the length adjustment of the current
     settings (`.env` < environment < flags of `show`) and the current price table."""
-    from hbtui.engine import compute_report
+    from hbtui.services import compute_report
 
     prices = load_prices()
     async with await open_for_reading(settings) as store:

@@ -23,23 +23,24 @@ import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
+# Error kinds live in hbtui.errors (the store needs them without the client); named here too
+# for the modules that take them from the client.
+from hbtui.errors import (  # noqa: F401
+    AUTH,
+    BAD_RESPONSE,
+    CONNECTION,
+    CONTEXT_LENGTH,
+    FATAL_KINDS,
+    NOT_FOUND,
+    RATE_LIMITED,
+    REFUSED,
+    SERVER_ERROR,
+    TIMEOUT,
+    TRANSIENT_KINDS,
+    UNPARSEABLE,
+)
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.redact import provider_text, redact
-
-# Error kinds, as stored with replies and verdicts and counted by the monitor.
-RATE_LIMITED = "rate_limited"
-SERVER_ERROR = "server_error"
-TIMEOUT = "timeout"
-CONNECTION = "connection"
-REFUSED = "refused"  # a 4xx that retrying cannot fix: content filter, bad request
-CONTEXT_LENGTH = "context_length"
-AUTH = "auth"
-NOT_FOUND = "not_found"
-BAD_RESPONSE = "bad_response"
-UNPARSEABLE = "unparseable"  # used by grading: a verdict that never parsed
-
-TRANSIENT_KINDS = {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE}
-FATAL_KINDS = {AUTH, NOT_FOUND}  # every later call would fail the same way: stop the run
 
 OPTIONAL_PARAMS = ("reasoning_effort", "temperature", "max_tokens", "max_completion_tokens", "seed")
 CONTEXT_PATTERNS = re.compile(

@@ -356,7 +356,7 @@ class StoreWrites(Connection):
         Refused while another live process drives the run (its work list is already made, so it
         would leave them pending); ``owner`` is the caller's own owner id, which may.
         """
-        from hbtui.client import TRANSIENT_KINDS, UNPARSEABLE
+        from hbtui.errors import TRANSIENT_KINDS, UNPARSEABLE
 
         retry_kinds = set(kinds) if kinds else TRANSIENT_KINDS | {UNPARSEABLE}
         marks = ",".join("?" * len(retry_kinds))

@@ -19,11 +19,12 @@ from textual import work
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
-from hbtui.engine import Engine, settings_for_run
+from hbtui.services import Engine, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.monitor_data import RunCounters
@@ -41,7 +42,7 @@ class LiveRun:
     worker: Worker | None = None
 
 
-class HBTuiApp(App[int]):
+class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens see this app (tui/handle.py)
     CSS_PATH = ["app.tcss", "browser.tcss"]
     TITLE = "hbtui"
     BINDINGS = [
@@ -95,6 +96,14 @@ class HBTuiApp(App[int]):
         await self.push_screen(RunsScreen())
         if self.store is None or not await self.store.list_runs():
             self.open_config()
+
+    @property
+    def db(self) -> Store:
+        """The open database, for the screens that exist only once it is open: a run, its
+        conversations, a comparison (the runs list and the monitor check ``store`` themselves)."""
+        if self.store is None:
+            raise StoreError(f"{self.settings.db_path}: no database is open")
+        return self.store
 
     async def store_for_a_run(self) -> Store:
         """The database, created if this is the first run."""
@@ -247,7 +256,7 @@ class HBTuiApp(App[int]):
             return
         self.push_screen(HelpModal(self.screen))
 
-    def action_back(self) -> None:
+    def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; this one needs no await
         # [default screen, runs list] is the bottom of the stack: never pop past it.
         if len(self.screen_stack) > 2:
             self.pop_screen()
@@ -286,7 +295,7 @@ class HBTuiApp(App[int]):
         from hbtui.tui.screens.run import RunScreen
 
         try:
-            screen = await RunScreen.read(self.store, run_id)
+            screen = await RunScreen.read(self.db, run_id)
         except StoreError as exc:  # deleted meanwhile, or the file broke
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return
@@ -339,12 +348,12 @@ class HBTuiApp(App[int]):
                 continue
             seen.add(binding.action)
             _, name, arguments = parse_action(binding.action)
-            if node.check_action(name, arguments) is False:
+            if isinstance(node, DOMNode) and node.check_action(name, arguments) is False:
                 continue  # not possible here now (pause of a run that has ended): not offered
             yield SystemCommand(
                 binding.description,
                 binding.tooltip or f"key: {self.get_key_display(binding)}",
-                partial(self.run_action, binding.action, node),
+                partial(self.run_action, binding.action, node if isinstance(node, DOMNode) else None),
             )
 
     def bindings_for(self, screen: Screen) -> list[tuple[object, str, Binding]]:

@@ -215,7 +215,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
         recent_errors=list(reversed(counters.recent_errors)),
         latency_p50=p50,
         latency_p95=p95,
-        tokens=tuple(counters.tokens),
+        tokens=(counters.tokens[0], counters.tokens[1], counters.tokens[2], counters.tokens[3]),
         final_score=finished.score if finished else None,
         error=finished.error if finished else None,
     )

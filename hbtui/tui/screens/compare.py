@@ -140,7 +140,10 @@ def agreement_table(result: Comparison) -> Table:
     table.add_column("criteria", justify="right", no_wrap=True)
     table.add_column("agree", justify="right", no_wrap=True)
     table.add_column("kappa")
-    for name, kappa in {"all": result.agreement.overall, **result.agreement.axes}.items():
+    agreement = result.agreement
+    if agreement is None:  # not read yet: the table stays empty until it is
+        return table
+    for name, kappa in {"all": agreement.overall, **agreement.axes}.items():
         table.add_row(
             Text(one_line(name, 40), style="bold" if name == "all" else ""),
             Text(f"{kappa.n:,}"),
@@ -227,7 +230,7 @@ class CompareScreen(ResponsiveScreen):
         """Every verdict read: the axes, the graders' agreement and the disagreements filled in."""
         shown = self.result
         try:
-            full = await read_comparison(self.app.store, shown.run_a.id, shown.run_b.id)
+            full = await read_comparison(self.app.db, shown.run_a.id, shown.run_b.id)
         except (StoreError, NothingToCompare) as exc:  # the runs changed meanwhile (deleted, retried)
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return
@@ -259,7 +262,8 @@ class CompareScreen(ResponsiveScreen):
         table = self.query_one("#disagreement-table", DataTable)
         table.clear(columns=True)
         table.add_columns("A", "B", "points", "criterion", "prompt")
-        for index, d in enumerate(self.result.agreement.disagreements[:LISTED]):
+        disagreements = self.result.agreement.disagreements if self.result.agreement else []
+        for index, d in enumerate(disagreements[:LISTED]):
             table.add_row(
                 Text("met" if d.met_a else "not met"),
                 Text("met" if d.met_b else "not met"),
@@ -291,7 +295,7 @@ class CompareScreen(ResponsiveScreen):
     # DataTable turns enter into RowSelected before the screen's binding sees it.
     async def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        await self._open(event.data_table.id or "", int(event.row_key.value))
+        await self._open(event.data_table.id or "", int(event.row_key.value or 0))
 
     async def action_open_pair(self) -> None:
         active = self.query_one(TabbedContent).active
@@ -310,9 +314,9 @@ class CompareScreen(ResponsiveScreen):
         if not pairs:
             self.notify("nothing to show: no conversation in this list", markup=False)
             return
-        await self.app.push_screen(await PairScreen.read(self.app.store, self.result, pairs, index))
+        await self.app.push_screen(await PairScreen.read(self.app.db, self.result, pairs, index))
 
     async def action_swap(self) -> None:
         """B against A: the same pairs, the difference's sign reversed."""
-        screen = await CompareScreen.read(self.app.store, self.result.run_b.id, self.result.run_a.id)
+        screen = await CompareScreen.read(self.app.db, self.result.run_b.id, self.result.run_a.id)
         await self.app.switch_screen(screen)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
 from textual import on
@@ -22,12 +22,16 @@ from textual.widgets import Button, Header, Input, Label, Select, Static
 
 from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.engine import plan_run, run_name_problem
 from hbtui.grading import TEMPLATE_NAMES, TemplateError, load_template
+from hbtui.services import plan_run, run_name_problem
 from hbtui.store import StoreError
 from hbtui.text import one_line
-from hbtui.tui.handle import AppHandle
 from hbtui.tui.widgets.key_bar import KeyBar
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from hbtui.tui.app import HBTuiApp
 
 NOT_SENT = "none"
 LOCAL_FILE = "file"
@@ -161,7 +165,9 @@ def initial_text(settings: Settings, name: str) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-class ConfigScreen(AppHandle, Screen):
+class ConfigScreen(Screen):
+    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
+        app = getters.app(HBTuiApp)
     SUB_TITLE = "new run"
     BINDINGS = [
         Binding("ctrl+s", "start", "Start", id="config.start"),
@@ -235,14 +241,14 @@ class ConfigScreen(AppHandle, Screen):
         widget = self.query_one(f"#field-{name}")
         if isinstance(widget, Select):
             return str(widget.value)
-        return widget.value
+        return cast(Input, widget).value
 
     def set_raw(self, name: str, value: Any) -> None:
         widget = self.query_one(f"#field-{name}")
         if isinstance(widget, Select):
             widget.value = str(value) if value not in (None, "") else NOT_SENT
         else:
-            widget.value = "" if value is None else str(value)
+            cast(Input, widget).value = "" if value is None else str(value)
 
     def validate_field(self, name: str) -> tuple[Any, str | None]:
         value, problem = check_field(FIELDS[name], self.raw(name), self.raw("subset"))
@@ -388,6 +394,8 @@ class ConfigScreen(AppHandle, Screen):
 
     def _show_check(self) -> None:
         """The last check's result, marked out of date while the checked fields differ from it."""
+        if self._last_check is None:
+            return
         checked, text = self._last_check
         changed = [
             FIELDS[name].label.lower() + (" (grader)" if name.startswith(("grader_", "model_grader")) else "")

@@ -178,7 +178,7 @@ class ConversationScreen(ResponsiveScreen):
 
     @work(group="conversation-load", exclusive=True)
     async def show_conversation(self, index: int) -> None:
-        detail = await self.app.store.conversation_detail(self.conversation_ids[index])
+        detail = await self.app.db.conversation_detail(self.conversation_ids[index])
         self._show(detail, index)
         for pane in self.query(VerticalScroll):
             pane.scroll_home(animate=False, immediate=True)
@@ -190,7 +190,7 @@ class ConversationScreen(ResponsiveScreen):
         detail = self.detail
         if detail is None or not self.loaded or self.app.screen is not self or not still_coming(detail):
             return
-        fresh = await self.app.store.conversation_detail(detail.summary.id)
+        fresh = await self.app.db.conversation_detail(detail.summary.id)
         if self.detail is detail and answered(fresh) != answered(detail):  # not stepped away meanwhile
             self._show(fresh, self.index, keep_place=True)
 

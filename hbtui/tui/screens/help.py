@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,10 +12,15 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from hbtui.tui.handle import AppHandle
+if TYPE_CHECKING:
+    from textual import getters
+
+    from hbtui.tui.app import HBTuiApp
 
 
-class HelpModal(AppHandle, ModalScreen[None]):
+class HelpModal(ModalScreen[None]):
+    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
+        app = getters.app(HBTuiApp)
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close", id="help.close"),
     ]

@@ -21,8 +21,8 @@ from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
-from hbtui.engine import resume_hint
 from hbtui.prices import Price, cost_text, model_usage, tokens_text, total_cost
+from hbtui.services import resume_hint
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import ResponsiveScreen

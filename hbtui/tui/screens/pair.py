@@ -145,7 +145,7 @@ class PairScreen(ResponsiveScreen):
         if not 0 <= target < len(self.pairs):
             self.notify("first of the list" if delta < 0 else "last of the list", markup=False)
             return
-        self.details = await read_pair(self.app.store, self.pairs[target])
+        self.details = await read_pair(self.app.db, self.pairs[target])
         self.index = target
         self._show()
         self.query_one("#pair-body", VerticalScroll).scroll_home(animate=False)

@@ -52,7 +52,7 @@ class PresetPickerModal(ModalScreen[str | None]):
             )
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.names[int(event.option.id)])
+        self.dismiss(self.names[int(event.option.id or 0)])
 
     def action_cancel(self) -> None:
         self.dismiss(None)

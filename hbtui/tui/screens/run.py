@@ -9,19 +9,21 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.timer import Timer
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from hbtui.config import Settings
-from hbtui.engine import compute_report
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
+from hbtui.services import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
@@ -31,6 +33,9 @@ from hbtui.tui.widgets.conversation_list import ConversationList, Query, read_fi
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.worst_at_k import WorstAtK
+
+if TYPE_CHECKING:  # imported where it is opened: the conversation screen imports this module
+    from hbtui.tui.screens.conversation import ConversationScreen
 
 # A running run is read again this often while its screen is shown, and its report (the
 # bootstraps: a quarter of a second of CPU for 5,000 conversations) recomputed at most this often.
@@ -77,13 +82,14 @@ def length_adjusted_text(text: Text, stats: RunStatistics) -> None:
         text.append(f"{m.value:.3f}", style=f"bold {score_style(m.value)}")
         text.append(f"  95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}")
     # Short enough for 80 columns with the scrollbar: the README says what the numbers are.
-    text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
+    if stats.penalty is not None:
+        text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
 
 
 def summary_text(run: RunRow, report: dict | None, status: str, stats: RunStatistics | None = None) -> Text:
     text = Text()
     overall = (report or {}).get("metrics", {}).get("overall_score")
-    if overall:
+    if overall and report is not None:
         low, high = overall["ci95"]
         text.append("Score ", style="bold")
         text.append(f"{overall['value']:.3f}", style=f"bold {score_style(overall['value'])}")
@@ -175,7 +181,7 @@ class FilterInput(Input):
 
     async def action_cancel(self) -> None:
         self.value = ""
-        await self.screen.close_input(self, apply=True)
+        await cast("RunScreen", self.screen).close_input(self, apply=True)
 
 
 class RunScreen(ResponsiveScreen):
@@ -206,8 +212,8 @@ class RunScreen(ResponsiveScreen):
         self.filter = ConversationFilter()
         self.sort = "position"
         self.total = 0
-        self._opened = None  # the ConversationScreen last opened, to follow its position back
-        self._live_timer = None  # while the run is running: reads it again every LIVE_SECONDS
+        self._opened: ConversationScreen | None = None  # the last opened, to follow its position back
+        self._live_timer: Timer | None = None  # while the run is running: reads it again every LIVE_SECONDS
         self._report_at = 0.0  # monotonic time the last report computation started
         self.stats: RunStatistics | None = None
 
@@ -257,7 +263,7 @@ class RunScreen(ResponsiveScreen):
 
     @work(group="run-load", exclusive=True)
     async def load_run(self) -> None:
-        self._show_data(await read_run(self.app.store, self.run_id, self._query()))
+        self._show_data(await read_run(self.app.db, self.run_id, self._query()))
 
     def _show_data(self, data: RunData, keep_cursor: bool = False) -> None:
         self.run = data.run
@@ -281,7 +287,7 @@ class RunScreen(ResponsiveScreen):
     @work(group="run-report", exclusive=True)
     async def compute(self) -> None:
         self._report_at = time.monotonic()
-        report = await compute_report(self.app.store, self.run_id)
+        report = await compute_report(self.app.db, self.run_id)
         run = self.run
         if run is not None and not (run.report is not None and run.shown_status() != "running"):
             self._show_run(run, report)  # unless the run ended meanwhile: its own report is shown
@@ -294,7 +300,7 @@ class RunScreen(ResponsiveScreen):
         if run is None:
             return
         settings = getattr(self.app, "settings", None) or Settings()  # the length adjustment of now
-        self.stats = await run_statistics(self.app.store, run, settings, prices_or_notice(self.app))
+        self.stats = await run_statistics(self.app.db, run, settings, prices_or_notice(self.app))
         if self.run is run:
             self._show_run(run, self.report)
 
@@ -305,7 +311,7 @@ class RunScreen(ResponsiveScreen):
             return  # under a conversation or the monitor: read again when shown
         query = Query(self.run_id, replace(self.filter), self.sort)
         generation = self.conversation_list.generation
-        data = await read_run(self.app.store, self.run_id, query, self.conversation_list.cursor)
+        data = await read_run(self.app.db, self.run_id, query, self.conversation_list.cursor)
         if (query.filter, query.sort) != (self.filter, self.sort) or generation != self.conversation_list.generation:
             return  # the filter or order changed meanwhile: what was read is not what is asked
         self._show_data(data, keep_cursor=True)
@@ -371,7 +377,7 @@ class RunScreen(ResponsiveScreen):
     async def _open(self, event: ConversationList.Opened) -> None:
         from hbtui.tui.screens.conversation import ConversationScreen
 
-        store = self.app.store
+        store = self.app.db
         ids = await store.conversation_ids(self.run_id, self.filter, self.sort)
         if event.conversation_id not in ids:
             # The run changed under the list (a retry, another process): open what was chosen,
@@ -395,7 +401,7 @@ class RunScreen(ResponsiveScreen):
         """Coming back from a monitor or a retry: a run that moved on is read again."""
         if self.run is None:
             return
-        now = await self.app.store.get_run(self.run_id)
+        now = await self.app.db.get_run(self.run_id)
         if (now.status, now.finished_at, now.score, now.heartbeat_at) != (
             self.run.status,
             self.run.finished_at,
@@ -407,7 +413,7 @@ class RunScreen(ResponsiveScreen):
     # ---- actions -------------------------------------------------------------------------
     async def action_regrade_errors(self) -> None:
         """Put what failed back in the queue and drive the run here, as `hbtui regrade-errors` does."""
-        store = self.app.store
+        store = self.app.db
         run = await store.get_run(self.run_id)
         if run.shown_status() == "running":
             self.notify("this run is still going; retry its errors when it has stopped", markup=False)
@@ -433,11 +439,11 @@ class RunScreen(ResponsiveScreen):
     async def action_regrade(self) -> None:
         """Grade this run's replies again as a new run, as `hbtui regrade` does, and watch it."""
         from hbtui.config import KEYS, SettingsError, attribute_key
-        from hbtui.engine import plan_regrade, settings_for_run
         from hbtui.grading import TemplateError, load_template
+        from hbtui.services import plan_regrade, settings_for_run
         from hbtui.tui.screens.regrade import RegradeModal
 
-        store = self.app.store
+        store = self.app.db
         run = await store.get_run(self.run_id)
         if run.shown_status() == "running":
             self.notify("this run is still going; grade it again once it has stopped", markup=False)
@@ -533,7 +539,7 @@ class RunScreen(ResponsiveScreen):
 
     @on(Input.Submitted, ".filter-input")
     async def _submitted(self, event: Input.Submitted) -> None:
-        await self.close_input(event.input, apply=True)
+        await self.close_input(cast(FilterInput, event.input), apply=True)
 
     async def close_input(self, field: FilterInput, apply: bool) -> None:
         if apply:

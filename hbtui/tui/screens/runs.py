@@ -7,6 +7,7 @@ re-read every couple of seconds so running runs (of this or another process) mov
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -17,11 +18,15 @@ from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.compare import NothingToCompare
-from hbtui.engine import resume_hint
+from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
-from hbtui.tui.handle import AppHandle
 from hbtui.tui.widgets.key_bar import KeyBar
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from hbtui.tui.app import HBTuiApp
 
 REFRESH_SECONDS = 2.0
 # Once the runs list has been on screen this long (its first keys likely typed), the configuration
@@ -55,7 +60,9 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     )
 
 
-class RunsScreen(AppHandle, Screen):
+class RunsScreen(Screen):
+    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
+        app = getters.app(HBTuiApp)
     SUB_TITLE = "runs"
     BINDINGS = [
         Binding("enter", "open_run", "Open", id="runs.open"),
@@ -81,7 +88,7 @@ class RunsScreen(AppHandle, Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        table = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text | str] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         yield table
         yield Static(Text("No runs yet: press n to configure and start one."), id="runs-empty")
@@ -141,12 +148,12 @@ class RunsScreen(AppHandle, Screen):
         if table.row_count == 0:
             return None
         key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
-        return int(key.value)
+        return int(key.value or 0)
 
     # DataTable turns enter into RowSelected before our binding sees it.
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
-        self.app.open_run(int(event.row_key.value))
+        self.app.open_run(int(event.row_key.value or 0))
 
     def action_open_run(self) -> None:
         run_id = self.selected_run_id()
@@ -263,7 +270,7 @@ class RunsScreen(AppHandle, Screen):
         from hbtui.tui.screens.compare import CompareScreen
 
         try:
-            screen = await CompareScreen.read(self.app.store, run_a, run_b)
+            screen = await CompareScreen.read(self.app.db, run_a, run_b)
         except (StoreError, NothingToCompare) as exc:
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return

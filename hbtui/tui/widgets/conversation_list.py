@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -24,7 +25,11 @@ from textual.strip import Strip
 
 from hbtui.store import ConversationFilter, ConversationSummary
 from hbtui.text import one_line
-from hbtui.tui.handle import AppHandle
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from hbtui.tui.app import HBTuiApp
 
 PAGE_SIZE = 200
 CACHED_PAGES = 8
@@ -84,8 +89,11 @@ async def read_first_page(store, query: Query, cursor: int = 0) -> tuple[int, li
     return total, rows
 
 
-class ConversationList(AppHandle, ScrollView, can_focus=True):
+class ConversationList(ScrollView, can_focus=True):
     """Conversations of one run: cursor with j/k, g/G, page keys; enter opens one."""
+
+    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
+        app = getters.app(HBTuiApp)
 
     BINDINGS = [
         Binding("j,down", "cursor_down", "Down", show=False),
@@ -175,7 +183,7 @@ class ConversationList(AppHandle, ScrollView, can_focus=True):
         self._generation += 1
         generation = self._generation
         cursor = self.cursor if keep_cursor else 0
-        total, rows = await read_first_page(self.app.store, query, cursor)
+        total, rows = await read_first_page(self.app.db, query, cursor)
         if generation == self._generation:
             self.show_first_page(query, total, rows, keep_cursor)
         return total
@@ -228,8 +236,10 @@ class ConversationList(AppHandle, ScrollView, can_focus=True):
     @work(group="conversation-pages")
     async def _fetch(self, page: int, generation: int) -> None:
         query = self.query_state
+        if query is None:  # nothing shown yet: no page to fetch
+            return
         try:
-            rows = await self.app.store.conversation_page(
+            rows = await self.app.db.conversation_page(
                 query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
             )
         finally:

@@ -1,0 +1,37 @@
+"""The engine's public face: what the app and the command line borrow from it, and nothing else.
+
+The app reaches the engine only through here (an import-linter contract in pyproject.toml holds
+it to that), so the engine's insides can change without the screens noticing.
+"""
+
+from __future__ import annotations
+
+from hbtui.engine import (
+    GRADER_SETTINGS,
+    INCOMPLETE,
+    TAKEN_OVER,
+    Engine,
+    check_run_name,
+    compute_report,
+    plan_regrade,
+    plan_run,
+    refuse_measured_changes,
+    resume_hint,
+    run_name_problem,
+    settings_for_run,
+)
+
+__all__ = [
+    "GRADER_SETTINGS",
+    "INCOMPLETE",
+    "TAKEN_OVER",
+    "Engine",
+    "check_run_name",
+    "compute_report",
+    "plan_regrade",
+    "plan_run",
+    "refuse_measured_changes",
+    "resume_hint",
+    "run_name_problem",
+    "settings_for_run",
+]
