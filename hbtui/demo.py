@@ -55,8 +55,10 @@ def demo_dataset(data: str | None, cache_dir: str, progress) -> Dataset:
     try:
         return load_subset("main", cache_dir, progress)
     except DatasetError as exc:
-        raise DatasetError(f"the main subset could not be downloaded ({str(exc)[:200]}); connect to the network"
-                           " once, or give a local copy of it: hbtui demo --data PATH") from None
+        # The download's own advice names the app's screen too: the demo's is said here instead.
+        cause = str(exc).split("; use a local copy")[0]
+        raise DatasetError(f"the main subset could not be downloaded: {cause}; connect to the network once, or"
+                           " give a local copy of it: hbtui demo --data PATH") from None
 
 
 def demo_name() -> str:
