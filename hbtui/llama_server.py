@@ -74,10 +74,6 @@ class LlamaServer:
     def base_url(self) -> str:
         return f"{self.root_url}/v1"
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
     def command(self, port: int) -> list[str]:
         return [str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(port),
                 "-t", str(self.threads), "-c", str(self.ctx_size), "--jinja", *self.extra_args]
