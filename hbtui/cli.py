@@ -28,6 +28,8 @@ from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.export import write_csv, write_jsonl
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
+from hbtui.llama_server import LlamaServerError
+from hbtui.local_model import LocalModelError
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
@@ -235,6 +237,16 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
     export.add_argument("--out", required=True, help="file to write")
 
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="a whole run with a tiny local model (installed once): no endpoint of your own needed",
+    )
+    demo.add_argument("--limit", type=int, help="records of the main subset (default 5)")
+    demo.add_argument("--data", help="a local HealthBench JSONL file, when the official one cannot be downloaded")
+    demo.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    demo.add_argument("--headless", action="store_true", help="print the score and the run's folder; no app")
+
     monitor = sub.add_parser("monitor", parents=[common], help="watch a run live in the app")
     monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
     monitor.add_argument("--no-mouse", action="store_true")
@@ -270,7 +282,8 @@ def _warn_if_shared(db_path: str, warn) -> None:
         )
 
 
-READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "compare", "export")
+# The demo too: it uses no endpoint of .env, so a bad value there must not stop it.
+READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "compare", "export", "demo")
 
 
 def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
@@ -516,6 +529,12 @@ def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -
     return app.return_code or EXIT_OK
 
 
+def _demo(args: argparse.Namespace, settings: Settings):
+    from hbtui.demo import cmd_demo
+
+    return cmd_demo(args, settings)
+
+
 def settings_db(args: argparse.Namespace) -> str:
     try:
         return settings_from(args).db_path
@@ -555,6 +574,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "show": lambda: cmd_show(args, settings),
             "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),
+            "demo": lambda: _demo(args, settings),
         }
         if command not in commands:
             parser.error(f"unknown command {command}")
@@ -578,9 +598,12 @@ def _main(argv: Sequence[str] | None) -> int:
     ) as exc:
         _complain("error", exc)
         return EXIT_USAGE
-    except ChatError as exc:
+    except (ChatError, LlamaServerError) as exc:
         _complain("error", exc)
         return EXIT_FAILED
+    except LocalModelError as exc:  # the platform, the build tools, the network: the user's to fix
+        _complain("error", exc)
+        return EXIT_USAGE
     except sqlite3.Error as exc:
         _complain("error", f"database {getattr(args, 'db', None) or settings_db(args)}: {exc}")
         return EXIT_FAILED

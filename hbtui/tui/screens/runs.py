@@ -91,7 +91,13 @@ class RunsScreen(Screen):
         table: DataTable[Text | str] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         yield table
-        yield Static(Text("No runs yet: press n to configure and start one."), id="runs-empty")
+        yield Static(
+            Text(
+                "No runs yet: press n to configure and start one. No endpoint of your own? Quit and run"
+                " `hbtui demo`: a tiny local model shows a whole run."
+            ),
+            id="runs-empty",
+        )
         yield KeyBar()
 
     async def on_mount(self) -> None:
