@@ -92,7 +92,7 @@ def install_local_model(cache_dir: str, say) -> LocalModel:
 
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from hbtui.cli import EXIT_INCOMPLETE, EXIT_OK, _download_progress, drive, say
-    from hbtui.engine import plan_run
+    from hbtui.services import plan_run
     from hbtui.grading import load_template
     from hbtui.llama_server import LlamaServer
     from hbtui.store import Store
