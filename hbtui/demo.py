@@ -92,9 +92,9 @@ def install_local_model(cache_dir: str, say) -> LocalModel:
 
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from hbtui.cli import EXIT_INCOMPLETE, EXIT_OK, _download_progress, drive, say
-    from hbtui.services import plan_run
     from hbtui.grading import load_template
     from hbtui.llama_server import LlamaServer
+    from hbtui.services import plan_run
     from hbtui.store import Store
 
     limit = DEFAULT_LIMIT if args.limit is None else args.limit
