@@ -77,11 +77,13 @@ def test_a_regrade_with_the_same_grader_asks_nothing_and_gives_the_same_verdicts
 def test_a_regrade_with_another_prompt_grades_every_criterion_and_generates_nothing(here, server, capsys):
     assert cli.main(["run", "--data", "data.jsonl", "--name", "first"]) == 0
     server.reset_stats()
-    assert cli.main(["regrade", "first", "--grader-template", "builtin", "--name", "builtin"]) == 0
+    mine = here / "mine.txt"  # another prompt than the run's, whichever the session's default is
+    mine.write_text("Judge the reply.\n<<conversation>>\nCriterion: <<rubric_item>>\nAnswer with criteria_met.")
+    assert cli.main(["regrade", "first", "--grader-template", str(mine), "--name", "mine"]) == 0
     assert calls(server) == (0, 6 * CRITERIA)
-    assert cli.main(["show", "builtin"]) == 0
+    assert cli.main(["show", "mine"]) == 0
     text = capsys.readouterr().out
-    assert "(the replies of run 1, graded again)" in text and "grader prompt builtin" in text
+    assert "(the replies of run 1, graded again)" in text and "grader prompt file mine.txt" in text
     # --no-cache asks again even what is cached.
     server.reset_stats()
     assert cli.main(["regrade", "first", "--no-cache"]) == 0

@@ -101,7 +101,9 @@ async def test_a_grades_the_replies_again_as_a_new_run_from_the_browser(server, 
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: "Temperature: 'hot' is not a number" in screen_text(app), what="the problem")
         app.screen.query_one("#regrade-temperature_grader", Input).value = "0.3"
-        app.screen.query_one("#regrade-grader_template", Input).value = "builtin"
+        mine = tmp_path / "mine.txt"  # another prompt than the run's, whichever the session's default is
+        mine.write_text("Judge it.\n<<conversation>>\n<<rubric_item>>\nAnswer with criteria_met.")
+        app.screen.query_one("#regrade-grader_template", Input).value = str(mine)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
         await wait_for(pilot, lambda: not app.live_runs, timeout=20, what="the regrade to finish")
@@ -112,4 +114,4 @@ async def test_a_grades_the_replies_again_as_a_new_run_from_the_browser(server, 
     assert [(r[0], r[1], r[2]) for r in rows] == [(1, "finished", None), (2, "finished", 1)]
     import json
 
-    assert json.loads(rows[1][3])["grader_template"] == "builtin"
+    assert json.loads(rows[1][3])["grader_template"] == str(tmp_path / "mine.txt")
