@@ -48,6 +48,23 @@ def verdicts_of(db: Path, run_id: int):
     )
 
 
+def planned(here: Path, server, name: str, status: str | None = None) -> int:
+    """A run of data.jsonl planned, not driven (marked ``status`` if given): no call made yet."""
+
+    async def plan() -> int:
+        db = here / "runs" / "hbtui.sqlite"
+        async with await Store.open(db) as store:
+            settings = offline_settings(
+                base_url=server.base_url, model_test="test-model", model_grader="grader-model", db_path=str(db)
+            )
+            run_id = await plan_run(store, settings, load_jsonl(here / "data.jsonl"), name=name)
+            if status:
+                await store.finish_run(run_id, status)
+            return run_id
+
+    return asyncio.run(plan())
+
+
 def calls(server) -> tuple[int, int]:
     stats = server.stats()
     return stats["generation"], stats["grader"]
@@ -103,18 +120,7 @@ def test_a_fresh_run_reuses_verdicts_only_when_asked(here, server):
 def test_a_resume_takes_from_the_cache_what_another_run_paid_for(here, server):
     assert cli.main(["run", "--data", "data.jsonl", "--name", "first"]) == 0
 
-    async def plan_only():
-        async with await Store.open(here / "runs" / "hbtui.sqlite") as store:
-            settings = offline_settings(
-                base_url=server.base_url,
-                model_test="test-model",
-                model_grader="grader-model",
-                db_path=str(here / "runs" / "hbtui.sqlite"),
-                concurrency=4,
-            )
-            return await plan_run(store, settings, load_jsonl(here / "data.jsonl"), name="planned")
-
-    asyncio.run(plan_only())
+    planned(here, server, "planned")
     server.reset_stats()
     assert cli.main(["resume", "planned"]) == 0
     assert calls(server) == (6, 0)
@@ -182,18 +188,7 @@ def test_regrade_bad_inputs_are_one_line_and_write_nothing(here, server, capsys)
 def test_a_run_whose_replies_are_not_all_there_is_not_regraded_and_an_incomplete_one_stays_incomplete(
     here, server, capsys
 ):
-    async def planned_only():
-        async with await Store.open(here / "runs" / "hbtui.sqlite") as store:
-            settings = offline_settings(
-                base_url=server.base_url,
-                model_test="test-model",
-                model_grader="grader-model",
-                db_path=str(here / "runs" / "hbtui.sqlite"),
-            )
-            run_id = await plan_run(store, settings, load_jsonl(here / "data.jsonl"), name="half")
-            await store.finish_run(run_id, "interrupted")
-
-    asyncio.run(planned_only())
+    planned(here, server, "half", status="interrupted")
     assert cli.main(["regrade", "half"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert "run 1 is interrupted, its replies not all there: finish it first (hbtui resume 1)" in err
