@@ -64,6 +64,7 @@ from hbtui.store import (
     RunTakenOver,
     Store,
     StoreError,
+    VerdictResult,
     WorkItem,
 )
 from hbtui.store.owners import this_owner
@@ -397,7 +398,6 @@ class Engine:
         self._cached: dict[str, tuple] = {}
         self._looked_up: set[int] = set()  # conversations whose criteria the first lookup covered
         self._key_of: dict[tuple[int, int], str] = {}  # (conversation id, idx) -> key, from that lookup
-        self.from_cache = 0
         self._fatal: ChatError | None = None
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._clients: dict[str, ChatClient] = {}
@@ -429,6 +429,9 @@ class Engine:
             self._calls_open.set()
         else:
             self._calls_open.clear()
+
+    def _store_verdict(self, verdict: VerdictResult) -> None:
+        self._store_result("verdict", verdict.as_row())
 
     def _store_result(self, kind: str, row: tuple) -> None:
         """A paid answer (reply or verdict) for the writer: counted until it is committed."""
@@ -825,11 +828,10 @@ class Engine:
         # The grader sees the messages the model under test was sent (its system message first,
         # as the reference renders them), then the reply.
         rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
-        digest = conversation_digest(rendered)
         found = [self._key_of.pop((item.conversation_id, idx), None) for idx, _, _ in item.criteria]
         known = [key for key in found if key is not None]
-        if len(known) < len(found):
-            known = self.keys.keys(digest, item.repeat, item.criteria)
+        if len(known) < len(found):  # not looked up as the run started: hashed here, once
+            known = self.keys.keys(conversation_digest(rendered), item.repeat, item.criteria)
         keys = {idx: key for (idx, _, _), key in zip(item.criteria, known)}
         if self.use_cache and item.conversation_id not in self._looked_up:
             # A reply generated just now: its criteria may still be asked already (--reuse-verdicts).
@@ -874,27 +876,11 @@ class Engine:
             return False
         status, explanation, raw, reasoning, _, _ = cached
         statuses[idx] = status
-        self.from_cache += 1
         # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
-        self._store_result(
-            "verdict",
-            (
-                status,
-                explanation,
-                raw,
-                reasoning,
-                None,
-                None,
-                0,
-                None,
-                0,
-                0,
-                time.time(),
-                key,
-                1,
-                item.conversation_id,
-                idx,
-            ),
+        self._store_verdict(
+            VerdictResult(
+                status, item.conversation_id, idx, key, explanation, raw, reasoning, graded_at=time.time(), from_cache=1
+            )
         )
         self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, status == MET, None, 0.0, 0, 0))
         return True
@@ -932,25 +918,17 @@ class Engine:
             if self._check_fatal(exc):
                 return
             statuses[idx] = ERROR
-            self._store_result(
-                "verdict",
-                (
+            self._store_verdict(
+                VerdictResult(
                     ERROR,
-                    None,
-                    None,
-                    None,
-                    exc.message,
-                    exc.kind,
-                    exc.attempts,
-                    None,
-                    None,
-                    None,
-                    time.time(),
-                    key,
-                    0,
                     item.conversation_id,
                     idx,
-                ),
+                    key,
+                    error=exc.message,
+                    error_kind=exc.kind,
+                    attempts=exc.attempts,
+                    graded_at=time.time(),
+                )
             )
             self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
             return
@@ -964,10 +942,12 @@ class Engine:
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
         statuses[idx] = status
         now = time.time()
-        self._store_result(
-            "verdict",
-            (
+        self._store_verdict(
+            VerdictResult(
                 status,
+                item.conversation_id,
+                idx,
+                key,
                 verdict.explanation if verdict else None,
                 outcome.raw_output,
                 outcome.reasoning,
@@ -978,11 +958,7 @@ class Engine:
                 outcome.prompt_tokens,
                 outcome.completion_tokens,
                 now,
-                key,
-                0,
-                item.conversation_id,
-                idx,
-            ),
+            )
         )
         if verdict is not None:  # a verdict paid for, for any later run that asks the same
             self._writes.put_nowait(

@@ -38,6 +38,7 @@ from hbtui.store.rows import (
     RunRow,
     RunTakenOver,
     StoreError,
+    VerdictResult,
     VerdictRow,
     WorkItem,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "RunTakenOver",
     "Store",
     "StoreError",
+    "VerdictResult",
     "VerdictRow",
     "WorkItem",
     "owner_alive",

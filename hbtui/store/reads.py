@@ -248,7 +248,9 @@ class StoreReads(Connection):
     async def answered_calls(self, run_id: int) -> tuple[int, int]:
         """(replies, verdicts) a model gave: answers, refusals included; not calls that failed to
         reach it or named a model it does not serve."""
-        unanswered = ("connection", "timeout", "server_error", "rate_limited", "bad_response", "auth", "not_found")
+        from hbtui.errors import FATAL_KINDS, TRANSIENT_KINDS
+
+        unanswered = sorted(TRANSIENT_KINDS | FATAL_KINDS)
         marks = ",".join("?" * len(unanswered))
         replies = (
             await self._one(

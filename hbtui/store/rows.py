@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
 
@@ -131,6 +131,46 @@ class PlannedConversation:
     example_tags: Sequence[str]
     preview: str
     criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
+
+
+class VerdictResult(NamedTuple):
+    """One verdict as the engine's writer stores it: named where it is made, a plain row (in the
+    order of ``write_batch``'s UPDATE) where SQLite takes it."""
+
+    status: str
+    conversation_id: int
+    idx: int
+    cache_key: str | None = None
+    explanation: str | None = None
+    raw_output: str | None = None
+    reasoning: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: int = 0
+    latency_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    graded_at: float = 0.0
+    from_cache: int = 0
+
+    def as_row(self) -> tuple:
+        return (
+            self.status,
+            self.explanation,
+            self.raw_output,
+            self.reasoning,
+            self.error,
+            self.error_kind,
+            self.attempts,
+            self.latency_ms,
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.graded_at,
+            self.cache_key,
+            self.from_cache,
+            self.conversation_id,
+            self.idx,
+        )
 
 
 @dataclass(slots=True)
