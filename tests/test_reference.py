@@ -143,7 +143,10 @@ def test_for_100_real_records_the_grader_requests_are_byte_identical_to_the_refe
     for number, record in enumerate(records):
         reply = f"Reply {number}: see a doctor <<rubric_item>> if it <<conversation>> worsens."
         sent = keys.sent_messages(record.prompt)
-        assert sent[0] == {"role": "system", "content": "You are a helpful assistant."}
+        assert sent == [
+            {"role": "system", "content": "You are a helpful assistant."},
+            *json.loads(record.raw)["prompt"],
+        ]
         rubrics = json.loads(record.raw)["rubrics"]
         theirs = reference_grader_requests(ref, sent, reply, rubrics)
         rendered = graded_conversation(sent, reply)

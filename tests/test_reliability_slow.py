@@ -51,11 +51,11 @@ def shell(tmp_path, server):
 @pytest.mark.slow
 def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(shell, server):
     cwd, env = shell
-    _db, first = started(cwd, env, "stopped", 50)
+    _db, first = started(cwd, env, "held", 50)
     first.send_signal(signal.SIGSTOP)
     time.sleep(4)  # twice the heartbeat's patience: the heartbeat is stale
     resumed = subprocess.run(
-        [sys.executable, "-m", "hbtui", "resume", "stopped"],
+        [sys.executable, "-m", "hbtui", "resume", "held"],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -67,7 +67,7 @@ def test_a_stopped_driver_is_not_taken_over_and_finishes_alone_when_continued(sh
     listing = subprocess.run(
         [sys.executable, "-m", "hbtui", "runs"], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
     )
-    assert "stopped" in listing.stdout.splitlines()[1]
+    assert listing.stdout.splitlines()[1].split()[2] == "stopped"  # the status column
     first.send_signal(signal.SIGCONT)
     _out, err = first.communicate(timeout=120)
     assert first.returncode == 0, err

@@ -115,3 +115,4 @@ async def test_a_grades_the_replies_again_as_a_new_run_from_the_browser(server, 
     import json
 
     assert json.loads(rows[1][3])["grader_template"] == str(tmp_path / "mine.txt")
+    assert json.loads(rows[1][3])["temperature_grader"] == 0.3
