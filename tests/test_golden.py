@@ -234,3 +234,11 @@ def test_the_run_folder_is_golden(in_golden_folder, name):
 
 def test_runs_is_golden(in_golden_folder, capsys):
     check_golden("runs.txt", normalised(printed(capsys, ["runs"]), in_golden_folder))
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_the_stored_report_is_golden(in_golden_folder, name):
+    """The report's JSON as the database holds it: what older versions read, byte for byte."""
+    with sqlite3.connect(in_golden_folder / "runs" / "hbtui.sqlite") as conn:
+        (stored,) = conn.execute("SELECT report_json FROM runs WHERE name = ?", (name,)).fetchone()
+    check_golden(f"{name}/report_json.json", stored + "\n")
