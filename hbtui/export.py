@@ -148,14 +148,13 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
         lines.append(f"- cost: not computed, {price_problem}")
     worst = stats.worst_at_k
     if worst is not None:
-        ks = [k for k in worst if k != "n_prompts"]
         lines += [
             "",
-            f"### Worst-at-k over {len(ks)} repeats ({worst['n_prompts']} prompts with every repeat scored)",
+            f"### Worst-at-k over {worst.repeats} repeats ({worst.n_prompts} prompts with every repeat scored)",
             "",
-            "| k | " + " | ".join(ks) + " |",
-            "| --- |" + " --- |" * len(ks),
-            "| score | " + " | ".join("-" if worst[k] is None else f"{worst[k]:.4f}" for k in ks) + " |",
+            "| k | " + " | ".join(str(k) for k, _ in worst.by_k()) + " |",
+            "| --- |" + " --- |" * worst.repeats,
+            "| score | " + " | ".join("-" if score is None else f"{score:.4f}" for _, score in worst.by_k()) + " |",
         ]
     return [*lines, ""]
 
@@ -163,8 +162,8 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
 def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str | None = None) -> str:
     """`description.md`: what was run, with what, when, and what it scored."""
     s = run.settings
-    report = run.report or {}
-    overall = report.get("metrics", {}).get("overall_score")
+    report = run.report
+    overall = report.overall if report else None
     lines = [
         f"# {one_line(run.name, 200)}",
         "",
@@ -188,23 +187,23 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",
         "",
     ]
-    if overall:
-        low, high = overall["ci95"]
-        conv = report.get("conversations", {})
+    if report is not None and overall is not None:
+        low, high = overall.ci95
+        conv = report.conversations
         lines += [
-            f"## Score: {overall['value']:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall['bootstrap_std']:.4f},"
-            f" n {overall['n']})",
+            f"## Score: {overall.value:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall.bootstrap_std:.4f},"
+            f" n {overall.n})",
             "",
-            f"- median conversation score: {report.get('median'):.4f}" if report.get("median") is not None else "",
-            f"- conversations: {conv.get('total')} planned, {conv.get('scored')} scored, {conv.get('incomplete')}"
-            f" incomplete, {conv.get('excluded')} without a reply",
+            f"- median conversation score: {report.median:.4f}" if report.median is not None else "",
+            f"- conversations: {conv.total} planned, {conv.scored} scored, {conv.incomplete}"
+            f" incomplete, {conv.excluded} without a reply",
             *(statistics_lines(stats, price_problem) if stats else [""]),
             "| metric | value | n | 95% CI |",
             "| --- | --- | --- | --- |",
         ]
-        for name, m in report["metrics"].items():
+        for name, m in report.metrics.items():
             cell = one_line(name, 200).replace("|", r"\|")  # a tag's own "|" would split its row
-            lines.append(f"| {cell} | {m['value']:.4f} | {m['n']} | {m['ci95'][0]:.4f} to {m['ci95'][1]:.4f} |")
+            lines.append(f"| {cell} | {m.value:.4f} | {m.n} | {m.ci95[0]:.4f} to {m.ci95[1]:.4f} |")
     return visible_controls("\n".join(lines) + "\n")
 
 

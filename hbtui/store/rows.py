@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from hbtui.run_report import StoredReport
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
@@ -51,7 +52,7 @@ class RunRow:
     n_criteria: int
     error: str | None
     score: float | None
-    report: dict | None
+    report: StoredReport | None
     folder: str | None
     heartbeat_at: float | None
     owner: str | None
@@ -61,12 +62,12 @@ class RunRow:
 
     @property
     def ci95(self) -> tuple[float, float] | None:
-        metric = (self.report or {}).get("metrics", {}).get("overall_score")
-        return tuple(metric["ci95"]) if metric else None
+        overall = self.report.overall if self.report else None
+        return overall.ci95 if overall else None
 
     @property
     def n_scored(self) -> int | None:
-        return (self.report or {}).get("conversations", {}).get("scored")
+        return self.report.conversations.scored if self.report else None
 
     def shown_status(self, now: float | None = None) -> str:
         """`running` while its process exists (this host) or keeps the heartbeat (another host).
@@ -115,8 +116,9 @@ def run_from_row(row: Sequence[Any]) -> RunRow:
     values = list(row)
     for i in (10, 11):
         values[i] = json.loads(values[i])
-    for i in (16, 20, 21):
+    for i in (20, 21):
         values[i] = json.loads(values[i]) if values[i] else None
+    values[16] = StoredReport.from_json(json.loads(values[16])) if values[16] else None
     return RunRow(*values)
 
 

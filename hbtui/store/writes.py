@@ -7,6 +7,7 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 
+from hbtui.run_report import StoredReport
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
@@ -271,13 +272,13 @@ class StoreWrites(Connection):
         status: str,
         *,
         error: str | None = None,
-        report: dict | None = None,
+        report: StoredReport | None = None,
         folder: str | None = None,
         lease: str | None = None,
         requests: dict | None = None,
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
-        score = report.get("overall_score") if report else None
+        score = report.score if report else None
         try:
             if lease is not None:
                 await self._fence(run_id, lease)
@@ -289,7 +290,7 @@ class StoreWrites(Connection):
                     status,
                     error,
                     time.time(),
-                    json.dumps(report) if report else None,
+                    json.dumps(report.to_json()) if report else None,
                     score,
                     folder,
                     json.dumps(requests) if requests else None,
