@@ -41,6 +41,7 @@ from hbtui.store.rows import (
     VerdictResult,
     VerdictRow,
     WorkItem,
+    verdict_met,
 )
 from hbtui.store.writes import StoreWrites
 
@@ -108,6 +109,7 @@ __all__ = [
     "VerdictRow",
     "WorkItem",
     "owner_alive",
+    "verdict_met",
 ]
 
 

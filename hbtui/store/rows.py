@@ -18,6 +18,11 @@ HEARTBEAT_STALE_SECONDS = float(os.environ.get("HBTUI_HEARTBEAT_PATIENCE") or 15
 MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
 
 
+def verdict_met(status: str) -> bool | None:
+    """A verdict's status as the reference's ``criteria_met``: None while not graded or failed."""
+    return True if status == MET else False if status == NOT_MET else None
+
+
 class StoreError(Exception):
     """A database that cannot be used; the message names the file."""
 
@@ -308,6 +313,48 @@ class Progress:
     @property
     def conversations_left(self) -> int:
         return self.conversations_total - self.conversations_generated - self.conversations_failed
+
+
+def select_list(record: type[tuple], table: str, sources: dict[str, str] | None = None) -> str:
+    """The columns of a named record's fields, in their order (``table.field``, or the
+    expression ``sources`` gives): a row selected with them fills the record field by field."""
+    return ", ".join((sources or {}).get(name, f"{table}.{name}") for name in record._fields)  # type: ignore[attr-defined]
+
+
+class ExportConversation(NamedTuple):
+    """A conversation as the exports write it, with the JSON of its record."""
+
+    id: int
+    position: int
+    repeat: int
+    prompt_id: str
+    example_tags: str  # a JSON list
+    status: str
+    reply: str | None
+    reasoning: str | None
+    finish_reason: str | None
+    error: str | None
+    error_kind: str | None
+    score: float | None
+    record_body: str
+
+
+class ExportVerdict(NamedTuple):
+    """A verdict as the exports write it."""
+
+    conversation_id: int
+    idx: int
+    criterion: str
+    points: float
+    tags: str  # a JSON list
+    status: str
+    explanation: str | None
+    error: str | None
+    error_kind: str | None
+
+
+EXPORT_CONVERSATION_COLUMNS = select_list(ExportConversation, "c", {"record_body": "r.body"})
+EXPORT_VERDICT_COLUMNS = select_list(ExportVerdict, "v")
 
 
 SUMMARY_COLUMNS = (
