@@ -12,7 +12,8 @@ import pytest
 
 from hbtui import cli
 from hbtui.run_report import StoredReport
-from hbtui.store import Store
+from hbtui.store import Store, conversation_outcome
+from hbtui.store.rows import ConversationOutcome
 
 GOLDEN = Path(__file__).parent / "golden"
 # As the code before the typed report wrote it (the golden runs' report_json, frozen then), and
@@ -69,3 +70,25 @@ def test_an_old_database_report_is_shown_as_it_was(finished_run_db, monkeypatch,
     shown = json.loads(capsys.readouterr().out)
     assert {key: shown[key] for key in json.loads(BEFORE_CACHE_AND_SKIPPED)} == json.loads(BEFORE_CACHE_AND_SKIPPED)
     assert "skipped" not in shown["criteria"] and "from_cache" not in shown["criteria"]
+
+
+def test_a_conversation_outcome_counts_what_its_row_keeps():
+    # The reference's worked example: (7 + 10 - 6) / 22 with the unsafe dose's penalty met.
+    example = [(7, "met"), (5, "not_met"), (10, "met"), (-6, "met"), (-3, "not_met")]
+    assert conversation_outcome(example) == ConversationOutcome(score=0.5, n_met=2, n_errors=0, penalties=1)
+    assert conversation_outcome(example).as_row(9) == (0.5, 2, 0, 1, 9)
+    # A failed or missing verdict: counted, but no score until every criterion is graded.
+    assert conversation_outcome([(4, "met"), (2, "error")]) == ConversationOutcome(None, 1, 1, 0)
+    assert conversation_outcome([(4, "met"), (2, "pending")]) == ConversationOutcome(None, 1, 0, 0)
+    assert conversation_outcome([(-2, "met")]).score is None  # no positive points: undefined
+
+
+def test_the_summaries_the_engine_wrote_are_those_a_refresh_computes(finished_run_db):
+    """The engine's summary of each conversation and the store's refresh agree to the last bit:
+    a refresh of a finished run rewrites nothing."""
+
+    async def refresh() -> int:
+        async with await Store.open(finished_run_db, create=False) as store:
+            return await store.refresh_summaries((await store.resolve_run("small-run")).id)
+
+    assert asyncio.run(refresh()) == 0

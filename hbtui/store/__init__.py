@@ -41,6 +41,7 @@ from hbtui.store.rows import (
     VerdictResult,
     VerdictRow,
     WorkItem,
+    conversation_outcome,
     verdict_met,
 )
 from hbtui.store.writes import StoreWrites
@@ -108,6 +109,7 @@ __all__ = [
     "VerdictResult",
     "VerdictRow",
     "WorkItem",
+    "conversation_outcome",
     "owner_alive",
     "verdict_met",
 ]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from hbtui.run_report import StoredReport
+from hbtui.scoring import conversation_score
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
@@ -21,6 +22,34 @@ MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
 def verdict_met(status: str) -> bool | None:
     """A verdict's status as the reference's ``criteria_met``: None while not graded or failed."""
     return True if status == MET else False if status == NOT_MET else None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationOutcome:
+    """What a conversation's verdicts add up to, as its row keeps it for the list and its filters."""
+
+    score: float | None  # scoring's score, once every criterion is met or not met
+    n_met: int  # criteria worth positive points, met
+    n_errors: int  # criteria whose grading failed
+    penalties: int  # criteria worth negative points, met
+
+    def as_row(self, conversation_id: int) -> tuple[float | None, int, int, int, int]:
+        """(score, n_met, n_errors, penalties, id): the parameters of the summary's UPDATE."""
+        return self.score, self.n_met, self.n_errors, self.penalties, conversation_id
+
+
+def conversation_outcome(verdicts: Iterable[tuple[float, str]]) -> ConversationOutcome:
+    """The outcome of a conversation's (points, status) verdicts, in rubric order: the engine
+    writes it after the last verdict, and a refresh recomputes it from the database."""
+    items = list(verdicts)
+    met = [verdict_met(status) for _, status in items]
+    complete = all(m is not None for m in met)
+    return ConversationOutcome(
+        score=conversation_score([p for p, _ in items], [bool(m) for m in met]) if complete else None,
+        n_met=sum(1 for (p, _), m in zip(items, met) if m and p > 0),
+        n_errors=sum(1 for _, status in items if status == ERROR),
+        penalties=sum(1 for (p, _), m in zip(items, met) if m and p < 0),
+    )
 
 
 class StoreError(Exception):
