@@ -242,3 +242,28 @@ def test_the_stored_report_is_golden(in_golden_folder, name):
     with sqlite3.connect(in_golden_folder / "runs" / "hbtui.sqlite") as conn:
         (stored,) = conn.execute("SELECT report_json FROM runs WHERE name = ?", (name,)).fetchone()
     check_golden(f"{name}/report_json.json", stored + "\n")
+
+
+def test_answered_calls_count_refusals_and_unparseable_verdicts_as_answers(golden_folder, tmp_path):
+    """What the models gave: golden-main's refused reply is an answer of a kind (4 replies and 9
+    verdicts); golden-errors' unparseable verdicts came from the grader too, unlike one that
+    never reached it."""
+    import asyncio
+    import shutil
+
+    from hbtui.store import Store
+
+    db = Path(shutil.copy(golden_folder / "runs" / "hbtui.sqlite", tmp_path / "copy.sqlite"))
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE verdicts SET error_kind = 'connection' WHERE idx = 0 AND run_id ="
+            " (SELECT id FROM runs WHERE name = 'golden-errors')"
+        )
+
+    async def answered() -> dict[str, tuple[int, int]]:
+        async with await Store.open(db, create=False) as store:
+            return {run.name: await store.answered_calls(run.id) for run in await store.list_runs()}
+
+    counts = asyncio.run(answered())
+    assert counts["golden-main"] == (4, 9)
+    assert counts["golden-errors"] == (2, 5 - 2)  # idx 0 of both conversations never reached the grader

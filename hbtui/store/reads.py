@@ -40,6 +40,13 @@ def parsed_tags(text: str) -> tuple[str, ...]:
     return tuple(json.loads(text))
 
 
+def answered_by_model(answers: str, failure: str, unanswered_kinds: int) -> str:
+    """A condition on the rows a model gave: an answer, or a failure of its own (a refusal), not
+    a failure of one of the ``unanswered_kinds`` kinds given as parameters (no model reached)."""
+    marks = ",".join("?" * unanswered_kinds)
+    return f"(status IN ({answers}) OR (status = '{failure}' AND coalesce(error_kind, '') NOT IN ({marks})))"
+
+
 class StoreReads(Connection):
     """Reading a run: for reports, screens, exports and the engine's plan of what is left."""
 
@@ -254,21 +261,13 @@ class StoreReads(Connection):
         from hbtui.errors import FATAL_KINDS, TRANSIENT_KINDS
 
         unanswered = sorted(TRANSIENT_KINDS | FATAL_KINDS)
-        marks = ",".join("?" * len(unanswered))
-        replies = (
-            await self._one(
-                f"SELECT count(*) FROM conversations WHERE run_id = ? AND (status = 'generated' OR (status = 'failed'"
-                f" AND coalesce(error_kind, '') NOT IN ({marks})))",
-                (run_id, *unanswered),
-            )
-        )[0]
-        verdicts = (
-            await self._one(
-                f"SELECT count(*) FROM verdicts WHERE run_id = ? AND (status IN ('met', 'not_met') OR (status = 'error'"
-                f" AND coalesce(error_kind, '') NOT IN ({marks})))",
-                (run_id, *unanswered),
-            )
-        )[0]
+        reply_given = answered_by_model("'generated'", "failed", len(unanswered))
+        verdict_given = answered_by_model("'met', 'not_met'", "error", len(unanswered))
+        replies, verdicts = await self._one(
+            f"SELECT (SELECT count(*) FROM conversations WHERE run_id = ? AND {reply_given}),"
+            f" (SELECT count(*) FROM verdicts WHERE run_id = ? AND {verdict_given})",
+            (run_id, *unanswered, run_id, *unanswered),
+        )
         return replies, verdicts
 
     async def gaps(self, run_id: int, transient_kinds: set[str]) -> tuple[int, int]:
