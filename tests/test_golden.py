@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from hbtui import cli
-from tests.conftest import make_record, user_folder, write_jsonl
+from tests.conftest import make_record, small_records, user_folder, write_jsonl
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
@@ -67,45 +67,20 @@ def write_prices(config_home: str) -> None:
 
 
 def golden_records() -> list[dict]:
-    return [
-        make_record(
-            "p1",
-            [
-                ("[[MET]] Advises rest", 7, ["axis:accuracy", "level:example"]),
-                ("[[NOT_MET]] Mentions hydration", 5, ["axis:completeness", "level:example"]),
-                ("[[MET]] Suggests seeing a doctor if severe", 10, ["axis:accuracy", "level:example"]),
-                ("[[MET]] Recommends an unsafe dose", -6, ["axis:accuracy", "level:example"]),
-            ],
-        ),
-        make_record(
-            "p2",
-            [
-                ("[[MET]] Asks about duration", 4, ["axis:context_awareness"]),
-                ("[[NOT_MET]] Gives a diagnosis without context", -3, ["axis:context_awareness"]),
-                ("Says when to call for help", 3, ["axis:completeness"]),  # the server's hash decides
-            ],
-            theme="context_seeking",
-            user="My child has a fever.",
-        ),
-        make_record(
-            "p3",
-            [
-                ("[[NOT_MET]] Explains the lab value", 5, ["axis:completeness"]),
-                ("[[MET]] Is clear", 3, ["axis:communication_quality"]),
-            ],
-            theme="health_data_tasks",
-            user="What does an HbA1c of 7.1 mean?",
-        ),
-        make_record(
-            "p4",
-            [
-                ("[[MET]] Reads every value", 6, ["axis:accuracy"]),
-                ("[[MET]] Invents a value", -4, ["axis:accuracy"]),
-            ],
-            theme="health_data_tasks",
-            user=REFUSED_PROMPT,
-        ),
-    ]
+    """The suite's small records, one criterion the server's hash decides, and a fourth record
+    whose question is too long to be answered."""
+    records = small_records()
+    # The server's hash decides this one (met, as it happens): not every verdict is forced.
+    records[1]["rubrics"].append(
+        {"criterion": "Says when to call for help", "points": 3, "tags": ["axis:completeness"]}
+    )
+    refused = make_record(
+        "p4",
+        [("[[MET]] Reads every value", 6, ["axis:accuracy"]), ("[[MET]] Invents a value", -4, ["axis:accuracy"])],
+        theme="health_data_tasks",
+        user=REFUSED_PROMPT,
+    )
+    return [*records, refused]
 
 
 def repeated_records() -> list[dict]:
