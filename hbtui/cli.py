@@ -356,7 +356,7 @@ async def drive(
         stats = await run_statistics(store, final, settings, prices_or_warn() if prices is None else prices)
         say(render_report(final, brief=True, stats=stats))
         say(f"results: {final.folder}")
-        cached = (final.report or {}).get("criteria", {}).get("from_cache")
+        cached = final.report.criteria.from_cache if final.report else None
         if cached:
             say(f"{cached} verdicts came from the cache: requests identical to ones already paid for, not asked again")
         if status == INCOMPLETE:
@@ -469,7 +469,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                     {
                         "run": {"id": run.id, "name": run.name, "status": run.shown_status(), "error": run.error},
                         "requests": run.requests,
-                        **run.report,
+                        **run.report.to_json(),
                         **stats.as_json(),
                     },
                     indent=2,

@@ -31,7 +31,7 @@ from hbtui.scoring import (
     clipped_mean,
     conversation_metrics,
 )
-from hbtui.store.rows import MET, NOT_MET, RunRow
+from hbtui.store.rows import MET, NOT_MET, RunRow, verdict_met
 
 THEME, AXIS = "theme:", "axis:"
 MOVED_LISTED = 20  # in `hbtui compare` and its JSON; the screen lists more
@@ -105,12 +105,11 @@ def conversations_from_rows(
             score,
             None if verdict_rows is None else [],
         )
-    verdict = {MET: True, NOT_MET: False}
     for conv_id, idx, text, points, tags, status in verdict_rows or ():
         conversation = conversations.get(conv_id)
         if conversation is not None and conversation.criteria is not None:
             conversation.criteria.append(
-                Criterion(idx, text, points, _parsed(tag_lists, tags), status, verdict.get(status))
+                Criterion(idx, text, points, _parsed(tag_lists, tags), status, verdict_met(status))
             )
     return list(conversations.values())
 

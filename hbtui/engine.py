@@ -55,6 +55,7 @@ from hbtui.grading import (
     load_template,
 )
 from hbtui.limiter import GENERATION, AdaptiveLimiter
+from hbtui.run_report import StoredReport
 from hbtui.store import (
     ERROR,
     MET,
@@ -675,11 +676,11 @@ class Engine:
             return TAKEN_OVER
         except sqlite3.Error:
             pass  # the same fault: the stale heartbeat will show the run as interrupted
-        score = report["overall_score"] if report else None
+        score = report.score if report else None
         self.emit(RunFinished(run_id, status, score, error))
         return status
 
-    async def _settle(self, run_id: int) -> tuple[str, str | None, dict | None]:
+    async def _settle(self, run_id: int) -> tuple[str, str | None, StoredReport | None]:
         """The status of a run whose calls all ended: (status, error, report).
 
         Finished only when nothing is missing. Replies that never came for a transient reason
@@ -701,7 +702,7 @@ class Engine:
         no_reply, unfinished = await self.store.gaps(run_id, TRANSIENT_KINDS | {NO_SOURCE_REPLY})
         if no_reply or unfinished:
             return INCOMPLETE, incomplete_message(run_id, no_reply, unfinished, self.run.source_run_id), report
-        if progress.conversations_total and not report["conversations"]["scored"]:
+        if progress.conversations_total and not report.conversations.scored:
             # Every reply refused (a request no conversation could pass): nothing was measured.
             return (
                 INCOMPLETE,
@@ -1144,10 +1145,11 @@ class WriteBatch:
             }[kind].append(row)
 
 
-async def compute_report(store: Store, run_id: int) -> dict:
+async def compute_report(store: Store, run_id: int) -> StoredReport:
     inputs = await store.scoring_inputs(run_id)
     # The bootstraps take a quarter of a second for 5,000 conversations: off the event loop, so
     # a screen (or the engine's own calls) keeps going meanwhile.
-    report = await asyncio.to_thread(lambda: scoring.run_report(inputs).as_json())
-    report["criteria"]["from_cache"] = await store.count_from_cache(run_id)  # verdicts no call of this run paid for
-    return report
+    result = await asyncio.to_thread(scoring.run_report, inputs)
+    return StoredReport.of(
+        result, from_cache=await store.count_from_cache(run_id)
+    )  # verdicts no call of this run paid for

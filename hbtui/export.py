@@ -20,7 +20,7 @@ from hbtui.fidelity import requests_line
 from hbtui.files import private_file
 from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_line
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
-from hbtui.store import MET, NOT_MET, RunRow, Store
+from hbtui.store import ERROR, RunRow, Store, verdict_met
 from hbtui.store.reads import parsed_tags
 from hbtui.text import one_line, visible_controls
 
@@ -41,55 +41,37 @@ CSV_COLUMNS = [
 ]
 
 
-def _met(status: str) -> bool | None:
-    return True if status == MET else False if status == NOT_MET else None
-
-
 async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     count = 0
     prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
     with private_file(out) as handle:
-        async for row, verdicts in store.export_rows(run_id):
-            (
-                _,
-                _position,
-                repeat,
-                prompt_id,
-                example_tags,
-                status,
-                reply,
-                reasoning,
-                finish_reason,
-                error,
-                error_kind,
-                score,
-                body,
-            ) = row
+        async for conv, verdicts in store.export_rows(run_id):
+            body = conv.record_body
             line = {
-                "prompt_id": prompt_id,
-                "repeat": repeat,
-                "example_tags": list(parsed_tags(example_tags)),
+                "prompt_id": conv.prompt_id,
+                "repeat": conv.repeat,
+                "example_tags": list(parsed_tags(conv.example_tags)),
                 "prompt": prompts.get(body) or prompts.setdefault(body, json.loads(body)["prompt"]),
-                "completion": reply,
-                "score": score,
+                "completion": conv.reply,
+                "score": conv.score,
                 "rubrics": [
                     {
-                        "criterion": criterion,
-                        "points": points,
-                        "tags": list(parsed_tags(tags)),
-                        "criteria_met": _met(vstatus),
-                        "explanation": explanation,
-                        **({"error": f"{verror_kind}: {verror}"} if vstatus == "error" else {}),
+                        "criterion": v.criterion,
+                        "points": v.points,
+                        "tags": list(parsed_tags(v.tags)),
+                        "criteria_met": verdict_met(v.status),
+                        "explanation": v.explanation,
+                        **({"error": f"{v.error_kind}: {v.error}"} if v.status == ERROR else {}),
                     }
-                    for _, criterion, points, tags, vstatus, explanation, verror, verror_kind in verdicts
+                    for v in verdicts
                 ],
             }
-            if reasoning:
-                line["reasoning"] = reasoning
-            if finish_reason == "length":
+            if conv.reasoning:
+                line["reasoning"] = conv.reasoning
+            if conv.finish_reason == "length":
                 line["truncated"] = True
-            if status == "failed":
-                line["generation_error"] = f"{error_kind}: {error}"
+            if conv.status == "failed":
+                line["generation_error"] = f"{conv.error_kind}: {conv.error}"
             handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             count += 1
     return count
@@ -100,28 +82,26 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
     with private_file(out, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
-        async for row, verdicts in store.export_rows(run_id):
-            _, position, repeat, prompt_id, *_rest = row
-            score = row[11]
-            for idx, criterion, points, tags, status, explanation, error, error_kind in verdicts:
-                met = _met(status)
+        async for conv, verdicts in store.export_rows(run_id):
+            for v in verdicts:
+                met = verdict_met(v.status)
                 writer.writerow(
                     [
                         visible_controls(cell) if isinstance(cell, str) else cell
                         for cell in (
-                            position,
-                            repeat,
-                            prompt_id,
-                            "" if score is None else score,
-                            idx,
-                            criterion,
-                            points,
-                            " ".join(parsed_tags(tags)),
+                            conv.position,
+                            conv.repeat,
+                            conv.prompt_id,
+                            "" if conv.score is None else conv.score,
+                            v.idx,
+                            v.criterion,
+                            v.points,
+                            " ".join(parsed_tags(v.tags)),
                             "" if met is None else str(met).lower(),
-                            status,
-                            explanation or "",
-                            error_kind or "",
-                            error or "",
+                            v.status,
+                            v.explanation or "",
+                            v.error_kind or "",
+                            v.error or "",
                         )
                     ]
                 )
@@ -148,14 +128,13 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
         lines.append(f"- cost: not computed, {price_problem}")
     worst = stats.worst_at_k
     if worst is not None:
-        ks = [k for k in worst if k != "n_prompts"]
         lines += [
             "",
-            f"### Worst-at-k over {len(ks)} repeats ({worst['n_prompts']} prompts with every repeat scored)",
+            f"### Worst-at-k over {worst.repeats} repeats ({worst.n_prompts} prompts with every repeat scored)",
             "",
-            "| k | " + " | ".join(ks) + " |",
-            "| --- |" + " --- |" * len(ks),
-            "| score | " + " | ".join("-" if worst[k] is None else f"{worst[k]:.4f}" for k in ks) + " |",
+            "| k | " + " | ".join(str(k) for k, _ in worst.by_k()) + " |",
+            "| --- |" + " --- |" * worst.repeats,
+            "| score | " + " | ".join("-" if score is None else f"{score:.4f}" for _, score in worst.by_k()) + " |",
         ]
     return [*lines, ""]
 
@@ -163,8 +142,8 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
 def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str | None = None) -> str:
     """`description.md`: what was run, with what, when, and what it scored."""
     s = run.settings
-    report = run.report or {}
-    overall = report.get("metrics", {}).get("overall_score")
+    report = run.report
+    overall = report.overall if report else None
     lines = [
         f"# {one_line(run.name, 200)}",
         "",
@@ -188,23 +167,23 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",
         "",
     ]
-    if overall:
-        low, high = overall["ci95"]
-        conv = report.get("conversations", {})
+    if report is not None and overall is not None:
+        low, high = overall.ci95
+        conv = report.conversations
         lines += [
-            f"## Score: {overall['value']:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall['bootstrap_std']:.4f},"
-            f" n {overall['n']})",
+            f"## Score: {overall.value:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall.bootstrap_std:.4f},"
+            f" n {overall.n})",
             "",
-            f"- median conversation score: {report.get('median'):.4f}" if report.get("median") is not None else "",
-            f"- conversations: {conv.get('total')} planned, {conv.get('scored')} scored, {conv.get('incomplete')}"
-            f" incomplete, {conv.get('excluded')} without a reply",
+            f"- median conversation score: {report.median:.4f}" if report.median is not None else "",
+            f"- conversations: {conv.total} planned, {conv.scored} scored, {conv.incomplete}"
+            f" incomplete, {conv.excluded} without a reply",
             *(statistics_lines(stats, price_problem) if stats else [""]),
             "| metric | value | n | 95% CI |",
             "| --- | --- | --- | --- |",
         ]
-        for name, m in report["metrics"].items():
+        for name, m in report.metrics.items():
             cell = one_line(name, 200).replace("|", r"\|")  # a tag's own "|" would split its row
-            lines.append(f"| {cell} | {m['value']:.4f} | {m['n']} | {m['ci95'][0]:.4f} to {m['ci95'][1]:.4f} |")
+            lines.append(f"| {cell} | {m.value:.4f} | {m.n} | {m.ci95[0]:.4f} to {m.ci95[1]:.4f} |")
     return visible_controls("\n".join(lines) + "\n")
 
 

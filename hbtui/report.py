@@ -6,8 +6,9 @@ import time
 
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
-from hbtui.run_stats import RunStatistics, penalty_label
-from hbtui.scoring import histogram
+from hbtui.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
+from hbtui.run_stats import RunStatistics, WorstAtKScores, penalty_label
+from hbtui.scoring import Metric, histogram
 from hbtui.store import RunRow
 from hbtui.text import middle_cut, one_line
 
@@ -16,10 +17,10 @@ def _fmt(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _ci(metric: dict | None) -> str:
+def _ci(metric: Metric | None) -> str:
     if not metric:
         return "-"
-    low, high = metric["ci95"]
+    low, high = metric.ci95
     return f"{low:.3f}-{high:.3f}"
 
 
@@ -36,7 +37,7 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     header = ["id", "name", "status", "score", "95% CI", "n", "model", "created", "grader", "data"]
     rows = []
     for run in runs:
-        overall = (run.report or {}).get("metrics", {}).get("overall_score")
+        overall = run.report.overall if run.report else None
         rows.append(
             [
                 str(run.id),
@@ -44,7 +45,7 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
                 _status(run),
                 _fmt(run.score),
                 _ci(overall),
-                str(overall["n"]) if overall else "-",
+                str(overall.n) if overall else "-",
                 one_line(run.model_test, 24),
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
                 one_line(run.model_grader, 24),
@@ -81,15 +82,15 @@ def text_histogram(scores: list[float], width: int = 40) -> list[str]:
     ]
 
 
-def _breakdown(metrics: dict, prefix: str, title: str) -> list[str]:
+def _breakdown(report: StoredReport, prefix: str, title: str) -> list[str]:
     # Theme and axis names come from the dataset: one line each, their control characters shown.
-    items = [(one_line(name[len(prefix) :], 60), m) for name, m in metrics.items() if name.startswith(prefix)]
+    items = [(one_line(name, 60), m) for name, m in report.breakdown(prefix)]
     if not items:
         return []
     width = max(len(name) for name, _ in items)
     lines = [f"{title:<{width}}  score  95% CI        n"]
     for name, m in items:
-        lines.append(f"{name:<{width}}  {m['value']:.3f}  {_ci(m):<12}  {m['n']}")
+        lines.append(f"{name:<{width}}  {m.value:.3f}  {_ci(m):<12}  {m.n}")
     return [*lines, ""]
 
 
@@ -103,14 +104,13 @@ def length_adjusted_line(stats: RunStatistics) -> str | None:
     return f"length-adjusted score {m.value:.4f}  95% CI {m.ci95[0]:.3f}-{m.ci95[1]:.3f}  n {m.n}  {how}"
 
 
-def worst_at_k_lines(worst: dict | None) -> list[str]:
+def worst_at_k_lines(worst: WorstAtKScores | None) -> list[str]:
     """A small table: k, then the expected worst score of k repeats of a prompt."""
     if worst is None:
         return []
-    ks = [k for k in worst if k != "n_prompts"]
-    lines = [f"worst-at-k over {len(ks)} repeats ({worst['n_prompts']} prompts with every repeat scored)"]
-    lines.append("k      " + "  ".join(f"{k:>5}" for k in ks))
-    lines.append("score  " + "  ".join(f"{_fmt(worst[k]):>5}" for k in ks))
+    lines = [f"worst-at-k over {worst.repeats} repeats ({worst.n_prompts} prompts with every repeat scored)"]
+    lines.append("k      " + "  ".join(f"{k:>5}" for k, _ in worst.by_k()))
+    lines.append("score  " + "  ".join(f"{_fmt(score):>5}" for _, score in worst.by_k()))
     return [*lines, ""]
 
 
@@ -129,11 +129,8 @@ def usage_lines(stats: RunStatistics) -> list[str]:
 def render_report(
     run: RunRow, brief: bool = False, scores: list[float] | None = None, stats: RunStatistics | None = None
 ) -> str:
-    report = run.report or {}
-    metrics = report.get("metrics", {})
-    overall = metrics.get("overall_score")
-    conv = report.get("conversations", {})
-    crit = report.get("criteria", {})
+    report = run.report
+    overall = report.overall if report else None
     head = (
         f"run {run.id} {one_line(run.name, 60)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
         f" {one_line(run.model_grader, 40)} on {one_line(run.dataset_name, 80)}"
@@ -142,36 +139,37 @@ def render_report(
     if run.error and not brief:  # brief: after a run, whose command says its error on a line of its own
         head += f"\nerror: {one_line(run.error, 400)}"
     head += f"\n{one_line(requests_line(run.requests), 600)}"
-    if not overall:
+    if report is None or overall is None:
         return "\n".join([head, "no conversation is fully graded yet", *(usage_lines(stats) if stats else [])])
     score = (
-        f"score {overall['value']:.4f}  95% CI {_ci(overall)}  bootstrap std {overall['bootstrap_std']:.4f}"
-        f"  n {overall['n']}  median {_fmt(report.get('median'))}"
+        f"score {overall.value:.4f}  95% CI {_ci(overall)}  bootstrap std {overall.bootstrap_std:.4f}"
+        f"  n {overall.n}  median {_fmt(report.median)}"
     )
     adjusted = length_adjusted_line(stats) if stats else None
     if brief:
         return "\n".join([head, score, *([adjusted] if adjusted else []), *(usage_lines(stats) if stats else [])])
     lines = [head, score, *([adjusted] if adjusted else [])]
-    pos_share, neg_share = crit.get("positive_met_share"), crit.get("negative_triggered_share")
+    conv, crit = report.conversations, report.criteria
+    pos_share, neg_share = crit.positive_met_share, crit.negative_triggered_share
     lines.append(
-        f"positive criteria met {_fmt(pos_share and pos_share * 100, 1)}% ({crit.get('positive_met')}/{crit.get('positive')})"
+        f"positive criteria met {_fmt(pos_share and pos_share * 100, 1)}% ({crit.positive_met}/{crit.positive})"
         f"  penalties triggered {_fmt(neg_share and neg_share * 100, 1)}%"
-        f" ({crit.get('negative_triggered')}/{crit.get('negative')})"
+        f" ({crit.negative_triggered}/{crit.negative})"
     )
     lines.append(
-        f"conversations {conv.get('total')}: scored {conv.get('scored')}, incomplete {conv.get('incomplete')}"
-        f" (grading errors {crit.get('errors')}), without a reply {conv.get('excluded')}"
-        + (f" (their {crit['skipped']} criteria skipped)" if crit.get("skipped") else "")
-        + (f"; criteria pending {crit['pending']}" if crit.get("pending") else "")
-        + (f"; {crit['from_cache']} verdicts from the cache" if crit.get("from_cache") else "")
+        f"conversations {conv.total}: scored {conv.scored}, incomplete {conv.incomplete}"
+        f" (grading errors {crit.errors}), without a reply {conv.excluded}"
+        + (f" (their {crit.skipped} criteria skipped)" if crit.skipped else "")
+        + (f"; criteria pending {crit.pending}" if crit.pending else "")
+        + (f"; {crit.from_cache} verdicts from the cache" if crit.from_cache else "")
     )
     if stats:
         lines += usage_lines(stats)
     lines.append("")
     if stats:
         lines += worst_at_k_lines(stats.worst_at_k)
-    lines += _breakdown(metrics, "theme:", "theme")
-    lines += _breakdown(metrics, "axis:", "axis")
+    lines += _breakdown(report, THEME_PREFIX, "theme")
+    lines += _breakdown(report, AXIS_PREFIX, "axis")
     lines.append("conversation scores")
     lines += text_histogram(scores or [])
     return "\n".join(lines)

@@ -22,7 +22,27 @@ from hbtui.store import RunRow, Store
 LENGTH_UNIT = 500  # the penalty is per this many characters beyond the centre
 
 
-def worst_at_k(groups: Sequence[Sequence[float]], repeats: int) -> dict | None:
+@dataclass(frozen=True, slots=True)
+class WorstAtKScores:
+    """The expected worst score of k repeats of a prompt, for k = 1..repeats (None while no
+    prompt has every repeat scored), over ``n_prompts`` prompts."""
+
+    scores: tuple[float | None, ...]
+    n_prompts: int
+
+    @property
+    def repeats(self) -> int:
+        return len(self.scores)
+
+    def by_k(self) -> list[tuple[int, float | None]]:
+        return list(enumerate(self.scores, start=1))
+
+    def as_json(self) -> dict[str, float | int | None]:
+        """``{"1": ..., "2": ..., "n_prompts": ...}``, as `show --json` prints it."""
+        return {**{str(k): score for k, score in self.by_k()}, "n_prompts": self.n_prompts}
+
+
+def worst_at_k(groups: Sequence[Sequence[float]], repeats: int) -> WorstAtKScores | None:
     """Worst-at-k for k = 1..``repeats``, as the HealthBench paper defines it.
 
     For each prompt, the expected minimum conversation score (unclipped) over a size-k subset of
@@ -33,13 +53,14 @@ def worst_at_k(groups: Sequence[Sequence[float]], repeats: int) -> dict | None:
     """
     if repeats < 2:
         return None
-    values: dict[str, float | None] = {str(k): None for k in range(1, repeats + 1)}
-    if groups:
-        ordered = np.sort(np.asarray(groups, dtype=float), axis=1)
-        for k in range(1, repeats + 1):
-            chance = [comb(repeats - i, k - 1) / comb(repeats, k) for i in range(1, repeats + 1)]
-            values[str(k)] = float(np.clip((ordered @ np.asarray(chance)).mean(), 0, 1))
-    return {**values, "n_prompts": len(groups)}
+    if not groups:
+        return WorstAtKScores(scores=(None,) * repeats, n_prompts=0)
+    ordered = np.sort(np.asarray(groups, dtype=float), axis=1)
+    scores = []
+    for k in range(1, repeats + 1):
+        chance = [comb(repeats - i, k - 1) / comb(repeats, k) for i in range(1, repeats + 1)]
+        scores.append(float(np.clip((ordered @ np.asarray(chance)).mean(), 0, 1)))
+    return WorstAtKScores(scores=tuple(scores), n_prompts=len(groups))
 
 
 def complete_groups(outcomes: Sequence[tuple[int, int, float | None]], repeats: int) -> list[list[float]]:
@@ -79,9 +100,9 @@ def penalty_label(penalty: float, short: bool = False) -> str:
     )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RunStatistics:
-    worst_at_k: dict | None  # None unless the run has 2 repeats or more
+    worst_at_k: WorstAtKScores | None  # None unless the run has 2 repeats or more
     length_adjusted: scoring.Metric | None  # None unless a penalty is set (or nothing is scored)
     penalty: float | None
     centre: float
@@ -92,7 +113,7 @@ class RunStatistics:
         """What `show --json` adds to the report."""
         out: dict = {}
         if self.worst_at_k is not None:
-            out["worst_at_k"] = self.worst_at_k
+            out["worst_at_k"] = self.worst_at_k.as_json()
         if self.penalty is not None:
             adjusted = self.length_adjusted.as_dict() if self.length_adjusted else {"value": None, "n": 0}
             out["length_adjusted_score"] = {
@@ -116,7 +137,7 @@ async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: 
         )
     progress = await store.progress(run.id)
 
-    def compute() -> tuple[dict | None, scoring.Metric | None]:
+    def compute() -> tuple[WorstAtKScores | None, scoring.Metric | None]:
         worst = worst_at_k(groups, repeats) if groups is not None else None
         return worst, scoring.metric(adjusted_values) if adjusted_values else None
 

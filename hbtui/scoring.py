@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -172,7 +172,8 @@ def metrics_of(values_by_name: dict[str, Sequence[float]], seed: int = BOOTSTRAP
 
 @dataclass(slots=True)
 class RunReport:
-    """Everything `hbtui show` and the browser's summary print about a run."""
+    """A run's scores and counts as the scoring makes them; hbtui.run_report.StoredReport is
+    what the store keeps of them and hands out."""
 
     overall: Metric | None
     metrics: dict[str, Metric]
@@ -189,40 +190,6 @@ class RunReport:
     criterion_errors: int
     criteria_pending: int = 0
     criteria_skipped: int = 0  # of conversations without a reply: never graded, not pending either
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def positive_met_share(self) -> float | None:
-        return self.positive_met / self.positive_criteria if self.positive_criteria else None
-
-    @property
-    def negative_triggered_share(self) -> float | None:
-        return self.negative_triggered / self.negative_criteria if self.negative_criteria else None
-
-    def as_json(self) -> dict:
-        """Shape of `hbtui show --json`: the reference's metric names, one object each."""
-        return {
-            "overall_score": self.overall.value if self.overall else None,
-            "metrics": {name: m.as_dict() for name, m in self.metrics.items()},
-            "median": self.median,
-            "conversations": {
-                "total": self.conversations_total,
-                "scored": self.conversations_scored,
-                "incomplete": self.conversations_incomplete,
-                "excluded": self.conversations_excluded,
-            },
-            "criteria": {
-                "positive": self.positive_criteria,
-                "positive_met": self.positive_met,
-                "positive_met_share": self.positive_met_share,
-                "negative": self.negative_criteria,
-                "negative_triggered": self.negative_triggered,
-                "negative_triggered_share": self.negative_triggered_share,
-                "errors": self.criterion_errors,
-                "pending": self.criteria_pending,
-                "skipped": self.criteria_skipped,
-            },
-        }
 
 
 @dataclass(slots=True)

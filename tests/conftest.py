@@ -102,10 +102,9 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     return path
 
 
-@pytest.fixture
-def small_dataset(tmp_path) -> Path:
+def small_records() -> list[dict]:
     """Three conversations whose verdicts the test server's markers fix in advance."""
-    records = [
+    return [
         make_record(
             "p1",
             [
@@ -134,7 +133,11 @@ def small_dataset(tmp_path) -> Path:
             user="What does an HbA1c of 7.1 mean?",
         ),
     ]
-    return write_jsonl(tmp_path / "small.jsonl", records)
+
+
+@pytest.fixture
+def small_dataset(tmp_path) -> Path:
+    return write_jsonl(tmp_path / "small.jsonl", small_records())
 
 
 def user_folder(path: Path, monkeypatch, server: FakeServer, extra: str = "") -> Path:

@@ -19,14 +19,14 @@ def test_small_run_scores_match_hand_computation(finished_run_db):
     assert run.status == "finished"
     # p1: (7 + 10 - 6) / 22 (the reference's worked example); p2: 4 / 4; p3: 3 / 8
     assert scores == [0.5, 1.0, 0.375]
-    assert run.report["overall_score"] == pytest.approx((0.5 + 1.0 + 0.375) / 3)
-    metrics = run.report["metrics"]
-    assert metrics["theme:hedging"]["value"] == 0.5 and metrics["theme:hedging"]["n"] == 1
+    assert run.report.score == pytest.approx((0.5 + 1.0 + 0.375) / 3)
+    metrics = run.report.metrics
+    assert metrics["theme:hedging"].value == 0.5 and metrics["theme:hedging"].n == 1
     # axis:accuracy only in p1: (7 + 10 - 6) / 17
-    assert metrics["axis:accuracy"]["value"] == pytest.approx(11 / 17)
+    assert metrics["axis:accuracy"].value == pytest.approx(11 / 17)
     # axis:context_awareness in p2: 4 / 4 (the -3 criterion was not met)
-    assert metrics["axis:context_awareness"]["value"] == 1.0
-    assert run.report["criteria"]["negative_triggered"] == 1
+    assert metrics["axis:context_awareness"].value == 1.0
+    assert run.report.criteria.negative_triggered == 1
 
 
 def test_every_reply_and_verdict_is_stored(finished_run_db):

@@ -38,25 +38,27 @@ def brute_force_worst_at_k(table: list[list[float]], k: int) -> float:
 
 def test_worst_at_k_is_the_mean_over_every_subset_of_its_minimum():
     result = worst_at_k(TABLE, 3)
-    assert result["n_prompts"] == 4 and list(result) == ["1", "2", "3", "n_prompts"]
-    for k in (1, 2, 3):
-        assert result[str(k)] == pytest.approx(brute_force_worst_at_k(TABLE, k), abs=1e-12)
+    assert result is not None and result.n_prompts == 4 and [k for k, _ in result.by_k()] == [1, 2, 3]
+    for k, score in result.by_k():
+        assert score == pytest.approx(brute_force_worst_at_k(TABLE, k), abs=1e-12)
     # By hand, k = 3 is the mean of each prompt's minimum: (0.2 - 0.4 + 0.3 - 0.1) / 4.
-    assert result["3"] == pytest.approx(0.0)
-    assert result["1"] == pytest.approx(np.mean(TABLE))
+    assert result.scores[2] == pytest.approx(0.0)
+    assert result.scores[0] == pytest.approx(np.mean(TABLE))
 
 
 def test_worst_at_k_of_five_repeats_with_ties_and_its_clip():
     table = [[0.5, -0.5, 0.5, 0.25, -1.0], [0.0, 0.0, 1.0, -0.75, 0.5]]
     result = worst_at_k(table, 5)
-    for k in range(1, 6):
-        assert result[str(k)] == pytest.approx(brute_force_worst_at_k(table, k), abs=1e-12)
-    assert result["5"] == 0.0  # the mean of the minima is -0.875: clipped like every metric
+    assert result is not None and result.repeats == 5
+    for k, score in result.by_k():
+        assert score == pytest.approx(brute_force_worst_at_k(table, k), abs=1e-12)
+    assert result.scores[4] == 0.0  # the mean of the minima is -0.875: clipped like every metric
 
 
 def test_worst_at_k_needs_repeats_and_complete_prompts():
     assert worst_at_k(TABLE, 1) is None
-    assert worst_at_k([], 3) == {"1": None, "2": None, "3": None, "n_prompts": 0}
+    empty = worst_at_k([], 3)
+    assert empty is not None and empty.as_json() == {"1": None, "2": None, "3": None, "n_prompts": 0}
     # (position, repeat, score) of 3 records x 2 repeats; record 2 lacks a score in repeat 1.
     outcomes = [(0, 0, 0.5), (1, 0, 0.1), (2, 0, 0.9), (3, 1, 0.7), (4, 1, None), (5, 1, 0.3)]
     assert complete_groups(outcomes, 2) == [[0.5, 0.7], [0.9, 0.3]]

@@ -80,8 +80,8 @@ async def test_summary_list_sort_and_conversation(finished_run_db):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_run(pilot, run.id)
         text = screen_text(app)
-        assert f"Score {run.report['overall_score']:.3f}" in text
-        low, high = run.report["metrics"]["overall_score"]["ci95"]
+        assert f"Score {run.report.score:.3f}" in text
+        low, high = run.report.overall.ci95
         assert f"95% CI {low:.3f}–{high:.3f}" in text
 
         await pilot.press("2")
@@ -281,7 +281,7 @@ async def test_run_without_report_is_computed_on_open(tmp_path):
         screen = await open_run(pilot, run_id)
         assert screen.report == expected
         text = screen_text(app)
-        assert f"Score {expected['overall_score']:.3f}" in text
+        assert f"Score {expected.score:.3f}" in text
         assert "interrupted" in text
 
 

@@ -170,7 +170,7 @@ async def test_the_results_of_a_running_run_follow_it_to_its_end(server, twelve_
                 )
             )
             histogram.append(len(screen.query_one(ScoreHistogram).scores))
-            if run.status == "finished" and screen.report and screen.report.get("overall_score") is not None:
+            if run.status == "finished" and screen.report and screen.report.score is not None:
                 break
             await pilot.pause(0.2)
         assert screen.run.status == "finished", "the screen never saw the run end"

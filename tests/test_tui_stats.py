@@ -83,9 +83,10 @@ async def test_the_run_screen_shows_worst_at_k_length_adjusted_tokens_and_cost(r
         screen = await open_run(app, pilot, run_id)
         text = screen_text(app)
         worst = screen.stats.worst_at_k
-        assert worst["n_prompts"] == 3
+        assert worst.n_prompts == 3
         assert "Worst-at-k over 3 repeats  (3 prompts with every repeat scored)" in text
-        assert f"score  {worst['1']:.3f}  {worst['2']:.3f}  {worst['3']:.3f}" in text
+        one, two, three = worst.scores
+        assert f"score  {one:.3f}  {two:.3f}  {three:.3f}" in text
         adjusted = screen.stats.length_adjusted
         assert f"Length-adjusted {adjusted.value:.3f}  95% CI {adjusted.ci95[0]:.3f}" in text
         assert "penalty 0.0392 (hard) from 2000" in text

@@ -41,6 +41,8 @@ from hbtui.store.rows import (
     VerdictResult,
     VerdictRow,
     WorkItem,
+    conversation_outcome,
+    verdict_met,
 )
 from hbtui.store.writes import StoreWrites
 
@@ -107,7 +109,9 @@ __all__ = [
     "VerdictResult",
     "VerdictRow",
     "WorkItem",
+    "conversation_outcome",
     "owner_alive",
+    "verdict_met",
 ]
 
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from collections.abc import AsyncIterator
 
 from hbtui.scoring import ConversationInput, GradedCriterion
 from hbtui.store.connection import Connection
 from hbtui.store.rows import (
     ERROR,
+    EXPORT_CONVERSATION_COLUMNS,
+    EXPORT_VERDICT_COLUMNS,
     MET,
-    NOT_MET,
     PENDING,
     RUN_COLUMNS,
     SORTS,
@@ -20,6 +21,8 @@ from hbtui.store.rows import (
     ConversationFilter,
     ConversationSummary,
     ConversationTokens,
+    ExportConversation,
+    ExportVerdict,
     Progress,
     RunNotFound,
     RunRow,
@@ -27,6 +30,7 @@ from hbtui.store.rows import (
     VerdictRow,
     WorkItem,
     run_from_row,
+    verdict_met,
 )
 
 
@@ -34,6 +38,13 @@ from hbtui.store.rows import (
 def parsed_tags(text: str) -> tuple[str, ...]:
     """A criterion's tags: the same few hundred JSON lists over and over (61,649 parses in a regrade)."""
     return tuple(json.loads(text))
+
+
+def answered_by_model(answers: str, failure: str, unanswered_kinds: int) -> str:
+    """A condition on the rows a model gave: an answer, or a failure of its own (a refusal), not
+    a failure of one of the ``unanswered_kinds`` kinds given as parameters (no model reached)."""
+    marks = ",".join("?" * unanswered_kinds)
+    return f"(status IN ({answers}) OR (status = '{failure}' AND coalesce(error_kind, '') NOT IN ({marks})))"
 
 
 class StoreReads(Connection):
@@ -127,8 +138,7 @@ class StoreReads(Connection):
             "SELECT conversation_id, points, tags, status FROM verdicts WHERE run_id = ? ORDER BY conversation_id, idx",
             (run_id,),
         ):
-            met = True if status == MET else False if status == NOT_MET else None
-            criteria.setdefault(conv_id, []).append(GradedCriterion(points, parsed_tags(tags), met))
+            criteria.setdefault(conv_id, []).append(GradedCriterion(points, parsed_tags(tags), verdict_met(status)))
             if status == ERROR:
                 errors[conv_id] = errors.get(conv_id, 0) + 1
         return [
@@ -251,21 +261,13 @@ class StoreReads(Connection):
         from hbtui.errors import FATAL_KINDS, TRANSIENT_KINDS
 
         unanswered = sorted(TRANSIENT_KINDS | FATAL_KINDS)
-        marks = ",".join("?" * len(unanswered))
-        replies = (
-            await self._one(
-                f"SELECT count(*) FROM conversations WHERE run_id = ? AND (status = 'generated' OR (status = 'failed'"
-                f" AND coalesce(error_kind, '') NOT IN ({marks})))",
-                (run_id, *unanswered),
-            )
-        )[0]
-        verdicts = (
-            await self._one(
-                f"SELECT count(*) FROM verdicts WHERE run_id = ? AND (status IN ('met', 'not_met') OR (status = 'error'"
-                f" AND coalesce(error_kind, '') NOT IN ({marks})))",
-                (run_id, *unanswered),
-            )
-        )[0]
+        reply_given = answered_by_model("'generated'", "failed", len(unanswered))
+        verdict_given = answered_by_model("'met', 'not_met'", "error", len(unanswered))
+        replies, verdicts = await self._one(
+            f"SELECT (SELECT count(*) FROM conversations WHERE run_id = ? AND {reply_given}),"
+            f" (SELECT count(*) FROM verdicts WHERE run_id = ? AND {verdict_given})",
+            (run_id, *unanswered, run_id, *unanswered),
+        )
         return replies, verdicts
 
     async def gaps(self, run_id: int, transient_kinds: set[str]) -> tuple[int, int]:
@@ -391,36 +393,35 @@ class StoreReads(Connection):
             tokens=await self.conversation_tokens(conversation_id),
         )
 
-    async def export_rows(self, run_id: int):
+    async def export_rows(self, run_id: int) -> AsyncIterator[tuple[ExportConversation, list[ExportVerdict]]]:
         """Conversations with their verdicts in plan order, one at a time (an export never holds a
         run whole): two cursors read side by side, conversations and verdicts in the same order,
         rather than one query per conversation (5,000 of them took a second of round trips)."""
         conversations = await self.db.execute(
-            "SELECT c.id, c.position, c.repeat, c.prompt_id, c.example_tags, c.status, c.reply, c.reasoning,"
-            " c.finish_reason, c.error, c.error_kind, c.score, r.body FROM conversations c"
+            f"SELECT {EXPORT_CONVERSATION_COLUMNS} FROM conversations c"
             " JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
             (run_id,),
         )
         verdicts = await self.db.execute(
-            "SELECT v.conversation_id, v.idx, v.criterion, v.points, v.tags, v.status, v.explanation, v.error,"
-            " v.error_kind FROM verdicts v JOIN conversations c ON c.id = v.conversation_id WHERE v.run_id = ?"
-            " ORDER BY c.position, v.idx",
+            f"SELECT {EXPORT_VERDICT_COLUMNS} FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
+            " WHERE v.run_id = ? ORDER BY c.position, v.idx",
             (run_id,),
         )
         try:
-            pending: list[Any] = []
+            pending: list[ExportVerdict] = []
             while rows := await conversations.fetchmany(500):
                 for row in rows:
+                    conversation = ExportConversation._make(row)
                     mine = []
                     while True:
                         if not pending:
-                            pending = list(await verdicts.fetchmany(2000))[::-1]
+                            pending = [ExportVerdict._make(v) for v in await verdicts.fetchmany(2000)][::-1]
                             if not pending:
                                 break
-                        if pending[-1][0] != row[0]:
+                        if pending[-1].conversation_id != conversation.id:
                             break
-                        mine.append(pending.pop()[1:])
-                    yield row, mine
+                        mine.append(pending.pop())
+                    yield conversation, mine
         finally:
             await conversations.close()
             await verdicts.close()

@@ -5,16 +5,51 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from hbtui.run_report import StoredReport
+from hbtui.scoring import conversation_score
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
 HEARTBEAT_STALE_SECONDS = float(os.environ.get("HBTUI_HEARTBEAT_PATIENCE") or 15.0)
 MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
+
+
+def verdict_met(status: str) -> bool | None:
+    """A verdict's status as the reference's ``criteria_met``: None while not graded or failed."""
+    return True if status == MET else False if status == NOT_MET else None
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationOutcome:
+    """What a conversation's verdicts add up to, as its row keeps it for the list and its filters."""
+
+    score: float | None  # scoring's score, once every criterion is met or not met
+    n_met: int  # criteria worth positive points, met
+    n_errors: int  # criteria whose grading failed
+    penalties: int  # criteria worth negative points, met
+
+    def as_row(self, conversation_id: int) -> tuple[float | None, int, int, int, int]:
+        """(score, n_met, n_errors, penalties, id): the parameters of the summary's UPDATE."""
+        return self.score, self.n_met, self.n_errors, self.penalties, conversation_id
+
+
+def conversation_outcome(verdicts: Iterable[tuple[float, str]]) -> ConversationOutcome:
+    """The outcome of a conversation's (points, status) verdicts, in rubric order: the engine
+    writes it after the last verdict, and a refresh recomputes it from the database."""
+    items = list(verdicts)
+    met = [verdict_met(status) for _, status in items]
+    complete = all(m is not None for m in met)
+    return ConversationOutcome(
+        score=conversation_score([p for p, _ in items], [bool(m) for m in met]) if complete else None,
+        n_met=sum(1 for (p, _), m in zip(items, met) if m and p > 0),
+        n_errors=sum(1 for _, status in items if status == ERROR),
+        penalties=sum(1 for (p, _), m in zip(items, met) if m and p < 0),
+    )
 
 
 class StoreError(Exception):
@@ -51,7 +86,7 @@ class RunRow:
     n_criteria: int
     error: str | None
     score: float | None
-    report: dict | None
+    report: StoredReport | None
     folder: str | None
     heartbeat_at: float | None
     owner: str | None
@@ -61,12 +96,12 @@ class RunRow:
 
     @property
     def ci95(self) -> tuple[float, float] | None:
-        metric = (self.report or {}).get("metrics", {}).get("overall_score")
-        return tuple(metric["ci95"]) if metric else None
+        overall = self.report.overall if self.report else None
+        return overall.ci95 if overall else None
 
     @property
     def n_scored(self) -> int | None:
-        return (self.report or {}).get("conversations", {}).get("scored")
+        return self.report.conversations.scored if self.report else None
 
     def shown_status(self, now: float | None = None) -> str:
         """`running` while its process exists (this host) or keeps the heartbeat (another host).
@@ -115,8 +150,9 @@ def run_from_row(row: Sequence[Any]) -> RunRow:
     values = list(row)
     for i in (10, 11):
         values[i] = json.loads(values[i])
-    for i in (16, 20, 21):
+    for i in (20, 21):
         values[i] = json.loads(values[i]) if values[i] else None
+    values[16] = StoredReport.from_json(json.loads(values[16])) if values[16] else None
     return RunRow(*values)
 
 
@@ -306,6 +342,48 @@ class Progress:
     @property
     def conversations_left(self) -> int:
         return self.conversations_total - self.conversations_generated - self.conversations_failed
+
+
+def select_list(record: type[tuple], table: str, sources: dict[str, str] | None = None) -> str:
+    """The columns of a named record's fields, in their order (``table.field``, or the
+    expression ``sources`` gives): a row selected with them fills the record field by field."""
+    return ", ".join((sources or {}).get(name, f"{table}.{name}") for name in record._fields)  # type: ignore[attr-defined]
+
+
+class ExportConversation(NamedTuple):
+    """A conversation as the exports write it, with the JSON of its record."""
+
+    id: int
+    position: int
+    repeat: int
+    prompt_id: str
+    example_tags: str  # a JSON list
+    status: str
+    reply: str | None
+    reasoning: str | None
+    finish_reason: str | None
+    error: str | None
+    error_kind: str | None
+    score: float | None
+    record_body: str
+
+
+class ExportVerdict(NamedTuple):
+    """A verdict as the exports write it."""
+
+    conversation_id: int
+    idx: int
+    criterion: str
+    points: float
+    tags: str  # a JSON list
+    status: str
+    explanation: str | None
+    error: str | None
+    error_kind: str | None
+
+
+EXPORT_CONVERSATION_COLUMNS = select_list(ExportConversation, "c", {"record_body": "r.body"})
+EXPORT_VERDICT_COLUMNS = select_list(ExportVerdict, "v")
 
 
 SUMMARY_COLUMNS = (

@@ -7,18 +7,17 @@ import secrets
 import time
 from collections.abc import Iterable, Sequence
 
+from hbtui.run_report import StoredReport
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
-    ERROR,
     HEARTBEAT_STALE_SECONDS,
-    MET,
-    NOT_MET,
     PlannedConversation,
     RunBusy,
     RunNotFound,
     RunTakenOver,
     StoreError,
+    conversation_outcome,
 )
 
 
@@ -271,13 +270,13 @@ class StoreWrites(Connection):
         status: str,
         *,
         error: str | None = None,
-        report: dict | None = None,
+        report: StoredReport | None = None,
         folder: str | None = None,
         lease: str | None = None,
         requests: dict | None = None,
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
-        score = report.get("overall_score") if report else None
+        score = report.score if report else None
         try:
             if lease is not None:
                 await self._fence(run_id, lease)
@@ -289,7 +288,7 @@ class StoreWrites(Connection):
                     status,
                     error,
                     time.time(),
-                    json.dumps(report) if report else None,
+                    json.dumps(report.to_json()) if report else None,
                     score,
                     folder,
                     json.dumps(requests) if requests else None,
@@ -400,22 +399,13 @@ class StoreWrites(Connection):
         commits, or a regrade, would leave it stale. Scores come from the same scoring function as
         reports, so the list, the histogram and `show` always agree.
         """
-        from hbtui.scoring import conversation_score
-
         per_conversation: dict[int, list[tuple[float, str]]] = {}
         for conv_id, points, status in await self._all(
             "SELECT conversation_id, points, status FROM verdicts WHERE run_id = ? ORDER BY conversation_id, idx",
             (run_id,),
         ):
             per_conversation.setdefault(conv_id, []).append((points, status))
-        rows = []
-        for conv_id, items in per_conversation.items():
-            statuses = [s for _, s in items]
-            complete = all(s in (MET, NOT_MET) for s in statuses)
-            score = conversation_score([p for p, _ in items], [s == MET for _, s in items]) if complete else None
-            n_met = sum(1 for p, s in items if s == MET and p > 0)
-            penalties = sum(1 for p, s in items if s == MET and p < 0)
-            rows.append((score, n_met, statuses.count(ERROR), penalties, conv_id))
+        rows = [conversation_outcome(items).as_row(conv_id) for conv_id, items in per_conversation.items()]
         # Only what differs is written: on a run whose summaries are right (the usual case) this
         # is a read, not 5,000 updates.
         stored = {

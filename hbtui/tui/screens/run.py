@@ -22,6 +22,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
@@ -86,16 +87,16 @@ def length_adjusted_text(text: Text, stats: RunStatistics) -> None:
         text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
 
 
-def summary_text(run: RunRow, report: dict | None, status: str, stats: RunStatistics | None = None) -> Text:
+def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: RunStatistics | None = None) -> Text:
     text = Text()
-    overall = (report or {}).get("metrics", {}).get("overall_score")
+    overall = report.overall if report else None
     if overall and report is not None:
-        low, high = overall["ci95"]
+        low, high = overall.ci95
         text.append("Score ", style="bold")
-        text.append(f"{overall['value']:.3f}", style=f"bold {score_style(overall['value'])}")
-        text.append(f"   95% CI {low:.3f}–{high:.3f}   ± {overall['bootstrap_std']:.3f} (bootstrap sd)")
-        if report.get("median") is not None:
-            text.append(f"   median {report['median']:.3f}")
+        text.append(f"{overall.value:.3f}", style=f"bold {score_style(overall.value)}")
+        text.append(f"   95% CI {low:.3f}–{high:.3f}   ± {overall.bootstrap_std:.3f} (bootstrap sd)")
+        if report.median is not None:
+            text.append(f"   median {report.median:.3f}")
         if stats is not None and stats.penalty is not None:
             text.append("\n")
             length_adjusted_text(text, stats)
@@ -104,24 +105,24 @@ def summary_text(run: RunRow, report: dict | None, status: str, stats: RunStatis
         text.append("not available yet" if report is None else "no scored conversation", style="dim")
     text.append("\n")
     if report:
-        conv, crit = report["conversations"], report["criteria"]
-        text.append(f"Conversations {conv['total']:,}: {conv['scored']:,} scored, ")
-        text.append(f"{conv['incomplete']:,} incomplete", style="yellow" if conv["incomplete"] else "")
+        conv, crit = report.conversations, report.criteria
+        text.append(f"Conversations {conv.total:,}: {conv.scored:,} scored, ")
+        text.append(f"{conv.incomplete:,} incomplete", style="yellow" if conv.incomplete else "")
         text.append(", ")
-        text.append(f"{conv['excluded']:,} excluded (no reply)", style="red" if conv["excluded"] else "")
+        text.append(f"{conv.excluded:,} excluded (no reply)", style="red" if conv.excluded else "")
         text.append("\n")
         text.append("Positive criteria met ")
-        text.append(percent(crit["positive_met"], crit["positive"]), style="green")
+        text.append(percent(crit.positive_met, crit.positive), style="green")
         text.append("\nPenalties triggered ")  # its own line: at 80 columns it wrapped
-        text.append(percent(crit["negative_triggered"], crit["negative"]), style="red")
+        text.append(percent(crit.negative_triggered, crit.negative), style="red")
         text.append("\n")
-        text.append(f"Grader errors {crit['errors']:,}", style="magenta" if crit["errors"] else "")
-        if crit["errors"] or conv["excluded"]:
+        text.append(f"Grader errors {crit.errors:,}", style="magenta" if crit.errors else "")
+        if crit.errors or conv.excluded:
             text.append("   R retries what failed", style="dim")
-        if crit.get("pending"):
-            text.append(f"   criteria pending {crit['pending']:,}", style="yellow")
-        if crit.get("from_cache"):
-            text.append(f"   {crit['from_cache']:,} from the cache", style="dim")
+        if crit.pending:
+            text.append(f"   criteria pending {crit.pending:,}", style="yellow")
+        if crit.from_cache:
+            text.append(f"   {crit.from_cache:,} from the cache", style="dim")
         text.append("\n")
         if stats is not None:
             statistics_text(text, stats)
@@ -207,7 +208,7 @@ class RunScreen(ResponsiveScreen):
         self.run_id = run_id
         self._preloaded = data
         self.run: RunRow | None = None
-        self.report: dict | None = None
+        self.report: StoredReport | None = None
         self.themes: list[str] = []
         self.filter = ConversationFilter()
         self.sort = "position"
@@ -316,13 +317,13 @@ class RunScreen(ResponsiveScreen):
             return  # the filter or order changed meanwhile: what was read is not what is asked
         self._show_data(data, keep_cursor=True)
 
-    def _show_run(self, run: RunRow, report: dict | None) -> None:
+    def _show_run(self, run: RunRow, report: StoredReport | None) -> None:
         self.report = report
         status = run.status_label()
         title = Text()
         title.append(f"Run {run.id} ", style="bold")
         title.append(one_line(run.name, 50))
-        overall = (report or {}).get("overall_score")
+        overall = report.score if report else None
         if overall is not None:
             title.append("  score ")
             title.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")

@@ -9,6 +9,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
+from hbtui.run_report import StoredReport
+from hbtui.scoring import Metric
 from hbtui.text import one_line
 
 BAR_WIDTH = 20
@@ -38,14 +40,10 @@ class ScoreBreakdown(Static):
         super().__init__(name=name, id=id, classes=classes)
         self.prefix = prefix
         self.title = title
-        self.rows: list[tuple[str, dict]] = []
+        self.rows: list[tuple[str, Metric]] = []
 
-    def update_report(self, report: dict | None) -> None:
-        metrics = (report or {}).get("metrics", {})
-        self.rows = sorted(
-            ((name[len(self.prefix) :], m) for name, m in metrics.items() if name.startswith(self.prefix)),
-            key=lambda item: item[1]["value"],
-        )
+    def update_report(self, report: StoredReport | None) -> None:
+        self.rows = sorted(report.breakdown(self.prefix) if report else [], key=lambda item: item[1].value)
         self.update(self._table())
 
     def _table(self) -> Table | Text:
@@ -60,13 +58,12 @@ class ScoreBreakdown(Static):
         table.add_column("95% CI", no_wrap=True)
         table.add_column("", no_wrap=True)
         for name, m in self.rows:
-            low, high = m.get("ci95", [None, None])
-            ci = f"{low:.3f}–{high:.3f}" if low is not None else "-"
+            low, high = m.ci95
             table.add_row(
                 Text(one_line(name, 40)),
-                Text(f"{m['value']:.3f}", style=score_style(m["value"])),
-                Text(str(m["n"])),
-                Text(ci, style="dim"),
-                bar(m["value"], 12),
+                Text(f"{m.value:.3f}", style=score_style(m.value)),
+                Text(str(m.n)),
+                Text(f"{low:.3f}–{high:.3f}", style="dim"),
+                bar(m.value, 12),
             )
         return table
