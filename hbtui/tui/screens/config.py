@@ -20,10 +20,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Header, Input, Label, Select, Static
 
-from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
-from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.grading import TEMPLATE_NAMES, TemplateError, load_template
+from hbtui.config import TEMPLATE, TEMPLATE_NAMES, Setting, Settings, SettingsError, setting_for
+from hbtui.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
+from hbtui.grading import TemplateError, load_template
 from hbtui.services import plan_run, run_name_problem
+from hbtui.setting_kinds import Bool, Choice
 from hbtui.store import StoreError
 from hbtui.text import one_line
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -41,38 +42,51 @@ LOCAL_FILE = "file"
 class FormField:
     name: str  # a Settings attribute, or a run option (subset, data_path, limit, seed, repeats, run_name)
     label: str
-    kind: str  # a parser kind of hbtui.config, or: template, data_file, optional_int, int, choice
+    kind: str  # "setting" (read as its description says), or a run option's: data_file, optional_int, int, choice
     placeholder: str = ""
     required: bool = False
+    setting: Setting | None = None
+
+
+def setting_field(attribute: str) -> FormField:
+    """A setting's field: label, placeholder and checks from the setting's one description."""
+    setting = setting_for(attribute)
+    return FormField(attribute, setting.label, "setting", setting.placeholder, setting.required, setting)
 
 
 SECTIONS: list[tuple[str, list[FormField]]] = [
     (
         "Model under test",
         [
-            FormField("base_url", "Base URL", "url", "http://127.0.0.1:8080/v1", required=True),
-            FormField("api_key", "API key", "secret", "none"),
-            FormField("model_test", "Model", "str", "model id", required=True),
-            FormField("reasoning_test", "Reasoning effort", "effort"),
-            FormField("temperature_test", "Temperature", "temperature"),
-            FormField("max_tokens_test", "Max tokens", "positive_int"),
-            FormField("system_message_test", "System message", "str", "none"),
-            FormField("concurrency", "Concurrency", "positive_int"),
+            setting_field(name)
+            for name in (
+                "base_url",
+                "api_key",
+                "model_test",
+                "reasoning_test",
+                "temperature_test",
+                "max_tokens_test",
+                "system_message_test",
+                "concurrency",
+            )
         ],
     ),
     (
         "Grader",
         [
-            FormField("grader_base_url", "Base URL", "url", "same as the model under test"),
-            FormField("grader_api_key", "API key", "secret", "same as the model under test"),
-            FormField("model_grader", "Model", "str", "model id", required=True),
-            FormField("reasoning_grader", "Reasoning effort", "effort"),
-            FormField("temperature_grader", "Temperature", "temperature"),
-            FormField("max_tokens_grader", "Max tokens", "positive_int"),
-            FormField("grader_concurrency", "Concurrency", "positive_int", "same as the model under test"),
-            FormField("grader_template", "Prompt template", "template", "reference, builtin, or a file"),
-            FormField("system_message_grader", "System message", "str", "none"),
-            FormField("grader_json_schema", "JSON schema", "bool"),
+            setting_field(name)
+            for name in (
+                "grader_base_url",
+                "grader_api_key",
+                "model_grader",
+                "reasoning_grader",
+                "temperature_grader",
+                "max_tokens_grader",
+                "grader_concurrency",
+                "grader_template",
+                "system_message_grader",
+                "grader_json_schema",
+            )
         ],
     ),
     (
@@ -88,33 +102,50 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
     ),
 ]
 FIELDS = {f.name: f for _, section in SECTIONS for f in section}
-SETTING_NAMES = [name for name in FIELDS if name in Settings.__dataclass_fields__]
+SETTING_NAMES = [name for name, form_field in FIELDS.items() if form_field.setting is not None]
+SECRET_NAMES = frozenset(name for name in SETTING_NAMES if setting_for(name).secret)
 RUN_OPTIONS = ("subset", "data_path", "limit", "seed", "repeats", "run_name")
 # What a connection check depends on: its result is out of date once one of these changes.
 CHECKED_FIELDS = ("base_url", "api_key", "model_test", "grader_base_url", "grader_api_key", "model_grader")
 
 
+def check_setting(setting: Setting, raw: str) -> tuple[Any, str | None]:
+    """A setting typed on screen, read as everywhere else; an empty field means what its
+    placeholder says (the default), and is required where the setting has no such meaning."""
+    if raw == "" or (isinstance(setting.kind, Choice) and raw == NOT_SENT):
+        if setting.required or (not setting.placeholder and setting.default is not None):
+            return None, "required"
+        return setting.default, None
+    if setting.kind is TEMPLATE and raw.lower() not in TEMPLATE_NAMES:
+        # A file is read as it is typed; a name's prompt is fetched (or found cached) at the start.
+        try:
+            load_template(Path(raw).expanduser())
+        except TemplateError as exc:
+            return None, str(exc).split(": ", 1)[-1].removeprefix(f"{raw}: ")
+        return str(Path(raw).expanduser()), None
+    try:
+        return setting.parse(raw, origin="typed"), None
+    except SettingsError as exc:
+        return None, str(exc).removeprefix(f"{setting.key} (typed): ")
+
+
 def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str | None]:
     """(value, problem) of one field as typed; the problem is a short phrase or None."""
     raw = raw.strip()
+    if form_field.setting is not None:
+        return check_setting(form_field.setting, raw)
     kind = form_field.kind
-    if kind == "template" and raw == "":
-        return "reference", None
-    if raw == "" or (kind == "effort" and raw == NOT_SENT):
-        if form_field.required:
-            return None, "required"
+    if raw == "":
         if kind == "data_file" and subset == LOCAL_FILE:
             return None, "required for a local file"
         if kind == "int":
             return 0, None
-        if kind == "positive_int" and form_field.name == "repeats":
+        if kind == "positive_int":
             return 1, None
-        if kind == "positive_int" and form_field.name != "grader_concurrency":
-            return None, "required"
         return None, None
     if kind == "choice":
         return raw, None
-    if kind in ("optional_int", "int") or form_field.name == "repeats":
+    if kind in ("optional_int", "int", "positive_int"):
         try:
             value = int(raw)
         except ValueError:
@@ -131,38 +162,25 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
         if path.is_dir():
             return None, "is a directory, not a JSONL file"
         return str(path), None
-    if kind == "template":
-        if raw.lower() in TEMPLATE_NAMES:
-            return raw.lower(), None  # the reference prompt is fetched (or found cached) when the run starts
-        try:
-            load_template(Path(raw).expanduser())
-        except TemplateError as exc:
-            return None, str(exc).split(": ", 1)[-1].removeprefix(f"{raw}: ")
-        return str(Path(raw).expanduser()), None
     if form_field.name == "run_name":
         return (None, problem) if (problem := run_name_problem(raw)) else (raw, None)
-    key = attribute_key(form_field.name)
-    try:
-        return parse_value(key, KEYS[key][1], raw, origin="typed"), None
-    except SettingsError as exc:
-        return None, str(exc).removeprefix(f"{key} (typed): ")
+    return raw, None
+
+
+def field_text(name: str, value: Any) -> str:
+    """A value as its field shows it (from the settings, or a preset)."""
+    form_field = FIELDS.get(name)
+    if form_field is not None and form_field.setting is not None:
+        if value is None and isinstance(form_field.setting.kind, Choice):
+            return NOT_SENT
+        return form_field.setting.kind.text(value)
+    return "" if value is None else str(value)
 
 
 def initial_text(settings: Settings, name: str) -> str:
-    if name == "subset":
-        return "main"
-    if name == "seed":
-        return "0"
-    if name == "repeats":
-        return "1"
     if name in RUN_OPTIONS:
-        return ""
-    value = getattr(settings, name)
-    if value is None:
-        return NOT_SENT if FIELDS[name].kind == "effort" else ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+        return {"subset": "main", "seed": "0", "repeats": "1"}.get(name, "")
+    return field_text(name, getattr(settings, name))
 
 
 class ConfigScreen(Screen):
@@ -208,10 +226,11 @@ class ConfigScreen(Screen):
         value = initial_text(settings, form_field.name)
         with Horizontal(classes="field-row", id=f"row-{form_field.name}"):
             yield Label(form_field.label, classes="field-label")
-            if form_field.kind == "effort":
-                options = [("not sent", NOT_SENT)] + [(effort, effort) for effort in REASONING_EFFORTS]
+            kind = form_field.setting.kind if form_field.setting else None
+            if isinstance(kind, Choice):
+                options = [("not sent", NOT_SENT)] + [(choice, choice) for choice in kind.choices]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
-            elif form_field.kind == "bool":
+            elif isinstance(kind, Bool):
                 yield Select(
                     [("yes", "true"), ("no", "false")],
                     value=value,
@@ -226,7 +245,7 @@ class ConfigScreen(Screen):
                 yield Input(
                     value,
                     placeholder=form_field.placeholder,
-                    password=form_field.kind == "secret",
+                    password=form_field.name in SECRET_NAMES,
                     compact=True,
                     id=f"field-{form_field.name}",
                 )
@@ -338,11 +357,7 @@ class ConfigScreen(Screen):
         self.show_status("loading the dataset…")
         try:
             settings.require_models()
-            await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
-            if values["subset"] == LOCAL_FILE:
-                dataset = await asyncio.to_thread(load_jsonl, values["data_path"])
-            else:
-                dataset = await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
+            dataset = await self._dataset(settings, values)
             self.show_status("planning the run…")
             store = await self.app.store_for_a_run()
             run_id = await plan_run(
@@ -365,6 +380,13 @@ class ConfigScreen(Screen):
         self.show_status("")
         # The monitor replaces this screen: Back from it goes to the runs list.
         await self.app.switch_screen(MonitorScreen(run_id))
+
+    async def _dataset(self, settings: Settings, values: dict[str, Any]) -> Dataset:
+        """The run's records, and its grader prompt checked (the reference's fetched once)."""
+        await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
+        if values["subset"] == LOCAL_FILE:
+            return await asyncio.to_thread(load_jsonl, values["data_path"])
+        return await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
 
     def action_check_connection(self) -> None:
         values, problems = self.validate_all()
@@ -411,7 +433,7 @@ class ConfigScreen(Screen):
         self.show_status(text, error=not self._last_check_ok and not changed, kind="check")
 
     def preset_values(self) -> dict[str, str]:
-        values = {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
+        values = {name: self.raw(name) for name in FIELDS if name not in SECRET_NAMES}
         for name in ("data_path", "grader_template"):  # a preset is loaded from anywhere: whole paths
             if values.get(name, "").strip() and values[name].strip().lower() not in TEMPLATE_NAMES:
                 values[name] = str(Path(values[name].strip()).expanduser().resolve())
@@ -444,7 +466,7 @@ class ConfigScreen(Screen):
             return
         # The built-in ones first, read-only (saving under their name is refused).
         presets = {
-            name: {field: self._as_text(field, value) for field, value in values.items()}
+            name: {field: field_text(field, value) for field, value in values.items()}
             for name, values in built_in_presets().items()
         }
         presets.update({name: values for name, values in saved.items() if name not in presets})
@@ -453,7 +475,7 @@ class ConfigScreen(Screen):
             if name is None:
                 return
             for field_name, value in presets[name].items():
-                if field_name in FIELDS and FIELDS[field_name].kind != "secret":
+                if field_name in FIELDS and field_name not in SECRET_NAMES:
                     self.set_raw(field_name, value)
             self.call_after_refresh(self.validate_all)
             self.show_status(f"loaded preset {name!r}")
@@ -463,15 +485,6 @@ class ConfigScreen(Screen):
             PresetPickerModal([*built_in, *sorted(n for n in presets if n not in built_in)], read_only=set(built_in)),
             picked,
         )
-
-    @staticmethod
-    def _as_text(field: str, value: Any) -> str:
-        """A preset's value as the form's field shows it."""
-        if value is None:
-            return NOT_SENT if field in FIELDS and FIELDS[field].kind == "effort" else ""
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return f"{value:g}" if isinstance(value, float) else str(value)
 
     def action_write_env(self) -> None:
         from hbtui.envfile import EnvFileError, write_env
