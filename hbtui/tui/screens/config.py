@@ -8,12 +8,13 @@ password inputs: shown masked, never written to a preset.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 
 NOT_SENT = "none"
 LOCAL_FILE = "file"
+OWN_ENDPOINT = "own"
+DEMO_CHOICE = "demo"  # the local demo model, as `hbtui demo` runs it (screens/demo_start.py)
+WELCOME = 'No runs yet. No endpoint of your own? Choose "local demo model" as the endpoint: a tiny local model shows a whole run.'
 
 
 @dataclass(frozen=True)
@@ -58,17 +62,20 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
     (
         "Model under test",
         [
-            setting_field(name)
-            for name in (
-                "base_url",
-                "api_key",
-                "model_test",
-                "reasoning_test",
-                "temperature_test",
-                "max_tokens_test",
-                "system_message_test",
-                "concurrency",
-            )
+            FormField("endpoint", "Endpoint", "endpoint"),
+            *(
+                setting_field(name)
+                for name in (
+                    "base_url",
+                    "api_key",
+                    "model_test",
+                    "reasoning_test",
+                    "temperature_test",
+                    "max_tokens_test",
+                    "system_message_test",
+                    "concurrency",
+                )
+            ),
         ],
     ),
     (
@@ -104,7 +111,7 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
 FIELDS = {f.name: f for _, section in SECTIONS for f in section}
 SETTING_NAMES = [name for name, form_field in FIELDS.items() if form_field.setting is not None]
 SECRET_NAMES = frozenset(name for name in SETTING_NAMES if setting_for(name).secret)
-RUN_OPTIONS = ("subset", "data_path", "limit", "seed", "repeats", "run_name")
+RUN_OPTIONS = ("endpoint", "subset", "data_path", "limit", "seed", "repeats", "run_name")
 # What a connection check depends on: its result is out of date once one of these changes.
 CHECKED_FIELDS = ("base_url", "api_key", "model_test", "grader_base_url", "grader_api_key", "model_grader")
 
@@ -143,7 +150,7 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
         if kind == "positive_int":
             return 1, None
         return None, None
-    if kind == "choice":
+    if kind in ("choice", "endpoint"):
         return raw, None
     if kind in ("optional_int", "int", "positive_int"):
         try:
@@ -179,7 +186,7 @@ def field_text(name: str, value: Any) -> str:
 
 def initial_text(settings: Settings, name: str) -> str:
     if name in RUN_OPTIONS:
-        return {"subset": "main", "seed": "0", "repeats": "1"}.get(name, "")
+        return {"endpoint": OWN_ENDPOINT, "subset": "main", "seed": "0", "repeats": "1"}.get(name, "")
     return field_text(name, getattr(settings, name))
 
 
@@ -194,6 +201,7 @@ class ConfigScreen(Screen):
         Binding("ctrl+o", "load_preset", "Load preset", id="config.load_preset"),
         Binding("ctrl+r", "save_preset", "Save preset", id="config.save_preset"),
         Binding("ctrl+g", "write_env", "Write .env", id="config.write_env"),
+        Binding("ctrl+x", "cancel_install", "Cancel install", id="config.cancel_install"),
     ]
 
     def __init__(self) -> None:
@@ -204,13 +212,16 @@ class ConfigScreen(Screen):
         self._last_check: tuple[dict[str, str], Text] | None = None
         self._last_check_ok = False
         self._listing_problems = False  # the status lists fields to fix
+        self._status_kind = "message"  # what the status shows (see show_status)
+        self._endpoint_fields_shown = True  # False while the local demo model is the endpoint
+        self._install_cancel: threading.Event | None = None  # set: the local model's install stops
 
     def compose(self) -> ComposeResult:
         settings = self.app.settings
         yield Header()
         with VerticalScroll(id="config-form"):
-            for title, section in SECTIONS:
-                yield Static(Text(title), classes="form-section")
+            for index, (title, section) in enumerate(SECTIONS):
+                yield Static(Text(title), classes="form-section", id=f"section-{index}")
                 for form_field in section:
                     yield from self._field_row(settings, form_field)
         yield Static(id="config-status")
@@ -238,6 +249,9 @@ class ConfigScreen(Screen):
                     compact=True,
                     id=f"field-{form_field.name}",
                 )
+            elif form_field.kind == "endpoint":
+                options = [("your own endpoint (below)", OWN_ENDPOINT), ("local demo model", DEMO_CHOICE)]
+                yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             elif form_field.kind == "choice":
                 options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
@@ -254,6 +268,8 @@ class ConfigScreen(Screen):
     def on_mount(self) -> None:
         self.validate_all()
         self.query_one("#field-base_url", Input).focus()
+        if self.app.store is None:  # the first screen of a fresh clone: the welcome
+            self.show_status(WELCOME)
 
     # ---- reading and checking the form ----------------------------------------------------
     def raw(self, name: str) -> str:
@@ -311,13 +327,45 @@ class ConfigScreen(Screen):
             self.validate_field(name)
         if name == "subset" and self.is_mounted:
             self.validate_field("data_path")
+        if name == "endpoint" and self.is_mounted:
+            self._show_endpoint_fields(event.value != DEMO_CHOICE)
+
+    def _show_endpoint_fields(self, shown: bool) -> None:
+        """The local demo model brings its own endpoint and models: the settings' fields go."""
+        if shown == self._endpoint_fields_shown:
+            return  # Select.Changed also comes when the screen is built: nothing to restyle then
+        self._endpoint_fields_shown = shown
+        hidden = [
+            self.query_one(f"#{part}-{form_field.name}")
+            for _, section in SECTIONS
+            for form_field in section
+            if form_field.setting is not None
+            for part in ("row", "message")
+        ]
+        hidden += [
+            self.query_one(f"#section-{index}")
+            for index, (_, section) in enumerate(SECTIONS)
+            if all(form_field.setting is not None for form_field in section)
+        ]
+        for widget in hidden:
+            if shown:
+                widget.styles.clear_rule("display")  # back to the stylesheet's (a message: only when -shown)
+            else:
+                widget.display = False
+        if shown and self._status_kind == "demo":
+            self.show_status("")
+        elif not shown:
+            from hbtui.tui.screens.demo_start import chosen_text
+
+            self.show_status(chosen_text(self.app.settings.db_path), kind="demo")
 
     def form_settings(self, values: dict[str, Any]) -> Settings:
         return replace(self.app.settings, **{name: values[name] for name in SETTING_NAMES})
 
     def show_status(self, message: str | Text, *, error: bool = False, kind: str = "message") -> None:
-        """One status for the whole form; ``kind`` says what it shows (message, problems, check)."""
+        """One status for the whole form; ``kind`` says what it shows (message, problems, check, demo)."""
         self._listing_problems = kind == "problems"
+        self._status_kind = kind
         if kind != "check":
             self._last_check = None
         status = self.query_one("#config-status", Static)
@@ -349,6 +397,9 @@ class ConfigScreen(Screen):
         if self._starting:
             return
         values, problems = self.validate_all()
+        if values["endpoint"] == DEMO_CHOICE:
+            self._start_demo(values, [name for name in problems if name in RUN_OPTIONS])
+            return
         if problems:
             self._first_problem(problems)
             return
@@ -387,6 +438,50 @@ class ConfigScreen(Screen):
         if values["subset"] == LOCAL_FILE:
             return await asyncio.to_thread(load_jsonl, values["data_path"])
         return await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
+
+    @work(group="demo", exclusive=True)
+    async def _start_demo(self, values: dict[str, Any], problems: list[str]) -> None:
+        """The local demo model instead of the endpoint: only the data and run fields count."""
+        from hbtui.local_model import LocalModelError
+        from hbtui.tui.screens.demo_start import start_demo
+        from hbtui.tui.screens.monitor import MonitorScreen
+
+        if problems:
+            self._first_problem(problems)
+            return
+        self._starting = True
+        self._install_cancel = threading.Event()
+        self.refresh_bindings()
+        self.show_status("loading the dataset…")
+        try:
+            dataset = await self._dataset(self.app.settings, values)
+            run_id = await start_demo(self.app, dataset, values, self.show_status, self._install_cancel)
+        except (LocalModelError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(str(exc), 300), error=True)
+            return
+        finally:
+            self._starting = False
+            self._install_cancel = None
+            self.refresh_bindings()
+        from hbtui.demo import DISCLAIMER
+
+        self.app.notify(DISCLAIMER, title="local demo model", timeout=15, markup=False)
+        self.show_status("")
+        await self.app.switch_screen(MonitorScreen(run_id))
+
+    def action_cancel_install(self) -> None:
+        if self._install_cancel is not None:
+            self._install_cancel.set()
+            self.show_status("cancelling the install…")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_install":
+            return self._install_cancel is not None  # offered only while the local model installs
+        return True
+
+    def on_unmount(self) -> None:
+        if self._install_cancel is not None:  # the app is closing: no build goes on without it
+            self._install_cancel.set()
 
     def action_check_connection(self) -> None:
         values, problems = self.validate_all()
