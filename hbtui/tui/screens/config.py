@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
@@ -214,6 +214,7 @@ class ConfigScreen(Screen):
         self._listing_problems = False  # the status lists fields to fix
         self._status_kind = "message"  # what the status shows (see show_status)
         self._endpoint_fields_shown = True  # False while the local demo model is the endpoint
+        self._styled_for: tuple[int, bool, object] | None = None  # what the app was when last shown
         self._install_cancel: threading.Event | None = None  # set: the local model's install stops
 
     def compose(self) -> ComposeResult:
@@ -264,6 +265,22 @@ class ConfigScreen(Screen):
                     id=f"field-{form_field.name}",
                 )
         yield Static("", classes="field-message", id=f"message-{form_field.name}")
+
+    def _on_screen_suspend(self) -> None:
+        super()._on_screen_suspend()
+        self._styled_for = self._style_inputs()
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Kept and shown again (n on the runs list), the screen restyled its ~140 widgets: most of
+        # the time `n` took. Its widgets restyle themselves when their own classes or focus change;
+        # only what the whole app changed while it was away (the theme, CSS, the terminal's focus,
+        # the size) needs the full pass. Textual skips it the same way when a modal is popped.
+        if self._styled_for == self._style_inputs():
+            event.refresh_styles = False
+        super()._on_screen_resume(event)
+
+    def _style_inputs(self) -> tuple[int, bool, object]:
+        return (self.app._css_update_count, self.app.app_focus, self.app.size)
 
     def on_mount(self) -> None:
         self.validate_all()
