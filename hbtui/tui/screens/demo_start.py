@@ -41,7 +41,10 @@ async def start_demo(
     settings = app.settings
 
     def progress(line: str) -> None:  # from the install's thread
-        app.call_from_thread(say, f"{line} (ctrl+x cancels)")
+        try:
+            app.call_from_thread(say, f"{line} (ctrl+x cancels)")
+        except RuntimeError:  # the app is closing: the install is being cancelled, nothing to show
+            pass
 
     local = await asyncio.to_thread(install, settings.cache_dir, progress, cancel)
     say("starting the local model's server…")
