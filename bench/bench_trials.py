@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hbtui.config import ALIASES, KEYS
+from hbtui.config import ALIASES, BY_KEY
 from hbtui.grading import grader_prompt, load_template
 from tests.support.fake_server import DEFAULT_CONFIG, expected_verdict
 from tests.support.server_process import FakeServer
@@ -104,7 +104,7 @@ class Folder:
             + "\n"
         )
         inherited = {
-            k: v for k, v in os.environ.items() if k not in KEYS and k not in ALIASES and not k.startswith("HBTUI_")
+            k: v for k, v in os.environ.items() if k not in BY_KEY and k not in ALIASES and not k.startswith("HBTUI_")
         }
         # This checkout's hbtui, whatever else is installed; no proxy between us and 127.0.0.1.
         self.env = dict(inherited, PYTHONPATH=str(ROOT), NO_PROXY="127.0.0.1,localhost", **(env or {}))

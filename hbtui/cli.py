@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 from hbtui import __version__
 from hbtui.client import ChatError
 from hbtui.compare import NothingToCompare
-from hbtui.config import Settings, SettingsError, load_settings
+from hbtui.config import REPORTING, SETTINGS, STORAGE, Setting, Settings, SettingsError, load_settings, setting_for
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.export import write_csv, write_jsonl
 from hbtui.files import open_to_others, stdout_to_devnull
@@ -58,66 +58,14 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # of a terminal or SSH session that went away under a run started without nohup or tmux.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-# Settings flags: (flag, Settings attribute, help). API keys have no flags on purpose: a key on
-# a command line ends up in shell history and `ps` output.
-SETTING_FLAGS = [
-    ("--base-url", "base_url", "endpoint of the model under test (BASE_URL)"),
-    ("--model-test", "model_test", "model under test (MODEL_TEST)"),
-    ("--model-grader", "model_grader", "grader model (MODEL_GRADER)"),
-    ("--grader-base-url", "grader_base_url", "grader endpoint when it differs (GRADER_BASE_URL)"),
-    ("--reasoning-test", "reasoning_test", "reasoning effort of the model under test: minimal, low, medium, high"),
-    ("--reasoning-grader", "reasoning_grader", "reasoning effort of the grader"),
-    ("--temperature-test", "temperature_test", "temperature of the model under test (default 0.3)"),
-    ("--temperature-grader", "temperature_grader", "temperature of the grader (default 0.3)"),
-    ("--max-tokens-test", "max_tokens_test", "max tokens of a reply (default 2048)"),
-    ("--max-tokens-grader", "max_tokens_grader", "max tokens of a verdict (default 1024)"),
-    ("--concurrency", "concurrency", "requests in flight per endpoint (CONCURRENCY, default 8)"),
-    ("--grader-concurrency", "grader_concurrency", "requests in flight to a separate grader endpoint"),
-    ("--timeout", "timeout", "seconds to wait for one answer (TIMEOUT, default 120)"),
-    ("--max-attempts", "max_attempts", "attempts per call before it counts as failed (default 6)"),
-    (
-        "--grader-parse-attempts",
-        "grader_parse_attempts",
-        "times a grader is asked when its answer holds no verdict (default 3)",
-    ),
-    (
-        "--grader-template",
-        "grader_template",
-        "grader prompt: reference (simple-evals' own, the default), builtin, or a file (GRADER_TEMPLATE)",
-    ),
-    ("--system-message-test", "system_message_test", "a system message sent first to the model under test"),
-    ("--system-message-grader", "system_message_grader", "a system message sent first to the grader"),
-    (
-        "--grader-json-schema",
-        "grader_json_schema",
-        "true or false: ask the grader for json_schema output (default true; the reference does not)",
-    ),
-    (
-        "--unreachable-patience",
-        "unreachable_patience",
-        "seconds of connection failures from an endpoint before the run stops, resumable (default 60)",
-    ),
-    (
-        "--db-write-patience",
-        "db_write_patience",
-        "seconds to keep answers in memory while the database is locked, before stopping (default 300)",
-    ),
-    *[  # reporting settings: `show` takes them too
-        (
-            "--length-penalty",
-            "length_penalty",
-            "length-adjusted score beside the plain one: penalty per 500 reply characters beyond the centre, a number,"
-            " or main (0.0299), hard (0.0392), consensus (0.002): upstream simple-evals' defaults as reported by third"
-            " parties; off by default (LENGTH_PENALTY)",
-        ),
-        (
-            "--length-centre",
-            "length_centre",
-            "reply characters at which the length adjustment is 0 (LENGTH_CENTRE, default 2000)",
-        ),
-    ],
-]
-REPORTING_FLAGS = ("length_penalty", "length_centre")
+# Settings flags, from the settings' one description. API keys have none on purpose (a key on a
+# command line ends up in shell history and `ps` output); --db is common to every command.
+SETTING_FLAGS = [(setting.flag, setting) for setting in SETTINGS if setting.flag and setting.section is not STORAGE]
+
+
+def flag_help(setting: Setting) -> str:
+    default = f", default {setting.shown_default}" if setting.shown_default else ""
+    return f"{setting.help} ({setting.key}{default})"
 
 
 class UsageError(Exception):
@@ -138,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         missing: dict[str, Any] = {} if defaults else {"default": argparse.SUPPRESS}
         parser.add_argument(
             "--db",
-            help="the database (HBTUI_DB, default runs/hbtui.sqlite)",
+            help=flag_help(setting_for("db_path")),
             **({"default": None} if defaults else missing),
         )
         parser.add_argument(
@@ -150,10 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     settings_flags = argparse.ArgumentParser(add_help=False)
     reporting_flags = argparse.ArgumentParser(add_help=False)
-    for flag, attr, text in SETTING_FLAGS:
-        settings_flags.add_argument(flag, dest=attr, help=text)
-        if attr in REPORTING_FLAGS:
-            reporting_flags.add_argument(flag, dest=attr, help=text)
+    for flag, setting in SETTING_FLAGS:
+        settings_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
+        if setting.section is REPORTING:  # `show` takes them too
+            reporting_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
 
     parser = with_common(
         OneLineParser(
@@ -198,9 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     grader_flags = OneLineParser(add_help=False)
-    for flag, attr, text in SETTING_FLAGS:
-        if attr in GRADER_SETTINGS:
-            grader_flags.add_argument(flag, dest=attr, help=text)
+    for flag, setting in SETTING_FLAGS:
+        if setting.attribute in GRADER_SETTINGS:
+            grader_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
     again = sub.add_parser(
         "regrade",
         parents=[common, grader_flags],
@@ -292,14 +240,18 @@ def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
     settings = load_settings(args.env_file, warn=warn, lenient=lenient)
     if getattr(args, "preset", None):  # .env < environment < preset < flags
         settings = replace(settings, **preset_settings(args.preset))
-    overrides = {attr: getattr(args, attr, None) for _, attr, _ in SETTING_FLAGS}
+    overrides = {setting.attribute: getattr(args, setting.attribute, None) for _, setting in SETTING_FLAGS}
     if args.db:
         overrides["db_path"] = args.db
     return settings.with_overrides(**overrides)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    return {attr: getattr(args, attr) for _, attr, _ in SETTING_FLAGS if getattr(args, attr, None) is not None}
+    return {
+        setting.attribute: getattr(args, setting.attribute)
+        for _, setting in SETTING_FLAGS
+        if getattr(args, setting.attribute, None) is not None
+    }
 
 
 def prices_or_warn() -> dict:

@@ -1,8 +1,18 @@
 """Settings: `.env` (python-dotenv) < environment < command line, validated into one object.
 
+Each setting is described once, where its field of :class:`Settings` is declared: its `.env` key,
+kind (how its text is read), default, help, flag, section, and whether it is secret. The `.env`
+keys, the command-line flags, the configuration screen's fields and their checks, `.env.example`
+and the README's settings table (``python -m hbtui.settings_docs``) all follow from
+:data:`SETTINGS`.
+
 Every problem is reported as a :class:`SettingsError` whose message names the key (and the
 `.env` line when the value came from there), so the CLI can print one line and stop.
 API keys live only in memory: :meth:`Settings.public_dict` is what gets stored or shown.
+
+Presets (hbtui/presets.py) are named sets of these same settings, read through the same kinds;
+they sit between the environment and the flags. Prices (hbtui/prices.py) are not settings of a
+run: a table per model, kept beside the presets, so they are not described here.
 """
 
 from __future__ import annotations
@@ -13,95 +23,305 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from dotenv import dotenv_values
 
-REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+from hbtui.setting_kinds import Bool, Choice, Kind, NamedNumber, NameOrPath, Number, SettingsError, Url, WholeNumber
 
-# key -> (Settings attribute, parser name). Order is the order of .env.example.
-KEYS: dict[str, tuple[str, str]] = {
-    "BASE_URL": ("base_url", "url"),
-    "API_KEY": ("api_key", "secret"),
-    "MODEL_TEST": ("model_test", "str"),
-    "MODEL_GRADER": ("model_grader", "str"),
-    "GRADER_BASE_URL": ("grader_base_url", "url"),
-    "GRADER_API_KEY": ("grader_api_key", "secret"),
-    "REASONING_TEST": ("reasoning_test", "effort"),
-    "REASONING_GRADER": ("reasoning_grader", "effort"),
-    "TEMPERATURE_TEST": ("temperature_test", "temperature"),
-    "TEMPERATURE_GRADER": ("temperature_grader", "temperature"),
-    "MAX_TOKENS_TEST": ("max_tokens_test", "positive_int"),
-    "MAX_TOKENS_GRADER": ("max_tokens_grader", "positive_int"),
-    "CONCURRENCY": ("concurrency", "positive_int"),
-    "GRADER_CONCURRENCY": ("grader_concurrency", "positive_int"),
-    "TIMEOUT": ("timeout", "positive_float"),
-    "MAX_ATTEMPTS": ("max_attempts", "positive_int"),
-    "GRADER_PARSE_ATTEMPTS": ("grader_parse_attempts", "positive_int"),
-    "UNREACHABLE_PATIENCE": ("unreachable_patience", "positive_float"),
-    "DB_WRITE_PATIENCE": ("db_write_patience", "positive_float"),
-    "GRADER_TEMPLATE": ("grader_template", "template"),
-    "SYSTEM_MESSAGE_TEST": ("system_message_test", "str"),
-    "SYSTEM_MESSAGE_GRADER": ("system_message_grader", "str"),
-    "GRADER_JSON_SCHEMA": ("grader_json_schema", "bool"),
-    "LENGTH_PENALTY": ("length_penalty", "length_penalty"),
-    "LENGTH_CENTRE": ("length_centre", "length_centre"),
-    "HBTUI_DB": ("db_path", "path"),
-    "HBTUI_CACHE": ("cache_dir", "path"),
-}
-# Older .env files of the single-script harness spell these keys this way.
-ALIASES = {"RESONING_TEST": "REASONING_TEST", "RESONING_GRADER": "REASONING_GRADER"}
-SECRET_KEYS = {"API_KEY", "GRADER_API_KEY"}
+__all__ = ["SETTINGS", "Section", "Setting", "Settings", "SettingsError", "load_settings", "setting_for"]
+
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
+TEMPLATE_NAMES = ("reference", "builtin")
 
 # The length adjustment's defaults per subset, as third parties report upstream simple-evals
 # (2026) to use them: a penalty per 500 characters of reply, around a centre of 2,000 characters.
 # Not in the pinned reference code, hence named rather than on by default.
 LENGTH_PENALTIES = {"main": 0.0299, "hard": 0.0392, "consensus": 0.0020}
 LENGTH_CENTRE = 2000.0
-LENGTH_OFF = ("", "off", "none")
+
+TEXT = Kind()
+PATH = Kind(shape="a path")
+URL = Url(shape="an http(s) URL")
+EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="minimal, low, medium, high")
+TEMPERATURE = Number(at_most=2.0, shape="0 to 2")
+WHOLE = WholeNumber(shape="a whole number, at least 1")
+SECONDS = Number(shape="seconds")
+TEMPLATE = NameOrPath(names=TEMPLATE_NAMES, shape="reference, builtin, or a file")
+YES_NO = Bool(shape="true or false")
+PENALTY = NamedNumber(
+    named=tuple(LENGTH_PENALTIES.items()),
+    what="a penalty per 500 characters",
+    off_words=("", "off", "none"),
+    shape="a number, main, hard, consensus, or off",
+)
+CENTRE = NamedNumber(
+    named=tuple((name, LENGTH_CENTRE) for name in LENGTH_PENALTIES),
+    what="a centre in characters",
+    shape="characters",
+)
 
 
-class SettingsError(ValueError):
-    """A setting that cannot be used; the message names the key and where it came from."""
+@dataclass(frozen=True)
+class Section:
+    """A group of settings: a paragraph of `.env.example` with ``prose`` above it."""
+
+    name: str
+    prose: str = ""
+
+
+ENDPOINT = Section("endpoint under test", "The model under test: any OpenAI-compatible endpoint (…/v1).")
+GRADER = Section("grader", "The grader: on the same endpoint as the model under test unless GRADER_BASE_URL is set.")
+SAMPLING = Section(
+    "sampling",
+    "What each model is asked for. Reasoning effort is sent only when set.",
+)
+RUN = Section("run", "How a run reaches its endpoints: requests in flight, waiting, retrying, stopping.")
+PROTOCOL = Section("grading protocol", "What each model is sent besides the conversation, and how the grader answers.")
+REPORTING = Section(
+    "reporting",
+    "A length-adjusted score beside the plain one, applied when a run is reported (never at grading\n"
+    "time): each conversation loses LENGTH_PENALTY per 500 reply characters beyond LENGTH_CENTRE\n"
+    "(and gains below it). Upstream simple-evals' defaults (2026) as reported by third parties.",
+)
+STORAGE = Section("storage", "Where runs are kept, and where the official HealthBench files are cached.")
+SECTIONS = (ENDPOINT, GRADER, SAMPLING, RUN, PROTOCOL, REPORTING, STORAGE)
+
+FLAG_FROM_NAME = "derived"  # the flag is the attribute's name: --max-tokens-test
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting, as every part of hbtui sees it."""
+
+    key: str  # in .env and the environment
+    kind: Kind
+    section: Section
+    help: str  # one line: the command line's --help, the README, .env.example
+    attribute: str = ""  # the Settings field (filled in from the field that declares it)
+    default: Any = None
+    default_text: str = ""  # the default as the README says it, where the value alone would not
+    flag: str | None = FLAG_FROM_NAME  # None: no flag (a key on a command line lands in shell history)
+    secret: bool = False
+    required: bool = False  # a run needs it; browsing does not
+    aliases: tuple[str, ...] = ()  # older spellings still read
+    example: str | None = None  # the line .env.example gives uncommented; None: the default, commented out
+    note: str = ""  # .env.example's extra prose for this key
+    label: str = ""  # the configuration screen's label, for the settings it shows
+    placeholder: str = ""  # what an empty field on screen means
+
+    def parse(self, raw: Any, origin: str) -> Any:
+        return self.kind.parse(raw, f"{self.key} ({origin})")
+
+    @property
+    def shown_default(self) -> str:
+        return self.default_text or self.kind.text(self.default)
+
+
+def _described(key: str, kind: Kind, section: Section, help: str, default: Any = None, **more: Any) -> Any:
+    """A field of Settings with its description (typed Any: the field's own annotation is its type)."""
+    description = Setting(key, kind, section, help, default=default, **more)
+    return field(default=default, repr=not description.secret, metadata={"setting": description})
 
 
 @dataclass(frozen=True)
 class Settings:
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    model_test: str | None = None
-    model_grader: str | None = None
-    grader_base_url: str | None = None
-    grader_api_key: str | None = field(default=None, repr=False)
-    reasoning_test: str | None = None
-    reasoning_grader: str | None = None
-    temperature_test: float = 0.3
-    temperature_grader: float = 0.3
-    max_tokens_test: int = 2048
-    max_tokens_grader: int = 1024
-    concurrency: int = 8
-    grader_concurrency: int | None = None
-    timeout: float = 120.0
-    max_attempts: int = 6
-    grader_parse_attempts: int = 3
+    base_url: str | None = _described(
+        "BASE_URL",
+        URL,
+        ENDPOINT,
+        "endpoint of the model under test",
+        required=True,
+        example="http://127.0.0.1:8080/v1",
+        label="Base URL",
+        placeholder="http://127.0.0.1:8080/v1",
+    )
+    api_key: str | None = _described(
+        "API_KEY",
+        TEXT,
+        ENDPOINT,
+        "API key of the model under test (never a flag: it would land in shell history)",
+        secret=True,
+        flag=None,
+        example="",
+        default_text="none",
+        label="API key",
+        placeholder="none",
+    )
+    model_test: str | None = _described(
+        "MODEL_TEST",
+        TEXT,
+        ENDPOINT,
+        "model under test",
+        required=True,
+        example="my-model",
+        label="Model",
+        placeholder="model id",
+    )
+    model_grader: str | None = _described(
+        "MODEL_GRADER",
+        TEXT,
+        GRADER,
+        "grader model",
+        required=True,
+        example="my-grader",
+        note="The reference harness grades with gpt-4.1-2025-04-14 at temperature 0.5.",
+        label="Model",
+        placeholder="model id",
+    )
+    grader_base_url: str | None = _described(
+        "GRADER_BASE_URL",
+        URL,
+        GRADER,
+        "grader endpoint when it differs; empty: BASE_URL (and API_KEY)",
+        example="",
+        default_text="BASE_URL",
+        label="Base URL",
+        placeholder="same as the model under test",
+    )
+    grader_api_key: str | None = _described(
+        "GRADER_API_KEY",
+        TEXT,
+        GRADER,
+        "API key of a grader on its own endpoint",
+        secret=True,
+        flag=None,
+        example="",
+        default_text="API_KEY on the same endpoint",
+        label="API key",
+        placeholder="same as the model under test",
+    )
+    reasoning_test: str | None = _described(
+        "REASONING_TEST",
+        EFFORT,
+        SAMPLING,
+        "reasoning effort of the model under test",
+        aliases=("RESONING_TEST",),
+        example="",
+        default_text="not sent",
+        label="Reasoning effort",
+    )
+    reasoning_grader: str | None = _described(
+        "REASONING_GRADER",
+        EFFORT,
+        SAMPLING,
+        "reasoning effort of the grader",
+        aliases=("RESONING_GRADER",),
+        example="",
+        default_text="not sent",
+        label="Reasoning effort",
+    )
+    temperature_test: float = _described(
+        "TEMPERATURE_TEST", TEMPERATURE, SAMPLING, "temperature of the model under test", 0.3, label="Temperature"
+    )
+    temperature_grader: float = _described(
+        "TEMPERATURE_GRADER", TEMPERATURE, SAMPLING, "temperature of the grader", 0.3, label="Temperature"
+    )
+    max_tokens_test: int = _described(
+        "MAX_TOKENS_TEST", WHOLE, SAMPLING, "max tokens of a reply", 2048, label="Max tokens"
+    )
+    max_tokens_grader: int = _described(
+        "MAX_TOKENS_GRADER", WHOLE, SAMPLING, "max tokens of a verdict", 1024, label="Max tokens"
+    )
+    concurrency: int = _described(
+        "CONCURRENCY",
+        WHOLE,
+        RUN,
+        "requests in flight per endpoint (shrinks by itself while an endpoint answers 429)",
+        8,
+        label="Concurrency",
+    )
+    grader_concurrency: int | None = _described(
+        "GRADER_CONCURRENCY",
+        WHOLE,
+        RUN,
+        "requests in flight to a separate grader endpoint",
+        default_text="CONCURRENCY",
+        label="Concurrency",
+        placeholder="same as the model under test",
+    )
+    timeout: float = _described("TIMEOUT", SECONDS, RUN, "seconds to wait for one answer", 120.0)
+    max_attempts: int = _described("MAX_ATTEMPTS", WHOLE, RUN, "attempts per call before it counts as failed", 6)
+    grader_parse_attempts: int = _described(
+        "GRADER_PARSE_ATTEMPTS", WHOLE, RUN, "times a grader is asked when its answer holds no verdict", 3
+    )
     # Seconds of nothing but connection failures from an endpoint that answered before, after
     # which the run stops (resumable) rather than burn every remaining conversation's attempts.
-    unreachable_patience: float = 60.0
+    unreachable_patience: float = _described(
+        "UNREACHABLE_PATIENCE",
+        SECONDS,
+        RUN,
+        "seconds an endpoint that answered before may fail every call to connect before the run stops"
+        " (resumable once it is back)",
+        60.0,
+    )
     # Seconds the engine keeps answers in memory while the database refuses its writes (another
     # process holds a lock) before it stops the run, saying so.
-    db_write_patience: float = 300.0
-    # reference (simple-evals' own prompt, fetched once), builtin (hbtui's wording), or a file.
-    grader_template: str = "reference"
-    # A system message sent first to each model; the reference sends "You are a helpful assistant."
-    system_message_test: str | None = None
-    system_message_grader: str | None = None
-    # Ask the grader for its verdict with response_format json_schema (the reference does not).
-    grader_json_schema: bool = True
-    # Applied when reporting, never at grading time: off (None) unless set.
-    length_penalty: float | None = None
-    length_centre: float = LENGTH_CENTRE
-    db_path: str = "runs/hbtui.sqlite"
-    cache_dir: str = str(Path.home() / ".cache" / "hbtui")
+    db_write_patience: float = _described(
+        "DB_WRITE_PATIENCE",
+        SECONDS,
+        RUN,
+        "seconds answers are held in memory while another process locks the database, before the run"
+        " stops saying so (no new call is sent meanwhile)",
+        300.0,
+    )
+    grader_template: str = _described(
+        "GRADER_TEMPLATE",
+        TEMPLATE,
+        PROTOCOL,
+        "grader prompt: reference (simple-evals' own, downloaded once), builtin (hbtui's wording), or"
+        " a file with <<conversation>> and <<rubric_item>> (or <<criterion>>) once each",
+        "reference",
+        note="For numbers comparable with published ones: `hbtui run --preset reference`.",
+        label="Prompt template",
+        placeholder="reference, builtin, or a file",
+    )
+    system_message_test: str | None = _described(
+        "SYSTEM_MESSAGE_TEST",
+        TEXT,
+        PROTOCOL,
+        'a system message sent first to the model under test (the reference sends "You are a helpful assistant.")',
+        default_text="none",
+        label="System message",
+        placeholder="none",
+    )
+    system_message_grader: str | None = _described(
+        "SYSTEM_MESSAGE_GRADER",
+        TEXT,
+        PROTOCOL,
+        "a system message sent first to the grader",
+        default_text="none",
+        label="System message",
+        placeholder="none",
+    )
+    grader_json_schema: bool = _described(
+        "GRADER_JSON_SCHEMA",
+        YES_NO,
+        PROTOCOL,
+        "ask the grader for its verdict with response_format json_schema (the reference does not)",
+        True,
+        label="JSON schema",
+    )
+    length_penalty: float | None = _described(
+        "LENGTH_PENALTY",
+        PENALTY,
+        REPORTING,
+        "penalty per 500 reply characters beyond the centre: a number, or main (0.0299), hard (0.0392),"
+        " consensus (0.002); off unless set",
+        default_text="off",
+    )
+    length_centre: float = _described(
+        "LENGTH_CENTRE", CENTRE, REPORTING, "reply characters at which the length adjustment is 0", LENGTH_CENTRE
+    )
+    db_path: str = _described("HBTUI_DB", PATH, STORAGE, "the database", "runs/hbtui.sqlite", flag="--db")
+    cache_dir: str = _described(
+        "HBTUI_CACHE",
+        PATH,
+        STORAGE,
+        "where official files (datasets, the reference prompt) are cached",
+        str(Path.home() / ".cache" / "hbtui"),
+        default_text="~/.cache/hbtui",
+        flag=None,
+    )
 
     @property
     def effective_grader_base_url(self) -> str | None:
@@ -120,34 +340,50 @@ class Settings:
 
     def with_overrides(self, **values: Any) -> Settings:
         """Command-line values on top; None means "not given" and keeps the current value."""
-        given = {k: v for k, v in values.items() if v is not None}
-        for name, value in given.items():
-            key = attribute_key(name)
-            given[name] = parse_value(key, KEYS[key][1], value, origin="command line")
+        given = {
+            name: setting_for(name).parse(value, origin="command line")
+            for name, value in values.items()
+            if value is not None
+        }
         return replace(self, **given)
 
     def require_models(self) -> None:
         """The checks that only a run needs (browsing a database needs no endpoint)."""
-        for key in ("BASE_URL", "MODEL_TEST", "MODEL_GRADER"):
-            if not getattr(self, KEYS[key][0]):
-                raise SettingsError(f"{key} is not set (put it in .env, the environment, or a flag)")
+        for setting in SETTINGS:
+            if setting.required and not getattr(self, setting.attribute):
+                raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
 
     def public_dict(self) -> dict[str, Any]:
         """Settings as stored with a run and shown on screen: keys reduced to a mask."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name in ("api_key", "grader_api_key"):
-                value = mask_secret(value)
-            out[f.name] = value
+        for setting in SETTINGS:
+            value = getattr(self, setting.attribute)
+            out[setting.attribute] = mask_secret(value) if setting.secret else value
         return out
 
 
+def _flag(attribute: str, described: Setting) -> str | None:
+    if described.flag == FLAG_FROM_NAME:
+        return "--" + attribute.replace("_", "-")
+    return described.flag
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    replace(f.metadata["setting"], attribute=f.name, flag=_flag(f.name, f.metadata["setting"]))
+    for f in fields(Settings)
+)
+BY_KEY = {setting.key: setting for setting in SETTINGS}
+BY_ATTRIBUTE = {setting.attribute: setting for setting in SETTINGS}
+# Older .env files of the single-script harness spell some keys otherwise.
+ALIASES = {alias: setting.key for setting in SETTINGS for alias in setting.aliases}
+
+
+def setting_for(attribute: str) -> Setting:
+    return BY_ATTRIBUTE[attribute]
+
+
 def attribute_key(attribute: str) -> str:
-    for key, (attr, _) in KEYS.items():
-        if attr == attribute:
-            return key
-    raise KeyError(attribute)
+    return BY_ATTRIBUTE[attribute].key
 
 
 def mask_secret(secret: str | None) -> str | None:
@@ -161,81 +397,6 @@ def mask_secret(secret: str | None) -> str | None:
     if len(secret) < 20:
         return "…"
     return f"{secret[:3]}…{secret[-4:]}"
-
-
-def parse_value(key: str, kind: str, raw: Any, origin: str) -> Any:
-    where = f"{key} ({origin})"
-    text = str(raw).strip() if not isinstance(raw, (int, float)) else raw
-    if kind in ("str", "secret", "path"):
-        return str(text) if text != "" else None
-    if kind == "template":
-        if str(text) == "":
-            return None
-        return str(text).lower() if str(text).lower() in ("reference", "builtin") else str(text)
-    if kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        word = str(text).lower()
-        if word in ("1", "true", "yes", "on"):
-            return True
-        if word in ("0", "false", "no", "off"):
-            return False
-        if word == "":
-            return None
-        raise SettingsError(f"{where}: {raw!r} is not true or false")
-    if kind == "url":
-        if text == "":
-            return None
-        parsed = urlparse(str(text))
-        if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise SettingsError(f"{where}: {raw!r} is not an http(s) URL such as http://127.0.0.1:8080/v1")
-        return str(text).rstrip("/")
-    if kind == "effort":
-        if text == "" or str(text).lower() == "none":
-            return None
-        if str(text).lower() not in REASONING_EFFORTS:
-            raise SettingsError(f"{where}: {raw!r} is not a reasoning effort ({', '.join(REASONING_EFFORTS)})")
-        return str(text).lower()
-    if kind in ("length_penalty", "length_centre"):
-        return _length_value(where, kind, raw, str(text).lower())
-    if kind in ("positive_int",):
-        try:
-            value = int(str(text))
-        except ValueError:
-            raise SettingsError(f"{where}: {raw!r} is not a whole number") from None
-        if value < 1:
-            raise SettingsError(f"{where}: {value} must be at least 1")
-        return value
-    if kind in ("positive_float", "temperature"):
-        try:
-            number = float(str(text))
-        except ValueError:
-            raise SettingsError(f"{where}: {raw!r} is not a number") from None
-        if number != number or number in (float("inf"), float("-inf")):
-            raise SettingsError(f"{where}: {raw!r} is not a finite number")
-        if kind == "temperature" and not 0 <= number <= 2:
-            raise SettingsError(f"{where}: {number} is outside 0 to 2")
-        if kind == "positive_float" and number <= 0:
-            raise SettingsError(f"{where}: {number} must be greater than 0")
-        return number
-    raise AssertionError(kind)
-
-
-def _length_value(where: str, kind: str, raw: Any, text: str) -> float | None:
-    """A named default (main, hard, consensus), a number of 0 or more, or (the penalty) off."""
-    if kind == "length_penalty" and text in LENGTH_OFF:
-        return None
-    if text in LENGTH_PENALTIES:
-        return LENGTH_PENALTIES[text] if kind == "length_penalty" else LENGTH_CENTRE
-    what = "a penalty per 500 characters" if kind == "length_penalty" else "a centre in characters"
-    choices = ", ".join(LENGTH_PENALTIES) + (", or off" if kind == "length_penalty" else "")
-    try:
-        value = float(text)
-    except ValueError:
-        raise SettingsError(f"{where}: {raw!r} is not {what} (a number of 0 or more, {choices})") from None
-    if value != value or value in (float("inf"), float("-inf")) or value < 0:
-        raise SettingsError(f"{where}: {raw!r} is not {what} (a number of 0 or more, {choices})")
-    return value
 
 
 def _env_file_lines(path: Path) -> dict[str, int]:
@@ -279,8 +440,8 @@ def load_settings(
             for key, value in dotenv_values(path).items():
                 origin = f"{path}:{line_of.get(key, '?')}"
                 canonical = ALIASES.get(key, key)
-                if canonical not in KEYS:
-                    close = difflib.get_close_matches(key, list(KEYS) + list(ALIASES), n=1, cutoff=0.8)
+                if canonical not in BY_KEY:
+                    close = difflib.get_close_matches(key, list(BY_KEY) + list(ALIASES), n=1, cutoff=0.8)
                     if close and not lenient:
                         raise SettingsError(f"{origin}: unknown key {key!r}; did you mean {close[0]}?")
                     if close:
@@ -294,7 +455,7 @@ def load_settings(
                 if canonical != key and canonical in raw:
                     continue  # the correct spelling wins over the old one
                 raw[canonical] = (value, origin)
-    for key in list(KEYS) + list(ALIASES):
+    for key in list(BY_KEY) + list(ALIASES):
         if key in environ:
             canonical = ALIASES.get(key, key)
             if canonical != key and canonical in environ:
@@ -302,14 +463,14 @@ def load_settings(
             raw[canonical] = (environ[key], "environment")
     values: dict[str, Any] = {}
     for key, (value, origin) in raw.items():
-        attr, kind = KEYS[key]
+        setting = BY_KEY[key]
         try:
-            parsed = parse_value(key, kind, value, origin)
+            parsed = setting.parse(value, origin)
         except SettingsError as exc:
             if not lenient:
                 raise
             warn(str(exc) + "; using the default")
             continue
         if parsed is not None:
-            values[attr] = parsed
+            values[setting.attribute] = parsed
     return Settings(**values)

@@ -12,10 +12,15 @@ import os
 import time
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hbtui.config import Settings
 from hbtui.dataset import Dataset, DatasetError, load_jsonl, load_subset
 from hbtui.local_model import LocalModel, install
+
+if TYPE_CHECKING:
+    from hbtui.llama_server import LlamaServer
 
 DEMO_DB = "runs/demo.sqlite"
 MODEL_ALIAS = "smollm2-135m-demo"
@@ -61,6 +66,18 @@ def server_options() -> dict:
         "startup_timeout": STARTUP_SECONDS,
         "extra_args": ["--parallel", str(SLOTS), "--alias", MODEL_ALIAS],
     }
+
+
+def demo_db_beside(db_path: str) -> str:
+    """The app's demo database: beside the user's own (runs/demo.sqlite by runs/hbtui.sqlite)."""
+    return str(Path(db_path).parent / Path(DEMO_DB).name)
+
+
+def start_server(local: LocalModel) -> LlamaServer:
+    """The local model's server, started (blocking until it answers); the caller stops it."""
+    from hbtui.llama_server import LlamaServer
+
+    return LlamaServer(local.binary, local.model, **server_options()).start()
 
 
 def demo_dataset(data: str | None, cache_dir: str, progress) -> Dataset:

@@ -11,11 +11,9 @@ import re
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from hbtui.config import ALIASES, KEYS, Settings
+from hbtui.config import ALIASES, SETTINGS, STORAGE, Settings
 from hbtui.files import private_file
 
-# Where this machine keeps things, not how a run behaves: written only when the file has them.
-LOCATION_KEYS = frozenset({"HBTUI_DB", "HBTUI_CACHE"})
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:@+,%=-]*$")
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
 
@@ -36,11 +34,12 @@ def env_values(settings: Settings, present: AbstractSet[str] = frozenset()) -> d
     (None: the setting is unset, so its line goes)."""
     defaults = Settings()
     values: dict[str, str | None] = {}
-    for key, (attr, _) in KEYS.items():
-        value = getattr(settings, attr)
-        if key not in present and (value == getattr(defaults, attr) or key in LOCATION_KEYS):
+    for setting in SETTINGS:
+        key, value = setting.key, getattr(settings, setting.attribute)
+        # Where this machine keeps things, not how a run behaves: written only when the file has them.
+        if key not in present and (value == getattr(defaults, setting.attribute) or setting.section is STORAGE):
             continue
-        values[key] = None if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+        values[key] = None if value is None else setting.kind.text(value)
     return values
 
 

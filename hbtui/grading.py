@@ -17,7 +17,6 @@ from hbtui.limiter import GRADING
 CONVERSATION_SLOT = "<<conversation>>"
 CRITERION_SLOT = "<<criterion>>"
 RUBRIC_ITEM_SLOT = "<<rubric_item>>"  # the reference's name for the criterion's slot
-TEMPLATE_NAMES = ("reference", "builtin")
 
 VERDICT_FORMAT = {
     "type": "json_schema",

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hbtui.config import BY_ATTRIBUTE, SETTINGS, SettingsError
 from hbtui.files import private_file
 
-SECRET_FIELDS = frozenset({"api_key", "grader_api_key"})
+SECRET_FIELDS = frozenset(setting.attribute for setting in SETTINGS if setting.secret)
 
 
 def built_in_presets() -> dict[str, dict[str, Any]]:
@@ -41,8 +42,6 @@ def built_in_presets() -> dict[str, dict[str, Any]]:
 
 def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
     """The Settings values of the preset ``name``: a built-in one, or one saved by the app."""
-    from hbtui.config import KEYS, Settings, SettingsError, attribute_key, parse_value
-
     built_in = built_in_presets()
     if name in built_in:
         return dict(built_in[name])
@@ -52,11 +51,10 @@ def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
         raise PresetError(f"--preset {name}: no such preset (known: {known})")
     values: dict[str, Any] = {}
     for attribute, raw in saved[name].items():
-        if attribute not in Settings.__dataclass_fields__ or attribute in SECRET_FIELDS or raw in ("", None):
+        if attribute not in BY_ATTRIBUTE or attribute in SECRET_FIELDS or raw in ("", None):
             continue  # run options (subset, limit...) and empty fields are the flags' business
-        key = attribute_key(attribute)
         try:
-            values[attribute] = parse_value(key, KEYS[key][1], raw, origin=f"preset {name}")
+            values[attribute] = BY_ATTRIBUTE[attribute].parse(raw, origin=f"preset {name}")
         except SettingsError as exc:
             raise PresetError(str(exc)) from None
     return values

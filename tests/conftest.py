@@ -17,6 +17,9 @@ from hbtui.store import Store
 from tests.support.fake_server import DEFAULT_CONFIG
 from tests.support.server_process import FakeServer
 
+# The local model's installer with cmake and PyPI faked: fixtures tools, pypi, root.
+pytest_plugins = ["tests.support.fake_install"]
+
 # ../shared/healthbench beside the checkout (as on CI); HBTUI_HEALTHBENCH_DIR points elsewhere.
 SHARED = Path(os.environ.get("HBTUI_HEALTHBENCH_DIR") or Path(__file__).resolve().parents[2] / "shared" / "healthbench")
 MAIN_SUBSET = SHARED / "healthbench_main_subset.jsonl"

@@ -17,7 +17,7 @@ import pytest
 
 from hbtui import schema
 from hbtui.cli import main
-from hbtui.config import KEYS
+from hbtui.config import BY_KEY
 from hbtui.store import Store
 from tests.conftest import make_record
 from tests.support.synth import synthesize_run
@@ -88,7 +88,7 @@ DATASETS = {
 @pytest.fixture
 def folder(tmp_path, monkeypatch, reference_cache) -> Path:
     """A user's folder: a .env for an endpoint, and a database holding one finished run, "kept"."""
-    for key in KEYS:
+    for key in BY_KEY:
         if key not in ("HBTUI_CACHE", "GRADER_TEMPLATE"):  # the session's offline cache stays
             monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)

@@ -40,7 +40,10 @@ async def test_opens_on_the_configuration_screen_when_the_database_is_empty(tmp_
         await pilot.press("escape")
         assert isinstance(app.screen, RunsScreen)
         assert "No runs yet" in screen_text(app)
-        assert "No endpoint of your own? Quit and run `hbtui demo`" in " ".join(screen_text(app).split())
+        welcome = " ".join(screen_text(app).split())
+        assert (
+            'No endpoint of your own? Choose "local demo model" as the endpoint there (or run `hbtui demo`)' in welcome
+        )
 
 
 async def test_opens_on_the_runs_list_with_a_finished_run(finished_run_db):

@@ -40,6 +40,7 @@ class LiveRun:
     engine: Engine
     counters: RunCounters
     worker: Worker | None = None
+    when_done: Callable[[], None] | None = None  # what the run owns and ends with it (the demo's server)
 
 
 class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens see this app (tui/handle.py)
@@ -105,10 +106,15 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
             raise StoreError(f"{self.settings.db_path}: no database is open")
         return self.store
 
-    async def store_for_a_run(self) -> Store:
-        """The database, created if this is the first run."""
+    async def store_for_a_run(self, db_path: str | None = None) -> Store:
+        """The database a run is planned in (the settings', or the demo's beside it), created if
+        this is its first run; the screens then list that database's runs."""
+        path = db_path or self.settings.db_path
+        if self.store is not None and Path(self.store.path) != Path(path):
+            store, self.store = self.store, None
+            await store.close()
         if self.store is None:
-            self.store = await Store.open(self.settings.db_path)
+            self.store = await Store.open(path)
         return self.store
 
     async def on_unmount(self) -> None:
@@ -198,7 +204,9 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
             answered,
         )
 
-    async def start_run(self, run_id: int, settings: Settings, use_cache: bool = False) -> LiveRun:
+    async def start_run(
+        self, run_id: int, settings: Settings, use_cache: bool = False, when_done: Callable[[], None] | None = None
+    ) -> LiveRun:
         """Drive a planned run in this process; returns at once, the run goes on in a worker."""
         # The engine gets its own connection: its group commits never queue behind the
         # screens' reads on the shared one, and its transactions never meet theirs.
@@ -211,7 +219,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         except BaseException:
             await store.close()
             raise
-        live = LiveRun(run_id, engine, counters)
+        live = LiveRun(run_id, engine, counters, when_done=when_done)
         self.live_runs[run_id] = live
         live.worker = self.run_worker(
             self._drive(live, store, settings), name=f"run {run_id}", group="runs", exclusive=False, exit_on_error=False
@@ -228,6 +236,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         finally:
             await store.close()
             self.live_runs.pop(live.run_id, None)
+            if live.when_done is not None:
+                await asyncio.to_thread(live.when_done)
         return status
 
     def cancel_run(self, run_id: int) -> None:

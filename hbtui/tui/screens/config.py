@@ -8,22 +8,24 @@ password inputs: shown masked, never written to a preset.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rich.text import Text
-from textual import on
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Header, Input, Label, Select, Static
 
-from hbtui.config import KEYS, REASONING_EFFORTS, Settings, SettingsError, attribute_key, parse_value
-from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.grading import TEMPLATE_NAMES, TemplateError, load_template
+from hbtui.config import TEMPLATE, TEMPLATE_NAMES, Setting, Settings, SettingsError, setting_for
+from hbtui.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
+from hbtui.grading import TemplateError, load_template
 from hbtui.services import plan_run, run_name_problem
+from hbtui.setting_kinds import Bool, Choice
 from hbtui.store import StoreError
 from hbtui.text import one_line
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -35,44 +37,63 @@ if TYPE_CHECKING:
 
 NOT_SENT = "none"
 LOCAL_FILE = "file"
+OWN_ENDPOINT = "own"
+DEMO_CHOICE = "demo"  # the local demo model, as `hbtui demo` runs it (screens/demo_start.py)
+WELCOME = 'No runs yet. No endpoint of your own? Choose "local demo model" as the endpoint: a tiny local model shows a whole run.'
 
 
 @dataclass(frozen=True)
 class FormField:
     name: str  # a Settings attribute, or a run option (subset, data_path, limit, seed, repeats, run_name)
     label: str
-    kind: str  # a parser kind of hbtui.config, or: template, data_file, optional_int, int, choice
+    kind: str  # "setting" (read as its description says), or a run option's: data_file, optional_int, int, choice
     placeholder: str = ""
     required: bool = False
+    setting: Setting | None = None
+
+
+def setting_field(attribute: str) -> FormField:
+    """A setting's field: label, placeholder and checks from the setting's one description."""
+    setting = setting_for(attribute)
+    return FormField(attribute, setting.label, "setting", setting.placeholder, setting.required, setting)
 
 
 SECTIONS: list[tuple[str, list[FormField]]] = [
     (
         "Model under test",
         [
-            FormField("base_url", "Base URL", "url", "http://127.0.0.1:8080/v1", required=True),
-            FormField("api_key", "API key", "secret", "none"),
-            FormField("model_test", "Model", "str", "model id", required=True),
-            FormField("reasoning_test", "Reasoning effort", "effort"),
-            FormField("temperature_test", "Temperature", "temperature"),
-            FormField("max_tokens_test", "Max tokens", "positive_int"),
-            FormField("system_message_test", "System message", "str", "none"),
-            FormField("concurrency", "Concurrency", "positive_int"),
+            FormField("endpoint", "Endpoint", "endpoint"),
+            *(
+                setting_field(name)
+                for name in (
+                    "base_url",
+                    "api_key",
+                    "model_test",
+                    "reasoning_test",
+                    "temperature_test",
+                    "max_tokens_test",
+                    "system_message_test",
+                    "concurrency",
+                )
+            ),
         ],
     ),
     (
         "Grader",
         [
-            FormField("grader_base_url", "Base URL", "url", "same as the model under test"),
-            FormField("grader_api_key", "API key", "secret", "same as the model under test"),
-            FormField("model_grader", "Model", "str", "model id", required=True),
-            FormField("reasoning_grader", "Reasoning effort", "effort"),
-            FormField("temperature_grader", "Temperature", "temperature"),
-            FormField("max_tokens_grader", "Max tokens", "positive_int"),
-            FormField("grader_concurrency", "Concurrency", "positive_int", "same as the model under test"),
-            FormField("grader_template", "Prompt template", "template", "reference, builtin, or a file"),
-            FormField("system_message_grader", "System message", "str", "none"),
-            FormField("grader_json_schema", "JSON schema", "bool"),
+            setting_field(name)
+            for name in (
+                "grader_base_url",
+                "grader_api_key",
+                "model_grader",
+                "reasoning_grader",
+                "temperature_grader",
+                "max_tokens_grader",
+                "grader_concurrency",
+                "grader_template",
+                "system_message_grader",
+                "grader_json_schema",
+            )
         ],
     ),
     (
@@ -88,33 +109,50 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
     ),
 ]
 FIELDS = {f.name: f for _, section in SECTIONS for f in section}
-SETTING_NAMES = [name for name in FIELDS if name in Settings.__dataclass_fields__]
-RUN_OPTIONS = ("subset", "data_path", "limit", "seed", "repeats", "run_name")
+SETTING_NAMES = [name for name, form_field in FIELDS.items() if form_field.setting is not None]
+SECRET_NAMES = frozenset(name for name in SETTING_NAMES if setting_for(name).secret)
+RUN_OPTIONS = ("endpoint", "subset", "data_path", "limit", "seed", "repeats", "run_name")
 # What a connection check depends on: its result is out of date once one of these changes.
 CHECKED_FIELDS = ("base_url", "api_key", "model_test", "grader_base_url", "grader_api_key", "model_grader")
+
+
+def check_setting(setting: Setting, raw: str) -> tuple[Any, str | None]:
+    """A setting typed on screen, read as everywhere else; an empty field means what its
+    placeholder says (the default), and is required where the setting has no such meaning."""
+    if raw == "" or (isinstance(setting.kind, Choice) and raw == NOT_SENT):
+        if setting.required or (not setting.placeholder and setting.default is not None):
+            return None, "required"
+        return setting.default, None
+    if setting.kind is TEMPLATE and raw.lower() not in TEMPLATE_NAMES:
+        # A file is read as it is typed; a name's prompt is fetched (or found cached) at the start.
+        try:
+            load_template(Path(raw).expanduser())
+        except TemplateError as exc:
+            return None, str(exc).split(": ", 1)[-1].removeprefix(f"{raw}: ")
+        return str(Path(raw).expanduser()), None
+    try:
+        return setting.parse(raw, origin="typed"), None
+    except SettingsError as exc:
+        return None, str(exc).removeprefix(f"{setting.key} (typed): ")
 
 
 def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str | None]:
     """(value, problem) of one field as typed; the problem is a short phrase or None."""
     raw = raw.strip()
+    if form_field.setting is not None:
+        return check_setting(form_field.setting, raw)
     kind = form_field.kind
-    if kind == "template" and raw == "":
-        return "reference", None
-    if raw == "" or (kind == "effort" and raw == NOT_SENT):
-        if form_field.required:
-            return None, "required"
+    if raw == "":
         if kind == "data_file" and subset == LOCAL_FILE:
             return None, "required for a local file"
         if kind == "int":
             return 0, None
-        if kind == "positive_int" and form_field.name == "repeats":
+        if kind == "positive_int":
             return 1, None
-        if kind == "positive_int" and form_field.name != "grader_concurrency":
-            return None, "required"
         return None, None
-    if kind == "choice":
+    if kind in ("choice", "endpoint"):
         return raw, None
-    if kind in ("optional_int", "int") or form_field.name == "repeats":
+    if kind in ("optional_int", "int", "positive_int"):
         try:
             value = int(raw)
         except ValueError:
@@ -131,38 +169,25 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
         if path.is_dir():
             return None, "is a directory, not a JSONL file"
         return str(path), None
-    if kind == "template":
-        if raw.lower() in TEMPLATE_NAMES:
-            return raw.lower(), None  # the reference prompt is fetched (or found cached) when the run starts
-        try:
-            load_template(Path(raw).expanduser())
-        except TemplateError as exc:
-            return None, str(exc).split(": ", 1)[-1].removeprefix(f"{raw}: ")
-        return str(Path(raw).expanduser()), None
     if form_field.name == "run_name":
         return (None, problem) if (problem := run_name_problem(raw)) else (raw, None)
-    key = attribute_key(form_field.name)
-    try:
-        return parse_value(key, KEYS[key][1], raw, origin="typed"), None
-    except SettingsError as exc:
-        return None, str(exc).removeprefix(f"{key} (typed): ")
+    return raw, None
+
+
+def field_text(name: str, value: Any) -> str:
+    """A value as its field shows it (from the settings, or a preset)."""
+    form_field = FIELDS.get(name)
+    if form_field is not None and form_field.setting is not None:
+        if value is None and isinstance(form_field.setting.kind, Choice):
+            return NOT_SENT
+        return form_field.setting.kind.text(value)
+    return "" if value is None else str(value)
 
 
 def initial_text(settings: Settings, name: str) -> str:
-    if name == "subset":
-        return "main"
-    if name == "seed":
-        return "0"
-    if name == "repeats":
-        return "1"
     if name in RUN_OPTIONS:
-        return ""
-    value = getattr(settings, name)
-    if value is None:
-        return NOT_SENT if FIELDS[name].kind == "effort" else ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+        return {"endpoint": OWN_ENDPOINT, "subset": "main", "seed": "0", "repeats": "1"}.get(name, "")
+    return field_text(name, getattr(settings, name))
 
 
 class ConfigScreen(Screen):
@@ -176,6 +201,7 @@ class ConfigScreen(Screen):
         Binding("ctrl+o", "load_preset", "Load preset", id="config.load_preset"),
         Binding("ctrl+r", "save_preset", "Save preset", id="config.save_preset"),
         Binding("ctrl+g", "write_env", "Write .env", id="config.write_env"),
+        Binding("ctrl+x", "cancel_install", "Cancel install", id="config.cancel_install"),
     ]
 
     def __init__(self) -> None:
@@ -186,13 +212,17 @@ class ConfigScreen(Screen):
         self._last_check: tuple[dict[str, str], Text] | None = None
         self._last_check_ok = False
         self._listing_problems = False  # the status lists fields to fix
+        self._status_kind = "message"  # what the status shows (see show_status)
+        self._endpoint_fields_shown = True  # False while the local demo model is the endpoint
+        self._styled_for: tuple[int, bool, object] | None = None  # what the app was when last shown
+        self._install_cancel: threading.Event | None = None  # set: the local model's install stops
 
     def compose(self) -> ComposeResult:
         settings = self.app.settings
         yield Header()
         with VerticalScroll(id="config-form"):
-            for title, section in SECTIONS:
-                yield Static(Text(title), classes="form-section")
+            for index, (title, section) in enumerate(SECTIONS):
+                yield Static(Text(title), classes="form-section", id=f"section-{index}")
                 for form_field in section:
                     yield from self._field_row(settings, form_field)
         yield Static(id="config-status")
@@ -208,10 +238,11 @@ class ConfigScreen(Screen):
         value = initial_text(settings, form_field.name)
         with Horizontal(classes="field-row", id=f"row-{form_field.name}"):
             yield Label(form_field.label, classes="field-label")
-            if form_field.kind == "effort":
-                options = [("not sent", NOT_SENT)] + [(effort, effort) for effort in REASONING_EFFORTS]
+            kind = form_field.setting.kind if form_field.setting else None
+            if isinstance(kind, Choice):
+                options = [("not sent", NOT_SENT)] + [(choice, choice) for choice in kind.choices]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
-            elif form_field.kind == "bool":
+            elif isinstance(kind, Bool):
                 yield Select(
                     [("yes", "true"), ("no", "false")],
                     value=value,
@@ -219,6 +250,9 @@ class ConfigScreen(Screen):
                     compact=True,
                     id=f"field-{form_field.name}",
                 )
+            elif form_field.kind == "endpoint":
+                options = [("your own endpoint (below)", OWN_ENDPOINT), ("local demo model", DEMO_CHOICE)]
+                yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             elif form_field.kind == "choice":
                 options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
@@ -226,15 +260,33 @@ class ConfigScreen(Screen):
                 yield Input(
                     value,
                     placeholder=form_field.placeholder,
-                    password=form_field.kind == "secret",
+                    password=form_field.name in SECRET_NAMES,
                     compact=True,
                     id=f"field-{form_field.name}",
                 )
         yield Static("", classes="field-message", id=f"message-{form_field.name}")
 
+    def _on_screen_suspend(self) -> None:
+        super()._on_screen_suspend()
+        self._styled_for = self._style_inputs()
+
+    def _on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Kept and shown again (n on the runs list), the screen restyled its ~140 widgets: most of
+        # the time `n` took. Its widgets restyle themselves when their own classes or focus change;
+        # only what the whole app changed while it was away (the theme, CSS, the terminal's focus,
+        # the size) needs the full pass. Textual skips it the same way when a modal is popped.
+        if self._styled_for == self._style_inputs():
+            event.refresh_styles = False
+        super()._on_screen_resume(event)
+
+    def _style_inputs(self) -> tuple[int, bool, object]:
+        return (self.app._css_update_count, self.app.app_focus, self.app.size)
+
     def on_mount(self) -> None:
         self.validate_all()
         self.query_one("#field-base_url", Input).focus()
+        if self.app.store is None:  # the first screen of a fresh clone: the welcome
+            self.show_status(WELCOME)
 
     # ---- reading and checking the form ----------------------------------------------------
     def raw(self, name: str) -> str:
@@ -292,13 +344,45 @@ class ConfigScreen(Screen):
             self.validate_field(name)
         if name == "subset" and self.is_mounted:
             self.validate_field("data_path")
+        if name == "endpoint" and self.is_mounted:
+            self._show_endpoint_fields(event.value != DEMO_CHOICE)
+
+    def _show_endpoint_fields(self, shown: bool) -> None:
+        """The local demo model brings its own endpoint and models: the settings' fields go."""
+        if shown == self._endpoint_fields_shown:
+            return  # Select.Changed also comes when the screen is built: nothing to restyle then
+        self._endpoint_fields_shown = shown
+        hidden = [
+            self.query_one(f"#{part}-{form_field.name}")
+            for _, section in SECTIONS
+            for form_field in section
+            if form_field.setting is not None
+            for part in ("row", "message")
+        ]
+        hidden += [
+            self.query_one(f"#section-{index}")
+            for index, (_, section) in enumerate(SECTIONS)
+            if all(form_field.setting is not None for form_field in section)
+        ]
+        for widget in hidden:
+            if shown:
+                widget.styles.clear_rule("display")  # back to the stylesheet's (a message: only when -shown)
+            else:
+                widget.display = False
+        if shown and self._status_kind == "demo":
+            self.show_status("")
+        elif not shown:
+            from hbtui.tui.screens.demo_start import chosen_text
+
+            self.show_status(chosen_text(self.app.settings.db_path), kind="demo")
 
     def form_settings(self, values: dict[str, Any]) -> Settings:
         return replace(self.app.settings, **{name: values[name] for name in SETTING_NAMES})
 
     def show_status(self, message: str | Text, *, error: bool = False, kind: str = "message") -> None:
-        """One status for the whole form; ``kind`` says what it shows (message, problems, check)."""
+        """One status for the whole form; ``kind`` says what it shows (message, problems, check, demo)."""
         self._listing_problems = kind == "problems"
+        self._status_kind = kind
         if kind != "check":
             self._last_check = None
         status = self.query_one("#config-status", Static)
@@ -330,6 +414,9 @@ class ConfigScreen(Screen):
         if self._starting:
             return
         values, problems = self.validate_all()
+        if values["endpoint"] == DEMO_CHOICE:
+            self._start_demo(values, [name for name in problems if name in RUN_OPTIONS])
+            return
         if problems:
             self._first_problem(problems)
             return
@@ -338,11 +425,7 @@ class ConfigScreen(Screen):
         self.show_status("loading the dataset…")
         try:
             settings.require_models()
-            await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
-            if values["subset"] == LOCAL_FILE:
-                dataset = await asyncio.to_thread(load_jsonl, values["data_path"])
-            else:
-                dataset = await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
+            dataset = await self._dataset(settings, values)
             self.show_status("planning the run…")
             store = await self.app.store_for_a_run()
             run_id = await plan_run(
@@ -365,6 +448,57 @@ class ConfigScreen(Screen):
         self.show_status("")
         # The monitor replaces this screen: Back from it goes to the runs list.
         await self.app.switch_screen(MonitorScreen(run_id))
+
+    async def _dataset(self, settings: Settings, values: dict[str, Any]) -> Dataset:
+        """The run's records, and its grader prompt checked (the reference's fetched once)."""
+        await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
+        if values["subset"] == LOCAL_FILE:
+            return await asyncio.to_thread(load_jsonl, values["data_path"])
+        return await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
+
+    @work(group="demo", exclusive=True)
+    async def _start_demo(self, values: dict[str, Any], problems: list[str]) -> None:
+        """The local demo model instead of the endpoint: only the data and run fields count."""
+        from hbtui.local_model import LocalModelError
+        from hbtui.tui.screens.demo_start import start_demo
+        from hbtui.tui.screens.monitor import MonitorScreen
+
+        if problems:
+            self._first_problem(problems)
+            return
+        self._starting = True
+        self._install_cancel = threading.Event()
+        self.refresh_bindings()
+        self.show_status("loading the dataset…")
+        try:
+            dataset = await self._dataset(self.app.settings, values)
+            run_id = await start_demo(self.app, dataset, values, self.show_status, self._install_cancel)
+        except (LocalModelError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(str(exc), 300), error=True)
+            return
+        finally:
+            self._starting = False
+            self._install_cancel = None
+            self.refresh_bindings()
+        from hbtui.demo import DISCLAIMER
+
+        self.app.notify(DISCLAIMER, title="local demo model", timeout=15, markup=False)
+        self.show_status("")
+        await self.app.switch_screen(MonitorScreen(run_id))
+
+    def action_cancel_install(self) -> None:
+        if self._install_cancel is not None:
+            self._install_cancel.set()
+            self.show_status("cancelling the install…")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_install":
+            return self._install_cancel is not None  # offered only while the local model installs
+        return True
+
+    def on_unmount(self) -> None:
+        if self._install_cancel is not None:  # the app is closing: no build goes on without it
+            self._install_cancel.set()
 
     def action_check_connection(self) -> None:
         values, problems = self.validate_all()
@@ -411,7 +545,7 @@ class ConfigScreen(Screen):
         self.show_status(text, error=not self._last_check_ok and not changed, kind="check")
 
     def preset_values(self) -> dict[str, str]:
-        values = {name: self.raw(name) for name in FIELDS if FIELDS[name].kind != "secret"}
+        values = {name: self.raw(name) for name in FIELDS if name not in SECRET_NAMES}
         for name in ("data_path", "grader_template"):  # a preset is loaded from anywhere: whole paths
             if values.get(name, "").strip() and values[name].strip().lower() not in TEMPLATE_NAMES:
                 values[name] = str(Path(values[name].strip()).expanduser().resolve())
@@ -444,7 +578,7 @@ class ConfigScreen(Screen):
             return
         # The built-in ones first, read-only (saving under their name is refused).
         presets = {
-            name: {field: self._as_text(field, value) for field, value in values.items()}
+            name: {field: field_text(field, value) for field, value in values.items()}
             for name, values in built_in_presets().items()
         }
         presets.update({name: values for name, values in saved.items() if name not in presets})
@@ -453,7 +587,7 @@ class ConfigScreen(Screen):
             if name is None:
                 return
             for field_name, value in presets[name].items():
-                if field_name in FIELDS and FIELDS[field_name].kind != "secret":
+                if field_name in FIELDS and field_name not in SECRET_NAMES:
                     self.set_raw(field_name, value)
             self.call_after_refresh(self.validate_all)
             self.show_status(f"loaded preset {name!r}")
@@ -463,15 +597,6 @@ class ConfigScreen(Screen):
             PresetPickerModal([*built_in, *sorted(n for n in presets if n not in built_in)], read_only=set(built_in)),
             picked,
         )
-
-    @staticmethod
-    def _as_text(field: str, value: Any) -> str:
-        """A preset's value as the form's field shows it."""
-        if value is None:
-            return NOT_SENT if field in FIELDS and FIELDS[field].kind == "effort" else ""
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return f"{value:g}" if isinstance(value, float) else str(value)
 
     def action_write_env(self) -> None:
         from hbtui.envfile import EnvFileError, write_env

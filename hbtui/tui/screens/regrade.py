@@ -15,7 +15,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from hbtui.config import KEYS, SettingsError, attribute_key, parse_value
+from hbtui.config import SettingsError, setting_for
 from hbtui.presets import built_in_presets
 from hbtui.store import RunRow
 from hbtui.text import one_line
@@ -102,11 +102,11 @@ class RegradeModal(ModalScreen[dict[str, str] | None]):
         for name, raw in typed.items():
             if raw == "":
                 continue
-            key = attribute_key(name)
+            setting = setting_for(name)
             try:
-                parse_value(key, KEYS[key][1], raw, origin="typed")
+                setting.parse(raw, origin="typed")
             except SettingsError as exc:
-                return typed, f"{labels[name]}: {str(exc).removeprefix(f'{key} (typed): ')}"
+                return typed, f"{labels[name]}: {str(exc).removeprefix(f'{setting.key} (typed): ')}"
         return typed, None
 
     def action_reference(self) -> None:

@@ -439,7 +439,7 @@ class RunScreen(ResponsiveScreen):
 
     async def action_regrade(self) -> None:
         """Grade this run's replies again as a new run, as `hbtui regrade` does, and watch it."""
-        from hbtui.config import KEYS, SettingsError, attribute_key
+        from hbtui.config import TEXT, URL, SettingsError, setting_for
         from hbtui.grading import TemplateError, load_template
         from hbtui.services import plan_regrade, settings_for_run
         from hbtui.tui.screens.regrade import RegradeModal
@@ -455,9 +455,7 @@ class RunScreen(ResponsiveScreen):
                 return
             # An empty number means "as the run had it"; an empty text clears (no system message).
             flags = {
-                name: value
-                for name, value in typed.items()
-                if value != "" or KEYS[attribute_key(name)][1] in ("str", "url")
+                name: value for name, value in typed.items() if value != "" or setting_for(name).kind in (TEXT, URL)
             }
             try:
                 settings = settings_for_run(run, self.app.settings, **flags)

@@ -93,8 +93,8 @@ class RunsScreen(Screen):
         yield table
         yield Static(
             Text(
-                "No runs yet: press n to configure and start one. No endpoint of your own? Quit and run"
-                " `hbtui demo`: a tiny local model shows a whole run."
+                'No runs yet: press n to configure and start one. No endpoint of your own? Choose "local demo'
+                ' model" as the endpoint there (or run `hbtui demo`): a tiny local model shows a whole run.'
             ),
             id="runs-empty",
         )

