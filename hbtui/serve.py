@@ -20,6 +20,8 @@ index handler), which is why pyproject.toml pins it exactly.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import ipaddress
 import secrets
@@ -34,6 +36,7 @@ from urllib.parse import urlsplit
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -73,7 +76,8 @@ def host_name(host_header: str) -> str:
 
 def app_command(db_path: str, env_file: str) -> str:
     """The command each browser tab's app runs: this interpreter, this database, this `.env`."""
-    return shlex.join(
+    # exec: the tab's process is the app itself, not a shell above it, so ending it ends the app.
+    return "exec " + shlex.join(
         [
             sys.executable,
             "-m",
@@ -121,6 +125,7 @@ class GuardedServer(Server):
         # machine's own are taken.
         self.exposed = exposed
         self.own_names = {host.lower(), socket.gethostname().lower(), socket.getfqdn().lower()}
+        self.tabs: set[AppService] = set()
         # Cookies are shared by every port of a host: a name per server keeps two servers on one
         # machine from overwriting each other's secret.
         self.cookie_name = f"{COOKIE_PREFIX}{port}"
@@ -180,7 +185,53 @@ class GuardedServer(Server):
                 web.static("/static", self.statics_path, show_index=False, name="static"),
             ]
         )
+        app.on_shutdown.append(self.end_every_tab)
         return app
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's handler, keeping each tab's app so that Ctrl-C can end them all (its own
+        leaves them to finish on their own), and saying a failure in one line, not a traceback."""
+        websocket = web.WebSocketResponse(heartbeat=15)
+        try:
+            width = int(request.query.get("width", "80"))
+            height = int(request.query.get("height", "24"))
+        except ValueError:
+            width, height = 80, 24
+        tab: AppService | None = None
+        try:
+            await websocket.prepare(request)
+            tab = AppService(
+                self.command,
+                write_bytes=websocket.send_bytes,
+                write_str=websocket.send_str,
+                close=websocket.close,
+                download_manager=self.download_manager,
+                debug=self.debug,
+            )
+            self.tabs.add(tab)
+            await tab.start(width, height)
+            await self._process_messages(websocket, tab)
+        except asyncio.CancelledError:
+            await websocket.close()
+        except Exception as error:  # noqa: BLE001 - one tab's failure must not end the server or the other tabs
+            print(f"hbtui: a browser tab's app ended: {type(error).__name__}: {error}", file=sys.stderr)
+        finally:
+            if tab is not None:
+                self.tabs.discard(tab)
+                await tab.stop()
+        return websocket
+
+    async def end_every_tab(self, app: web.Application) -> None:
+        """Ask every tab's app to quit, as closing its tab does; kill what is still there after a
+        few seconds, so that the server never leaves an app behind it."""
+        tabs = list(self.tabs)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(tab.stop() for tab in tabs), return_exceptions=True), 5)
+        for tab in tabs:
+            process = tab._process  # textual-serve keeps no other handle on it (pinned: see above)
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
 
     async def handle_index(self, request: web.Request) -> web.Response:
         # Every URL from the request's own scheme and host, so the page works behind a tunnel
@@ -203,7 +254,8 @@ class GuardedServer(Server):
         """textual-serve logs every connection with Rich; hbtui prints its own lines instead."""
 
     def serve(self, debug: bool = False) -> None:
-        web.run_app(self._make_app(), sock=self.sock, print=lambda *args: None, handle_signals=True)
+        # Ctrl-C: tabs still open get a moment to end their apps, not aiohttp's default minute.
+        web.run_app(self._make_app(), sock=self.sock, print=lambda *args: None, handle_signals=True, shutdown_timeout=3)
 
 
 def serve(*, host: str, port: int, expose: bool, db_path: str, env_file: str, say: Callable[..., None]) -> int:
