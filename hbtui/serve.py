@@ -29,6 +29,7 @@ import shlex
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -110,6 +111,10 @@ def bind(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
+
+
+async def close_quietly(websocket: web.WebSocketResponse) -> None:
+    await websocket.close()
 
 
 class GuardedServer(Server):
@@ -204,7 +209,7 @@ class GuardedServer(Server):
                 self.command,
                 write_bytes=websocket.send_bytes,
                 write_str=websocket.send_str,
-                close=websocket.close,
+                close=partial(close_quietly, websocket),
                 download_manager=self.download_manager,
                 debug=self.debug,
             )
