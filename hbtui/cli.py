@@ -195,6 +195,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     demo.add_argument("--headless", action="store_true", help="print the score and the run's folder; no app")
 
+    serve = sub.add_parser(
+        "serve", parents=[common], help="serve the app to a browser (each tab its own app, same database)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0 picks a free one)")
+    serve.add_argument(
+        "--expose", action="store_true", help="allow a --host other machines can reach (prints a warning)"
+    )
+
     monitor = sub.add_parser("monitor", parents=[common], help="watch a run live in the app")
     monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
     monitor.add_argument("--no-mouse", action="store_true")
@@ -487,6 +496,23 @@ def _demo(args: argparse.Namespace, settings: Settings):
     return cmd_demo(args, settings)
 
 
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    # textual-serve (and aiohttp's web server) are loaded only by this command.
+    from hbtui.serve import ServeError, serve
+
+    try:
+        return serve(
+            host=args.host,
+            port=args.port,
+            expose=args.expose,
+            db_path=settings.db_path,
+            env_file=args.env_file,
+            say=say,
+        )
+    except ServeError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def settings_db(args: argparse.Namespace) -> str:
     try:
         return settings_from(args).db_path
@@ -528,6 +554,8 @@ def _main(argv: Sequence[str] | None) -> int:
             "export": lambda: cmd_export(args, settings),
             "demo": lambda: _demo(args, settings),
         }
+        if command == "serve":
+            return _serve(args, settings)
         if command not in commands:
             parser.error(f"unknown command {command}")
         code = asyncio.run(commands[command]())

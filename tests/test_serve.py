@@ -1,0 +1,162 @@
+"""`hbtui serve` keeps everyone else out: a real server process, real HTTP and websocket requests.
+
+The app it serves starts paid runs and writes `.env`; without the printed secret, from another
+host name (DNS rebinding) or from another site's page (Origin), every route answers 403 and
+nothing else. The browser tier (tests/browser) drives the same server from Chromium.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import aiohttp
+import httpx
+import pytest
+
+from tests.support.served import ServedApp
+from tests.test_cli import clean_env, hbtui
+
+KEY = "sk-proj-served-app-key-1234567890abcdef"
+ROUTES = ["/", "/ws", "/static/js/textual.js", "/download/anything"]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("served")
+    (folder / ".env").write_text(f"BASE_URL=http://127.0.0.1:9/v1\nAPI_KEY={KEY}\nMODEL_TEST=m\nMODEL_GRADER=g\n")
+    with ServedApp(folder / "runs" / "hbtui.sqlite", cwd=folder, env=clean_env()) as app:
+        yield app
+
+
+def get(served: ServedApp, path: str, *, host: str | None = None, **kwargs) -> httpx.Response:
+    headers = {"Host": host or f"127.0.0.1:{served.port}", **kwargs.pop("headers", {})}
+    return httpx.get(f"{served.base}{path}", headers=headers, follow_redirects=False, timeout=30, **kwargs)
+
+
+def cookie(served: ServedApp, secret: str | None = None) -> dict[str, str]:
+    return {"Cookie": f"hbtui-serve-{served.port}={secret or served.secret}"}
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_every_route_refuses_a_request_without_the_secret_or_with_a_wrong_one(served, path):
+    for headers in ({}, cookie(served, "not-the-secret"), {"Cookie": "hbtui-serve-1=" + served.secret}):
+        response = get(served, path, headers=headers)
+        assert response.status_code == 403
+        assert response.text == "forbidden: open the URL that `hbtui serve` printed\n"
+
+
+def test_the_printed_url_trades_its_secret_for_a_strict_http_only_cookie_and_drops_it_from_the_address(served):
+    response = get(served, f"/?key={served.secret}")
+    assert response.status_code == 302 and response.headers["Location"] == "/"
+    set_cookie = response.headers["Set-Cookie"]
+    assert set_cookie.startswith(f"hbtui-serve-{served.port}={served.secret};")
+    assert "HttpOnly" in set_cookie and "SameSite=Strict" in set_cookie
+    page = get(served, "/", headers=cookie(served))
+    assert page.status_code == 200 and 'id="terminal"' in page.text
+    assert served.secret not in page.text
+    assert get(served, "/static/js/textual.js", headers=cookie(served)).status_code == 200
+
+
+def test_the_page_derives_its_websocket_and_static_urls_from_the_request_so_a_tunnel_on_another_port_works(served):
+    page = get(served, "/", host="localhost:9000", headers=cookie(served))
+    assert page.status_code == 200
+    assert 'data-session-websocket-url="ws://localhost:9000/ws"' in page.text
+    assert 'src="http://localhost:9000/static/js/textual.js"' in page.text
+    assert f":{served.port}" not in page.text
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_another_host_name_is_refused_even_with_the_secret_so_dns_rebinding_gets_nothing(served, path):
+    response = get(served, path, host=f"attacker.example:{served.port}", headers=cookie(served))
+    assert response.status_code == 403
+
+
+@pytest.mark.parametrize("path", ["/", "/ws"])
+def test_another_sites_page_is_refused_even_with_the_secret(served, path):
+    headers = {**cookie(served), "Origin": "http://attacker.example"}
+    assert get(served, path, headers=headers).status_code == 403
+
+
+def test_a_websocket_without_an_origin_is_refused(served):
+    # Browsers always send one; a request without it comes from something that is not a page.
+    assert get(served, "/ws", headers=cookie(served)).status_code == 403
+
+
+async def test_the_websocket_runs_the_app_and_the_configured_key_never_reaches_the_page(served):
+    received = bytearray()
+    origin = f"http://127.0.0.1:{served.port}"
+    url = f"ws://127.0.0.1:{served.port}/ws?width=100&height=30"
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url, headers={**cookie(served), "Origin": origin}) as websocket:
+            # The empty database's app opens on the configuration screen, whose key field is set.
+            async def read_until_the_configuration_screen() -> None:
+                while b"API key" not in received or b"Model" not in received:
+                    message = await websocket.receive()
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        received.extend(message.data)
+                    elif message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                        return
+
+            await asyncio.wait_for(read_until_the_configuration_screen(), timeout=60)
+    assert b"API key" in received
+    assert KEY.encode() not in received and KEY[-8:].encode() not in received
+
+
+def test_a_host_other_machines_can_reach_needs_an_explicit_flag(tmp_path):
+    result = hbtui("serve", "--host", "0.0.0.0", "--port", "0", cwd=tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("hbtui: error: --host 0.0.0.0 would let other machines reach the app")
+    assert "--expose" in result.stderr
+
+
+def test_an_exposed_host_is_served_with_a_warning(tmp_path):
+    with ServedApp(tmp_path / "hbtui.sqlite", "--host", "0.0.0.0", "--expose", env=clean_env()) as served:
+        assert served.process is not None and served.process.stderr is not None
+        warning = served.process.stderr.readline()
+        assert warning.startswith("hbtui: warning: serving on 0.0.0.0, reachable from other machines")
+        # From another machine the page is addressed by this machine's address or its name; a
+        # name of somebody else's is still refused (an address cannot be rebound, a name can).
+        for host in ("192.0.2.7", socket.gethostname()):
+            assert get(served, "/", host=f"{host}:{served.port}", headers=cookie(served)).status_code == 200
+        assert get(served, "/", host=f"attacker.example:{served.port}", headers=cookie(served)).status_code == 403
+
+
+def test_a_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = hbtui("serve", "--port", str(port), cwd=tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == f"hbtui: error: port {port} is in use on 127.0.0.1: choose another with --port\n"
+
+
+def test_serve_is_not_loaded_by_the_headless_commands():
+    # textual-serve brings aiohttp's web server, jinja2 and Rich: `hbtui run` must not pay for it.
+    code = "import sys, hbtui.cli; assert 'textual_serve' not in sys.modules and 'hbtui.serve' not in sys.modules"
+    assert __import__("subprocess").run([sys.executable, "-c", code]).returncode == 0
+
+
+async def test_ctrl_c_stops_the_server_and_the_apps_of_tabs_still_open(tmp_path):
+    served = ServedApp(tmp_path / "hbtui.sqlite", env=clean_env()).__enter__()
+    try:
+        assert served.process is not None
+        origin = f"http://127.0.0.1:{served.port}"
+        async with aiohttp.ClientSession() as session:
+            url = f"ws://127.0.0.1:{served.port}/ws?width=80&height=24"
+            async with session.ws_connect(url, headers={**cookie(served), "Origin": origin}) as websocket:
+                await websocket.receive(timeout=60)  # the tab's app is up and drawing
+                apps = Path(f"/proc/{served.process.pid}/task/{served.process.pid}/children").read_text().split()
+                assert len(apps) == 1
+                served.process.send_signal(signal.SIGINT)
+                # The tab stays open and reads nothing, as a browser left in the background does.
+                status = await asyncio.get_running_loop().run_in_executor(None, served.process.wait, 30)
+        assert status == 0
+        assert not Path(f"/proc/{apps[0]}").exists() or "zombie" in Path(f"/proc/{apps[0]}/status").read_text()
+    finally:
+        served.__exit__()
