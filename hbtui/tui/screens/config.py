@@ -283,6 +283,10 @@ class ConfigScreen(Screen):
         return (self.app._css_update_count, self.app.app_focus, self.app.size)
 
     def on_mount(self) -> None:
+        if self.app._exit:
+            # Built ahead (prebuild_config) as the user quit: the app is taking its widgets down,
+            # and a form with no fields has nothing to check.
+            return
         self.validate_all()
         self.query_one("#field-base_url", Input).focus()
         if self.app.store is None:  # the first screen of a fresh clone: the welcome
