@@ -490,7 +490,7 @@ def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -
     return app.return_code or EXIT_OK
 
 
-def _demo(args: argparse.Namespace, settings: Settings):
+def _demo(args: argparse.Namespace, settings: Settings) -> int:
     from hbtui.demo import cmd_demo
 
     return cmd_demo(args, settings)
@@ -552,10 +552,12 @@ def _main(argv: Sequence[str] | None) -> int:
             "show": lambda: cmd_show(args, settings),
             "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),
-            "demo": lambda: _demo(args, settings),
         }
+        # These two run an app after (demo) or instead of (serve) an event loop of their own.
         if command == "serve":
             return _serve(args, settings)
+        if command == "demo":
+            return _demo(args, settings)
         if command not in commands:
             parser.error(f"unknown command {command}")
         code = asyncio.run(commands[command]())

@@ -8,6 +8,7 @@ own database, named ``demo-...``, so that a meaningless score never sits among r
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import time
 from dataclasses import replace
@@ -107,8 +108,22 @@ def install_local_model(cache_dir: str, say) -> LocalModel:
         raise
 
 
-async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from hbtui.cli import EXIT_INCOMPLETE, EXIT_OK, _download_progress, drive, say
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.cli import EXIT_INCOMPLETE, EXIT_OK
+
+    code, run_id, run_settings = asyncio.run(drive_demo(args, settings))
+    if code in (EXIT_OK, EXIT_INCOMPLETE) and not args.headless:
+        # After the run's event loop has ended: the app runs one of its own.
+        from hbtui.tui.app import HBTuiApp
+
+        app = HBTuiApp(settings=run_settings, env_file=None, monitor_run=str(run_id))
+        app.run(mouse=not args.no_mouse)
+    return code
+
+
+async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int, int, Settings]:
+    """Install what is missing, start the model's server, and drive a run on it to its end."""
+    from hbtui.cli import _download_progress, drive, say
     from hbtui.grading import load_template
     from hbtui.llama_server import LlamaServer
     from hbtui.services import plan_run
@@ -136,9 +151,4 @@ async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
             code = await drive(store, run, run_settings, prices={})
     say(f"hbtui: the demo took {time.monotonic() - started:.0f} s here; its runs are kept in {db_path}.")
     say(f"hbtui: {DISCLAIMER}. For a real run, set BASE_URL, MODEL_TEST and MODEL_GRADER (see README) and run `hbtui`.")
-    if code in (EXIT_OK, EXIT_INCOMPLETE) and not args.headless:
-        from hbtui.tui.app import HBTuiApp
-
-        app = HBTuiApp(settings=run_settings, env_file=None, monitor_run=str(run_id))
-        app.run(mouse=not args.no_mouse)
-    return code
+    return code, run_id, run_settings

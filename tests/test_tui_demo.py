@@ -11,7 +11,16 @@ The real llama.cpp server is in tests/e2e/test_demo_app_e2e.py.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import httpx
@@ -76,13 +85,17 @@ async def test_the_first_install_shows_its_progress_and_a_cancel_keeps_nothing(
     assert not (tmp_path / "runs").exists()  # no database, no run
 
 
-async def test_the_demo_runs_on_the_installed_model_into_its_own_database(root, small_dataset, tmp_path):
+def install_the_test_server_as_the_model(root: Path) -> None:
     executable(
         local_model.binary_path(root).parent.mkdir(parents=True) or local_model.binary_path(root),
         TEST_SERVER_AS_LLAMA_SERVER,
     )
     local_model.model_path(root).parent.mkdir(parents=True)
     local_model.model_path(root).write_bytes(GGUF)
+
+
+async def test_the_demo_runs_on_the_installed_model_into_its_own_database(root, small_dataset, tmp_path):
+    install_the_test_server_as_the_model(root)
     runs = tmp_path / "runs"
     app = HBTuiApp(settings=offline_settings(db_path=str(runs / "hbtui.sqlite")), env_file=None)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -108,3 +121,44 @@ async def test_the_demo_runs_on_the_installed_model_into_its_own_database(root, 
     except httpx.ConnectError:
         reachable = False
     assert not reachable
+
+
+def test_hbtui_demo_opens_the_app_on_its_run_once_the_run_has_ended(root, small_dataset, tmp_path):
+    """`hbtui demo` without --headless, in a terminal: the run is driven, its server stopped, then
+    the app opens on it (its own event loop, after the run's) and quits cleanly."""
+    install_the_test_server_as_the_model(root)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BASE_URL", "API_KEY", "MODEL_"))}
+    env.update(GRADER_TEMPLATE="builtin", TERM="xterm-256color")
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "demo", "--limit", "1", "--data", str(small_dataset)],
+        cwd=tmp_path,
+        env=env,
+        stdin=secondary,
+        stdout=secondary,
+        stderr=secondary,
+        start_new_session=True,
+    )
+    os.close(secondary)
+    shown = bytearray()
+
+    def read_until(needle: bytes, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while needle not in shown and time.monotonic() < deadline and demo.poll() is None:
+            if select.select([primary], [], [], 0.2)[0]:
+                with contextlib.suppress(OSError):
+                    shown.extend(os.read(primary, 65536))
+
+    try:
+        read_until(b"Results", 120)  # the app's monitor of the finished run offers its results
+        assert b"Results" in shown, shown.decode(errors="replace")[-2000:]
+        assert b"internal error" not in shown
+        os.write(primary, b"\x11")  # ctrl+q
+        assert demo.wait(timeout=30) == 0
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+        os.close(primary)
+    assert b"score " in shown  # the run's summary, printed before the app opened
