@@ -139,8 +139,8 @@ async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int,
     db_path = args.db or DEMO_DB
     say(f"hbtui: {DISCLAIMER}.")
     say(
-        f"hbtui: starting llama-server ({SLOTS} slots of {SLOT_CONTEXT} tokens); {limit} records, answered and"
-        f" graded on this machine's CPU: a few minutes"
+        f"hbtui: starting llama-server ({SLOTS} slots of {SLOT_CONTEXT} tokens); {limit} record"
+        f"{'' if limit == 1 else 's'}, answered and graded on this machine's CPU: a few minutes"
     )
     started = time.monotonic()
     with LlamaServer(local.binary, local.model, **server_options()) as server:
