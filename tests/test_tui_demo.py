@@ -62,6 +62,8 @@ async def choose_the_demo(pilot, app: HBTuiApp, data: Path, limit: str = "") -> 
     # The endpoint's fields do not apply: hidden, and their "required" no longer stops a start.
     assert not screen.query_one("#row-base_url").display and not screen.query_one("#row-model_grader").display
     assert "required" not in status(app)
+    # An empty count is the demo's few records, not every record: the field says so.
+    assert screen.query_one("#field-limit", Input).placeholder == "5 (the demo's)"
     return screen
 
 

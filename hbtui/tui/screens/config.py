@@ -373,6 +373,11 @@ class ConfigScreen(Screen):
                 widget.styles.clear_rule("display")  # back to the stylesheet's (a message: only when -shown)
             else:
                 widget.display = False
+        # An empty count means every record for a run of one's own, and the demo's few for the demo.
+        from hbtui.demo import DEFAULT_LIMIT
+
+        limit = self.query_one("#field-limit", Input)
+        limit.placeholder = FIELDS["limit"].placeholder if shown else f"{DEFAULT_LIMIT} (the demo's)"
         if shown and self._status_kind == "demo":
             self.show_status("")
         elif not shown:
