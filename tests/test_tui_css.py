@@ -26,7 +26,7 @@ import hbtui.tui.screens.pair
 import hbtui.tui.screens.presets
 import hbtui.tui.screens.regrade
 import hbtui.tui.screens.run
-import hbtui.tui.screens.runs  # noqa: F401 - every widget class of the app defined
+import hbtui.tui.screens.runs  # every widget class of the app defined before the types are listed
 
 TUI = Path(hbtui.tui.__file__).parent
 
