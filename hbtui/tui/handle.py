@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
+from textual import events, on
 from textual.screen import ModalScreen, Screen
 
 if TYPE_CHECKING:
@@ -25,6 +26,18 @@ class AppScreen(Screen):
 
     if TYPE_CHECKING:
         app = getters.app(HBTuiApp)
+
+    _resumed_before = False
+
+    @on(events.ScreenResume)
+    def _styled_as_mounted(self, event: events.ScreenResume) -> None:
+        # Shown for the first time, the screen was styled as it mounted, a moment ago: Textual's
+        # restyle of every widget on resume would compute the same styles again, a tenth of the
+        # time from a key to the screen (opening a run, a conversation). Handlers of the screen's
+        # classes run before Screen's, which reads the flag; later resumes restyle as usual.
+        if not self._resumed_before:
+            self._resumed_before = True
+            event.refresh_styles = False
 
 
 class AppModal(ModalScreen[ResultT]):
