@@ -17,6 +17,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
@@ -46,6 +47,11 @@ LIVE_SECONDS = 2.0
 LIVE_REPORT_SECONDS = 10.0
 
 SORT_ORDER = ("position", "-score", "score")
+# The inputs of the filter bar, by id: mounted the first time one is asked for (see _open_input).
+FILTER_INPUTS = {
+    "search-input": "search prompt, preview, reply (enter applies, esc clears)",
+    "range-input": "score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
+}
 SORT_LABELS = {"position": "position", "score": "score ↑ (worst first)", "-score": "score ↓ (best first)"}
 
 
@@ -250,16 +256,6 @@ class RunScreen(ResponsiveScreen):
                         yield ScoreBreakdown("axis:", "By axis", id="by-axis")
             with TabPane("2 Conversations", id="conversations"):
                 yield Static(id="filter-bar")
-                yield FilterInput(
-                    placeholder="search prompt, preview, reply (enter applies, esc clears)",
-                    id="search-input",
-                    classes="filter-input",
-                )
-                yield FilterInput(
-                    placeholder="score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
-                    id="range-input",
-                    classes="filter-input",
-                )
                 yield ConversationList(ConversationPages(self.app.db), id="conversation-list")
         yield KeyBar()
 
@@ -541,17 +537,23 @@ class RunScreen(ResponsiveScreen):
         self._to_list()
         self.filter = ConversationFilter()
 
-    def _open_input(self, selector: str, value: str) -> None:
+    async def _open_input(self, name: str, value: str) -> None:
         self._to_list()
-        field = self.query_one(selector, FilterInput)
+        try:
+            field = self.query_one(f"#{name}", FilterInput)
+        except NoMatches:
+            # Two inputs composed with the screen were a seventh of the time to open a run, for a
+            # bar most openings never use: each is mounted the first time it is asked for.
+            field = FilterInput(placeholder=FILTER_INPUTS[name], id=name, classes="filter-input")
+            await self.query_one("#conversations", TabPane).mount(field, before=self.conversation_list)
         field.value = value
         field.add_class("-open")
         self.set_focus(field)
 
-    def action_search(self) -> None:
-        self._open_input("#search-input", self.filter.text or "")
+    async def action_search(self) -> None:
+        await self._open_input("search-input", self.filter.text or "")
 
-    def action_score_range(self) -> None:
+    async def action_score_range(self) -> None:
         f = self.filter
         current = (
             ""
@@ -560,7 +562,7 @@ class RunScreen(ResponsiveScreen):
                 f"{'' if f.min_score is None else f'{f.min_score:g}'}..{'' if f.max_score is None else f'{f.max_score:g}'}"
             )
         )
-        self._open_input("#range-input", current)
+        await self._open_input("range-input", current)
 
     @on(Input.Submitted, ".filter-input")
     def _submitted(self, event: Input.Submitted) -> None:
