@@ -170,17 +170,18 @@ class RunData:
     """What a run's screen shows first, read in one go before it composes."""
 
     run: RunRow
-    themes: list[str]
     total: int  # conversations listed
     first_page: list[ConversationSummary]
     scores: list[float]
 
 
 async def read_run(store: Store, run_id: int, query: Query, cursor: int = 0) -> RunData:
-    run = await store.get_run(run_id)
-    themes = await store.themes(run_id)
-    total, rows = await ConversationPages(store).first_page(query, cursor)
-    return RunData(run, themes, total, rows, await store.conversation_scores(run_id))
+    # Asked together, the reads queue on the connection's thread at once, instead of each waiting
+    # for the event loop to hand the next one over (half the time of the read, on a busy machine).
+    run, (total, rows), scores = await asyncio.gather(
+        store.get_run(run_id), ConversationPages(store).first_page(query, cursor), store.conversation_scores(run_id)
+    )
+    return RunData(run, total, rows, scores)
 
 
 class FilterInput(Input):
@@ -235,7 +236,7 @@ class RunScreen(ResponsiveScreen):
         self._preloaded = data
         self.run: RunRow | None = None
         self.report: dict | None = None
-        self.themes: list[str] = []
+        self.themes: list[str] | None = None  # read the first time t is pressed
         self.total = 0
         self._opened: ConversationScreen | None = None  # the last opened, to follow its position back
         self._live_timer: Timer | None = None  # while the run is running: reads it again every LIVE_SECONDS
@@ -281,7 +282,6 @@ class RunScreen(ResponsiveScreen):
 
     def _show_data(self, data: RunData, keep_cursor: bool = False) -> None:
         self.run = data.run
-        self.themes = data.themes
         running = data.run.shown_status() == "running"
         if data.run.report is not None and not running:
             self._show_run(data.run, data.run.report)
@@ -516,7 +516,9 @@ class RunScreen(ResponsiveScreen):
         self._to_list()
         self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
 
-    def action_cycle_theme(self) -> None:
+    async def action_cycle_theme(self) -> None:
+        if self.themes is None:
+            self.themes = await self.app.db.themes(self.run_id)
         choices = [None, *self.themes]
         current = choices.index(self.filter.theme) if self.filter.theme in choices else 0
         self._to_list()
