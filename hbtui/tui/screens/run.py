@@ -285,7 +285,8 @@ class RunScreen(ResponsiveScreen):
         running = data.run.shown_status() == "running"
         if data.run.report is not None and not running:
             self._show_run(data.run, data.run.report)
-            self.compute_stats()
+            # Once the summary is on screen: its reads, started before, slowed the first frame.
+            self.call_after_refresh(self.compute_stats)
         else:  # the report is computed in a moment; until then the last one (or none) is shown
             self._show_run(data.run, self.report)
             if time.monotonic() - self._report_at >= (LIVE_REPORT_SECONDS if running else 0):
