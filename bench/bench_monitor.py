@@ -31,8 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.frame_timer import FrameTimer
 from hbtui.config import Settings
 from hbtui.dataset import load_jsonl
-from hbtui.engine import plan_run
+from hbtui.services import plan_run
 from hbtui.store import MET, NOT_MET, PlannedConversation, Store
+from hbtui.store.owners import this_owner
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.monitor_data import view_from_store
 from hbtui.tui.screens.config import ConfigScreen
@@ -105,7 +106,7 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
     rng = random.Random(0)
     written = 0
     async with await Store.open(db) as store:
-        owner = "bench:writer"
+        owner = this_owner()  # a made-up owner reads as a process gone: the monitor took the run for ended
         lease = await store.claim_run(run_id, owner)
         conversation = 0
         idx = 0

@@ -521,3 +521,16 @@ async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, 
             f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
             in " ".join(text.split())
         )
+
+
+async def test_the_app_collects_young_garbage_less_often_while_it_runs_and_puts_the_setting_back(finished_run_db):
+    import gc
+
+    from hbtui.tui.app import GC_YOUNG_THRESHOLD
+
+    before = gc.get_threshold()
+    app = make_app(finished_run_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
+    assert gc.get_threshold() == before

@@ -94,7 +94,7 @@ def test_monitor_of_a_finished_run(snap_compare, frozen_run_db, size):
         await settle(
             pilot,
             lambda: (
-                isinstance(app.screen, MonitorScreen) and app.screen.view is not None and app.screen._metric is not None
+                isinstance(app.screen, MonitorScreen) and app.screen.view is not None and app.screen.metric is not None
             ),
         )
 

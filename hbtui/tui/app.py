@@ -30,6 +30,7 @@ from hbtui.text import one_line
 from hbtui.tui.monitor_data import RunCounters
 
 STOP_TIMEOUT_SECONDS = 20.0
+GC_YOUNG_THRESHOLD = 10_000  # allocations between collections of the youngest generation (default 700)
 
 
 @dataclass
@@ -62,6 +63,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         self.live_runs: dict[int, LiveRun] = {}
         # Problems found while reading .env (bad values left at their defaults), shown once up.
         self.startup_problems: list[str] = []
+        self._gc_threshold: tuple[int, int, int] | None = None
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def on_mount(self) -> None:
@@ -80,6 +82,12 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         # full passes: fewer pauses while screens open (opening a run: 95-105 ms -> 73-77 ms).
         gc.collect()
         gc.freeze()
+        # Opening a screen allocates some 25,000 objects, nearly all freed by reference counting
+        # within the key press. At the default 700, the collector ran 37 times per run opened and
+        # promoted those objects into full passes of 100-140 ms (6 in 20 opens); at 10,000 they
+        # are mostly gone before it looks: CPU per open 75 -> 66 ms (median of 20), no full pass.
+        self._gc_threshold = gc.get_threshold()
+        gc.set_threshold(GC_YOUNG_THRESHOLD, *self._gc_threshold[1:])
         for problem in self.startup_problems:
             self.notify(one_line(problem, 300), title="settings", severity="warning", timeout=15, markup=False)
         if self.monitor_run is not None:
@@ -132,6 +140,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         except TimeoutError:
             pass
         finally:
+            if self._gc_threshold is not None:  # as it was for what runs after the app in this process
+                gc.set_threshold(*self._gc_threshold)
             # Whatever happened above: an open aiosqlite thread would keep the process alive.
             if self.store is not None:
                 store, self.store = self.store, None

@@ -8,29 +8,18 @@ as the screen composes gives the first layout the right styles.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from textual.screen import Screen
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from hbtui.tui.app import HBTuiApp
-
+from hbtui.tui.handle import AppScreen
 
 NARROW, WIDE = "-narrow", "-wide"
 WIDE_FROM_COLUMNS = 120
 
 
-class ResponsiveScreen(Screen):
+class ResponsiveScreen(AppScreen):
     """A screen whose breakpoint class is right from its first frame (-narrow below 120 columns,
     -wide from there, unless the subclass sets other HORIZONTAL_BREAKPOINTS).
 
     Subclasses call ``apply_breakpoint()`` first thing in ``compose``.
     """
-
-    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
-        app = getters.app(HBTuiApp)
 
     HORIZONTAL_BREAKPOINTS = [(0, NARROW), (WIDE_FROM_COLUMNS, WIDE)]
 

@@ -15,6 +15,7 @@ import statistics
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from hbtui.events import (
     CallFailed,
@@ -33,8 +34,11 @@ RATE_WINDOW_SECONDS = 10.0
 RECENT_ERRORS = 4
 
 
-@dataclass
+@dataclass(eq=False)
 class MonitorView:
+    """What the monitor shows of a run; two views are equal when they show the same figures
+    (the screen holds it as a reactive, so an equal view repaints nothing)."""
+
     run_id: int
     name: str
     status: str  # as shown: running, paused, finished, interrupted, cancelled, failed, pending
@@ -57,6 +61,16 @@ class MonitorView:
     final_ci95: tuple[float, float] | None = None
     error: str | None = None
 
+    @classmethod
+    def of_run(cls, run: RunRow, **figures: Any) -> MonitorView:
+        """The view of ``run`` (its id, name and models) with ``figures``, the fields below those."""
+        return cls(run_id=run.id, name=run.name, model_test=run.model_test, model_grader=run.model_grader, **figures)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MonitorView) and self.signature() == other.signature()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by what it shows
+
     @property
     def ended(self) -> bool:
         return self.status in ("finished", "incomplete", "failed", "cancelled", "interrupted", "taken over")
@@ -68,6 +82,8 @@ class MonitorView:
     def signature(self) -> tuple:
         """Changes whenever anything shown changes: the screen repaints only then."""
         return (
+            self.run_id,
+            self.name,
             self.status,
             self.tally.conversations_done,
             self.tally.no_reply,
@@ -197,12 +213,9 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
     p50, p95 = percentiles(list(counters.latencies))
     finished = counters.finished
     status = finished.status if finished else ("paused" if snapshot.get("paused") else "running")
-    return MonitorView(
-        run_id=run.id,
-        name=run.name,
+    return MonitorView.of_run(
+        run,
         status=status,
-        model_test=run.model_test,
-        model_grader=run.model_grader,
         in_process=True,
         owner="this process",
         tally=Tally(**vars(counters.tally)),
@@ -238,12 +251,9 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     tally = Tally.from_progress(progress)
     remaining = tally.calls_left
     p50, p95 = percentiles(await store.recent_latencies(run_id))
-    return MonitorView(
-        run_id=run.id,
-        name=run.name,
+    return MonitorView.of_run(
+        run,
         status=status,
-        model_test=run.model_test,
-        model_grader=run.model_grader,
         in_process=False,
         owner=run.owner,
         tally=tally,

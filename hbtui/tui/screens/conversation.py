@@ -14,6 +14,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
@@ -141,6 +142,8 @@ class ConversationScreen(ResponsiveScreen):
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
     ]
 
+    reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
+
     def __init__(
         self, run_id: int, conversation_ids: list[int], index: int, detail: ConversationDetail | None = None
     ) -> None:
@@ -151,7 +154,6 @@ class ConversationScreen(ResponsiveScreen):
         self.index = index
         self.detail: ConversationDetail | None = None
         self.loaded = False
-        self.reasoning_shown = False
         self._preloaded = detail
 
     def compose(self) -> ComposeResult:
@@ -203,7 +205,7 @@ class ConversationScreen(ResponsiveScreen):
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
         if not keep_place:
-            self.reasoning_shown = False
+            self.set_reactive(ConversationScreen.reasoning_shown, False)  # folded again, drawn just below
         self._show_reasoning()
         verdicts = self.query_one(VerdictList)
         selected = verdicts.selected
@@ -298,7 +300,9 @@ class ConversationScreen(ResponsiveScreen):
             self.notify("this reply has no reasoning", markup=False)
             return
         self.reasoning_shown = not self.reasoning_shown
+
+    def watch_reasoning_shown(self, shown: bool) -> None:
         self._show_reasoning()
-        if self.reasoning_shown:  # unfolded where it is seen, not below the fold
+        if shown:  # unfolded where it is seen, not below the fold
             reasoning = self.query_one("#reasoning", Static)
             self.call_after_refresh(lambda: reasoning.scroll_visible(top=True, animate=False))

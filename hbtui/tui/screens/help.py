@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widgets import Static
 
-if TYPE_CHECKING:
-    from textual import getters
-
-    from hbtui.tui.app import HBTuiApp
+from hbtui.tui.handle import AppModal
 
 
-class HelpModal(ModalScreen[None]):
-    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
-        app = getters.app(HBTuiApp)
+class HelpModal(AppModal[None]):
     BINDINGS = [
         Binding("escape,q,question_mark", "close", "Close", id="help.close"),
     ]

@@ -2,9 +2,10 @@
 
 One timer at 4 Hz decides what to show: for a run of this process it reads the counters that
 the engine's observer keeps (no I/O); for a run of another process it reads the database, at
-most twice a second, in a worker that a tick skips while the previous read is still going. The
-widgets are repainted only when what they show changed, so a flood of events costs a few
-repaints a second, never one per event. Leaving the monitor never stops the run: the run's
+most twice a second, in a worker that a tick skips while the previous read is still going. What
+is shown is reactive state (the view, the last interval): a view equal to the one shown (see
+MonitorView) repaints nothing, so a flood of events costs a few repaints a second, never one per
+event. Leaving the monitor never stops the run: the run's
 worker belongs to the App.
 """
 
@@ -18,6 +19,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
+from textual.reactive import reactive
 from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
@@ -76,17 +78,19 @@ class MonitorScreen(ResponsiveScreen):
         Binding("enter,b", "browse", "Results", id="monitor.browse"),
     ]
 
+    # What is shown; each change repaints (a view compares equal when its figures are the same).
+    view: reactive[MonitorView | None] = reactive(None, init=False)
+    # The last bootstrap's interval; each one repaints, as it says how many scores it was drawn from.
+    metric: reactive[scoring.Metric | None] = reactive(None, init=False, always_update=True)
+
     def __init__(self, run_id: int) -> None:
         super().__init__()
         self.run_id = run_id
-        self.view: MonitorView | None = None
         self.refreshes = 0  # repaints done, for the benchmark
         self.polls = 0  # database reads done
-        self._shown: tuple | None = None
         self._polling = False
         self._polled_at = 0.0
-        self._metric: scoring.Metric | None = None
-        self._metric_n = -1
+        self._metric_n = -1  # how many scores the interval was drawn from
         self._metric_at = 0.0
         self._metric_cost = 0.0  # seconds the last bootstrap took
         self._metric_busy = False
@@ -167,15 +171,11 @@ class MonitorScreen(ResponsiveScreen):
             self.apply(view)
 
     def apply(self, view: MonitorView) -> None:
-        self.view = view
+        self.view = view  # repaints, unless it shows what is shown already
         if self.controllable != self._controllable:  # the footer follows: p and x come and go
             self._controllable = self.controllable
             self.refresh_bindings()
         self._update_metric(view)
-        signature = (view.signature(), self._metric_n, self.has_class("-stacked"))  # a resize changes the status line
-        if signature != self._shown:
-            self._shown = signature
-            self.paint(view)
         if not view.ended:
             self._seen_running = True
         elif not self._announced_end:
@@ -204,8 +204,9 @@ class MonitorScreen(ResponsiveScreen):
         async def compute() -> None:
             started = time.monotonic()
             try:
-                self._metric = await asyncio.to_thread(scoring.metric, scores)
+                metric = await asyncio.to_thread(scoring.metric, scores)
                 self._metric_n = len(scores)
+                self.metric = metric
             finally:
                 self._metric_at = time.monotonic()
                 self._metric_cost = self._metric_at - started
@@ -214,6 +215,19 @@ class MonitorScreen(ResponsiveScreen):
         self.run_worker(compute(), group="monitor-metric", exit_on_error=False)
 
     # ---- painting -----------------------------------------------------------------------
+    def watch_view(self, view: MonitorView | None) -> None:
+        if view is not None:
+            self.paint(view)
+
+    def watch_metric(self) -> None:
+        if self.view is not None:
+            self.paint(self.view)
+
+    def on_resize(self) -> None:
+        # Stacked (narrow), the status line carries the score: the breakpoint class has just changed.
+        if self.view is not None:
+            self.paint(self.view)
+
     def paint(self, view: MonitorView) -> None:
         self.refreshes += 1
         status = Text()
@@ -303,7 +317,7 @@ class MonitorScreen(ResponsiveScreen):
     def _score(self, view: MonitorView) -> Text:
         text = Text()
         text.append("score ", style="bold")
-        metric = self._metric
+        metric = self.metric
         # The mean is cheap and exact now; the interval comes from the last bootstrap (marked … when older).
         value = scoring.clipped_mean(view.scores) if view.scores else None
         if view.ended and view.final_score is not None:

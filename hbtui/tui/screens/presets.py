@@ -6,12 +6,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from hbtui.tui.handle import AppModal
 
-class PresetNameModal(ModalScreen[str | None]):
+
+class PresetNameModal(AppModal[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="preset_name.cancel")]
 
     def compose(self) -> ComposeResult:
@@ -26,7 +27,7 @@ class PresetNameModal(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class PresetPickerModal(ModalScreen[str | None]):
+class PresetPickerModal(AppModal[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="preset_picker.cancel")]
 
     def __init__(self, names: list[str], read_only: set[str] | frozenset[str] = frozenset()) -> None:

@@ -12,13 +12,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from hbtui.config import SettingsError, setting_for
 from hbtui.presets import built_in_presets
 from hbtui.store import RunRow
 from hbtui.text import one_line
+from hbtui.tui.handle import AppModal
 
 FIELDS = (
     ("model_grader", "Grader model"),
@@ -45,7 +45,7 @@ def _text(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-class RegradeModal(ModalScreen[dict[str, str] | None]):
+class RegradeModal(AppModal[dict[str, str] | None]):
     """Returns the grader settings as typed (attribute -> text), or None when cancelled."""
 
     BINDINGS = [

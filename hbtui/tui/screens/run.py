@@ -1,7 +1,8 @@
 """One run's results: summary, histogram, breakdowns, and its conversations to review.
 
 Two tabs keep 80x24 usable: the summary (1) and the conversation list (2), which takes the
-whole height. Filters and the sort order live on this screen; the list only pages rows.
+whole height. Filters and the sort order are reactive state of this screen (a change reloads the
+list); the list only pages rows, from the reader the screen hands it.
 """
 
 from __future__ import annotations
@@ -9,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Input, Static, TabbedContent, TabPane
 
@@ -30,7 +34,7 @@ from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
-from hbtui.tui.widgets.conversation_list import ConversationList, Query, read_first_page
+from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.worst_at_k import WorstAtK
@@ -44,6 +48,11 @@ LIVE_SECONDS = 2.0
 LIVE_REPORT_SECONDS = 10.0
 
 SORT_ORDER = ("position", "-score", "score")
+# The inputs of the filter bar, by id: mounted the first time one is asked for (see _open_input).
+FILTER_INPUTS = {
+    "search-input": "search prompt, preview, reply (enter applies, esc clears)",
+    "range-input": "score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
+}
 SORT_LABELS = {"position": "position", "score": "score ↑ (worst first)", "-score": "score ↓ (best first)"}
 
 
@@ -162,17 +171,18 @@ class RunData:
     """What a run's screen shows first, read in one go before it composes."""
 
     run: RunRow
-    themes: list[str]
     total: int  # conversations listed
     first_page: list[ConversationSummary]
     scores: list[float]
 
 
 async def read_run(store: Store, run_id: int, query: Query, cursor: int = 0) -> RunData:
-    run = await store.get_run(run_id)
-    themes = await store.themes(run_id)
-    total, rows = await read_first_page(store, query, cursor)
-    return RunData(run, themes, total, rows, await store.conversation_scores(run_id))
+    # Asked together, the reads queue on the connection's thread at once, instead of each waiting
+    # for the event loop to hand the next one over (half the time of the read, on a busy machine).
+    run, (total, rows), scores = await asyncio.gather(
+        store.get_run(run_id), ConversationPages(store).first_page(query, cursor), store.conversation_scores(run_id)
+    )
+    return RunData(run, total, rows, scores)
 
 
 class FilterInput(Input):
@@ -180,13 +190,27 @@ class FilterInput(Input):
 
     BINDINGS = [Binding("escape", "cancel", "Clear", id="filter_input.cancel")]
 
-    async def action_cancel(self) -> None:
+    class Cleared(Message):
+        """Escape in the input: its filter is emptied, and the input closes."""
+
+        def __init__(self, filter_input: FilterInput) -> None:
+            super().__init__()
+            self.filter_input = filter_input
+
+        @property
+        def control(self) -> FilterInput:
+            return self.filter_input
+
+    def action_cancel(self) -> None:
         self.value = ""
-        await cast("RunScreen", self.screen).close_input(self, apply=True)
+        self.post_message(self.Cleared(self))
 
 
 class RunScreen(ResponsiveScreen):
     """A run's summary and its conversation list (sortable, filterable)."""
+
+    # Focused as the screen composes: focusing the tabs first, then the summary, restyled both.
+    AUTO_FOCUS = "#summary-scroll"
 
     BINDINGS = [
         Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
@@ -202,6 +226,10 @@ class RunScreen(ResponsiveScreen):
         Binding("a", "regrade", "Grade again", id="run.regrade"),
     ]
 
+    # What the list shows; each change reloads it (replace a filter, never mutate it in place).
+    filter: reactive[ConversationFilter] = reactive(ConversationFilter, init=False)
+    sort: reactive[str] = reactive("position", init=False)
+
     def __init__(self, run_id: int, data: RunData | None = None) -> None:
         """``data``, when the opener has read it (``RunScreen.read``), is drawn in the first frame."""
         super().__init__()
@@ -209,9 +237,7 @@ class RunScreen(ResponsiveScreen):
         self._preloaded = data
         self.run: RunRow | None = None
         self.report: StoredReport | None = None
-        self.themes: list[str] = []
-        self.filter = ConversationFilter()
-        self.sort = "position"
+        self.themes: list[str] | None = None  # read the first time t is pressed
         self.total = 0
         self._opened: ConversationScreen | None = None  # the last opened, to follow its position back
         self._live_timer: Timer | None = None  # while the run is running: reads it again every LIVE_SECONDS
@@ -232,17 +258,7 @@ class RunScreen(ResponsiveScreen):
                         yield ScoreBreakdown("axis:", "By axis", id="by-axis")
             with TabPane("2 Conversations", id="conversations"):
                 yield Static(id="filter-bar")
-                yield FilterInput(
-                    placeholder="search prompt, preview, reply (enter applies, esc clears)",
-                    id="search-input",
-                    classes="filter-input",
-                )
-                yield FilterInput(
-                    placeholder="score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
-                    id="range-input",
-                    classes="filter-input",
-                )
-                yield ConversationList(id="conversation-list")
+                yield ConversationList(ConversationPages(self.app.db), id="conversation-list")
         yield KeyBar()
 
     @classmethod
@@ -251,7 +267,6 @@ class RunScreen(ResponsiveScreen):
         return cls(run_id, await read_run(store, run_id, Query(run_id, ConversationFilter())))
 
     def on_mount(self) -> None:
-        self.set_focus(self.query_one("#summary-scroll"))
         if self._preloaded is not None:
             self._show_data(self._preloaded)
             self._preloaded = None
@@ -268,11 +283,11 @@ class RunScreen(ResponsiveScreen):
 
     def _show_data(self, data: RunData, keep_cursor: bool = False) -> None:
         self.run = data.run
-        self.themes = data.themes
         running = data.run.shown_status() == "running"
         if data.run.report is not None and not running:
             self._show_run(data.run, data.run.report)
-            self.compute_stats()
+            # Once the summary is on screen: its reads, started before, slowed the first frame.
+            self.call_after_refresh(self.compute_stats)
         else:  # the report is computed in a moment; until then the last one (or none) is shown
             self._show_run(data.run, self.report)
             if time.monotonic() - self._report_at >= (LIVE_REPORT_SECONDS if running else 0):
@@ -310,7 +325,7 @@ class RunScreen(ResponsiveScreen):
         """A running run read again: its counts, histogram and list (the cursor stays put)."""
         if self.app.screen is not self or self.run is None:
             return  # under a conversation or the monitor: read again when shown
-        query = Query(self.run_id, replace(self.filter), self.sort)
+        query = self._query()
         generation = self.conversation_list.generation
         data = await read_run(self.app.db, self.run_id, query, self.conversation_list.cursor)
         if (query.filter, query.sort) != (self.filter, self.sort) or generation != self.conversation_list.generation:
@@ -371,6 +386,13 @@ class RunScreen(ResponsiveScreen):
         self.total = event.total
         self._update_filter_bar()
 
+    def watch_filter(self) -> None:
+        self.reload()
+
+    def watch_sort(self) -> None:
+        self.reload()
+
+    @work(group="run-reload", exclusive=True)
     async def reload(self) -> None:
         await self.conversation_list.load(self._query())
 
@@ -412,12 +434,19 @@ class RunScreen(ResponsiveScreen):
             self.load_run()
 
     # ---- actions -------------------------------------------------------------------------
+    async def _stopped_run(self, until: str) -> RunRow | None:
+        """The run as stored now, unless it is still going (then says ``until`` when to ask again)."""
+        run = await self.app.db.get_run(self.run_id)
+        if run.shown_status() == "running":
+            self.notify(f"this run is still going; {until}", markup=False)
+            return None
+        return run
+
     async def action_regrade_errors(self) -> None:
         """Put what failed back in the queue and drive the run here, as `hbtui regrade-errors` does."""
         store = self.app.db
-        run = await store.get_run(self.run_id)
-        if run.shown_status() == "running":
-            self.notify("this run is still going; retry its errors when it has stopped", markup=False)
+        run = await self._stopped_run("retry its errors when it has stopped")
+        if run is None:
             return
         progress = await store.progress(self.run_id)
         failed = progress.criteria_errors + progress.conversations_failed
@@ -444,10 +473,8 @@ class RunScreen(ResponsiveScreen):
         from hbtui.services import plan_regrade, settings_for_run
         from hbtui.tui.screens.regrade import RegradeModal
 
-        store = self.app.db
-        run = await store.get_run(self.run_id)
-        if run.shown_status() == "running":
-            self.notify("this run is still going; grade it again once it has stopped", markup=False)
+        run = await self._stopped_run("grade it again once it has stopped")
+        if run is None:
             return
 
         async def chosen(typed: dict[str, str] | None) -> None:
@@ -485,47 +512,50 @@ class RunScreen(ResponsiveScreen):
         self.query_one(TabbedContent).active = "conversations"
         self.set_focus(self.conversation_list)
 
-    async def action_cycle_sort(self) -> None:
-        self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
+    def action_cycle_sort(self) -> None:
         self._to_list()
-        await self.reload()
+        self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
 
     async def action_cycle_theme(self) -> None:
+        if self.themes is None:
+            self.themes = await self.app.db.themes(self.run_id)
         choices = [None, *self.themes]
         current = choices.index(self.filter.theme) if self.filter.theme in choices else 0
-        self.filter.theme = choices[(current + 1) % len(choices)]
         self._to_list()
-        await self.reload()
+        self.filter = replace(self.filter, theme=choices[(current + 1) % len(choices)])
 
-    async def action_toggle_penalties(self) -> None:
-        self.filter.has_penalties = not self.filter.has_penalties
+    def action_toggle_penalties(self) -> None:
         self._to_list()
-        await self.reload()
+        self.filter = replace(self.filter, has_penalties=not self.filter.has_penalties)
 
-    async def action_toggle_errors(self) -> None:
-        self.filter.has_errors = not self.filter.has_errors
+    def action_toggle_errors(self) -> None:
         self._to_list()
-        await self.reload()
+        self.filter = replace(self.filter, has_errors=not self.filter.has_errors)
 
-    async def action_clear_filters(self) -> None:
-        self.filter = ConversationFilter()
+    def action_clear_filters(self) -> None:
         for field in self.query(FilterInput):
             field.value = ""
             field.remove_class("-open")
         self._to_list()
-        await self.reload()
+        self.filter = ConversationFilter()
 
-    def _open_input(self, selector: str, value: str) -> None:
+    async def _open_input(self, name: str, value: str) -> None:
         self._to_list()
-        field = self.query_one(selector, FilterInput)
+        try:
+            field = self.query_one(f"#{name}", FilterInput)
+        except NoMatches:
+            # Two inputs composed with the screen were a seventh of the time to open a run, for a
+            # bar most openings never use: each is mounted the first time it is asked for.
+            field = FilterInput(placeholder=FILTER_INPUTS[name], id=name, classes="filter-input")
+            await self.query_one("#conversations", TabPane).mount(field, before=self.conversation_list)
         field.value = value
         field.add_class("-open")
         self.set_focus(field)
 
-    def action_search(self) -> None:
-        self._open_input("#search-input", self.filter.text or "")
+    async def action_search(self) -> None:
+        await self._open_input("search-input", self.filter.text or "")
 
-    def action_score_range(self) -> None:
+    async def action_score_range(self) -> None:
         f = self.filter
         current = (
             ""
@@ -534,27 +564,32 @@ class RunScreen(ResponsiveScreen):
                 f"{'' if f.min_score is None else f'{f.min_score:g}'}..{'' if f.max_score is None else f'{f.max_score:g}'}"
             )
         )
-        self._open_input("#range-input", current)
+        await self._open_input("range-input", current)
 
     @on(Input.Submitted, ".filter-input")
-    async def _submitted(self, event: Input.Submitted) -> None:
-        await self.close_input(cast(FilterInput, event.input), apply=True)
+    def _submitted(self, event: Input.Submitted) -> None:
+        if isinstance(event.input, FilterInput):
+            self.apply_input(event.input)
 
-    async def close_input(self, field: FilterInput, apply: bool) -> None:
-        if apply:
-            if field.id == "search-input":
-                self.filter.text = field.value.strip() or None
-            else:
-                try:
-                    low, high = parse_range(field.value)
-                except ValueError:
-                    self.notify(
-                        f"not a score range: {one_line(field.value, 40)} (write min..max, e.g. 0..0.5)",
-                        severity="error",
-                        markup=False,
-                    )
-                    return
-                self.filter.min_score, self.filter.max_score = low, high
+    @on(FilterInput.Cleared)
+    def _cleared(self, event: FilterInput.Cleared) -> None:
+        self.apply_input(event.filter_input)
+
+    def apply_input(self, field: FilterInput) -> None:
+        """The filter of ``field`` set from what it holds, and the input closed (unless unreadable)."""
+        if field.id == "search-input":
+            applied = replace(self.filter, text=field.value.strip() or None)
+        else:
+            try:
+                low, high = parse_range(field.value)
+            except ValueError:
+                self.notify(
+                    f"not a score range: {one_line(field.value, 40)} (write min..max, e.g. 0..0.5)",
+                    severity="error",
+                    markup=False,
+                )
+                return
+            applied = replace(self.filter, min_score=low, max_score=high)
         field.remove_class("-open")
         self.set_focus(self.conversation_list)
-        await self.reload()
+        self.filter = applied

@@ -7,13 +7,11 @@ re-read every couple of seconds so running runs (of this or another process) mov
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
@@ -21,12 +19,8 @@ from hbtui.compare import NothingToCompare
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
+from hbtui.tui.handle import AppScreen
 from hbtui.tui.widgets.key_bar import KeyBar
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from hbtui.tui.app import HBTuiApp
 
 REFRESH_SECONDS = 2.0
 # Once the runs list has been on screen this long (its first keys likely typed), the configuration
@@ -60,9 +54,7 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     )
 
 
-class RunsScreen(Screen):
-    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
-        app = getters.app(HBTuiApp)
+class RunsScreen(AppScreen):
     SUB_TITLE = "runs"
     BINDINGS = [
         Binding("enter", "open_run", "Open", id="runs.open"),

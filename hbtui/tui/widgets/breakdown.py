@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
+from textual.geometry import Size
 from textual.widgets import Static
 
 from hbtui.run_report import StoredReport
@@ -45,6 +46,13 @@ class ScoreBreakdown(Static):
     def update_report(self, report: StoredReport | None) -> None:
         self.rows = sorted(report.breakdown(self.prefix) if report else [], key=lambda item: item[1].value)
         self.update(self._table())
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        # Every column is no_wrap: the table is its title, its header and a line a row. Textual
+        # would render the whole table to count that, each time the screen is laid out.
+        if self.rows:
+            return len(self.rows) + 2
+        return super().get_content_height(container, viewport, width)
 
     def _table(self) -> Table | Text:
         if not self.rows:

@@ -3,14 +3,14 @@
 A run can hold thousands of conversations; DataTable builds every row up front and rebuilds
 its offsets on each change. This widget only knows the row count, keeps a few pages of
 summaries around the visible region, and renders the lines on screen (Textual's Line API).
-The first line is a column header that stays put while the rows scroll under it.
+The first line is a column header that stays put while the rows scroll under it. The rows come
+from a :class:`ConversationPages` its screen hands it: the list never reaches for the app's store.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -23,13 +23,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from hbtui.store import ConversationFilter, ConversationSummary
+from hbtui.store import ConversationFilter, ConversationSummary, Store
 from hbtui.text import one_line
-
-if TYPE_CHECKING:
-    from textual import getters
-
-    from hbtui.tui.app import HBTuiApp
 
 PAGE_SIZE = 200
 CACHED_PAGES = 8
@@ -77,23 +72,27 @@ class Query:
     sort: str = "position"
 
 
-async def read_first_page(store, query: Query, cursor: int = 0) -> tuple[int, list[ConversationSummary]]:
-    """The row count of ``query`` and the page that holds row ``cursor`` (clamped to the count)."""
-    total = await store.count_conversations(query.run_id, query.filter)
-    if not total:
-        return 0, []
-    page = min(cursor, total - 1) // PAGE_SIZE
-    rows = await store.conversation_page(
-        query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
-    )
-    return total, rows
+class ConversationPages:
+    """Where a list's rows come from: pages of a query's conversations, read from the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def first_page(self, query: Query, cursor: int = 0) -> tuple[int, list[ConversationSummary]]:
+        """The row count of ``query`` and the page that holds row ``cursor`` (clamped to the count)."""
+        total = await self.store.count_conversations(query.run_id, query.filter)
+        if not total:
+            return 0, []
+        return total, await self.page(query, min(cursor, total - 1) // PAGE_SIZE)
+
+    async def page(self, query: Query, page: int) -> list[ConversationSummary]:
+        return await self.store.conversation_page(
+            query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
+        )
 
 
 class ConversationList(ScrollView, can_focus=True):
     """Conversations of one run: cursor with j/k, g/G, page keys; enter opens one."""
-
-    if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
-        app = getters.app(HBTuiApp)
 
     BINDINGS = [
         Binding("j,down", "cursor_down", "Down", show=False),
@@ -163,8 +162,11 @@ class ConversationList(ScrollView, can_focus=True):
         def control(self) -> ConversationList:
             return self.conversation_list
 
-    def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self, pages: ConversationPages, *, name: str | None = None, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(name=name, id=id, classes=classes)
+        self.pages = pages
         self.query_state: Query | None = None
         self.total = 0
         self._pages: OrderedDict[int, list[ConversationSummary]] = OrderedDict()
@@ -183,7 +185,7 @@ class ConversationList(ScrollView, can_focus=True):
         self._generation += 1
         generation = self._generation
         cursor = self.cursor if keep_cursor else 0
-        total, rows = await read_first_page(self.app.db, query, cursor)
+        total, rows = await self.pages.first_page(query, cursor)
         if generation == self._generation:
             self.show_first_page(query, total, rows, keep_cursor)
         return total
@@ -191,7 +193,7 @@ class ConversationList(ScrollView, can_focus=True):
     def show_first_page(
         self, query: Query, total: int, rows: list[ConversationSummary], keep_cursor: bool = False
     ) -> None:
-        """Show ``query`` from what ``read_first_page`` read (the page under the cursor)."""
+        """Show ``query`` from what ``pages.first_page`` read (the page under the cursor)."""
         self._generation += 1  # pages of an earlier query still being read are dropped
         self.query_state = query
         self.total = total
@@ -239,9 +241,7 @@ class ConversationList(ScrollView, can_focus=True):
         if query is None:  # nothing shown yet: no page to fetch
             return
         try:
-            rows = await self.app.db.conversation_page(
-                query.run_id, query.filter, query.sort, offset=page * PAGE_SIZE, limit=PAGE_SIZE
-            )
+            rows = await self.pages.page(query, page)
         finally:
             self._loading.discard(page)
         if generation == self._generation:

@@ -1,18 +1,28 @@
 """Conversation scores as a plotext bar chart, drawn to the widget's current size.
 
-plotext keeps one global figure, so it is only ever touched on the UI thread (from render).
-The chart is cached per size and data, so repaints that change neither cost nothing.
+plotext keeps one global figure, so it is only ever touched on the UI thread (from render_line).
+A chart depends only on its size, title and the counts per bin, and drawing one took 10-20 ms,
+turning it into a screen's lines as many again (together a third of opening a run). The widget
+draws its own lines (Textual's Line API) from strips kept app-wide by those keys, so a run opened
+again, or a monitor whose new scores left every bin as it was, draws and converts nothing.
 """
 
 from __future__ import annotations
 
 import plotext as plt
+from rich.style import Style
 from rich.text import Text
+from textual.cache import LRUCache
+from textual.strip import Strip
 from textual.widget import Widget
 
 from hbtui.scoring import histogram
 
 BIN_WIDTH = 0.1
+CHARTS_KEPT = 32
+
+# (width, height, title, n, bins, counts per bin, base style) -> the chart's lines
+_charts: LRUCache[tuple, list[Strip]] = LRUCache(CHARTS_KEPT)
 
 
 class ScoreHistogram(Widget):
@@ -37,7 +47,7 @@ class ScoreHistogram(Widget):
         super().__init__(name=name, id=id, classes=classes)
         self._scores: list[float] = list(scores or [])
         self._title = title
-        self._cache: tuple[tuple, Text] | None = None
+        self._cache: tuple[tuple, list[Strip]] | None = None
 
     @property
     def scores(self) -> list[float]:
@@ -52,29 +62,44 @@ class ScoreHistogram(Widget):
     def on_resize(self) -> None:
         self.refresh()
 
-    def render(self) -> Text:
-        width, height = self.content_region.size
-        key = (width, height, len(self._scores), self._title)
-        if self._cache is not None and self._cache[0] == key:
-            return self._cache[1]
-        text = self._draw(width, height)
-        self._cache = (key, text)
-        return text
+    def render_line(self, y: int) -> Strip:
+        width, height = self.size
+        base = self.rich_style
+        key = (width, height, len(self._scores), self._title, base)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._draw(width, height, base))
+        lines = self._cache[1]
+        return lines[y] if y < len(lines) else Strip.blank(width, base)
 
-    def _draw(self, width: int, height: int) -> Text:
+    def _draw(self, width: int, height: int, base: Style) -> list[Strip]:
         if not self._scores:
-            return Text("no scored conversations yet", style="dim")
+            return self._strips(Text("no scored conversations yet", style="dim"), width, base)
         if width < 20 or height < 5:
-            return Text(f"{len(self._scores)} scores (too small to chart)", style="dim")
+            return self._strips(Text(f"{len(self._scores)} scores (too small to chart)", style="dim"), width, base)
         bins = histogram(self._scores, BIN_WIDTH)
         starts = [low for low, _, _ in bins]
         counts = [count for _, _, count in bins]
+        key = (width, height, self._title, len(self._scores), tuple(starts), tuple(counts), base)
+        lines = _charts.get(key)
+        if lines is None:
+            lines = _charts[key] = self._strips(self._chart(width, height, starts, counts), width, base)
+        return lines
+
+    def _strips(self, text: Text, width: int, base: Style) -> list[Strip]:
+        """``text`` as the widget's lines: wrapped to ``width`` (a chart is not), on its style."""
+        console = self.app.console
+        return [
+            Strip(line.render(console)).apply_style(base).extend_cell_length(width, base).crop(0, width)
+            for line in text.wrap(console, width)
+        ]
+
+    def _chart(self, width: int, height: int, starts: list[float], counts: list[int]) -> Text:
         plt.clf()
         plt.limitsize(False, False)  # plotext otherwise caps the chart at its idea of the terminal size
         plt.plotsize(width, height)
         plt.theme("clear")
         plt.bar([low + BIN_WIDTH / 2 for low in starts], counts, color="green", width=0.6)
-        step = 2 if len(bins) * 6 > width else 1
+        step = 2 if len(starts) * 6 > width else 1
         ticks = [low for low in starts[::step]] + [starts[-1] + BIN_WIDTH]
         plt.xticks(ticks, [f"{t:.1f}" for t in ticks])
         top = max(counts)

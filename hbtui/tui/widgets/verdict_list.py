@@ -16,6 +16,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.geometry import Offset, Region, Size
+from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -130,10 +131,11 @@ class VerdictList(Widget):
     }
     """
 
+    selected: reactive[int] = reactive(-1, init=False)  # the criterion's index, -1 for none; repaints
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.items: list[Criterion] = []
-        self.selected = -1
         self._width = -1
         self._lines: list[tuple[int, Strip]] = []  # (criterion index or -1 for a gap, text)
         self._first_line: list[int] = []  # criterion index -> its first line
@@ -159,13 +161,11 @@ class VerdictList(Widget):
             return None
         index = max(0, min(index, len(self.items) - 1))
         self.selected = index
-        self.refresh()
         self._scroll_selected_into_view()
         return self.items[index]
 
     def deselect(self) -> None:
         self.selected = -1
-        self.refresh()
 
     def next_of(self, kinds: set[str]) -> Criterion | None:
         """Select the next criterion of one of ``kinds`` after the selected one, wrapping."""
