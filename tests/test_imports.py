@@ -383,3 +383,24 @@ def test_runs_made_before_kinds_are_model_runs(tmp_path):
 
     assert asyncio.run(read()) == [("old", "model", None)]
     assert schema.SCHEMA_VERSION == 5
+
+
+async def test_the_runs_list_shows_an_import_and_continue_refuses_it(tmp_path, monkeypatch, server):
+    from hbtui.tui.app import HBTuiApp
+    from hbtui.tui.screens.runs import RunsScreen
+    from tests.conftest import offline_settings
+    from tests.support.tui import screen_text, wait_for
+
+    user_folder(tmp_path, monkeypatch, server)
+    assert await asyncio.to_thread(cli.main, ["import", str(allresults_file(tmp_path))]) == 0
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "runs" / "hbtui.sqlite")))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        assert "finished · imported" in screen_text(app)
+        await pilot.press("c")
+        await wait_for(
+            pilot,
+            lambda: any("run 1 is imported: hbtui never sent" in n.message for n in app._notifications),
+            what="the refusal",
+        )
+        assert isinstance(app.screen, RunsScreen) and not app.live_runs
