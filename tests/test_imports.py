@@ -189,15 +189,13 @@ def test_allresults_without_the_dataset_keep_their_rubrics_and_no_system_message
 def test_an_imported_runs_scores_are_the_references(here, reference_module):
     ref = reference_module
     assert cli.main(["import", str(allresults_file(here))]) == 0
-    graded = {}
-    for p, met, points, criterion, tags in db_rows(
-        here,
-        "SELECT c.prompt_id, v.status = 'met', v.points, v.criterion, v.tags FROM verdicts v"
-        " JOIN conversations c ON c.id = v.conversation_id ORDER BY c.position, v.idx",
-    ):
-        graded.setdefault(p, []).append(
-            (ref.RubricItem(criterion, points, json.loads(tags)), {"criteria_met": bool(met)})
-        )
+    graded = {  # the file's own verdicts, as the reference would read them
+        r["prompt_id"]: [
+            (ref.RubricItem(c["criterion"], c["points"], c["tags"]), {"criteria_met": met})
+            for c, met in zip(r["rubrics"], VERDICTS[r["prompt_id"]])
+        ]
+        for r in small_records()
+    }
     theirs = {p: ref.calculate_score([i for i, _ in items], [g for _, g in items]) for p, items in graded.items()}
     ours = dict(db_rows(here, "SELECT prompt_id, score FROM conversations"))
     assert ours == pytest.approx(theirs, abs=1e-12)
@@ -288,6 +286,13 @@ def _other_points(here: Path) -> Path:
     return legacy_folder(here)
 
 
+def _more_criteria(here: Path) -> Path:
+    records = small_records()
+    records[2]["rubrics"].append({"criterion": "one more", "points": 2, "tags": []})
+    write_jsonl(here / "data.jsonl", records)
+    return legacy_folder(here)
+
+
 def _unknown_prompt(here: Path) -> Path:
     write_jsonl(here / "data.jsonl", small_records()[:2])
     return legacy_folder(here)
@@ -309,6 +314,7 @@ def _export_line(here: Path) -> Path:
             _other_points,
             "results.jsonl:2: rubrics[0]: differs from criterion 0 of prompt_id 'p2' in --dataset (points)",
         ),
+        (_more_criteria, "results.jsonl:3: rubrics: 2 criteria, but prompt_id 'p3' has 3 in --dataset"),
         (_unknown_prompt, "results.jsonl:3: prompt_id 'p3' is not in --dataset data.jsonl"),
         (_export_line, "made.jsonl:1: completion: missing"),
     ],
