@@ -26,14 +26,17 @@ from hbtui.compare import NothingToCompare
 from hbtui.config import REPORTING, SETTINGS, STORAGE, Setting, Settings, SettingsError, load_settings, setting_for
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.export import write_csv, write_jsonl
+from hbtui.export_reference import write_reference
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
+from hbtui.imports.common import ImportProblem
 from hbtui.llama_server import LlamaServerError
 from hbtui.local_model import LocalModelError
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
-from hbtui.report import render_report, render_runs
+from hbtui.report import render_report, render_runs, stated_score_note
+from hbtui.run_kinds import IMPORTED, not_repeatable
 from hbtui.run_stats import run_statistics
 from hbtui.schema import holds_our_header
 from hbtui.services import (
@@ -182,8 +185,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = sub.add_parser("export", parents=[common], help="write a run's results to a file")
     export.add_argument("run", metavar="RUN")
-    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    export.add_argument(
+        "--format",
+        choices=["jsonl", "csv", "reference"],
+        default="jsonl",
+        help="jsonl (one line per conversation), csv (one row per verdict), reference (simple-evals'"
+        " allresults JSON, without its HTML)",
+    )
     export.add_argument("--out", required=True, help="file to write")
+
+    imports = sub.add_parser(
+        "import",
+        parents=[common],
+        help="another harness's results (or hbtui's, from another machine) as a run of kind imported",
+    )
+    imports.add_argument(
+        "path",
+        metavar="PATH",
+        help="a run folder (the single-script harness's or hbtui's), a simple-evals *_allresults.json,"
+        " or an `hbtui export` JSONL file",
+    )
+    imports.add_argument(
+        "--dataset",
+        help="the HealthBench JSONL file the results were made on: criterion texts and tags (required for"
+        " the single-script harness's folders), themes, and pairing with runs of that file in compare",
+    )
+    imports.add_argument("--name", help="a unique name for the imported run")
 
     demo = sub.add_parser(
         "demo",
@@ -363,6 +390,9 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
     prices = load_prices()
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
+        refusal = not_repeatable(run.id, run.kind)
+        if refusal:
+            raise UsageError(refusal)
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
         await refuse_measured_changes(store, run, run_settings)
@@ -385,8 +415,9 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
         prices = load_prices()
         run_id = await plan_regrade(store, source, regrade_settings, args.name)
         run = await store.get_run(run_id)
+        stored = " (imported: the replies its file holds)" if source.kind == IMPORTED else ""
         say(
-            f"run {run_id} {one_line(run.name)}: the replies of run {source.id} graded again by"
+            f"run {run_id} {one_line(run.name)}: the replies of run {source.id}{stored} graded again by"
             f" {one_line(run.model_grader)} ({'no cache' if args.no_cache else 'verdicts already paid for come from the cache'})"
         )
         return await drive(store, run, regrade_settings, prices=prices, use_cache=not args.no_cache)
@@ -428,7 +459,14 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             print(
                 json.dumps(
                     {
-                        "run": {"id": run.id, "name": run.name, "status": run.shown_status(), "error": run.error},
+                        "run": {
+                            "id": run.id,
+                            "name": run.name,
+                            "status": run.shown_status(),
+                            "error": run.error,
+                            "kind": run.kind,
+                            **({"imported": run.imported} if run.imported else {}),
+                        },
                         "requests": run.requests,
                         **run.report.to_json(),
                         **stats.as_json(),
@@ -455,15 +493,37 @@ async def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+async def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.imports import import_run, read_import
+
+    read = read_import(Path(args.path))  # read and checked whole before the database is opened
+    dataset = load_jsonl(args.dataset) if args.dataset else None
+    async with await Store.open(settings.db_path) as store:
+        done = await import_run(store, read, dataset, settings, args.name)
+    say(
+        f"run {done.run_id}: imported {done.conversations} conversations ({done.format}) from"
+        f" {visible_line(args.path)}; score {'-' if done.score is None else f'{done.score:.4f}'} by hbtui's scoring"
+        + stated_score_note(done.score, done.stated_score)
+    )
+    return EXIT_OK
+
+
 async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.services import compute_report
+
     async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
         out = Path(args.out)
         if not out.parent.is_dir():
             raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
-        writer = write_jsonl if args.format == "jsonl" else write_csv
-        count = await writer(store, run.id, out)
-    unit = "conversations" if args.format == "jsonl" else "verdicts"
+        if args.format == "reference":
+            if run.report is None or run.status != "finished":
+                run.report = await compute_report(store, run.id)  # a partial run: score what is there
+            count = await write_reference(store, run, out)
+        else:
+            writer = write_jsonl if args.format == "jsonl" else write_csv
+            count = await writer(store, run.id, out)
+    unit = "verdicts" if args.format == "csv" else "conversations"
     say(f"wrote {count} {unit} of run {run.id} to {out}")
     return EXIT_OK
 
@@ -552,6 +612,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "show": lambda: cmd_show(args, settings),
             "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),
+            "import": lambda: cmd_import(args, settings),
         }
         # These two run an app after (demo) or instead of (serve) an event loop of their own.
         if command == "serve":
@@ -577,6 +638,7 @@ def _main(argv: Sequence[str] | None) -> int:
         PresetError,
         PriceError,
         NothingToCompare,
+        ImportProblem,
     ) as exc:
         _complain("error", exc)
         return EXIT_USAGE

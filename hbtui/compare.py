@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hbtui.run_kinds import IMPORTED
 from hbtui.scoring import (
     BOOTSTRAP_SAMPLES,
     BOOTSTRAP_SEED,
@@ -343,8 +344,18 @@ class Comparison:
 
     def as_json(self) -> dict:
         return {
-            "run_a": {"id": self.run_a.id, "name": self.run_a.name, "conversations": self.totals[0]},
-            "run_b": {"id": self.run_b.id, "name": self.run_b.name, "conversations": self.totals[1]},
+            "run_a": {
+                "id": self.run_a.id,
+                "name": self.run_a.name,
+                "kind": self.run_a.kind,
+                "conversations": self.totals[0],
+            },
+            "run_b": {
+                "id": self.run_b.id,
+                "name": self.run_b.name,
+                "kind": self.run_b.kind,
+                "conversations": self.totals[1],
+            },
             **self.overall.as_dict(),
             "themes": {name: d.as_dict() for name, d in self.themes.items()},
             "axes": {name: d.as_dict() for name, d in self.axes.items()},
@@ -464,6 +475,13 @@ def nothing_in_common(run_a: RunRow, run_b: RunRow, matched: Sequence) -> str:
     runs = f"runs {run_a.id} and {run_b.id}"
     if matched:
         return f"{runs} have no conversation that both graded in full yet ({len(matched)} in common)"
+    unjoined = [run.id for run in (run_a, run_b) if run.kind == IMPORTED and not run.dataset_sha256]
+    if unjoined:
+        return (
+            f"{runs} share no conversation: run {unjoined[0]} was imported without --dataset, so its records"
+            " are made from its file and pair only with records made alike; import it again with --dataset PATH"
+            " (the HealthBench file of the other run) to pair it"
+        )
     if run_a.dataset_sha256 != run_b.dataset_sha256:
         return (
             f"{runs} are on different datasets ({run_a.dataset_name} and {run_b.dataset_name}) and share no"

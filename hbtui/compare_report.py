@@ -4,6 +4,7 @@ and what moved. Names, prompt ids and criteria are data: one line each, controls
 from __future__ import annotations
 
 from hbtui.compare import MOVED_LISTED, Comparison, Difference, Kappa, verdict_word
+from hbtui.run_kinds import MODEL_RUN, kind_label
 from hbtui.scoring import BOOTSTRAP_SAMPLES
 from hbtui.store.rows import RunRow
 from hbtui.text import one_line
@@ -25,8 +26,9 @@ def said(met: bool) -> str:
 
 
 def run_line(label: str, run: RunRow) -> str:
+    kind = "" if run.kind == MODEL_RUN else f" ({one_line(kind_label(run.kind, run.imported), 60)})"
     return (
-        f"{label}  run {run.id} {one_line(run.name, 50)}  model {one_line(run.model_test, 40)}"
+        f"{label}  run {run.id} {one_line(run.name, 50)}{kind}  model {one_line(run.model_test, 40)}"
         f"  grader {one_line(run.model_grader, 40)}  dataset {one_line(run.dataset_name, 40)}"
     )
 

@@ -6,6 +6,7 @@ import time
 
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.run_kinds import IMPORTED, MODEL_RUN, kind_label
 from hbtui.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
 from hbtui.run_stats import RunStatistics, WorstAtKScores, penalty_label
 from hbtui.scoring import Metric, histogram
@@ -29,12 +30,44 @@ def _status(run: RunRow) -> str:
     return f"{run.shown_status()} {ago}" if ago else run.status_label()
 
 
+def stated_score_note(score: float | None, stated: float | None) -> str:
+    """The score an imported file states, beside hbtui's, when they differ (to 4 decimals)."""
+    if stated is None or (score is not None and round(score, 4) == round(stated, 4)):
+        return ""
+    return f" (the file states {stated:.4f})"
+
+
+def kind_lines(run: RunRow) -> list[str]:
+    """What a run of another kind than a model run is, for `show`: an import says where from."""
+    if run.kind != IMPORTED:
+        return []
+    imported = run.imported or {}
+    lines = [
+        f"imported from {one_line(str(imported.get('path')), 300)} ({one_line(str(imported.get('format')), 60)}):"
+        " its replies and verdicts as that file holds them, scored by hbtui; no request of it can be repeated,"
+        f" its replies can be graded again (hbtui regrade {run.id})"
+    ]
+    stated = imported.get("stated_score")
+    if stated is not None:
+        note = stated_score_note(run.score, stated)
+        lines.append(
+            f"the file's own score: {stated:.4f}"
+            + (", which hbtui's scoring does not give" if note else ", as hbtui's")
+        )
+    lines += [f"note: {one_line(str(note), 300)}" for note in imported.get("notes") or []]
+    return lines
+
+
 def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     """The runs as a table; given a ``width`` (a terminal's), the table fits it: the name is cut
     in the middle, then the least telling columns go (data, grader, created, model)."""
     if not runs:
         return "no runs yet: start one with `hbtui run` or `hbtui`"
     header = ["id", "name", "status", "score", "95% CI", "n", "model", "created", "grader", "data"]
+    # A database of model runs alone lists as it always did; any other kind gets its column.
+    kinds = any(run.kind != MODEL_RUN for run in runs)
+    if kinds:
+        header.insert(3, "kind")
     rows = []
     for run in runs:
         overall = run.report.overall if run.report else None
@@ -43,6 +76,7 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
                 str(run.id),
                 one_line(run.name, 64),
                 _status(run),
+                *([one_line(kind_label(run.kind, run.imported), 40)] if kinds else []),
                 _fmt(run.score),
                 _ci(overall),
                 str(overall.n) if overall else "-",
@@ -63,7 +97,7 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     if width is not None:
         while total() > width and widths[name] > 20:  # first the name, down to 20 characters
             widths[name] = max(20, widths[name] - (total() - width))
-        while total() > width and len(columns) > 6:  # then the columns from the right
+        while total() > width and len(columns) > 6 + kinds:  # then the columns from the right
             columns.pop()
     lines = []
     for r in table:
@@ -138,7 +172,10 @@ def render_report(
     )
     if run.error and not brief:  # brief: after a run, whose command says its error on a line of its own
         head += f"\nerror: {one_line(run.error, 400)}"
-    head += f"\n{one_line(requests_line(run.requests), 600)}"
+    if run.kind == IMPORTED:
+        head += "".join(f"\n{line}" for line in kind_lines(run))
+    else:  # an import sent no requests of hbtui's
+        head += f"\n{one_line(requests_line(run.requests), 600)}"
     if report is None or overall is None:
         return "\n".join([head, "no conversation is fully graded yet", *(usage_lines(stats) if stats else [])])
     score = (

@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -146,7 +146,15 @@ UPDATE runs SET settings_json = json_set(settings_json, '$.grader_template', 'bu
     WHERE json_extract(settings_json, '$.grader_template') IS NULL;
 """
 
-MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3, 3: MIGRATE_V3_TO_V4}
+# Version 5: runs get a kind (hbtui.run_kinds): every run made before is a model run. An imported
+# run keeps where it came from and what its file stated (format, path, stated score) in
+# import_json, beside the score hbtui's own scoring gives it.
+MIGRATE_V4_TO_V5 = """
+ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'model';
+ALTER TABLE runs ADD COLUMN import_json TEXT;
+"""
+
+MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3, 3: MIGRATE_V3_TO_V4, 4: MIGRATE_V4_TO_V5}
 
 
 def holds_our_header(path) -> bool:

@@ -6,6 +6,7 @@ import functools
 import json
 from collections.abc import AsyncIterator
 
+from hbtui.run_kinds import IMPORTED
 from hbtui.scoring import ConversationInput, GradedCriterion
 from hbtui.store.connection import Connection
 from hbtui.store.rows import (
@@ -227,10 +228,14 @@ class StoreReads(Connection):
         )
 
     async def has_uncached_verdicts(self, run_id: int) -> bool:
+        """Whether the run has verdicts to put in the cache under its requests' keys. An imported
+        run has none: hbtui never sent its requests, so no key of hbtui's can name them, and a
+        regrade with a grader of the same name must ask that grader, not take the file's verdicts."""
         return bool(
             await self._one(
-                "SELECT 1 FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met') AND cache_key IS NULL LIMIT 1",
-                (run_id,),
+                "SELECT 1 FROM verdicts v JOIN runs r ON r.id = v.run_id WHERE v.run_id = ? AND r.kind != ?"
+                " AND v.status IN ('met', 'not_met') AND v.cache_key IS NULL LIMIT 1",
+                (run_id, IMPORTED),
             )
         )
 

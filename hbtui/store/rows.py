@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from hbtui.run_kinds import MODEL_RUN
 from hbtui.run_report import StoredReport
 from hbtui.scoring import conversation_score
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
@@ -93,6 +94,8 @@ class RunRow:
     live: dict | None
     requests: dict | None = None  # what its requests were: template, system messages, reference-identical
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
+    kind: str = MODEL_RUN  # hbtui.run_kinds
+    imported: dict | None = None  # an imported run: its format, file and what the file stated
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -142,7 +145,7 @@ class RunRow:
 RUN_COLUMNS = (
     "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
     " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json, requests_json, source_run_id"
+    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json"
 )
 
 
@@ -150,10 +153,33 @@ def run_from_row(row: Sequence[Any]) -> RunRow:
     values = list(row)
     for i in (10, 11):
         values[i] = json.loads(values[i])
-    for i in (20, 21):
+    for i in (20, 21, 24):
         values[i] = json.loads(values[i]) if values[i] else None
     values[16] = StoredReport.from_json(json.loads(values[16])) if values[16] else None
     return RunRow(*values)
+
+
+class ImportedVerdict(NamedTuple):
+    """A verdict as another harness's file gave it: met, not met, or an error it recorded."""
+
+    status: str  # MET, NOT_MET or ERROR
+    explanation: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+
+
+@dataclass(slots=True)
+class ImportedReply:
+    """What an imported conversation holds beyond its plan: the reply and its verdicts, in
+    rubric order."""
+
+    status: str  # 'generated', or 'failed' (the file recorded no reply)
+    reply: str | None
+    verdicts: Sequence[ImportedVerdict]
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
 
 
 @dataclass(slots=True)
@@ -167,6 +193,7 @@ class PlannedConversation:
     example_tags: Sequence[str]
     preview: str
     criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
+    imported: ImportedReply | None = None  # an imported run's: its reply and verdicts are already there
 
 
 class VerdictResult(NamedTuple):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
+from hbtui.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.run_report import StoredReport
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
@@ -68,71 +69,177 @@ class StoreWrites(Connection):
         take it first.
         """
         db = self.db
-        now = time.time()
         await db.execute("BEGIN IMMEDIATE")
         try:
-            name = await self._free_name(name, name_base)
-            cursor = await db.execute(
-                "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
-                " model_grader, settings_json, plan_json, n_conversations, n_criteria)"
-                " VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    name,
-                    now,
-                    dataset_name,
-                    dataset_path,
-                    dataset_sha256,
-                    model_test,
-                    model_grader,
-                    json.dumps(settings),
-                    json.dumps(plan),
-                    len(conversations),
-                    sum(len(c.criteria) for c in conversations),
-                ),
+            run_id = await self._insert_run(
+                name,
+                name_base,
+                (dataset_name, dataset_path, dataset_sha256, model_test, model_grader),
+                settings,
+                plan,
+                conversations,
             )
-            run_id = cursor.lastrowid
-            record_ids: dict[str, int] = {}
-            for conv in conversations:
-                if conv.record_sha256 not in record_ids:
-                    await db.execute(
-                        "INSERT OR IGNORE INTO records (prompt_id, sha256, body) VALUES (?, ?, ?)",
-                        (conv.prompt_id, conv.record_sha256, conv.record_body),
-                    )
-                    row = await self._one("SELECT id FROM records WHERE sha256 = ?", (conv.record_sha256,))
-                    record_ids[conv.record_sha256] = row[0]
-            conv_rows = [
-                (
-                    run_id,
-                    c.position,
-                    c.repeat,
-                    c.prompt_id,
-                    record_ids[c.record_sha256],
-                    c.theme,
-                    json.dumps(list(c.example_tags)),
-                    c.preview,
-                    len(c.criteria),
-                )
-                for c in conversations
-            ]
-            await db.executemany(
-                "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
-                " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                conv_rows,
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+        return run_id
+
+    async def import_run(
+        self,
+        *,
+        name: str | None,
+        name_base: str,
+        dataset_name: str,
+        dataset_path: str | None,
+        dataset_sha256: str,
+        model_test: str,
+        model_grader: str,
+        settings: dict,
+        plan: dict,
+        conversations: Sequence[PlannedConversation],
+        imported: dict,
+        report_of: Callable[[int], Awaitable[StoredReport]],
+        created_at: float | None = None,
+    ) -> int:
+        """A run of kind imported: its conversations with their replies and verdicts as another
+        harness recorded them (``PlannedConversation.imported``), scored by ``report_of`` (hbtui's
+        own scoring, reading what was just written), all in one transaction: an import that
+        fails anywhere leaves nothing behind."""
+        db = self.db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            run_id = await self._insert_run(
+                name,
+                name_base,
+                (dataset_name, dataset_path, dataset_sha256, model_test, model_grader),
+                settings,
+                plan,
+                conversations,
+                kind=IMPORTED,
+                imported=imported,
+                created_at=created_at,
             )
             ids = dict(await self._all("SELECT position, id FROM conversations WHERE run_id = ?", (run_id,)))
+            replies = [(c.imported, ids[c.position]) for c in conversations if c.imported is not None]
             await db.executemany(
-                "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
+                "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"
+                " error_kind = ? WHERE id = ?",
                 (
-                    (run_id, ids[c.position], idx, text, points, json.dumps(list(tags)))
+                    (r.status, r.reply, r.reasoning, r.finish_reason, r.error, r.error_kind, conv_id)
+                    for r, conv_id in replies
+                ),
+            )
+            await db.executemany(
+                "UPDATE verdicts SET status = ?, explanation = ?, error = ?, error_kind = ?"
+                " WHERE conversation_id = ? AND idx = ?",
+                (
+                    (v.status, v.explanation, v.error, v.error_kind, conv_id, idx)
+                    for r, conv_id in replies
+                    for idx, v in enumerate(r.verdicts)
+                ),
+            )
+            await db.executemany(
+                "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?",
+                [
+                    conversation_outcome(
+                        (points, v.status) for (_, points, _), v in zip(c.criteria, c.imported.verdicts)
+                    ).as_row(ids[c.position])
                     for c in conversations
-                    for idx, (text, points, tags) in enumerate(c.criteria)
+                    if c.imported is not None
+                ],
+            )
+            report = await report_of(run_id)  # reads this transaction's own rows
+            complete = report.conversations.scored == report.conversations.total
+            await db.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, report_json = ?, score = ? WHERE id = ?",
+                (
+                    "finished" if complete else "incomplete",
+                    time.time(),
+                    json.dumps(report.to_json()),
+                    report.score,
+                    run_id,
                 ),
             )
             await db.commit()
         except BaseException:
             await db.rollback()
             raise
+        return run_id
+
+    async def _insert_run(
+        self,
+        name: str | None,
+        name_base: str,
+        described: tuple[str, str | None, str, str, str],
+        settings: dict,
+        plan: dict,
+        conversations: Sequence[PlannedConversation],
+        *,
+        kind: str = MODEL_RUN,
+        imported: dict | None = None,
+        created_at: float | None = None,
+    ) -> int:
+        """Inside the caller's transaction: the run row, its records, conversations and pending
+        verdicts. ``described``: (dataset name, dataset path, dataset sha256, model under test,
+        grader)."""
+        db = self.db
+        name = await self._free_name(name, name_base)
+        cursor = await db.execute(
+            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
+            " model_grader, settings_json, plan_json, n_conversations, n_criteria, kind, import_json)"
+            " VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                name,
+                time.time() if created_at is None else created_at,
+                *described,
+                json.dumps(settings),
+                json.dumps(plan),
+                len(conversations),
+                sum(len(c.criteria) for c in conversations),
+                kind,
+                json.dumps(imported) if imported is not None else None,
+            ),
+        )
+        run_id = cursor.lastrowid
         assert run_id is not None  # an INSERT always gives a rowid
+        record_ids: dict[str, int] = {}
+        for conv in conversations:
+            if conv.record_sha256 not in record_ids:
+                await db.execute(
+                    "INSERT OR IGNORE INTO records (prompt_id, sha256, body) VALUES (?, ?, ?)",
+                    (conv.prompt_id, conv.record_sha256, conv.record_body),
+                )
+                row = await self._one("SELECT id FROM records WHERE sha256 = ?", (conv.record_sha256,))
+                record_ids[conv.record_sha256] = row[0]
+        conv_rows = [
+            (
+                run_id,
+                c.position,
+                c.repeat,
+                c.prompt_id,
+                record_ids[c.record_sha256],
+                c.theme,
+                json.dumps(list(c.example_tags)),
+                c.preview,
+                len(c.criteria),
+            )
+            for c in conversations
+        ]
+        await db.executemany(
+            "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
+            " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            conv_rows,
+        )
+        ids = dict(await self._all("SELECT position, id FROM conversations WHERE run_id = ?", (run_id,)))
+        await db.executemany(
+            "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                (run_id, ids[c.position], idx, text, points, json.dumps(list(tags)))
+                for c in conversations
+                for idx, (text, points, tags) in enumerate(c.criteria)
+            ),
+        )
         return run_id
 
     async def _free_name(self, name: str | None, name_base: str) -> str:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.compare import NothingToCompare
+from hbtui.run_kinds import MODEL_RUN, not_repeatable
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
@@ -38,6 +39,7 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     status = run.status_label(now)
     ago = run.stopped_ago(now)
     status = f"{status} {ago}" if ago else status
+    status = status if run.kind == MODEL_RUN else f"{status} · {run.kind}"
     score = f"{run.score:.3f}" if run.score is not None else ""
     ci = run.ci95
     return (
@@ -177,6 +179,10 @@ class RunsScreen(AppScreen):
             self.app.open_monitor(run_id)
             return
         run = await store.get_run(run_id)
+        refusal = not_repeatable(run.id, run.kind)
+        if refusal:
+            self.notify(refusal, markup=False)
+            return
         status = run.shown_status()
         if status == "running":
             self.notify(
