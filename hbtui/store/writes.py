@@ -14,12 +14,12 @@ from hbtui.store.rows import (
     HEARTBEAT_STALE_SECONDS,
     MET,
     NOT_MET,
-    PlannedConversation,
     RunBusy,
     RunNotFound,
     RunTakenOver,
     StoreError,
 )
+from hbtui.store.work import PlannedConversation, ResultBatch
 
 
 def driver_in_the_way(run_id: int, current: str | None, mine: str | None, heartbeat: float | None) -> str | None:
@@ -61,8 +61,13 @@ class StoreWrites(Connection):
         settings: dict,
         plan: dict,
         conversations: Sequence[PlannedConversation],
+        repeats: int = 1,
     ) -> int:
         """The run, its conversations and one pending verdict row per criterion, in one transaction.
+
+        ``repeats``: the planned conversations are all planned again that many times, each time
+        after the others (the reference repeats the whole sampled list), their positions and
+        repeats counted on; the plan need not hold a run's every conversation.
 
         Without a ``name``, the first of ``name_base``, ``name_base-2``... that is free: chosen
         inside the transaction, so runs started in the same second by other processes never
@@ -70,8 +75,7 @@ class StoreWrites(Connection):
         """
         db = self.db
         now = time.time()
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             name = await self._free_name(name, name_base)
             cursor = await db.execute(
                 "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
@@ -87,8 +91,8 @@ class StoreWrites(Connection):
                     model_grader,
                     json.dumps(settings),
                     json.dumps(plan),
-                    len(conversations),
-                    sum(len(c.criteria) for c in conversations),
+                    len(conversations) * repeats,
+                    sum(len(c.criteria) for c in conversations) * repeats,
                 ),
             )
             run_id = cursor.lastrowid
@@ -101,38 +105,37 @@ class StoreWrites(Connection):
                     )
                     row = await self._one("SELECT id FROM records WHERE sha256 = ?", (conv.record_sha256,))
                     record_ids[conv.record_sha256] = row[0]
-            conv_rows = [
-                (
-                    run_id,
-                    c.position,
-                    c.repeat,
-                    c.prompt_id,
-                    record_ids[c.record_sha256],
-                    c.theme,
-                    json.dumps(list(c.example_tags)),
-                    c.preview,
-                    len(c.criteria),
+            size = len(conversations)
+            for again in range(repeats):
+                await db.executemany(
+                    "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
+                    " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            run_id,
+                            c.position + again * size,
+                            c.repeat + again,
+                            c.prompt_id,
+                            record_ids[c.record_sha256],
+                            c.theme,
+                            json.dumps(list(c.example_tags)),
+                            c.preview,
+                            len(c.criteria),
+                        )
+                        for c in conversations
+                    ],
                 )
-                for c in conversations
-            ]
-            await db.executemany(
-                "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
-                " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                conv_rows,
-            )
             ids = dict(await self._all("SELECT position, id FROM conversations WHERE run_id = ?", (run_id,)))
-            await db.executemany(
-                "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    (run_id, ids[c.position], idx, text, points, json.dumps(list(tags)))
-                    for c in conversations
-                    for idx, (text, points, tags) in enumerate(c.criteria)
-                ),
-            )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
+            for again in range(repeats):
+                await db.executemany(
+                    "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (run_id, ids[c.position + again * size], idx, text, points, json.dumps(list(tags)))
+                        for c in conversations
+                        for idx, (text, points, tags) in enumerate(c.criteria)
+                    ],
+                )
         assert run_id is not None  # an INSERT always gives a rowid
         return run_id
 
@@ -161,8 +164,7 @@ class StoreWrites(Connection):
         replies copied (no generation call: what the model said is the source's), its criteria
         pending. A conversation that got no reply there is left without one here, never generated."""
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             name = await self._free_name(name, name_base)
             cursor = await db.execute(
                 "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
@@ -194,10 +196,6 @@ class StoreWrites(Connection):
                 " WHERE v.run_id = ? ORDER BY mine.id, v.idx",
                 (run_id, run_id, source_id),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         assert run_id is not None  # an INSERT always gives a rowid
         return run_id
 
@@ -214,8 +212,7 @@ class StoreWrites(Connection):
         busy = row and driver_in_the_way(run_id, row[0], owner, row[1])
         if busy:
             raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
             if row is None:
                 raise RunNotFound(f"no run with id {run_id}")
@@ -229,10 +226,6 @@ class StoreWrites(Connection):
                 " finished_at = NULL WHERE id = ?",
                 (owner, lease, time.time(), run_id),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return lease
 
     async def _fence(self, run_id: int, lease: str, live: dict | None = None) -> None:
@@ -257,13 +250,8 @@ class StoreWrites(Connection):
             raise RunTakenOver(f"run {run_id} was taken over by {by}; this process stopped and kept nothing more")
 
     async def heartbeat(self, run_id: int, lease: str, live: dict) -> None:
-        try:
+        async with self._transaction(immediate=False):
             await self._fence(run_id, lease, live)
-            await self.db.commit()
-        except BaseException:
-            if self.db.in_transaction:
-                await self.db.rollback()
-            raise
 
     async def finish_run(
         self,
@@ -278,7 +266,7 @@ class StoreWrites(Connection):
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
         score = report.get("overall_score") if report else None
-        try:
+        async with self._transaction(immediate=False):
             if lease is not None:
                 await self._fence(run_id, lease)
             await self.db.execute(
@@ -296,11 +284,6 @@ class StoreWrites(Connection):
                     run_id,
                 ),
             )
-            await self.db.commit()
-        except BaseException:
-            if self.db.in_transaction:
-                await self.db.rollback()
-            raise
 
     async def update_run_settings(self, run_id: int, settings: dict, model_test: str, model_grader: str) -> None:
         """The settings a resume runs with (flags changed them): what the run records from now on."""
@@ -318,8 +301,7 @@ class StoreWrites(Connection):
     async def seed_cache(self, rows: Sequence[tuple[str, int, int]]) -> int:
         """(key, conversation id, idx): the verdict there goes in the cache under that key."""
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             await db.executemany(
                 "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
                 " latency_ms, prompt_tokens, completion_tokens, created_at) SELECT ?, status, explanation, raw_output,"
@@ -328,10 +310,6 @@ class StoreWrites(Connection):
                 rows,
             )
             await db.executemany("UPDATE verdicts SET cache_key = ? WHERE conversation_id = ? AND idx = ?", rows)
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return len(rows)
 
     async def set_folder(self, run_id: int, folder: str) -> None:
@@ -361,8 +339,7 @@ class StoreWrites(Connection):
         retry_kinds = set(kinds) if kinds else TRANSIENT_KINDS | {UNPARSEABLE}
         marks = ",".join("?" * len(retry_kinds))
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             current, heartbeat = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
             busy = driver_in_the_way(run_id, current, owner, heartbeat)
             if busy:
@@ -387,10 +364,6 @@ class StoreWrites(Connection):
                 " (SELECT conversation_id FROM verdicts WHERE run_id = ? AND status = 'pending')",
                 (run_id, run_id),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return verdicts.rowcount, replies.rowcount
 
     async def refresh_summaries(self, run_id: int) -> int:
@@ -434,83 +407,99 @@ class StoreWrites(Connection):
         return len(changed)
 
     async def write_batch(
-        self,
-        replies: Sequence[tuple] = (),
-        verdicts: Sequence[tuple] = (),
-        summaries: Sequence[tuple] = (),
-        log: Sequence[tuple] = (),
-        cache: Sequence[tuple] = (),
-        *,
-        run_id: int | None = None,
-        lease: str | None = None,
-        live: dict | None = None,
+        self, batch: ResultBatch, *, run_id: int | None = None, lease: str | None = None, live: dict | None = None
     ) -> None:
         """One transaction for everything that completed since the last batch.
 
         With ``lease``, the batch is written only while the run still holds it (RunTakenOver
-        otherwise, and nothing of the batch is written).
-
-        replies: (status, reply, reasoning, finish_reason, error, error_kind, attempts, latency_ms,
-                  prompt_tokens, completion_tokens, generated_at, conversation_id)
-        Attempts and tokens add up over retries (regrade, resume): all of them were spent.
-        verdicts: (status, explanation, raw_output, reasoning, error, error_kind, attempts, latency_ms,
-                   prompt_tokens, completion_tokens, graded_at, conversation_id, idx)
-        summaries: (score, n_met, n_errors, penalties, conversation_id)
-        log: (run_id, at, level, message)
-        cache: (key, status, explanation, raw_output, reasoning, attempts, latency_ms, prompt_tokens,
-                completion_tokens, created_at): verdicts paid for, kept for any run that asks the same
+        otherwise, and nothing of the batch is written). Attempts and tokens add up over retries
+        (regrade, resume): all of them were spent.
         """
         db = self.db
-        try:
+        async with self._transaction(immediate=False):
             if lease is not None and run_id is not None:
                 await self._fence(run_id, lease, live)
-            if replies:
+            if batch.replies:
                 await db.executemany(
                     "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"
                     " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
                     " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
                     " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
                     " generated_at = ? WHERE id = ?",
-                    replies,
+                    [
+                        (
+                            r.status,
+                            r.reply,
+                            r.reasoning,
+                            r.finish_reason,
+                            r.error,
+                            r.error_kind,
+                            r.attempts,
+                            r.latency_ms,
+                            r.prompt_tokens,
+                            r.completion_tokens,
+                            r.generated_at,
+                            r.conversation_id,
+                        )
+                        for r in batch.replies
+                    ],
                 )
-            if verdicts:
-                # The engine's rows carry the key of the request and whether the verdict came from
-                # the cache (15 values); older callers' rows stop before them (13).
-                keyed = [v for v in verdicts if len(v) == 15]
-                plain = [v for v in verdicts if len(v) != 15]
-                if plain:
-                    await db.executemany(
-                        "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                        " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                        " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                        " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
-                        " graded_at = ? WHERE conversation_id = ? AND idx = ?",
-                        plain,
-                    )
-                if keyed:
-                    await db.executemany(
-                        "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                        " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                        " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                        " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
-                        " graded_at = ?, cache_key = ?, from_cache = ? WHERE conversation_id = ? AND idx = ?",
-                        keyed,
-                    )
-            if cache:
+            if batch.verdicts:
+                await db.executemany(
+                    "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
+                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ?"
+                    " WHERE conversation_id = ? AND idx = ?",
+                    [
+                        (
+                            v.status,
+                            v.explanation,
+                            v.raw_output,
+                            v.reasoning,
+                            v.error,
+                            v.error_kind,
+                            v.attempts,
+                            v.latency_ms,
+                            v.prompt_tokens,
+                            v.completion_tokens,
+                            v.graded_at,
+                            v.cache_key,
+                            v.from_cache,
+                            v.conversation_id,
+                            v.idx,
+                        )
+                        for v in batch.verdicts
+                    ],
+                )
+            if batch.cache:
                 await db.executemany(
                     "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
                     " latency_ms, prompt_tokens, completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    cache,
+                    [
+                        (
+                            c.key,
+                            c.status,
+                            c.explanation,
+                            c.raw_output,
+                            c.reasoning,
+                            c.attempts,
+                            c.latency_ms,
+                            c.prompt_tokens,
+                            c.completion_tokens,
+                            c.created_at,
+                        )
+                        for c in batch.cache
+                    ],
                 )
-            if summaries:
+            if batch.scores:
                 await db.executemany(
                     "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?",
-                    summaries,
+                    [(c.score, c.n_met, c.n_errors, c.penalties, c.conversation_id) for c in batch.scores],
                 )
-            if log:
-                await db.executemany("INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)", log)
-            await db.commit()
-        except BaseException:
-            if db.in_transaction:
-                await db.rollback()
-            raise
+            if batch.log:
+                await db.executemany(
+                    "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)",
+                    [(line.run_id, line.at, line.level, line.message) for line in batch.log],
+                )
