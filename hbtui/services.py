@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from hbtui.engine.driver import Engine
 from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
-from hbtui.engine.run_plan import GRADER_SETTINGS, check_run_name, plan_regrade, plan_run, run_name_problem
-from hbtui.engine.run_settings import refuse_measured_changes, resume_hint, settings_for_run
+from hbtui.engine.run_plan import check_run_name, plan_regrade, plan_run, run_name_problem
+from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
 
 __all__ = [
     "GRADER_SETTINGS",

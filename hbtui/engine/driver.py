@@ -55,6 +55,7 @@ from hbtui.verdict_cache import RequestKeys, conversation_digest
 
 CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
 WORK_PAGE = 256  # conversations read from the database at a time
+FIRST_PAGE = 32  # the first page small: calls go out while the next is read
 
 
 class Engine:
@@ -339,9 +340,9 @@ class Engine:
     # ---- the work ------------------------------------------------------------------------
     async def _work(self) -> AsyncGenerator[WorkItem, None]:
         """The run's pending work in plan order, read a page at a time as it is taken."""
-        after = -1
-        while page := await self.store.pending_work(self.run.id, after, WORK_PAGE):
-            after = page[-1].position
+        after, size = -1, FIRST_PAGE
+        while page := await self.store.pending_work(self.run.id, after, size):
+            after, size = page[-1].position, WORK_PAGE
             if self.use_cache:
                 await self._look_up_cached(page)
             for item in page:

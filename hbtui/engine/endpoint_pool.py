@@ -16,10 +16,9 @@ from hbtui.limiter import AdaptiveLimiter
 
 @dataclass
 class EndpointStats:
-    """Live figures of one endpoint, for the monitor of this process and the heartbeat row."""
+    """What the calls to one endpoint came to, for the heartbeat row (its requests in flight and
+    its limit are the limiter's, read as the row is written)."""
 
-    in_flight: int = 0
-    limit: int = 0
     calls: int = 0
     failures: int = 0
     successes: int = 0
@@ -73,7 +72,7 @@ class EndpointPool:
         if base_url not in self.clients:
             limiter = AdaptiveLimiter(concurrency)
             self.limiters[base_url] = limiter
-            self.live.endpoints[base_url] = EndpointStats(limit=concurrency)
+            self.live.endpoints[base_url] = EndpointStats()
             self.clients[base_url] = ChatClient(
                 Endpoint(base_url, api_key),
                 limiter=limiter,
@@ -125,13 +124,14 @@ class EndpointPool:
 
     def snapshot(self) -> dict:
         """The live figures as the heartbeat row keeps them, for monitors in other processes."""
-        for url, limiter in self.limiters.items():
-            stats = self.live.endpoints[url]
-            stats.in_flight, stats.limit = limiter.in_flight, limiter.limit
+        limiters = self.limiters
         return {
             "paused": self.paused,
             "started_at": self.live.started_at,  # when this process took the run up
-            "endpoints": {url: vars(s).copy() for url, s in self.live.endpoints.items()},
+            "endpoints": {
+                url: {"in_flight": limiters[url].in_flight, "limit": limiters[url].limit, **vars(s)}
+                for url, s in self.live.endpoints.items()
+            },
             "call_errors": dict(self.live.errors_by_kind),
         }
 

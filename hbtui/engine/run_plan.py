@@ -91,26 +91,6 @@ async def plan_run(
     )
 
 
-# What a regrade may set: everything about the grader and how it is reached; the model under
-# test and its settings stay the source's, since its replies are reused as they are.
-GRADER_SETTINGS = (
-    "model_grader",
-    "grader_base_url",
-    "grader_template",
-    "temperature_grader",
-    "max_tokens_grader",
-    "reasoning_grader",
-    "system_message_grader",
-    "grader_json_schema",
-    "grader_concurrency",
-    "timeout",
-    "max_attempts",
-    "grader_parse_attempts",
-    "unreachable_patience",
-    "db_write_patience",
-)
-
-
 async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: str | None = None) -> int:
     """A new run, linked to ``source``, that grades its replies again with ``settings``' grader."""
     check_run_name(name)

@@ -62,6 +62,19 @@ MEASURED_GRADER = (
     "grader_json_schema",
 )
 
+# What a regrade may set: everything about the grader, what it measures and how it is reached;
+# the model under test and its settings stay the source's, since its replies are reused as they are.
+GRADER_SETTINGS = (
+    *MEASURED_GRADER,
+    "grader_base_url",
+    "grader_concurrency",
+    "timeout",
+    "max_attempts",
+    "grader_parse_attempts",
+    "unreachable_patience",
+    "db_write_patience",
+)
+
 
 async def refuse_measured_changes(store: Store, run: RunRow, settings: Settings) -> None:
     """Raise SettingsError, in one line, when ``settings`` would change what ``run`` measures.
