@@ -22,32 +22,22 @@ from hbtui.store.rows import (
 )
 from hbtui.store.work import PlannedConversation, ResultBatch
 
-# The records' fields in the order of the statements' parameters in write_batch.
-REPLY_PARAMS = attrgetter(
-    "status",
-    "reply",
-    "reasoning",
-    "finish_reason",
-    "error",
-    "error_kind",
-    "attempts",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "generated_at",
-    "conversation_id",
+# What a call spent, as a reply and a verdict both record it: attempts and tokens add up over
+# retries (regrade, resume), since all of them were spent.
+SPENT_COLUMNS = (
+    "error = ?, error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0)"
 )
+SPENT = ("error", "error_kind", "attempts", "latency_ms", "prompt_tokens", "completion_tokens")
+# The records' fields in the order of the statements' parameters in write_batch.
+REPLY_PARAMS = attrgetter("status", "reply", "reasoning", "finish_reason", *SPENT, "generated_at", "conversation_id")
 VERDICT_PARAMS = attrgetter(
     "status",
     "explanation",
     "raw_output",
     "reasoning",
-    "error",
-    "error_kind",
-    "attempts",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
+    *SPENT,
     "graded_at",
     "cache_key",
     "from_cache",
@@ -467,8 +457,7 @@ class StoreWrites(Connection):
         """One transaction for everything that completed since the last batch.
 
         With ``lease``, the batch is written only while the run still holds it (RunTakenOver
-        otherwise, and nothing of the batch is written). Attempts and tokens add up over retries
-        (regrade, resume): all of them were spent.
+        otherwise, and nothing of the batch is written).
         """
         db = self.db
         async with self._transaction(immediate=False):
@@ -476,21 +465,14 @@ class StoreWrites(Connection):
                 await self._fence(run_id, lease, live)
             if batch.replies:
                 await db.executemany(
-                    "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"
-                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                    f"UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, {SPENT_COLUMNS},"
                     " generated_at = ? WHERE id = ?",
                     [REPLY_PARAMS(item) for item in batch.replies],
                 )
             if batch.verdicts:
                 await db.executemany(
-                    "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
-                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ?"
-                    " WHERE conversation_id = ? AND idx = ?",
+                    f"UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, {SPENT_COLUMNS},"
+                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ? WHERE conversation_id = ? AND idx = ?",
                     [VERDICT_PARAMS(item) for item in batch.verdicts],
                 )
             if batch.cache:
