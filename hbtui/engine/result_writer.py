@@ -9,6 +9,7 @@ a killed run does only the missing work.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ HEARTBEAT_SECONDS = 2.0
 # the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
 # when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
 LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
+
+GATHER_SECONDS = 0.05  # how long the first result of a batch waits for others to join it
 
 Result = ReplyResult | VerdictResult | ConversationScore | LogLine | CacheEntry
 
@@ -111,6 +114,7 @@ class ResultWriter:
         self.confirmed_at = time.monotonic()  # of the last write made under the lease
         self._confirming = False
         self._queue: asyncio.Queue[Result | Heartbeat | None] = asyncio.Queue()
+        self._closing = asyncio.Event()
 
     def put(self, entry: Result) -> None:
         """A record that costs nothing to ask again: a score, a log line, a cache entry."""
@@ -128,6 +132,7 @@ class ResultWriter:
         self._queue.put_nowait(LogLine(self.run_id, time.time(), level, message))
 
     async def close(self) -> None:
+        self._closing.set()
         await self._queue.put(None)
 
     @property
@@ -151,6 +156,12 @@ class ResultWriter:
         while True:
             if batch.empty and not batch.done:
                 batch.add(await queue.get())
+                if not batch.done and not self._closing.is_set():
+                    # What completes meanwhile joins this transaction: at a thousand answers a
+                    # second, one commit per wake-up was hundreds of small transactions, each a
+                    # few hand-overs to SQLite's thread. A close does not wait for it.
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._closing.wait(), GATHER_SECONDS)
             while not queue.empty():
                 batch.add(queue.get_nowait())
             if batch.empty:
