@@ -33,32 +33,25 @@ class LiveStats:
     endpoints: dict[str, EndpointStats] = field(default_factory=dict)
 
 
+@dataclass(eq=False)
 class EndpointPool:
     """The clients of one run, by base URL (the model under test and the grader may share one)."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        run_id: int,
-        *,
-        backoff_base: float,
-        on_note: Callable[[str], None],
-        emit: Callable[[Event], None],
-        on_unreachable: Callable[[ChatError, str], None],
-    ) -> None:
-        self.settings = settings
-        self.run_id = run_id
-        self.backoff_base = backoff_base
-        self.on_note = on_note
-        self.emit = emit
-        self.on_unreachable = on_unreachable
-        self.live = LiveStats()
-        self.clients: dict[str, ChatClient] = {}
-        self.limiters: dict[str, AdaptiveLimiter] = {}
-        # Calls go out only while this is set: see gate().
-        self.calls_open = asyncio.Event()
+    settings: Settings
+    run_id: int
+    backoff_base: float
+    on_note: Callable[[str], None]
+    emit: Callable[[Event], None]
+    on_unreachable: Callable[[ChatError, str], None]
+    live: LiveStats = field(default_factory=LiveStats, init=False)
+    clients: dict[str, ChatClient] = field(default_factory=dict, init=False)
+    limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict, init=False)
+    # Calls go out only while this is set: see gate().
+    calls_open: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    paused: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
         self.calls_open.set()
-        self.paused = False
 
     def gate(self, held_back: bool) -> None:
         """Open the gate unless the run is paused or ``held_back`` (its answers not stored, or

@@ -83,6 +83,7 @@ class PendingBatch:
             raise TypeError(f"not a result: {entry!r}")
 
 
+@dataclass(eq=False)
 class ResultWriter:
     """Takes a run's results as they come and commits them in groups.
 
@@ -92,29 +93,19 @@ class ResultWriter:
     how many answers it could not store.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        run_id: int,
-        *,
-        patience: float,
-        max_unwritten: int,
-        on_written: Callable[[], None],
-        on_warning: Callable[[str], None],
-    ) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.patience = patience
-        # Past this many paid answers not yet stored, no new call is sent until they are.
-        self.max_unwritten = max_unwritten
-        self.on_written = on_written
-        self.on_warning = on_warning
-        self.lease: str | None = None  # given by claim_run: every write is fenced by it
-        self.unwritten = 0
-        self.confirmed_at = time.monotonic()  # of the last write made under the lease
-        self._confirming = False
-        self._queue: asyncio.Queue[Result | Heartbeat | None] = asyncio.Queue()
-        self._closing = asyncio.Event()
+    store: Store
+    run_id: int
+    patience: float
+    # Past this many paid answers not yet stored, no new call is sent until they are.
+    max_unwritten: int
+    on_written: Callable[[], None]
+    on_warning: Callable[[str], None]
+    lease: str | None = field(default=None, init=False)  # given by claim_run: every write is fenced by it
+    unwritten: int = field(default=0, init=False)
+    confirmed_at: float = field(default_factory=time.monotonic, init=False)  # of the last write under the lease
+    _confirming: bool = field(default=False, init=False)
+    _queue: asyncio.Queue[Result | Heartbeat | None] = field(default_factory=asyncio.Queue, init=False)
+    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def put(self, entry: Result) -> None:
         """A record that costs nothing to ask again: a score, a log line, a cache entry."""
