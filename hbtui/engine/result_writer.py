@@ -9,7 +9,6 @@ a killed run does only the missing work.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -31,8 +30,6 @@ HEARTBEAT_SECONDS = 2.0
 # the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
 # when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
 LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
-
-GATHER_SECONDS = 0.05  # how long the first result of a batch waits for others to join it
 
 Result = ReplyResult | VerdictResult | ConversationScore | LogLine | CacheEntry
 
@@ -105,7 +102,6 @@ class ResultWriter:
     confirmed_at: float = field(default_factory=time.monotonic, init=False)  # of the last write under the lease
     _confirming: bool = field(default=False, init=False)
     _queue: asyncio.Queue[Result | Heartbeat | None] = field(default_factory=asyncio.Queue, init=False)
-    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
     def put(self, entry: Result) -> None:
         """A record that costs nothing to ask again: a score, a log line, a cache entry."""
@@ -123,7 +119,6 @@ class ResultWriter:
         self._queue.put_nowait(LogLine(self.run_id, time.time(), level, message))
 
     async def close(self) -> None:
-        self._closing.set()
         await self._queue.put(None)
 
     @property
@@ -147,12 +142,6 @@ class ResultWriter:
         while True:
             if batch.empty and not batch.done:
                 batch.add(await queue.get())
-                if not batch.done and not self._closing.is_set():
-                    # What completes meanwhile joins this transaction: at a thousand answers a
-                    # second, one commit per wake-up was hundreds of small transactions, each a
-                    # few hand-overs to SQLite's thread. A close does not wait for it.
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._closing.wait(), GATHER_SECONDS)
             while not queue.empty():
                 batch.add(queue.get_nowait())
             if batch.empty:
