@@ -1,117 +1,189 @@
-"""Throughput of the engine against the test server: calls per second against the ideal
-``concurrency / latency``, harness CPU per call (SQLite writes included) and peak memory.
+"""The engine measured end to end, as a user runs it: `hbtui run` in a process of its own, from
+its start to its exit, against the test server (another process) at a given latency.
 
-Run by hand (not in CI):
+Three figures, each run:
+  wall      the process's start to its exit, against the bound: calls × latency / concurrency
+            plus one generate-then-grade chain (2 × latency), which no scheduler can beat;
+  CPU/call  the hbtui process's user + system time over the HTTP calls it made (the server
+            counts them), start-up, plan, SQLite writes, report and run folder included;
+  peak      the hbtui process's peak resident memory (ru_maxrss).
+and where the wall time went, from the timestamps the run stored: start-up and plan (process
+start to the run's creation), ramp (to the first reply), the calls, the tail (the last reply to
+the last verdict) and the finish (the last verdict to the exit).
 
-    .venv/bin/python bench/bench_engine.py --latency-ms 200 --concurrency 256
-    .venv/bin/python bench/bench_engine.py --latency-ms 0 --concurrency 32
+Run by hand (not in CI), from the checkout with its venv:
 
-The server runs in its own process, so the CPU figure is the harness's alone.
+    .venv/bin/python bench/bench_engine.py                  # both scenarios, 3 runs each
+    .venv/bin/python bench/bench_engine.py --scenario wall --runs 2
+    .venv/bin/python bench/bench_engine.py --scenario memory
+
+Scenarios: ``wall`` is all 738 records of the main subset at 200 ms, 256 in flight; ``memory``
+is the same records 7 times (--repeats 7: 5,166 conversations, ~66,800 calls) at 2 ms, 64 in
+flight, for the peak memory of a large run. The machine is shared: each figure is given as the
+range of its runs, with the load average beside it.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import resource
+import os
+import sqlite3
+import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from hbtui.config import Settings
-from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine, plan_run
-from hbtui.store import Store
 from tests.support.server_process import FakeServer
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
+DATA = ROOT.parent / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
 
 
-class CallCounter:
-    """Counts calls as they complete, to measure the steady rate after the ramp-up."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.marks: list[tuple[float, int]] = []
-
-    def on_event(self, event) -> None:
-        name = type(event).__name__
-        if name in ("ReplyGenerated", "CriterionGraded", "GenerationFailed"):
-            self.calls += 1
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    latency_ms: float
+    concurrency: int
+    repeats: int
 
 
-async def bench(latency_ms: float, concurrency: int, repeats: int, limit: int | None) -> None:
-    with FakeServer(config={"latency_ms": latency_ms}) as server, tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(
-            base_url=server.base_url,
-            model_test="test-model",
-            model_grader="grader-model",
-            grader_template="builtin",  # throughput, not the prompt: nothing to download
-            concurrency=concurrency,
-            db_path=f"{tmp}/bench.sqlite",
-            timeout=60,
+SCENARIOS = {
+    "wall": Scenario("wall", latency_ms=200, concurrency=256, repeats=1),
+    "memory": Scenario("memory", latency_ms=2, concurrency=64, repeats=7),
+}
+
+
+@dataclass(frozen=True)
+class Measured:
+    status: int
+    wall: float
+    cpu: float
+    peak_mib: float
+    calls: int
+    conversations: int
+    phases: dict[str, float]
+
+    def bound(self, scenario: Scenario) -> float:
+        latency = scenario.latency_ms / 1000
+        return self.calls * latency / scenario.concurrency + 2 * latency
+
+
+def phases_from(db: Path, started_at: float, ended_at: float) -> tuple[int, dict[str, float]]:
+    """(conversations, seconds of each phase) from the run's own timestamps (wall clock)."""
+    with sqlite3.connect(db) as connection:
+        created, conversations = connection.execute("SELECT created_at, n_conversations FROM runs").fetchone()
+        first_reply, last_reply = connection.execute(
+            "SELECT min(generated_at), max(generated_at) FROM conversations"
+        ).fetchone()
+        last_verdict = connection.execute("SELECT max(graded_at) FROM verdicts").fetchone()[0]
+    return conversations, {
+        "start-up and plan": created - started_at,
+        "to the first reply": first_reply - created,
+        "replies": last_reply - first_reply,
+        "tail (last reply to last verdict)": last_verdict - last_reply,
+        "finish (report, folder, exit)": ended_at - last_verdict,
+    }
+
+
+def measure(scenario: Scenario, data: Path, hbtui: list[str]) -> Measured:
+    with FakeServer(config={"latency_ms": scenario.latency_ms}) as server, tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.sqlite"
+        command = [
+            *hbtui,
+            "run",
+            "--data",
+            str(data),
+            "--repeats",
+            str(scenario.repeats),
+            "--name",
+            "bench",
+            "--db",
+            str(db),
+        ]
+        env = dict(
+            os.environ,
+            BASE_URL=server.base_url,
+            MODEL_TEST="test-model",
+            MODEL_GRADER="grader-model",
+            GRADER_TEMPLATE="builtin",  # the prompt is not what is measured: nothing to download
+            CONCURRENCY=str(scenario.concurrency),
+            TIMEOUT="60",
+            HBTUI_CACHE=str(Path(tmp) / "cache"),
         )
-        dataset = load_jsonl(DATA)
-        async with await Store.open(settings.db_path) as store:
-            run_id = await plan_run(store, settings, dataset, limit=limit, repeats=repeats, name="bench")
-            run = await store.get_run(run_id)
-            counter = CallCounter()
-            engine = Engine(store, run, settings, [counter])
-            task = asyncio.create_task(engine.execute())
-
-            async def sample_rate() -> None:
-                while not task.done():
-                    counter.marks.append((time.perf_counter(), counter.calls))
-                    await asyncio.sleep(0.5)
-
-            sampler = asyncio.create_task(sample_rate())
-            wall0, cpu0 = time.perf_counter(), time.process_time()
-            status = await task
-            wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-            sampler.cancel()
-            cursor = await store.db.execute(
-                "SELECT avg(latency_ms / attempts) FROM verdicts WHERE latency_ms IS NOT NULL"
-            )
-            observed_ms = (await cursor.fetchone())[0]
-            await cursor.close()
-        stats = server.stats()
-    calls = counter.calls
-    # Steady rate: the middle 60% of the run, leaving out ramp-up and the tail of the last conversations.
-    marks = counter.marks
-    lo, hi = marks[len(marks) // 5], marks[max(len(marks) * 4 // 5, len(marks) // 5 + 1) - 1]
-    steady = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] else calls / wall
-    ideal = concurrency / (latency_ms / 1000) if latency_ms else float("nan")
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"latency {latency_ms:g} ms, concurrency {concurrency}: status {status}, {calls} calls in {wall:.1f} s")
-    print(
-        f"  calls/s overall {calls / wall:.0f}, steady {steady:.0f}; ideal {ideal:.0f}; steady/ideal "
-        f"{steady / ideal:.1%}"
-        if latency_ms
-        else f"  calls/s overall {calls / wall:.0f}, steady {steady:.0f}"
+        for key in ("API_KEY", "GRADER_API_KEY", "GRADER_BASE_URL", "GRADER_CONCURRENCY"):
+            env.pop(key, None)
+        started_at, started = time.time(), time.perf_counter()
+        child = subprocess.Popen(
+            command, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
+        # wait4: this child's own usage. RUSAGE_CHILDREN's ru_maxrss is the largest of every child
+        # waited for so far, so a second run in this process would report the first's peak.
+        _, wait_status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        ended_at = time.time()
+        child.returncode = os.waitstatus_to_exitcode(wait_status)
+        errors = child.stderr.read().decode(errors="replace") if child.stderr else ""
+        if child.stderr:
+            child.stderr.close()
+        if child.returncode != 0:
+            raise SystemExit(f"hbtui run exited {child.returncode}:\n{errors[-2000:]}")
+        calls = server.stats()["requests"]
+        conversations, phases = phases_from(db, started_at, ended_at)
+    return Measured(
+        status=child.returncode,
+        wall=wall,
+        cpu=usage.ru_utime + usage.ru_stime,
+        peak_mib=usage.ru_maxrss / 1024,  # kilobytes on Linux
+        calls=calls,
+        conversations=conversations,
+        phases=phases,
     )
-    if latency_ms:
-        print(
-            f"  observed mean latency per call {observed_ms:.1f} ms (server sleep {latency_ms:g} ms + HTTP round trip):"
-            f" ideal at that latency {concurrency / observed_ms * 1000:.0f},"
-            f" steady/that {steady / (concurrency / observed_ms * 1000):.1%}"
-        )
+
+
+def span(values: list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return format(low, fmt) if format(low, fmt) == format(high, fmt) else f"{format(low, fmt)}–{format(high, fmt)}"
+
+
+def report(scenario: Scenario, results: list[Measured]) -> None:
+    first = results[0]
     print(
-        f"  harness CPU per call {cpu / calls * 1000:.3f} ms (SQLite writes included); peak RSS {peak_mb:.0f} MB;"
-        f" server max in flight {stats['max_in_flight']}"
+        f"\n{scenario.name}: {first.conversations} conversations, {first.calls} calls, latency"
+        f" {scenario.latency_ms:g} ms, {scenario.concurrency} in flight; {len(results)} runs"
+    )
+    for r in results:
+        bound = r.bound(scenario)
+        share = f", {bound / r.wall:.0%} of the bound {bound:.2f} s" if scenario.latency_ms >= 50 else ""
+        print(
+            f"  wall {r.wall:6.2f} s{share}; CPU/call {r.cpu / r.calls * 1000:.3f} ms; peak {r.peak_mib:.0f} MiB"
+            f" | " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in r.phases.items())
+        )
+    walls = [r.wall for r in results]
+    print(f"  => wall {span(walls, '.2f')} s", end="")
+    if scenario.latency_ms >= 50:
+        print(f" ({span([r.bound(scenario) / r.wall * 100 for r in results], '.0f')} % of the bound)", end="")
+    print(
+        f"; harness CPU per call {span([r.cpu / r.calls * 1000 for r in results], '.3f')} ms;"
+        f" peak memory {span([r.peak_mib for r in results], '.0f')} MiB"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--latency-ms", type=float, default=200)
-    parser.add_argument("--concurrency", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--scenario", choices=[*SCENARIOS, "both"], default="both")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each scenario (the machine is shared)")
+    parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
-    asyncio.run(bench(args.latency_ms, args.concurrency, args.repeats, args.limit))
+    hbtui = [sys.executable, "-m", "hbtui"]
+    chosen = list(SCENARIOS.values()) if args.scenario == "both" else [SCENARIOS[args.scenario]]
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
+    for scenario in chosen:
+        report(scenario, [measure(scenario, args.data, hbtui) for _ in range(args.runs)])
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

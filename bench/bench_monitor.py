@@ -32,7 +32,16 @@ from bench.frame_timer import FrameTimer
 from hbtui.config import Settings
 from hbtui.dataset import load_jsonl
 from hbtui.services import plan_run
-from hbtui.store import MET, NOT_MET, PlannedConversation, Store
+from hbtui.store import (
+    MET,
+    NOT_MET,
+    ConversationScore,
+    PlannedConversation,
+    ReplyResult,
+    ResultBatch,
+    Store,
+    VerdictResult,
+)
 from hbtui.store.owners import this_owner
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.monitor_data import view_from_store
@@ -118,18 +127,41 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
             for _ in range(rate // 10):
                 conv_id = ids[conversation]
                 if idx == 0:
-                    replies.append(("generated", "a reply", None, "stop", None, None, 1, 300.0, 20, 80, now, conv_id))
+                    replies.append(
+                        ReplyResult(
+                            conv_id,
+                            "generated",
+                            now,
+                            reply="a reply",
+                            finish_reason="stop",
+                            attempts=1,
+                            latency_ms=300.0,
+                            prompt_tokens=20,
+                            completion_tokens=80,
+                        )
+                    )
                 status = MET if rng.random() < 0.6 else NOT_MET
                 verdicts.append(
-                    (status, "because", "{}", None, None, None, 1, rng.uniform(40, 400), 300, 20, now, conv_id, idx)
+                    VerdictResult(
+                        status,
+                        conv_id,
+                        idx,
+                        explanation="because",
+                        raw_output="{}",
+                        attempts=1,
+                        latency_ms=rng.uniform(40, 400),
+                        prompt_tokens=300,
+                        completion_tokens=20,
+                        graded_at=now,
+                    )
                 )
                 idx += 1
                 if idx == CRITERIA:
-                    summaries.append((rng.uniform(-0.2, 1.0), 6, 0, 1, conv_id))
+                    summaries.append(ConversationScore(conv_id, rng.uniform(-0.2, 1.0), 6, 0, 1))
                     conversation, idx = conversation + 1, 0
                     if conversation == len(ids):
                         break
-            await store.write_batch(replies, verdicts, summaries)
+            await store.write_batch(ResultBatch(replies, verdicts, summaries))
             written += len(verdicts)
             if now - last_heartbeat > 2:
                 last_heartbeat = now

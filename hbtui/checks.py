@@ -9,12 +9,11 @@ schema or have to be parsed from text. Messages are one plain line each and neve
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 
 import httpx
 
-from hbtui.client import AUTH, NOT_FOUND, ChatClient, ChatError, Endpoint, list_models
+from hbtui.client import AUTH, NOT_FOUND, ChatClient, ChatError, Endpoint, list_models, unreachable_reason
 from hbtui.config import Settings
 from hbtui.grading import VERDICT_FORMAT
 from hbtui.limiter import AdaptiveLimiter
@@ -43,22 +42,8 @@ def _scrub(message: str, *secrets: str | None) -> str:
 
 
 def _reach_error(exc: Exception, url: str) -> str:
-    if isinstance(exc, httpx.ConnectError):
-        # The socket's own error sits a few causes down ("All connection attempts failed" on top).
-        chain: list[BaseException] = []
-        cause: BaseException | None = exc
-        while cause is not None and cause not in chain:
-            chain.append(cause)
-            cause = cause.__cause__ or cause.__context__
-        text = " ".join(str(c).lower() for c in chain)
-        reason = "cannot connect"
-        if any(isinstance(c, ConnectionRefusedError) for c in chain) or "refused" in text:
-            reason = "connection refused"
-        elif any(isinstance(c, socket.gaierror) for c in chain) or "name or service" in text:
-            reason = "unknown host"
-        return f"unreachable: {reason} at {url}"
-    if isinstance(exc, httpx.TimeoutException):
-        return f"unreachable: no answer within the timeout at {url}"
+    if isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
+        return f"unreachable: {unreachable_reason(exc)} at {url}"
     return f"unreachable: {type(exc).__name__}: {exc} at {url}"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -313,6 +314,11 @@ async def drive(
     ``prices``: the price table, read by the caller before any call so that a broken one stops
     the command first; read here (a broken one then only warned of) when not given."""
     engine = Engine(store, run, settings, [ProgressPrinter()] if not quiet else [], use_cache=use_cache)
+    # What is loaded by now (modules, settings, the store) lives until the exit: out of the cyclic
+    # collector's full passes, which otherwise rescan it and stall the event loop mid-run
+    # (measured at 256 in flight: 93-97% of the ideal before, 97-98% after).
+    gc.collect()
+    gc.freeze()
     loop = asyncio.get_running_loop()
     runner = asyncio.ensure_future(engine.execute())
     stops = 0
@@ -382,6 +388,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         run_id = await plan_run(
             store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
         )
+        del dataset  # in the database now: the run reads its records from there, a page at a time
         run = await store.get_run(run_id)
         return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
 

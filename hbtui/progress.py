@@ -8,8 +8,12 @@ they are shown apart, and the share graded is of those that can be graded.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hbtui.events import CriterionGraded, Event, GenerationFailed, ReplyGenerated, RunStarted
+
+if TYPE_CHECKING:
+    from hbtui.store.rows import Progress
 
 
 @dataclass
@@ -23,7 +27,7 @@ class Tally:
     skipped: int = 0
 
     @classmethod
-    def from_progress(cls, progress) -> Tally:
+    def from_progress(cls, progress: Progress) -> Tally:
         """From the store's Progress (what the database holds)."""
         return cls(
             progress.conversations_total,
@@ -59,8 +63,16 @@ class Tally:
         return self.criteria_total - self.skipped
 
     @property
+    def conversations_left(self) -> int:
+        return self.conversations_total - self.conversations_done
+
+    @property
+    def criteria_left(self) -> int:
+        return self.to_grade - self.graded
+
+    @property
     def calls_left(self) -> int:
-        return (self.conversations_total - self.conversations_done) + (self.to_grade - self.graded)
+        return self.conversations_left + self.criteria_left
 
     @property
     def share_graded(self) -> float:

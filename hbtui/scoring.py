@@ -113,7 +113,7 @@ def bootstrap_picks(
     drawn in chunks to bound memory. One seeded stream for every bootstrap (a run's metrics, a
     comparison's paired differences), so that each report is reproducible."""
     rng = np.random.default_rng(seed)
-    chunk = max(1, min(samples, 4_000_000 // max(size, 1)))
+    chunk = max(1, min(samples, 500_000 // max(size, 1)))
     for start in range(0, samples, chunk):
         stop = min(samples, start + chunk)
         yield start, stop, rng.integers(0, size, size=(stop - start, size))

@@ -6,20 +6,10 @@ it to that), so the engine's insides can change without the screens noticing.
 
 from __future__ import annotations
 
-from hbtui.engine import (
-    GRADER_SETTINGS,
-    INCOMPLETE,
-    TAKEN_OVER,
-    Engine,
-    check_run_name,
-    compute_report,
-    plan_regrade,
-    plan_run,
-    refuse_measured_changes,
-    resume_hint,
-    run_name_problem,
-    settings_for_run,
-)
+from hbtui.engine.driver import Engine
+from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
+from hbtui.engine.run_plan import check_run_name, plan_regrade, plan_run, run_name_problem
+from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
 
 __all__ = [
     "GRADER_SETTINGS",

@@ -12,7 +12,7 @@ import pytest
 
 from hbtui.config import Settings
 from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine, plan_run
+from hbtui.services import Engine, plan_run
 from hbtui.store import Store
 from tests.support.fake_server import DEFAULT_CONFIG
 from tests.support.server_process import FakeServer

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine, plan_run, resume_hint
 from hbtui.grading import grader_prompt, load_template
+from hbtui.services import Engine, plan_run, resume_hint
 from hbtui.store import RunBusy, Store
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
 from tests.support.fake_server import expected_verdict
@@ -338,7 +338,7 @@ def test_resume_asks_again_what_got_no_answer(server, tmp_path, small_dataset):
 
 def test_a_key_is_never_sent_to_another_host_on_resume(finished_run_db):
     from hbtui.config import Settings, SettingsError
-    from hbtui.engine import settings_for_run
+    from hbtui.services import settings_for_run
 
     async def load():
         async with await Store.open(finished_run_db) as store:

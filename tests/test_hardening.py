@@ -11,7 +11,7 @@ import pytest
 
 from hbtui import schema
 from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine, plan_run
+from hbtui.services import Engine, plan_run
 from hbtui.store import Store, StoreError
 from tests.conftest import run_engine, settings_for
 

@@ -12,9 +12,9 @@ import pytest
 
 from hbtui import cli
 from hbtui.dataset import load_jsonl
-from hbtui.engine import compute_report, plan_run
 from hbtui.export import write_csv, write_jsonl
-from hbtui.store import Store
+from hbtui.services import compute_report, plan_run
+from hbtui.store import ReplyResult, ResultBatch, Store, VerdictResult
 from hbtui.text import visible_controls
 from tests.conftest import make_record, offline_settings
 from tests.conftest import write_jsonl as write_records
@@ -37,26 +37,36 @@ async def hostile_run(db, data):
         item = rows[0]
         now = time.time()
         await store.write_batch(
-            replies=[
-                ("generated", HOSTILE, "think " + HOSTILE, "stop", None, None, 1, 5.0, 3, 4, now, item.conversation_id)
-            ],
-            verdicts=[
-                (
-                    "met",
-                    HOSTILE,
-                    json.dumps({"explanation": HOSTILE, "criteria_met": True}),
-                    None,
-                    None,
-                    None,
-                    1,
-                    5.0,
-                    3,
-                    4,
-                    now,
-                    item.conversation_id,
-                    0,
-                )
-            ],
+            ResultBatch(
+                replies=[
+                    ReplyResult(
+                        item.conversation_id,
+                        "generated",
+                        now,
+                        reply=HOSTILE,
+                        reasoning="think " + HOSTILE,
+                        finish_reason="stop",
+                        attempts=1,
+                        latency_ms=5.0,
+                        prompt_tokens=3,
+                        completion_tokens=4,
+                    )
+                ],
+                verdicts=[
+                    VerdictResult(
+                        "met",
+                        item.conversation_id,
+                        0,
+                        explanation=HOSTILE,
+                        raw_output=json.dumps({"explanation": HOSTILE, "criteria_met": True}),
+                        attempts=1,
+                        latency_ms=5.0,
+                        prompt_tokens=3,
+                        completion_tokens=4,
+                        graded_at=now,
+                    )
+                ],
+            )
         )
         await store.refresh_summaries(run_id)
         await store.finish_run(run_id, "finished", report=await compute_report(store, run_id))

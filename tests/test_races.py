@@ -10,7 +10,7 @@ import pytest
 
 from hbtui import schema
 from hbtui.dataset import load_jsonl
-from hbtui.engine import plan_run
+from hbtui.services import plan_run
 from hbtui.store import Store
 from tests.conftest import settings_for
 from tests.test_cli import hbtui
@@ -59,9 +59,9 @@ def test_many_processes_opening_a_new_database_at_once_all_succeed(tmp_path):
 
 
 def test_runs_planned_at_once_without_a_name_get_distinct_names(server, small_dataset, tmp_path, monkeypatch):
-    import hbtui.engine
+    import hbtui.engine.run_plan
 
-    monkeypatch.setattr(hbtui.engine.time, "strftime", lambda *_: "20261130-120000")  # all in one second
+    monkeypatch.setattr(hbtui.engine.run_plan.time, "strftime", lambda *_: "20261130-120000")  # all in one second
     db = tmp_path / "runs.sqlite"
     settings = settings_for(server, db)
     dataset = load_jsonl(small_dataset)

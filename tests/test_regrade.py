@@ -10,7 +10,7 @@ import pytest
 
 from hbtui import cli
 from hbtui.dataset import load_jsonl
-from hbtui.engine import plan_run
+from hbtui.services import plan_run
 from hbtui.store import Store
 from tests.conftest import make_record, offline_settings, user_folder, write_jsonl
 

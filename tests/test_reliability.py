@@ -19,9 +19,9 @@ import pytest
 
 from hbtui import cli
 from hbtui.dataset import load_jsonl
-from hbtui.engine import Engine, plan_run
 from hbtui.events import RunStarted
 from hbtui.printer import ProgressPrinter
+from hbtui.services import Engine, plan_run
 from hbtui.store import RunBusy, Store
 from hbtui.tui.monitor_data import RunCounters, view_from_store
 from tests.conftest import make_record, run_engine, settings_for, user_folder, write_jsonl

@@ -389,7 +389,7 @@ Broken(Settings(db_path={str(tmp_path / "db.sqlite")!r}), env_file=None).run(hea
 async def plan_only(settings, data, name):
     """A run planned and never driven: what a `hbtui run` killed before its first call leaves."""
     from hbtui.dataset import load_jsonl
-    from hbtui.engine import plan_run
+    from hbtui.services import plan_run
 
     async with await Store.open(settings.db_path) as store:
         return await plan_run(store, settings, load_jsonl(data), name=name)

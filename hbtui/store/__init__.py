@@ -5,9 +5,9 @@ writes. Writes come in batches from the engine's writer task (group commit): eac
 transaction, so what is committed is always whole, and a killed run loses at most the calls
 whose answers had not reached the database yet.
 
-The rows it hands out are in rows.py, its queries in reads.py and its writes in writes.py (both
-over connection.py); this module opens the file, checks and migrates its schema, and puts the
-reads and writes together as Store.
+The rows it hands out are in rows.py, the engine's work and results in work.py, its queries in
+reads.py and its writes in writes.py (both over connection.py); this module opens the file,
+checks and migrates its schema, and puts the reads and writes together as Store.
 """
 
 from __future__ import annotations
@@ -33,24 +33,32 @@ from hbtui.store.rows import (
     ConversationSummary,
     ImportedReply,
     ImportedVerdict,
-    PlannedConversation,
     Progress,
     RunBusy,
     RunNotFound,
     RunRow,
     RunTakenOver,
     StoreError,
-    VerdictResult,
     VerdictRow,
-    WorkItem,
     conversation_outcome,
     verdict_met,
+)
+from hbtui.store.work import (
+    CachedVerdict,
+    CacheEntry,
+    ConversationScore,
+    LogLine,
+    PlannedConversation,
+    ReplyResult,
+    ResultBatch,
+    VerdictResult,
+    WorkItem,
 )
 from hbtui.store.writes import StoreWrites
 
 # How long one statement waits for another connection's write lock before SQLite gives up with
 # "database is locked". The engine's writer then keeps what it holds and tries again (see
-# Engine._writer); settable for tests that hold a lock (HBTUI_BUSY_TIMEOUT, seconds).
+# hbtui.engine.result_writer); settable for tests that hold a lock (HBTUI_BUSY_TIMEOUT, seconds).
 BUSY_TIMEOUT_SECONDS = float(os.environ.get("HBTUI_BUSY_TIMEOUT") or 10.0)
 
 
@@ -95,15 +103,21 @@ __all__ = [
     "MET",
     "NOT_MET",
     "PENDING",
+    "CacheEntry",
+    "CachedVerdict",
     "ConversationDetail",
     "ConversationFilter",
+    "ConversationScore",
     "ConversationSummary",
     "ImportedReply",
     "ImportedVerdict",
+    "LogLine",
     "NoRunsYet",
     "PlannedConversation",
     "Progress",
     "ReadOnlyDatabase",
+    "ReplyResult",
+    "ResultBatch",
     "RunBusy",
     "RunNotFound",
     "RunRow",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +26,18 @@ class Connection:
         row = await cursor.fetchone()
         await cursor.close()
         return row
+
+    @asynccontextmanager
+    async def _transaction(self, *, immediate: bool = True) -> AsyncIterator[None]:
+        """One transaction: committed when the block ends, rolled back whatever stops it (a
+        cancel included). ``immediate`` takes the write lock first (BEGIN IMMEDIATE), so that the
+        block's reads see what its writes are based on; otherwise the first write begins it."""
+        if immediate:
+            await self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            await self.db.commit()
+        except BaseException:
+            if self.db.in_transaction:
+                await self.db.rollback()
+            raise

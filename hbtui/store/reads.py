@@ -29,10 +29,10 @@ from hbtui.store.rows import (
     RunRow,
     StoreError,
     VerdictRow,
-    WorkItem,
     run_from_row,
     verdict_met,
 )
+from hbtui.store.work import CachedVerdict, WorkItem
 
 
 @functools.lru_cache(maxsize=4096)
@@ -75,35 +75,34 @@ class StoreReads(Connection):
             raise RunNotFound(f"no run {text!r} in {self.path} (give an id, a name, or latest; see `hbtui runs`)")
         return run_from_row(row)
 
-    async def pending_work(self, run_id: int) -> list[WorkItem]:
-        """Conversations without a reply, or with verdicts still pending, in plan order."""
+    async def pending_work(self, run_id: int, after: int = -1, limit: int = 256) -> list[WorkItem]:
+        """Up to ``limit`` conversations past position ``after`` without a reply, or with verdicts
+        still pending, in plan order: the engine reads a run's work a page at a time, so that
+        what it holds does not grow with the run."""
         conversations = await self._all(
             "SELECT c.id, c.position, c.status, c.reply, c.example_tags, c.record_id, c.repeat FROM conversations c"
-            " WHERE c.run_id = ? AND c.status != 'failed'"
+            " WHERE c.run_id = ? AND c.position > ? AND c.status != 'failed'"
             " AND (c.status = 'pending' OR EXISTS (SELECT 1 FROM verdicts v WHERE v.conversation_id = c.id"
-            " AND v.status = 'pending')) ORDER BY c.position",
-            (run_id,),
+            " AND v.status = 'pending')) ORDER BY c.position LIMIT ?",
+            (run_id, after, limit),
         )
         if not conversations:
             return []
-        # Each record once, not once per repeat: a record holds its ideal completions too, and
-        # 7 repeats of 738 moved 5,166 of them across the thread.
+        # Each record once a page, not once per repeat: a record holds its ideal completions too.
         records = {
             record_id: json.loads(body)
             for record_id, body in await self._all(
-                "SELECT id, body FROM records WHERE id IN (SELECT DISTINCT record_id FROM conversations WHERE run_id = ?)",
-                (run_id,),
+                "SELECT id, body FROM records WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted({row[5] for row in conversations})),),
             )
         }
-        wanted = {row[0] for row in conversations}
         verdicts: dict[int, list[tuple]] = {}
-        for conv_id, idx, text, points, tags, status in await self._all(
-            "SELECT conversation_id, idx, criterion, points, tags, status FROM verdicts WHERE run_id = ?"
-            " ORDER BY conversation_id, idx",
-            (run_id,),
+        for conv_id, idx, points, tags, status in await self._all(
+            "SELECT conversation_id, idx, points, tags, status FROM verdicts"
+            " WHERE conversation_id IN (SELECT value FROM json_each(?)) ORDER BY conversation_id, idx",
+            (json.dumps([row[0] for row in conversations]),),
         ):
-            if conv_id in wanted:  # filtered here: a subquery per row cost more than the rows
-                verdicts.setdefault(conv_id, []).append((idx, text, points, parsed_tags(tags), status))
+            verdicts.setdefault(conv_id, []).append((idx, points, parsed_tags(tags), status))
         items = []
         for conv_id, position, status, reply, example_tags, record_id, repeat in conversations:
             rows = verdicts.get(conv_id, [])
@@ -119,10 +118,10 @@ class StoreReads(Connection):
                     reply=reply if status == "generated" else None,
                     criteria=[
                         (idx, rubrics[idx]["criterion"], rubrics[idx]["points"])
-                        for idx, text, points, _, st in rows
+                        for idx, _, _, st in rows
                         if st == PENDING
                     ],
-                    all_criteria=[(idx, points, tags, st) for idx, _, points, tags, st in rows],
+                    all_criteria=rows,
                     example_tags=json.loads(example_tags),
                     repeat=repeat,
                 )
@@ -209,16 +208,15 @@ class StoreReads(Connection):
             completion_tokens_grader=grader_tokens[1],
         )
 
-    async def cached_verdicts(self, keys: list[str]) -> dict[str, tuple]:
-        """Entries of the verdict cache for these request keys: key -> (status, explanation,
-        raw_output, reasoning, prompt_tokens, completion_tokens)."""
+    async def cached_verdicts(self, keys: list[str]) -> dict[str, CachedVerdict]:
+        """Entries of the verdict cache for these request keys."""
         # One statement, the keys as one JSON array: 60,000 keys in 500-key chunks cost a third of
         # a second of round trips.
         return (
             {
-                key: tuple(entry)
+                key: CachedVerdict(*entry)
                 for key, *entry in await self._all(
-                    "SELECT key, status, explanation, raw_output, reasoning, prompt_tokens, completion_tokens"
+                    "SELECT key, status, explanation, raw_output, reasoning"
                     " FROM verdict_cache WHERE key IN (SELECT value FROM json_each(?))",
                     (json.dumps(keys),),
                 )

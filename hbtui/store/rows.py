@@ -183,74 +183,6 @@ class ImportedReply:
 
 
 @dataclass(slots=True)
-class PlannedConversation:
-    position: int
-    repeat: int
-    prompt_id: str
-    record_body: str
-    record_sha256: str
-    theme: str | None
-    example_tags: Sequence[str]
-    preview: str
-    criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
-    imported: ImportedReply | None = None  # an imported run's: its reply and verdicts are already there
-
-
-class VerdictResult(NamedTuple):
-    """One verdict as the engine's writer stores it: named where it is made, a plain row (in the
-    order of ``write_batch``'s UPDATE) where SQLite takes it."""
-
-    status: str
-    conversation_id: int
-    idx: int
-    cache_key: str | None = None
-    explanation: str | None = None
-    raw_output: str | None = None
-    reasoning: str | None = None
-    error: str | None = None
-    error_kind: str | None = None
-    attempts: int = 0
-    latency_ms: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    graded_at: float = 0.0
-    from_cache: int = 0
-
-    def as_row(self) -> tuple:
-        return (
-            self.status,
-            self.explanation,
-            self.raw_output,
-            self.reasoning,
-            self.error,
-            self.error_kind,
-            self.attempts,
-            self.latency_ms,
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.graded_at,
-            self.cache_key,
-            self.from_cache,
-            self.conversation_id,
-            self.idx,
-        )
-
-
-@dataclass(slots=True)
-class WorkItem:
-    """A conversation that still needs a reply, or verdicts, when a run starts or resumes."""
-
-    conversation_id: int
-    position: int
-    prompt: list[dict]
-    reply: str | None
-    criteria: list[tuple[int, str, float]]  # (idx, criterion, points) still to grade
-    all_criteria: list[tuple[int, float, tuple[str, ...], str]]  # (idx, points, tags, status)
-    example_tags: list[str]
-    repeat: int = 0
-
-
-@dataclass(slots=True)
 class ConversationFilter:
     theme: str | None = None
     min_score: float | None = None
@@ -361,14 +293,6 @@ class Progress:
     completion_tokens_test: int
     prompt_tokens_grader: int
     completion_tokens_grader: int
-
-    @property
-    def criteria_left(self) -> int:
-        return self.criteria_total - self.criteria_graded - self.criteria_skipped
-
-    @property
-    def conversations_left(self) -> int:
-        return self.conversations_total - self.conversations_generated - self.conversations_failed
 
 
 def select_list(record: type[tuple], table: str, sources: dict[str, str] | None = None) -> str:

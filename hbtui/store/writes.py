@@ -6,6 +6,7 @@ import json
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from operator import attrgetter
 
 from hbtui.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.run_report import StoredReport
@@ -13,13 +14,50 @@ from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
     HEARTBEAT_STALE_SECONDS,
-    PlannedConversation,
     RunBusy,
     RunNotFound,
     RunTakenOver,
     StoreError,
     conversation_outcome,
 )
+from hbtui.store.work import PlannedConversation, ResultBatch
+
+# What a call spent, as a reply and a verdict both record it: attempts and tokens add up over
+# retries (regrade, resume), since all of them were spent.
+SPENT_COLUMNS = (
+    "error = ?, error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
+    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
+    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0)"
+)
+SPENT = ("error", "error_kind", "attempts", "latency_ms", "prompt_tokens", "completion_tokens")
+# The records' fields in the order of the statements' parameters in write_batch.
+REPLY_PARAMS = attrgetter("status", "reply", "reasoning", "finish_reason", *SPENT, "generated_at", "conversation_id")
+VERDICT_PARAMS = attrgetter(
+    "status",
+    "explanation",
+    "raw_output",
+    "reasoning",
+    *SPENT,
+    "graded_at",
+    "cache_key",
+    "from_cache",
+    "conversation_id",
+    "idx",
+)
+CACHE_PARAMS = attrgetter(
+    "key",
+    "status",
+    "explanation",
+    "raw_output",
+    "reasoning",
+    "attempts",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "created_at",
+)
+SCORE_PARAMS = attrgetter("score", "n_met", "n_errors", "penalties", "conversation_id")
+LOG_PARAMS = attrgetter("run_id", "at", "level", "message")
 
 
 def driver_in_the_way(run_id: int, current: str | None, mine: str | None, heartbeat: float | None) -> str | None:
@@ -61,16 +99,19 @@ class StoreWrites(Connection):
         settings: dict,
         plan: dict,
         conversations: Sequence[PlannedConversation],
+        repeats: int = 1,
     ) -> int:
         """The run, its conversations and one pending verdict row per criterion, in one transaction.
+
+        ``repeats``: the planned conversations are all planned again that many times, each time
+        after the others (the reference repeats the whole sampled list), their positions and
+        repeats counted on; the plan need not hold a run's every conversation.
 
         Without a ``name``, the first of ``name_base``, ``name_base-2``... that is free: chosen
         inside the transaction, so runs started in the same second by other processes never
         take it first.
         """
-        db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             run_id = await self._insert_run(
                 name,
                 name_base,
@@ -78,11 +119,8 @@ class StoreWrites(Connection):
                 settings,
                 plan,
                 conversations,
+                repeats=repeats,
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return run_id
 
     async def import_run(
@@ -107,8 +145,7 @@ class StoreWrites(Connection):
         own scoring, reading what was just written), all in one transaction: an import that
         fails anywhere leaves nothing behind."""
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             run_id = await self._insert_run(
                 name,
                 name_base,
@@ -161,10 +198,6 @@ class StoreWrites(Connection):
                     run_id,
                 ),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return run_id
 
     async def _insert_run(
@@ -176,13 +209,14 @@ class StoreWrites(Connection):
         plan: dict,
         conversations: Sequence[PlannedConversation],
         *,
+        repeats: int = 1,
         kind: str = MODEL_RUN,
         imported: dict | None = None,
         created_at: float | None = None,
     ) -> int:
         """Inside the caller's transaction: the run row, its records, conversations and pending
         verdicts. ``described``: (dataset name, dataset path, dataset sha256, model under test,
-        grader)."""
+        grader). ``repeats``: see create_run."""
         db = self.db
         name = await self._free_name(name, name_base)
         cursor = await db.execute(
@@ -195,51 +229,56 @@ class StoreWrites(Connection):
                 *described,
                 json.dumps(settings),
                 json.dumps(plan),
-                len(conversations),
-                sum(len(c.criteria) for c in conversations),
+                len(conversations) * repeats,
+                sum(len(c.criteria) for c in conversations) * repeats,
                 kind,
                 json.dumps(imported) if imported is not None else None,
             ),
         )
         run_id = cursor.lastrowid
         assert run_id is not None  # an INSERT always gives a rowid
-        record_ids: dict[str, int] = {}
-        for conv in conversations:
-            if conv.record_sha256 not in record_ids:
-                await db.execute(
-                    "INSERT OR IGNORE INTO records (prompt_id, sha256, body) VALUES (?, ?, ?)",
-                    (conv.prompt_id, conv.record_sha256, conv.record_body),
-                )
-                row = await self._one("SELECT id FROM records WHERE sha256 = ?", (conv.record_sha256,))
-                record_ids[conv.record_sha256] = row[0]
-        conv_rows = [
-            (
-                run_id,
-                c.position,
-                c.repeat,
-                c.prompt_id,
-                record_ids[c.record_sha256],
-                c.theme,
-                json.dumps(list(c.example_tags)),
-                c.preview,
-                len(c.criteria),
+        # Every record in two statements: one INSERT and one SELECT a record were 1,500 round
+        # trips to SQLite's thread for the 738 records of the main subset.
+        records = {c.record_sha256: (c.prompt_id, c.record_sha256, c.record_body) for c in conversations}
+        await db.executemany(
+            "INSERT OR IGNORE INTO records (prompt_id, sha256, body) VALUES (?, ?, ?)", list(records.values())
+        )
+        record_ids: dict[str, int] = dict(
+            await self._all(
+                "SELECT sha256, id FROM records WHERE sha256 IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(records)),),
             )
-            for c in conversations
-        ]
-        await db.executemany(
-            "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
-            " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            conv_rows,
         )
+        size = len(conversations)
+        for again in range(repeats):
+            await db.executemany(
+                "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
+                " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        run_id,
+                        c.position + again * size,
+                        c.repeat + again,
+                        c.prompt_id,
+                        record_ids[c.record_sha256],
+                        c.theme,
+                        json.dumps(list(c.example_tags)),
+                        c.preview,
+                        len(c.criteria),
+                    )
+                    for c in conversations
+                ],
+            )
         ids = dict(await self._all("SELECT position, id FROM conversations WHERE run_id = ?", (run_id,)))
-        await db.executemany(
-            "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                (run_id, ids[c.position], idx, text, points, json.dumps(list(tags)))
-                for c in conversations
-                for idx, (text, points, tags) in enumerate(c.criteria)
-            ),
-        )
+        for again in range(repeats):
+            await db.executemany(
+                "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (run_id, ids[c.position + again * size], idx, text, points, json.dumps(list(tags)))
+                    for c in conversations
+                    for idx, (text, points, tags) in enumerate(c.criteria)
+                ],
+            )
         return run_id
 
     async def _free_name(self, name: str | None, name_base: str) -> str:
@@ -267,8 +306,7 @@ class StoreWrites(Connection):
         replies copied (no generation call: what the model said is the source's), its criteria
         pending. A conversation that got no reply there is left without one here, never generated."""
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             name = await self._free_name(name, name_base)
             cursor = await db.execute(
                 "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
@@ -300,10 +338,6 @@ class StoreWrites(Connection):
                 " WHERE v.run_id = ? ORDER BY mine.id, v.idx",
                 (run_id, run_id, source_id),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         assert run_id is not None  # an INSERT always gives a rowid
         return run_id
 
@@ -320,8 +354,7 @@ class StoreWrites(Connection):
         busy = row and driver_in_the_way(run_id, row[0], owner, row[1])
         if busy:
             raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
             if row is None:
                 raise RunNotFound(f"no run with id {run_id}")
@@ -335,10 +368,6 @@ class StoreWrites(Connection):
                 " finished_at = NULL WHERE id = ?",
                 (owner, lease, time.time(), run_id),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return lease
 
     async def _fence(self, run_id: int, lease: str, live: dict | None = None) -> None:
@@ -363,13 +392,8 @@ class StoreWrites(Connection):
             raise RunTakenOver(f"run {run_id} was taken over by {by}; this process stopped and kept nothing more")
 
     async def heartbeat(self, run_id: int, lease: str, live: dict) -> None:
-        try:
+        async with self._transaction(immediate=False):
             await self._fence(run_id, lease, live)
-            await self.db.commit()
-        except BaseException:
-            if self.db.in_transaction:
-                await self.db.rollback()
-            raise
 
     async def finish_run(
         self,
@@ -384,7 +408,7 @@ class StoreWrites(Connection):
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
         score = report.score if report else None
-        try:
+        async with self._transaction(immediate=False):
             if lease is not None:
                 await self._fence(run_id, lease)
             await self.db.execute(
@@ -402,11 +426,6 @@ class StoreWrites(Connection):
                     run_id,
                 ),
             )
-            await self.db.commit()
-        except BaseException:
-            if self.db.in_transaction:
-                await self.db.rollback()
-            raise
 
     async def update_run_settings(self, run_id: int, settings: dict, model_test: str, model_grader: str) -> None:
         """The settings a resume runs with (flags changed them): what the run records from now on."""
@@ -424,8 +443,7 @@ class StoreWrites(Connection):
     async def seed_cache(self, rows: Sequence[tuple[str, int, int]]) -> int:
         """(key, conversation id, idx): the verdict there goes in the cache under that key."""
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             await db.executemany(
                 "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
                 " latency_ms, prompt_tokens, completion_tokens, created_at) SELECT ?, status, explanation, raw_output,"
@@ -434,10 +452,6 @@ class StoreWrites(Connection):
                 rows,
             )
             await db.executemany("UPDATE verdicts SET cache_key = ? WHERE conversation_id = ? AND idx = ?", rows)
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return len(rows)
 
     async def set_folder(self, run_id: int, folder: str) -> None:
@@ -467,8 +481,7 @@ class StoreWrites(Connection):
         retry_kinds = set(kinds) if kinds else TRANSIENT_KINDS | {UNPARSEABLE}
         marks = ",".join("?" * len(retry_kinds))
         db = self.db
-        await db.execute("BEGIN IMMEDIATE")
-        try:
+        async with self._transaction():
             current, heartbeat = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
             busy = driver_in_the_way(run_id, current, owner, heartbeat)
             if busy:
@@ -493,10 +506,6 @@ class StoreWrites(Connection):
                 " (SELECT conversation_id FROM verdicts WHERE run_id = ? AND status = 'pending')",
                 (run_id, run_id),
             )
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise
         return verdicts.rowcount, replies.rowcount
 
     async def refresh_summaries(self, run_id: int) -> int:
@@ -506,6 +515,10 @@ class StoreWrites(Connection):
         commits, or a regrade, would leave it stale. Scores come from the same scoring function as
         reports, so the list, the histogram and `show` always agree.
         """
+        if not await self._one("SELECT 1 FROM verdicts WHERE run_id = ? AND status != 'pending' LIMIT 1", (run_id,)):
+            # Nothing graded (a run starting): every summary is still the empty one it was made with
+            # (a met criterion, the one thing n_met counts, is never put back to pending).
+            return 0
         per_conversation: dict[int, list[tuple[float, str]]] = {}
         for conv_id, points, status in await self._all(
             "SELECT conversation_id, points, status FROM verdicts WHERE run_id = ? ORDER BY conversation_id, idx",
@@ -531,83 +544,42 @@ class StoreWrites(Connection):
         return len(changed)
 
     async def write_batch(
-        self,
-        replies: Sequence[tuple] = (),
-        verdicts: Sequence[tuple] = (),
-        summaries: Sequence[tuple] = (),
-        log: Sequence[tuple] = (),
-        cache: Sequence[tuple] = (),
-        *,
-        run_id: int | None = None,
-        lease: str | None = None,
-        live: dict | None = None,
+        self, batch: ResultBatch, *, run_id: int | None = None, lease: str | None = None, live: dict | None = None
     ) -> None:
         """One transaction for everything that completed since the last batch.
 
         With ``lease``, the batch is written only while the run still holds it (RunTakenOver
         otherwise, and nothing of the batch is written).
-
-        replies: (status, reply, reasoning, finish_reason, error, error_kind, attempts, latency_ms,
-                  prompt_tokens, completion_tokens, generated_at, conversation_id)
-        Attempts and tokens add up over retries (regrade, resume): all of them were spent.
-        verdicts: (status, explanation, raw_output, reasoning, error, error_kind, attempts, latency_ms,
-                   prompt_tokens, completion_tokens, graded_at, conversation_id, idx)
-        summaries: (score, n_met, n_errors, penalties, conversation_id)
-        log: (run_id, at, level, message)
-        cache: (key, status, explanation, raw_output, reasoning, attempts, latency_ms, prompt_tokens,
-                completion_tokens, created_at): verdicts paid for, kept for any run that asks the same
         """
         db = self.db
-        try:
+        async with self._transaction(immediate=False):
             if lease is not None and run_id is not None:
                 await self._fence(run_id, lease, live)
-            if replies:
+            if batch.replies:
                 await db.executemany(
-                    "UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, error = ?,"
-                    " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                    " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                    " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
+                    f"UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, {SPENT_COLUMNS},"
                     " generated_at = ? WHERE id = ?",
-                    replies,
+                    [REPLY_PARAMS(item) for item in batch.replies],
                 )
-            if verdicts:
-                # The engine's rows carry the key of the request and whether the verdict came from
-                # the cache (15 values); older callers' rows stop before them (13).
-                keyed = [v for v in verdicts if len(v) == 15]
-                plain = [v for v in verdicts if len(v) != 15]
-                if plain:
-                    await db.executemany(
-                        "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                        " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                        " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                        " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
-                        " graded_at = ? WHERE conversation_id = ? AND idx = ?",
-                        plain,
-                    )
-                if keyed:
-                    await db.executemany(
-                        "UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, error = ?,"
-                        " error_kind = ?, attempts = attempts + ?, latency_ms = ?,"
-                        " prompt_tokens = coalesce(prompt_tokens, 0) + coalesce(?, 0),"
-                        " completion_tokens = coalesce(completion_tokens, 0) + coalesce(?, 0),"
-                        " graded_at = ?, cache_key = ?, from_cache = ? WHERE conversation_id = ? AND idx = ?",
-                        keyed,
-                    )
-            if cache:
+            if batch.verdicts:
+                await db.executemany(
+                    f"UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, {SPENT_COLUMNS},"
+                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ? WHERE conversation_id = ? AND idx = ?",
+                    [VERDICT_PARAMS(item) for item in batch.verdicts],
+                )
+            if batch.cache:
                 await db.executemany(
                     "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
                     " latency_ms, prompt_tokens, completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    cache,
+                    [CACHE_PARAMS(item) for item in batch.cache],
                 )
-            if summaries:
+            if batch.scores:
                 await db.executemany(
                     "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?",
-                    summaries,
+                    [SCORE_PARAMS(item) for item in batch.scores],
                 )
-            if log:
-                await db.executemany("INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)", log)
-            await db.commit()
-        except BaseException:
-            if db.in_transaction:
-                await db.rollback()
-            raise
+            if batch.log:
+                await db.executemany(
+                    "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)",
+                    [LOG_PARAMS(item) for item in batch.log],
+                )

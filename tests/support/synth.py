@@ -12,8 +12,8 @@ import hashlib
 import json
 import random
 
-from hbtui.engine import compute_report
-from hbtui.store import ERROR, MET, NOT_MET, PlannedConversation, Store
+from hbtui.services import compute_report
+from hbtui.store import ERROR, MET, NOT_MET, PlannedConversation, ReplyResult, ResultBatch, Store, VerdictResult
 
 THEMES = (
     "emergency_referrals",
@@ -156,19 +156,14 @@ async def synthesize_run(
         at = (now or 0.0) + conv.position
         if rng.random() < 0.002 and not (hostile and conv.position == 0):
             replies.append(
-                (
-                    "failed",
-                    None,
-                    None,
-                    None,
-                    "HTTP 400: the prompt was refused by the provider",
-                    "refused",
-                    1,
-                    120.0,
-                    None,
-                    None,
-                    at,
+                ReplyResult(
                     conv_id,
+                    "failed",
+                    at,
+                    error="HTTP 400: the prompt was refused by the provider",
+                    error_kind="refused",
+                    attempts=1,
+                    latency_ms=120.0,
                 )
             )
             continue
@@ -180,25 +175,34 @@ async def synthesize_run(
             reply = "Reply " + HOSTILE_TEXT + "\nSecond line [red]not red[/red]"
             reasoning = "Reasoning " + HOSTILE_TEXT
         replies.append(
-            ("generated", reply, reasoning, finish, None, None, 1, 800.0 + rng.random() * 400, 120, 240, at, conv_id)
+            ReplyResult(
+                conv_id,
+                "generated",
+                at,
+                reply=reply,
+                reasoning=reasoning,
+                finish_reason=finish,
+                attempts=1,
+                latency_ms=800.0 + rng.random() * 400,
+                prompt_tokens=120,
+                completion_tokens=240,
+            )
         )
         for idx, (_text, points, _tags) in enumerate(conv.criteria):
             if rng.random() < 0.004:
                 verdicts.append(
-                    (
+                    VerdictResult(
                         ERROR,
-                        None,
-                        '{"explanation": "The response',
-                        None,
-                        "grader reply is not valid JSON after 3 attempts",
-                        "unparseable",
-                        3,
-                        2000.0,
-                        300,
-                        40,
-                        at,
                         conv_id,
                         idx,
+                        raw_output='{"explanation": "The response',
+                        error="grader reply is not valid JSON after 3 attempts",
+                        error_kind="unparseable",
+                        attempts=3,
+                        latency_ms=2000.0,
+                        prompt_tokens=300,
+                        completion_tokens=40,
+                        graded_at=at,
                     )
                 )
                 continue
@@ -211,23 +215,20 @@ async def synthesize_run(
                 explanation = "Explanation " + HOSTILE_TEXT
             raw = json.dumps({"explanation": explanation, "criteria_met": met})
             verdicts.append(
-                (
+                VerdictResult(
                     MET if met else NOT_MET,
-                    explanation,
-                    raw,
-                    None,
-                    None,
-                    None,
-                    1,
-                    300.0 + rng.random() * 200,
-                    300,
-                    40 if word else 0,
-                    at,
                     conv_id,
                     idx,
+                    explanation=explanation,
+                    raw_output=raw,
+                    attempts=1,
+                    latency_ms=300.0 + rng.random() * 200,
+                    prompt_tokens=300,
+                    completion_tokens=40 if word else 0,
+                    graded_at=at,
                 )
             )
-    await store.write_batch(replies=replies, verdicts=verdicts)
+    await store.write_batch(ResultBatch(replies=replies, verdicts=verdicts))
     await store.refresh_summaries(run_id)
     report = await compute_report(store, run_id)
     await store.finish_run(run_id, "finished", report=report)

@@ -1,0 +1,645 @@
+"""The driver: one run from its plan to its end, or to a stop, in the calling event loop.
+
+The work is read from the database a page at a time in plan order (what is held does not grow
+with the run). Generation and grading overlap: a conversation's criteria are graded
+(concurrently) as soon as its reply exists, and grading waits ahead of generation for a shared
+endpoint (see hbtui.limiter), so that scores appear as the run goes and the run ends on one
+generate-then-grade chain. Every answer goes to the result writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
+
+from hbtui import scoring
+from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, ChatClient, ChatError
+from hbtui.config import Settings
+from hbtui.engine.endpoint_pool import EndpointPool, LiveStats
+from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
+from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
+from hbtui.engine.run_settings import UNRECORDED_SETTINGS
+from hbtui.events import (
+    ConversationScored,
+    CriterionGraded,
+    Event,
+    GenerationFailed,
+    Noted,
+    Observer,
+    ReplyGenerated,
+    RunFinished,
+    RunStarted,
+)
+from hbtui.fidelity import describe_requests
+from hbtui.grading import VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template
+from hbtui.limiter import GENERATION
+from hbtui.store import (
+    ERROR,
+    MET,
+    NOT_MET,
+    CacheEntry,
+    ConversationScore,
+    ReplyResult,
+    RunRow,
+    RunTakenOver,
+    Store,
+    StoreError,
+    VerdictResult,
+    WorkItem,
+)
+from hbtui.store.owners import this_owner
+from hbtui.verdict_cache import RequestKeys, conversation_digest
+
+CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
+WORK_PAGE = 256  # conversations read from the database at a time
+FIRST_PAGE = 32  # the first page small: calls go out while the next is read
+
+
+class Engine:
+    """Drives one run to the end (or to a stop) in the calling event loop."""
+
+    def __init__(
+        self,
+        store: Store,
+        run: RunRow,
+        settings: Settings,
+        observers: Sequence[Observer] = (),
+        *,
+        backoff_base: float = 0.5,
+        use_cache: bool = False,
+    ) -> None:
+        self.store = store
+        self.run = run
+        self.settings = settings
+        self.observers = list(observers)
+        self.owner = this_owner()
+        self.pool = EndpointPool(
+            settings,
+            run.id,
+            backoff_base=backoff_base,
+            on_note=self._note,
+            emit=self.emit,
+            on_unreachable=lambda exc, endpoint: self._stop(exc, stop_calls=True, endpoint=endpoint),
+        )
+        self.writer = ResultWriter(
+            store,
+            run.id,
+            patience=settings.db_write_patience,
+            # While the writer cannot commit (another process holds a lock) answers wait in
+            # memory; past this many unwritten, no new call is sent until they are stored.
+            max_unwritten=max(32, 2 * (settings.concurrency + settings.effective_grader_concurrency)),
+            on_written=self._update_gate,
+            on_warning=lambda message: self.emit(Noted(self.run.id, "warning", message)),
+        )
+        self.taken_over = False
+        # Verdicts found in the cache for this run's pending criteria (see hbtui.verdict_cache)
+        # are served without a call. Regrades, resumes and retries look; a fresh run only when asked.
+        self.use_cache = use_cache
+        self._fatal: ChatError | None = None
+        self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
+        self._template = load_template(settings.grader_template, settings.cache_dir)
+        self.keys = RequestKeys(settings, self._template)
+        # What hbtui's negotiation changed in the requests (see hbtui.fidelity), for the run's record.
+        self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
+        self.cancel_status = "interrupted"
+        self.error: str | None = None
+        # Run folders (results.jsonl, description.md) go beside the database, as the old harness had them.
+        self.runs_root = Path(settings.db_path).parent
+
+    # ---- control from a display --------------------------------------------------------
+    def pause(self) -> None:
+        self.pool.paused = True
+        self._update_gate()
+
+    def resume(self) -> None:
+        self.pool.paused = False
+        self._update_gate()
+
+    @property
+    def paused(self) -> bool:
+        return self.pool.paused
+
+    @property
+    def live(self) -> LiveStats:
+        return self.pool.live
+
+    @property
+    def max_unwritten(self) -> int:
+        return self.writer.max_unwritten
+
+    @property
+    def lease(self) -> str | None:
+        return self.writer.lease
+
+    def live_snapshot(self) -> dict:
+        return self.pool.snapshot()
+
+    def _update_gate(self) -> None:
+        unconfirmed = self.writer.lease_unconfirmed(self.pool.snapshot)
+        self.pool.gate(held_back=self.writer.behind or unconfirmed)
+
+    def _store_answer(self, answer: ReplyResult | VerdictResult) -> None:
+        self.writer.put_answer(answer)
+        self._update_gate()
+
+    def emit(self, event: Event) -> None:
+        for observer in self.observers:
+            observer.on_event(event)
+
+    def sent_messages(self, prompt: list[dict]) -> list[dict]:
+        """What the model under test is sent: its system message, if any, then the conversation."""
+        return self.keys.sent_messages(prompt)
+
+    def requests_record(self) -> dict:
+        """What this run's requests were, from the settings and what the providers made of them."""
+        self.deviations |= self.pool.deviations()
+        return describe_requests(self.settings, self._template.name, self._template.sha256, self.deviations)
+
+    async def _record_changed_settings(self) -> None:
+        """A resume given other settings (--base-url, --model-test...) records them on the run,
+        and says what changed: its description and summary then name what answered."""
+        now = self.settings.public_dict()
+        before = self.run.settings
+        # Only what the run recorded: a setting added to hbtui since is no change of the user's.
+        changed = [
+            (name, before[name], value)
+            for name, value in now.items()
+            if name in before and name not in UNRECORDED_SETTINGS and before[name] != value
+        ]
+        if not changed:
+            return
+        await self.store.update_run_settings(
+            self.run.id, now, self.settings.model_test or "", self.settings.model_grader or ""
+        )
+        self.run = await self.store.get_run(self.run.id)
+        self._note(
+            "settings changed for this resume: " + "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changed)
+        )
+
+    def _note(self, message: str) -> None:
+        self.writer.log("info", message)
+        self.emit(Noted(self.run.id, "info", message))
+
+    def _note_invalid_text(self, what: str) -> None:
+        self._note(f"{what} held invalid characters (lone surrogates), stored with U+FFFD")
+
+    # ---- the run -------------------------------------------------------------------------
+    async def execute(self) -> str:
+        """Run until every call is done, or until cancelled; returns the final status."""
+        run_id = self.run.id
+        self.writer.lease = await self.store.claim_run(run_id, self.owner)
+        self.writer.confirmed_at = time.monotonic()
+        settings = self.settings
+        await self._record_changed_settings()
+        await self.store.set_requests(run_id, self.requests_record())
+        test = self.pool.client(settings.base_url or "", settings.api_key, settings.concurrency)
+        grader = self.pool.client(
+            settings.effective_grader_base_url or "",
+            settings.effective_grader_api_key,
+            settings.effective_grader_concurrency,
+        )
+        # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
+        # work still missing, so a resume asks them again; refusals and unparseable verdicts are
+        # answers, kept until `regrade-errors` asks for them.
+        await self.store.reset_errors(run_id, TRANSIENT_KINDS, owner=self.owner)
+        await self.store.refresh_summaries(run_id)
+        progress = await self.store.progress(run_id)
+        self.emit(
+            RunStarted(
+                run_id,
+                self.run.name,
+                progress.conversations_total,
+                progress.criteria_total,
+                progress.conversations_generated,
+                progress.conversations_failed,
+                progress.criteria_graded,
+                progress.criteria_skipped,
+                progress.criteria_errors,
+                await self.store.conversation_scores(run_id),
+            )
+        )
+        writer = asyncio.create_task(self.writer.run(), name="hbtui-writer")
+        heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
+        drive = asyncio.create_task(self._drive(test, grader), name="hbtui-drive")
+        self._drive_task = drive
+        # A database that stops taking writes (disk full, read-only) stops the calls at once:
+        # answers that cannot be stored would be paid for again on resume.
+        writer.add_done_callback(lambda task: drive.cancel() if not task.cancelled() and task.exception() else None)
+        status, error = "finished", None
+        try:
+            await drive
+            if self._fatal is not None:
+                status, error = "failed", str(self._fatal)
+        except asyncio.CancelledError:
+            if self._fatal is not None and not self._cancelled_from_outside():
+                status, error = "failed", str(self._fatal)
+            else:
+                status = self.cancel_status
+        except Exception as exc:  # noqa: BLE001 - the run must end with a status, whatever broke
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            # Shielded: a second cancel (Ctrl-C twice, the app stopping a run it just cancelled)
+            # must not cut the final writes and leave the run marked as running.
+            status = await asyncio.shield(self._close(writer, heartbeat, status, error))
+        return status
+
+    async def _close(self, writer: asyncio.Task, heartbeat: asyncio.Task, status: str, error: str | None) -> str:
+        """Flush what completed, close the clients, decide the final status and record it."""
+        run_id = self.run.id
+        heartbeat.cancel()
+        await asyncio.gather(heartbeat, return_exceptions=True)
+        if not writer.done():
+            # Whatever completed reaches the database before the run is closed, even on Ctrl-C,
+            # with the final live figures for monitors in other processes.
+            self.writer.heartbeat(self.pool.snapshot())
+            await self.writer.close()
+            await asyncio.gather(asyncio.shield(writer), return_exceptions=True)
+        await self.pool.aclose()
+        store_error = writer.exception() if not writer.cancelled() else None
+        if isinstance(store_error, RunTakenOver):
+            return self._taken_over(str(store_error))
+        settled = Settled(status, error, None)
+        if isinstance(store_error, StoreError):
+            settled = Settled("failed", str(store_error), None)
+        elif store_error is not None:
+            settled = Settled(
+                "failed",
+                f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
+                f" resumes with `hbtui resume {run_id}` once that is fixed",
+                None,
+            )
+        elif status == "finished":
+            settled = await settle(self.store, self.run)
+        self.error = settled.error
+        try:
+            await record_end(
+                self.store,
+                run_id,
+                settled,
+                lease=self.writer.lease,
+                requests=self.requests_record(),
+                runs_root=self.runs_root,
+            )
+        except RunTakenOver as exc:
+            return self._taken_over(str(exc))
+        except sqlite3.Error:
+            pass  # the same fault: the stale heartbeat will show the run as interrupted
+        score = settled.report.score if settled.report else None
+        self.emit(RunFinished(run_id, settled.status, score, settled.error))
+        return settled.status
+
+    def _taken_over(self, error: str) -> str:
+        """Another process drives the run now: its status, owner and results are its own."""
+        self.taken_over, self.error = True, error
+        self.emit(RunFinished(self.run.id, TAKEN_OVER, None, error))
+        return TAKEN_OVER
+
+    def _check_fatal(self, exc: ChatError) -> bool:
+        """True (and the run stops) on what every later call would hit too.
+
+        A wrong key or model, and an endpoint that has not answered once since the run started
+        (wrong URL, server down): recording every conversation as failed would only hide that.
+        The conversation stays pending, for a resume once that is fixed.
+        """
+        if self._fatal is not None and exc.kind in TRANSIENT_KINDS:
+            return True  # the run is stopping: no answer came, so the work stays pending for a resume
+        if exc.kind == CONNECTION and self.pool.never_answered(exc.endpoint):
+            unreachable = ChatError(CONNECTION, f"cannot reach {exc.endpoint}: {exc.message}", exc.status, exc.attempts)
+            self._stop(unreachable, stop_calls=True)
+            return True
+        if exc.fatal:
+            self._stop(exc)
+            return True
+        return False
+
+    def _stop(self, exc: ChatError, stop_calls: bool = False, endpoint: str | None = None) -> None:
+        """The run stops: no new calls. ``stop_calls``: an endpoint never reached, whose calls in
+        flight or waiting their turn would each retry the same failure (5 conversations took
+        56 s to give up) are stopped now, unless calls to another endpoint are in flight: those
+        are paid for and are let finish (so are the calls of any other fatal error, a 401 or an
+        unknown model, which fail at once anyway). What was not answered stays pending."""
+        if self._fatal is None:
+            self._fatal = exc
+            self._note(f"stopping: {exc}")
+            if stop_calls and not self.pool.busy_besides(endpoint or exc.endpoint) and self._drive_task is not None:
+                self._drive_task.cancel()
+
+    def _cancelled_from_outside(self) -> bool:
+        """Whether the task running the engine was cancelled too (Ctrl-C, the app), not just the drive."""
+        current = asyncio.current_task()
+        return current is not None and current.cancelling() > 0
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            self.writer.heartbeat(self.pool.snapshot())
+
+    # ---- the work ------------------------------------------------------------------------
+    async def _work(self) -> AsyncGenerator[WorkItem, None]:
+        """The run's pending work in plan order, read a page at a time as it is taken."""
+        after, size = -1, FIRST_PAGE
+        while page := await self.store.pending_work(self.run.id, after, size):
+            after, size = page[-1].position, WORK_PAGE
+            if self.use_cache:
+                await self._look_up_cached(page)
+            for item in page:
+                yield item
+
+    async def _look_up_cached(self, page: list[WorkItem]) -> None:
+        """Cache keys of the page's criteria whose reply exists (hashed in a thread), and one
+        lookup of them all."""
+        replied = [item for item in page if item.reply is not None]
+        if not replied:
+            return
+        await asyncio.to_thread(self._set_keys, replied)
+        cached = await self.store.cached_verdicts([key for item in replied for key in (item.keys or {}).values()])
+        for item in replied:
+            item.cached = {key: cached[key] for key in (item.keys or {}).values() if key in cached}
+
+    def _set_keys(self, items: list[WorkItem]) -> None:
+        for item in items:
+            digest = self.keys.digest(item.prompt, item.reply or "")
+            keys = self.keys.keys(digest, item.repeat, item.criteria) if item.criteria else []
+            item.keys = {idx: key for (idx, _, _), key in zip(item.criteria, keys)}
+
+    async def _drive(self, test: ChatClient, grader: ChatClient) -> None:
+        work = self._work()
+        taking = asyncio.Lock()  # one worker at a time reads the next page
+        grading: set[asyncio.Task] = set()
+        failures: list[BaseException] = []
+
+        def graded(task: asyncio.Task) -> None:
+            grading.discard(task)
+            # A grading task that broke must stop the run, not vanish with its criteria pending.
+            error = None if task.cancelled() else task.exception()
+            if error is not None and not failures:
+                failures.append(error)
+                for other in [*workers, *grading]:
+                    other.cancel()
+
+        async def worker() -> None:
+            while self._fatal is None:
+                async with taking:
+                    item = await anext(work, None)
+                if item is None:
+                    return
+                if item.reply is None:
+                    reply = await self._generate(test, item)
+                    if reply is None:
+                        continue
+                    item.reply = reply
+                task = asyncio.create_task(self._grade_conversation(grader, item))
+                grading.add(task)
+                task.add_done_callback(graded)
+
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, self.settings.concurrency))]
+        try:
+            await asyncio.gather(*workers)
+            while grading:
+                await asyncio.gather(*list(grading))
+        except BaseException:
+            for task in [*workers, *grading]:
+                task.cancel()
+            await asyncio.gather(*workers, *grading, return_exceptions=True)
+            if failures:
+                raise failures[0] from None
+            raise
+        finally:
+            await work.aclose()
+        if failures:
+            raise failures[0]
+
+    async def _generate(self, client: ChatClient, item: WorkItem) -> str | None:
+        self._update_gate()
+        await self.pool.calls_open.wait()
+        settings = self.settings
+        try:
+            result = await client.complete(
+                settings.model_test or "",
+                self.sent_messages(item.prompt),
+                temperature=settings.temperature_test,
+                max_tokens=settings.max_tokens_test,
+                reasoning_effort=settings.reasoning_test,
+                priority=GENERATION,
+            )
+        except ChatError as exc:
+            if self._check_fatal(exc):
+                return None
+            message = exc.message if exc.kind != CONTEXT_LENGTH else f"context too long: {exc.message}"
+            self._store_answer(
+                ReplyResult(
+                    item.conversation_id,
+                    "failed",
+                    time.time(),
+                    error=message,
+                    error_kind=exc.kind,
+                    attempts=exc.attempts,
+                )
+            )
+            self.emit(GenerationFailed(self.run.id, item.conversation_id, exc.kind, message, len(item.all_criteria)))
+            return None
+        self._store_answer(
+            ReplyResult(
+                item.conversation_id,
+                "generated",
+                time.time(),
+                reply=result.content,
+                reasoning=result.reasoning,
+                finish_reason=result.finish_reason,
+                attempts=result.attempts,
+                latency_ms=result.latency_ms,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+            )
+        )
+        if result.invalid_text:
+            self._note_invalid_text(f"reply of conversation {item.position + 1}")
+        if result.think_stripped:
+            self.deviations.add("reasoning (<think>) removed from replies before grading")
+        self.emit(
+            ReplyGenerated(
+                self.run.id,
+                item.conversation_id,
+                result.latency_ms,
+                result.prompt_tokens,
+                result.completion_tokens,
+                result.finish_reason == "length",
+            )
+        )
+        return result.content
+
+    async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
+        statuses = {idx: status for idx, _, _, status in item.all_criteria}
+        # The grader sees the messages the model under test was sent (its system message first,
+        # as the reference renders them), then the reply.
+        rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
+        keys = item.keys
+        if keys is None:  # not looked up as the work was read (a reply generated just now): hashed here, once
+            known = self.keys.keys(conversation_digest(rendered), item.repeat, item.criteria)
+            keys = {idx: key for (idx, _, _), key in zip(item.criteria, known)}
+            if self.use_cache:  # its criteria may still be asked already (--reuse-verdicts)
+                item.cached = await self.store.cached_verdicts(list(keys.values()))
+        # Verdicts served from the cache need no task of their own: a regrade of 60,000 from the
+        # cache spent a second creating and gathering tasks that never awaited anything.
+        asked = [
+            (idx, text, points)
+            for idx, text, points in item.criteria
+            if not self._serve_cached(item, idx, keys[idx], statuses)
+        ]
+        if not asked and self.writer.unwritten >= CACHE_WRITE_CHUNK:
+            # Served without a call, nothing here awaits: let the writer take what piled up, so
+            # that SQLite writes one chunk while the next is served (rather than all at the end).
+            await asyncio.sleep(0)
+        await asyncio.gather(
+            *(
+                self._grade_one(client, item, rendered, keys[idx], idx, text, points, statuses)
+                for idx, text, points in asked
+            )
+        )
+        if self._fatal is not None and any(s == "pending" for s in statuses.values()):
+            return
+        criteria = [
+            scoring.GradedCriterion(
+                points, tags, True if statuses[idx] == MET else False if statuses[idx] == NOT_MET else None
+            )
+            for idx, points, tags, _ in item.all_criteria
+        ]
+        errors = sum(1 for s in statuses.values() if s == ERROR)
+        metrics = scoring.conversation_metrics(item.example_tags, criteria)
+        score = metrics.score if metrics else None
+        n_met = sum(1 for c in criteria if c.met and c.points > 0)
+        penalties = sum(1 for c in criteria if c.met and c.points < 0)
+        self.writer.put(ConversationScore(item.conversation_id, score, n_met, errors, penalties))
+        self.emit(ConversationScored(self.run.id, item.conversation_id, score))
+
+    def _serve_cached(self, item: WorkItem, idx: int, key: str, statuses: dict[int, str]) -> bool:
+        """Store the cached verdict of this request, if there is one; True when there was."""
+        cached = item.cached.get(key)  # get: two identical criteria of one conversation share a key
+        if cached is None:
+            return False
+        statuses[idx] = cached.status
+        # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
+        self._store_answer(
+            VerdictResult(
+                cached.status,
+                item.conversation_id,
+                idx,
+                key,
+                cached.explanation,
+                cached.raw_output,
+                cached.reasoning,
+                graded_at=time.time(),
+                from_cache=1,
+            )
+        )
+        self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, cached.status == MET, None, 0.0, 0, 0))
+        return True
+
+    async def _grade_one(
+        self,
+        client: ChatClient,
+        item: WorkItem,
+        rendered: str,
+        key: str,
+        idx: int,
+        text: str,
+        points: float,
+        statuses: dict[int, str],
+    ) -> None:
+        self._update_gate()
+        await self.pool.calls_open.wait()
+        if self._fatal is not None:
+            return
+        settings = self.settings
+        prompt = fill_template(self._template, rendered, points, text)
+        try:
+            outcome = await grade_criterion(
+                client,
+                settings.model_grader or "",
+                prompt,
+                temperature=settings.temperature_grader,
+                max_tokens=settings.max_tokens_grader,
+                reasoning_effort=settings.reasoning_grader,
+                parse_attempts=settings.grader_parse_attempts,
+                system=settings.system_message_grader,
+                response_format=VERDICT_FORMAT if settings.grader_json_schema else None,
+            )
+        except ChatError as exc:
+            if self._check_fatal(exc):
+                return
+            statuses[idx] = ERROR
+            self._store_answer(
+                VerdictResult(
+                    ERROR,
+                    item.conversation_id,
+                    idx,
+                    key,
+                    error=exc.message,
+                    error_kind=exc.kind,
+                    attempts=exc.attempts,
+                    graded_at=time.time(),
+                )
+            )
+            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
+            return
+        verdict = outcome.verdict
+        if outcome.enlarged:
+            self.deviations.add("a cut-off verdict was asked again with a larger token budget")
+        if outcome.invalid_text:
+            self._note_invalid_text(f"grader's answer on criterion {idx + 1} of conversation {item.position + 1}")
+        if outcome.unparsed:
+            errors = self.live.errors_by_kind
+            errors[UNPARSEABLE] = errors.get(UNPARSEABLE, 0) + outcome.unparsed
+        status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
+        statuses[idx] = status
+        now = time.time()
+        explanation = verdict.explanation if verdict else None
+        self._store_answer(
+            VerdictResult(
+                status,
+                item.conversation_id,
+                idx,
+                key,
+                explanation,
+                outcome.raw_output,
+                outcome.reasoning,
+                outcome.error,
+                outcome.error_kind,
+                outcome.attempts,
+                outcome.latency_ms,
+                outcome.prompt_tokens,
+                outcome.completion_tokens,
+                now,
+            )
+        )
+        if verdict is not None:  # a verdict paid for, for any later run that asks the same
+            self.writer.put(
+                CacheEntry(
+                    key,
+                    status,
+                    explanation,
+                    outcome.raw_output,
+                    outcome.reasoning,
+                    outcome.attempts,
+                    outcome.latency_ms,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    now,
+                )
+            )
+        self.emit(
+            CriterionGraded(
+                self.run.id,
+                item.conversation_id,
+                idx,
+                verdict.criteria_met if verdict else None,
+                outcome.error_kind,
+                outcome.latency_ms,
+                outcome.prompt_tokens,
+                outcome.completion_tokens,
+                outcome.error,
+            )
+        )

@@ -1,0 +1,195 @@
+"""The one task that stores a run's results: group commit under the run's lease.
+
+Each completed call is handed over as a typed record (hbtui.store.work); everything queued
+since the last commit goes in one transaction, so under light load every result commits at
+once and under heavy load many share one. What is committed is never asked again, so resuming
+a killed run does only the missing work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hbtui.store import (
+    CacheEntry,
+    ConversationScore,
+    LogLine,
+    ReplyResult,
+    ResultBatch,
+    Store,
+    StoreError,
+    VerdictResult,
+)
+
+HEARTBEAT_SECONDS = 2.0
+# No new call goes out unless a write confirmed, this recently, that this process still holds
+# the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
+# when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
+LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
+COMMIT_INTERVAL = 0.05  # seconds at least from the end of one commit to the start of the next
+
+Result = ReplyResult | VerdictResult | ConversationScore | LogLine | CacheEntry
+
+
+@dataclass(slots=True, frozen=True)
+class Heartbeat:
+    live: dict  # the live figures for monitors in other processes; only the newest counts
+
+
+def database_locked(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds the lock; trying later may work."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
+@dataclass
+class PendingBatch:
+    """What the writer commits in one transaction; kept whole while the database is locked."""
+
+    results: ResultBatch = field(default_factory=ResultBatch)
+    heartbeat: dict | None = None
+    done: bool = False  # the run is closing: this is the last batch
+    lock_noted: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.results and self.heartbeat is None
+
+    def add(self, entry: Result | Heartbeat | None) -> None:
+        results = self.results
+        if entry is None:
+            self.done = True
+        elif type(entry) is VerdictResult:
+            results.verdicts.append(entry)
+        elif type(entry) is ReplyResult:
+            results.replies.append(entry)
+        elif type(entry) is CacheEntry:
+            results.cache.append(entry)
+        elif type(entry) is ConversationScore:
+            results.scores.append(entry)
+        elif type(entry) is LogLine:
+            results.log.append(entry)
+        elif type(entry) is Heartbeat:
+            self.heartbeat = entry.live
+        else:
+            raise TypeError(f"not a result: {entry!r}")
+
+
+@dataclass(eq=False)
+class ResultWriter:
+    """Takes a run's results as they come and commits them in groups.
+
+    While another connection holds the database's write lock past the busy timeout, the batch
+    is kept and tried again, growing with what arrives meanwhile; ``behind`` then holds new calls
+    back (the driver's gate). Only after ``patience`` seconds of that does the writer stop, saying
+    how many answers it could not store.
+    """
+
+    store: Store
+    run_id: int
+    patience: float
+    # Past this many paid answers not yet stored, no new call is sent until they are.
+    max_unwritten: int
+    on_written: Callable[[], None]
+    on_warning: Callable[[str], None]
+    lease: str | None = field(default=None, init=False)  # given by claim_run: every write is fenced by it
+    unwritten: int = field(default=0, init=False)
+    confirmed_at: float = field(default_factory=time.monotonic, init=False)  # of the last write under the lease
+    _confirming: bool = field(default=False, init=False)
+    _queue: asyncio.Queue[Result | Heartbeat | None] = field(default_factory=asyncio.Queue, init=False)
+    _committed_at: float = field(default=-math.inf, init=False)  # of the last commit
+    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def put(self, entry: Result) -> None:
+        """A record that costs nothing to ask again: a score, a log line, a cache entry."""
+        self._queue.put_nowait(entry)
+
+    def put_answer(self, entry: ReplyResult | VerdictResult) -> None:
+        """A paid answer: counted until it is committed."""
+        self.unwritten += 1
+        self._queue.put_nowait(entry)
+
+    def heartbeat(self, live: dict) -> None:
+        self._queue.put_nowait(Heartbeat(live))
+
+    def log(self, level: str, message: str) -> None:
+        self._queue.put_nowait(LogLine(self.run_id, time.time(), level, message))
+
+    async def close(self) -> None:
+        self._closing.set()
+        await self._queue.put(None)
+
+    @property
+    def behind(self) -> bool:
+        return self.unwritten >= self.max_unwritten
+
+    def lease_unconfirmed(self, live: Callable[[], dict]) -> bool:
+        """Whether no write confirmed the lease lately; asks the writer to confirm it if so."""
+        unconfirmed = time.monotonic() - self.confirmed_at > LEASE_CONFIRM_SECONDS
+        if unconfirmed and not self._confirming:
+            self._confirming = True
+            self.heartbeat(live())
+        return unconfirmed
+
+    async def run(self) -> None:
+        """Until closed: each transaction is fenced by the run's lease (a takeover stops this
+        driver at its next write)."""
+        queue = self._queue
+        batch = PendingBatch()
+        locked_since: float | None = None
+        while True:
+            if batch.empty and not batch.done:
+                batch.add(await queue.get())
+            since = time.monotonic() - self._committed_at
+            if since < COMMIT_INTERVAL and not batch.done and not self._closing.is_set():
+                # At a thousand answers a second, a commit as soon as the last one ended was
+                # hundreds of small transactions, each a few hand-overs to SQLite's thread; what
+                # completes meanwhile joins this one instead. The first commit, and one after a
+                # quiet spell, go at once; a close does not wait.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), COMMIT_INTERVAL - since)
+            while not queue.empty():
+                batch.add(queue.get_nowait())
+            if batch.empty:
+                return
+            attempt_started = time.monotonic()
+            try:
+                await self.store.write_batch(batch.results, run_id=self.run_id, lease=self.lease, live=batch.heartbeat)
+            except sqlite3.OperationalError as exc:
+                if not database_locked(exc):
+                    raise
+                locked_since = locked_since or attempt_started
+                waited = time.monotonic() - locked_since
+                answers = batch.results.results
+                if waited >= self.patience:
+                    raise StoreError(
+                        f"the database {self.store.path} stayed locked by another connection for {waited:.0f} s"
+                        f" (DB_WRITE_PATIENCE {self.patience:g} s); {answers} answers"
+                        " received meanwhile could not be stored and will be asked again on resume"
+                    ) from None
+                if not batch.lock_noted:
+                    batch.lock_noted = True
+                    message = (
+                        f"the database is locked by another connection: keeping {answers} answers in"
+                        f" memory, no new calls until they are stored (gives up after {self.patience:g} s)"
+                    )
+                    batch.results.log.append(LogLine(self.run_id, time.time(), "warning", message))
+                    self.on_warning(message)
+                await asyncio.sleep(0.2)
+                continue
+            locked_since = None
+            self.confirmed_at, self._confirming = time.monotonic(), False
+            self._committed_at = self.confirmed_at
+            self.unwritten -= batch.results.results
+            self.on_written()
+            if batch.done:
+                return
+            batch = PendingBatch()

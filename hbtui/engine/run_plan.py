@@ -1,0 +1,139 @@
+"""A run planned: the records chosen exactly as the reference samples them, and the run (or a
+regrade of one) created in the database with every conversation and criterion pending."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from hbtui.config import Settings, SettingsError
+from hbtui.dataset import Dataset, Record, sample
+from hbtui.engine.run_settings import settings_for_run
+from hbtui.errors import TRANSIENT_KINDS
+from hbtui.grading import load_template
+from hbtui.store import PlannedConversation, RunRow, Store
+from hbtui.verdict_cache import RequestKeys
+
+
+def preview_of(record: Record) -> str:
+    text = record.prompt[-1]["content"]
+    return " ".join(text.split())[:200]
+
+
+def default_run_name(settings: Settings, dataset_name: str) -> str:
+    model = (settings.model_test or "model").split("/")[-1]
+    return f"{model}-{Path(dataset_name).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a run, or None: a run is referred to by id, name or `latest`,
+    so a name that reads as one of the others would point at another run."""
+    if not name.strip():
+        return "is empty"
+    if name.strip().isdigit():
+        return "is all digits, which reads as a run id"
+    if name.strip() == "latest":
+        return "means the newest run"
+    return None
+
+
+def check_run_name(name: str | None) -> None:
+    if name is not None and (problem := run_name_problem(name)):
+        raise SettingsError(f"--name {name!r}: {problem}; choose another name")
+
+
+async def plan_run(
+    store: Store,
+    settings: Settings,
+    dataset: Dataset,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    repeats: int = 1,
+    name: str | None = None,
+) -> int:
+    """Choose the records (exactly as the reference samples them) and create the run."""
+    settings.require_models()
+    if repeats < 1:
+        raise SettingsError(f"--repeats {repeats}: must be at least 1")
+    chosen = sample(dataset.records, limit, seed)
+    # One planned conversation a record: the store repeats them (the reference repeats the whole
+    # sampled list, examples * n_repeats), so the plan does not grow with --repeats.
+    planned = [
+        PlannedConversation(
+            position=position,
+            repeat=0,
+            prompt_id=record.prompt_id,
+            record_body=record.raw,
+            record_sha256=hashlib.sha256(record.raw.encode()).hexdigest(),
+            theme=record.theme,
+            example_tags=record.example_tags,
+            preview=preview_of(record),
+            criteria=[(c.criterion, c.points, c.tags) for c in record.rubrics],
+        )
+        for position, record in enumerate(chosen)
+    ]
+    check_run_name(name)
+    return await store.create_run(
+        name=name,
+        name_base=default_run_name(settings, dataset.name),
+        dataset_name=dataset.name,
+        dataset_path=str(dataset.path),
+        dataset_sha256=dataset.sha256,
+        model_test=settings.model_test or "",  # require_models() above: both are set
+        model_grader=settings.model_grader or "",
+        settings=settings.public_dict(),
+        plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen)},
+        conversations=planned,
+        repeats=repeats,
+    )
+
+
+async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: str | None = None) -> int:
+    """A new run, linked to ``source``, that grades its replies again with ``settings``' grader."""
+    check_run_name(name)
+    status = source.shown_status()
+    if status == "running":
+        raise SettingsError(f"run {source.id} is still running; regrade it once it has stopped")
+    if status not in ("finished", "incomplete"):
+        # Its conversations without a reply yet would be left without one, and the regrade would
+        # score a part of the run as if it were the whole.
+        raise SettingsError(
+            f"run {source.id} is {status}, its replies not all there: finish it first"
+            f" (hbtui resume {source.id}), then regrade it"
+        )
+    if not (await store.progress(source.id)).conversations_generated:
+        raise SettingsError(f"run {source.id} has no replies to grade again (it got none)")
+    settings.require_models()
+    model = (settings.model_grader or "grader").split("/")[-1]
+    await seed_cache(store, source, settings.cache_dir)
+    return await store.create_regrade(
+        source.id,
+        name=name,
+        name_base=f"{source.name}-regrade-{model}",
+        model_grader=settings.model_grader or "",
+        settings=settings.public_dict(),
+        unanswered_kinds=sorted(TRANSIENT_KINDS),
+    )
+
+
+async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
+    """Put ``run``'s verdicts in the cache under the keys of its own requests, where they are not
+    yet (a run made before the cache existed): a regrade with the same grader then asks nothing."""
+    if not await store.has_uncached_verdicts(run.id):
+        return 0
+    settings = replace(settings_for_run(run, Settings(db_path=store.path.as_posix())), cache_dir=cache_dir)
+    try:
+        template = load_template(settings.grader_template, settings.cache_dir)
+    except Exception:  # noqa: BLE001 - its prompt cannot be had (a file since moved): nothing to seed
+        return 0
+    keys = RequestKeys(settings, template)
+    rows = []
+    for conversation_id, prompt, reply, repeat, verdicts in await store.graded_for_cache(run.id):
+        rows += [
+            (key, conversation_id, idx)
+            for (idx, _, _), key in zip(verdicts, keys.keys(keys.digest(prompt, reply), repeat, verdicts))
+        ]
+    return await store.seed_cache(rows)

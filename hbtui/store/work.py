@@ -1,0 +1,145 @@
+"""What passes between the engine and the store: the plan it creates, the work it reads back, and
+the results its writer commits, each a named record (the store turns them into SQL rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hbtui.store.rows import ImportedReply
+
+
+@dataclass(slots=True)
+class PlannedConversation:
+    position: int
+    repeat: int
+    prompt_id: str
+    record_body: str
+    record_sha256: str
+    theme: str | None
+    example_tags: Sequence[str]
+    preview: str
+    criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
+    imported: ImportedReply | None = None  # an imported run's: its reply and verdicts are already there
+
+
+@dataclass(slots=True, frozen=True)
+class CachedVerdict:
+    """A verdict already paid for, found in the cache under the key of an identical request."""
+
+    status: str
+    explanation: str | None
+    raw_output: str | None
+    reasoning: str | None
+
+
+@dataclass(slots=True)
+class WorkItem:
+    """A conversation that still needs a reply, or verdicts, when a run starts or resumes."""
+
+    conversation_id: int
+    position: int
+    prompt: list[dict]
+    reply: str | None
+    criteria: list[tuple[int, str, float]]  # (idx, criterion, points) still to grade
+    all_criteria: list[tuple[int, float, tuple[str, ...], str]]  # (idx, points, tags, status)
+    example_tags: list[str]
+    repeat: int = 0
+    # Cache keys of the criteria still to grade, by idx, when computed as the work was read
+    # (a reply that exists already), and what the cache held for them.
+    keys: dict[int, str] | None = None
+    cached: dict[str, CachedVerdict] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class ReplyResult:
+    """A reply (or the failure to get one) of the model under test. Attempts and tokens add up
+    over retries (regrade, resume): all of them were spent."""
+
+    conversation_id: int
+    status: str  # generated or failed
+    generated_at: float
+    reply: str | None = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: int = 0
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class VerdictResult:
+    """One criterion's verdict, its failure, or a verdict served from the cache (``from_cache``)."""
+
+    status: str
+    conversation_id: int
+    idx: int
+    cache_key: str | None = None
+    explanation: str | None = None
+    raw_output: str | None = None
+    reasoning: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: int = 0
+    latency_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    graded_at: float = 0.0
+    from_cache: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class ConversationScore:
+    """A conversation's summary, written with its last verdict."""
+
+    conversation_id: int
+    score: float | None
+    n_met: int
+    n_errors: int
+    penalties: int
+
+
+@dataclass(slots=True, frozen=True)
+class LogLine:
+    run_id: int
+    at: float
+    level: str
+    message: str
+
+
+@dataclass(slots=True, frozen=True)
+class CacheEntry:
+    """A verdict paid for, kept for any later run that asks the same request."""
+
+    key: str
+    status: str
+    explanation: str | None
+    raw_output: str | None
+    reasoning: str | None
+    attempts: int
+    latency_ms: float | None
+    prompt_tokens: int
+    completion_tokens: int
+    created_at: float
+
+
+@dataclass(slots=True)
+class ResultBatch:
+    """What the writer commits in one transaction."""
+
+    replies: list[ReplyResult] = field(default_factory=list)
+    verdicts: list[VerdictResult] = field(default_factory=list)
+    scores: list[ConversationScore] = field(default_factory=list)
+    log: list[LogLine] = field(default_factory=list)
+    cache: list[CacheEntry] = field(default_factory=list)
+
+    @property
+    def results(self) -> int:
+        """Paid answers in the batch: what an unwritten batch would cost again."""
+        return len(self.replies) + len(self.verdicts)
+
+    def __bool__(self) -> bool:
+        return bool(self.replies or self.verdicts or self.scores or self.log or self.cache)
