@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
-from hbtui import scoring
 from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, ChatClient, ChatError
 from hbtui.config import Settings
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats
@@ -49,6 +48,7 @@ from hbtui.store import (
     StoreError,
     VerdictResult,
     WorkItem,
+    conversation_outcome,
 )
 from hbtui.store.owners import this_owner
 from hbtui.verdict_cache import RequestKeys, conversation_digest
@@ -501,19 +501,12 @@ class Engine:
         )
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
-        criteria = [
-            scoring.GradedCriterion(
-                points, tags, True if statuses[idx] == MET else False if statuses[idx] == NOT_MET else None
-            )
-            for idx, points, tags, _ in item.all_criteria
-        ]
-        errors = sum(1 for s in statuses.values() if s == ERROR)
-        metrics = scoring.conversation_metrics(item.example_tags, criteria)
-        score = metrics.score if metrics else None
-        n_met = sum(1 for c in criteria if c.met and c.points > 0)
-        penalties = sum(1 for c in criteria if c.met and c.points < 0)
-        self.writer.put(ConversationScore(item.conversation_id, score, n_met, errors, penalties))
-        self.emit(ConversationScored(self.run.id, item.conversation_id, score))
+        # The one summary rule, as a refresh recomputes it from the database.
+        outcome = conversation_outcome((points, statuses[idx]) for idx, points, _, _ in item.all_criteria)
+        self.writer.put(
+            ConversationScore(item.conversation_id, outcome.score, outcome.n_met, outcome.n_errors, outcome.penalties)
+        )
+        self.emit(ConversationScored(self.run.id, item.conversation_id, outcome.score))
 
     def _serve_cached(self, item: WorkItem, idx: int, key: str, statuses: dict[int, str]) -> bool:
         """Store the cached verdict of this request, if there is one; True when there was."""
