@@ -20,8 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from hbtui.run_kinds import IMPORTED
 from hbtui.scoring import (
@@ -33,6 +32,9 @@ from hbtui.scoring import (
     conversation_metrics,
 )
 from hbtui.store.rows import MET, NOT_MET, RunRow, verdict_met
+
+if TYPE_CHECKING:
+    pass
 
 THEME, AXIS = "theme:", "axis:"
 MOVED_LISTED = 20  # in `hbtui compare` and its JSON; the screen lists more
@@ -162,6 +164,8 @@ def paired_differences(
 ) -> dict[str, Difference]:
     """``paired_difference`` of each (a, b); series of one length share their resample indices,
     which one seed makes identical anyway, drawn once (a third of a bootstrap's time)."""
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     arrays = {name: (np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for name, (a, b) in series.items()}
     by_length: dict[int, list[str]] = {}
     for name, (a, _b) in arrays.items():

@@ -11,13 +11,15 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from hbtui import scoring
 from hbtui.config import LENGTH_PENALTIES, Settings
 from hbtui.prices import ModelUsage, Price, model_usage, usage_json
 from hbtui.store import RunRow, Store
+
+if TYPE_CHECKING:
+    pass
 
 LENGTH_UNIT = 500  # the penalty is per this many characters beyond the centre
 
@@ -51,6 +53,8 @@ def worst_at_k(groups: Sequence[Sequence[float]], repeats: int) -> WorstAtKScore
     s_1..s_K, the minimum of a k-subset is s_i with probability C(K-i, k-1) / C(K, k): the subset
     holds s_i and k-1 of the K-i scores above it.
     """
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     if repeats < 2:
         return None
     if not groups:

@@ -19,8 +19,11 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
@@ -103,6 +106,8 @@ class Metric:
 
 
 def clipped_mean(values: Sequence[float] | np.ndarray) -> float:
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     return float(np.clip(np.mean(values), 0, 1))
 
 
@@ -112,6 +117,8 @@ def bootstrap_picks(
     """(start, stop, indices) of resamples ``start:stop`` with replacement of ``size`` rows,
     drawn in chunks to bound memory. One seeded stream for every bootstrap (a run's metrics, a
     comparison's paired differences), so that each report is reproducible."""
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     rng = np.random.default_rng(seed)
     chunk = max(1, min(samples, 500_000 // max(size, 1)))
     for start in range(0, samples, chunk):
@@ -123,6 +130,8 @@ def bootstrap_means(
     values: Sequence[float], samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
 ) -> np.ndarray:
     """Clipped means of ``samples`` resamples with replacement."""
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     data = np.asarray(values, dtype=float)
     means = np.empty(samples)
     for start, stop, picks in bootstrap_picks(len(data), samples, seed):
@@ -131,6 +140,8 @@ def bootstrap_means(
 
 
 def metric(values: Sequence[float], seed: int = BOOTSTRAP_SEED) -> Metric:
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     means = bootstrap_means(values, seed=seed)
     low, high = np.percentile(means, [2.5, 97.5])
     return Metric(
@@ -148,6 +159,8 @@ def metrics_of(values_by_name: dict[str, Sequence[float]], seed: int = BOOTSTRAP
     the same indices; drawing them once per length rather than once per metric saved most of a
     report's time (a run's overall score and most of its axes have the same n).
     """
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     by_length: dict[int, list[str]] = defaultdict(list)
     arrays = {name: np.asarray(values, dtype=float) for name, values in values_by_name.items()}
     for name, data in arrays.items():
@@ -204,6 +217,8 @@ class ConversationInput:
 
 def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP_SEED) -> RunReport:
     """Aggregate conversations into run metrics, the reference's ``_aggregate_get_clipped_mean``."""
+    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
     name_to_values: dict[str, list[float]] = defaultdict(list)
     scores: list[float] = []
     total = incomplete = excluded = 0

@@ -1,5 +1,7 @@
 """The layer contracts (pyproject.toml, run by the gate's lint-imports) cover every core module."""
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -20,3 +22,16 @@ def test_every_core_module_is_held_to_the_contract_that_it_never_imports_the_app
     }
     assert modules == set(core["source_modules"]), "a new core module must be added to the contract"
     assert {"textual", "rich"} <= set(core["forbidden_modules"])
+
+
+def test_the_command_line_starts_without_the_heavy_modules_it_needs_only_later():
+    # numpy (scoring, at a run's end; 0.1-0.15 s to import), Textual (the app) and textual-serve
+    # (`hbtui serve`) are loaded when used: `hbtui run` and the other headless commands start
+    # without them, and the engine loads numpy while its first calls are out.
+    code = (
+        "import sys, hbtui.cli, hbtui.services, hbtui.store\n"
+        "heavy = {'numpy', 'textual', 'textual_serve', 'hbtui.serve'} & set(sys.modules)\n"
+        "assert not heavy, heavy"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
