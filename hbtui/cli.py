@@ -16,6 +16,7 @@ import shutil
 import signal
 import sqlite3
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -232,6 +233,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--expose", action="store_true", help="allow a --host other machines can reach (prints a warning)"
     )
 
+    for name, text in (
+        ("pause", "pause a running run, from any process: its calls in flight finish, no new one starts"),
+        ("unpause", "let a paused run go on"),
+        ("cancel", "end a running run as cancelled once its calls in flight are answered"),
+    ):
+        control = sub.add_parser(name, parents=[common], help=text)
+        control.add_argument("run", metavar="RUN")
+
     monitor = sub.add_parser("monitor", parents=[common], help="watch a run live in the app")
     monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
     monitor.add_argument("--no-mouse", action="store_true")
@@ -430,6 +439,50 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
         return await drive(store, run, regrade_settings, prices=prices, use_cache=not args.no_cache)
 
 
+PAUSED, CANCELLED = "paused", "cancelled"  # as runs.control holds them (hbtui.engine.driver)
+CONTROL_PATIENCE_SECONDS = 5.0  # how long `hbtui pause` waits to see the driver apply it
+
+
+async def cmd_control(args: argparse.Namespace, settings: Settings, control: str | None) -> int:
+    """Ask the process driving a run, on this host or another, to pause, go on or stop. The
+    request goes through the database; the driver reads it at least once a second and shows
+    what it applied in its heartbeat, which this waits a few seconds to see."""
+    verb = args.command
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        shown = run.shown_status()
+        if run.status != "running":
+            raise UsageError(f"run {run.id} is {shown}: there is nothing to {verb}")
+        if shown == "interrupted":
+            raise UsageError(
+                f"run {run.id}'s driver ({run.owner or 'unknown'}) is gone, or silent past its heartbeat:"
+                f" nothing runs to {verb} (hbtui resume {run.id} continues the run)"
+            )
+        if not await store.request_control(run.id, control):
+            raise UsageError(f"run {run.id} ended meanwhile, or is being cancelled: nothing to {verb}")
+        say(f"run {run.id}: {verb} asked of its driver ({run.owner})")
+        deadline = time.monotonic() + CONTROL_PATIENCE_SECONDS
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+            now = await store.get_run(run.id)
+            if control == CANCELLED and now.status != "running":
+                say(f"run {run.id} is {now.status}")
+                return EXIT_OK
+            if control != CANCELLED and bool((now.live or {}).get("paused")) == (control == PAUSED):
+                say(
+                    f"run {run.id} is {'paused: its calls in flight finish, no new one starts' if control else 'going on'}"
+                )
+                return EXIT_OK
+        if control == CANCELLED:
+            say(f"run {run.id} stops once its calls in flight are answered (they are paid for, and kept)")
+        else:
+            say(
+                f"its driver has not shown it yet (its heartbeat comes every few seconds); `hbtui runs` shows"
+                f" run {run.id} as {'paused' if control else 'running'} once it has"
+            )
+        return EXIT_OK
+
+
 def open_for_reading(settings: Settings):
     """Read commands never create a file or write a schema, and read a read-only folder too."""
     return Store.open(settings.db_path, create=False, read_only=True)
@@ -619,6 +672,9 @@ def _main(argv: Sequence[str] | None) -> int:
             "show": lambda: cmd_show(args, settings),
             "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),
+            "pause": lambda: cmd_control(args, settings, PAUSED),
+            "unpause": lambda: cmd_control(args, settings, None),
+            "cancel": lambda: cmd_control(args, settings, CANCELLED),
             "import": lambda: cmd_import(args, settings),
         }
         # These two run an app after (demo) or instead of (serve) an event loop of their own.

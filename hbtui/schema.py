@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -154,7 +154,20 @@ ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'model';
 ALTER TABLE runs ADD COLUMN import_json TEXT;
 """
 
-MIGRATIONS = {1: MIGRATE_V1_TO_V2, 2: MIGRATE_V2_TO_V3, 3: MIGRATE_V3_TO_V4, 4: MIGRATE_V4_TO_V5}
+# Version 6: a running run's requested state, written by any process (`hbtui pause|unpause|cancel`,
+# a monitor) and applied by the process driving it, which reads it about twice a second:
+# 'paused', 'cancelled', or NULL to run.
+MIGRATE_V5_TO_V6 = """
+ALTER TABLE runs ADD COLUMN control TEXT;
+"""
+
+MIGRATIONS = {
+    1: MIGRATE_V1_TO_V2,
+    2: MIGRATE_V2_TO_V3,
+    3: MIGRATE_V3_TO_V4,
+    4: MIGRATE_V4_TO_V5,
+    5: MIGRATE_V5_TO_V6,
+}
 
 
 def holds_our_header(path) -> bool:

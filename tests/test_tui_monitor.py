@@ -141,7 +141,8 @@ async def test_closing_the_monitor_never_stops_the_other_process(server, twelve_
         pilot,
         process,
     ):
-        await pilot.press("p", "x")  # not this process's run: only a message, nothing stops
+        # Pause and cancel now reach another process's run through the database
+        # (tests/test_run_control.py); leaving its monitor and the app must not.
         await pilot.pause(0.2)
         assert app.screen.view.status == "running" and not app.live_runs
         await pilot.press("escape")

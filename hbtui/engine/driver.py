@@ -56,6 +56,8 @@ from hbtui.store.owners import this_owner
 from hbtui.verdict_cache import RequestKeys, conversation_digest
 
 CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
+CONTROL_SECONDS = 0.5  # how often the driver reads what other processes ask of its run
+PAUSED, CANCELLED = "paused", "cancelled"  # the controls (runs.control); None: run
 WORK_PAGE = 256  # conversations read from the database at a time
 FIRST_PAGE = 32  # the first page small: calls go out while the next is read
 
@@ -107,18 +109,84 @@ class Engine:
         # What hbtui's negotiation changed in the requests (see hbtui.fidelity), for the run's record.
         self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
         self.cancel_status = "interrupted"
+        self._control_seen: str | None = None  # the control last applied (see _watch_controls)
+        self._stopping = False  # cancelled: the calls in flight finish, no new one starts
+        self._background: set[asyncio.Task] = set()  # the controls' watcher and what it starts
+        self._control_pending = 0  # controls of this process still being recorded
         self.error: str | None = None
         # Run folders (results.jsonl, description.md) go beside the database, as the old harness had them.
         self.runs_root = Path(settings.db_path).parent
 
-    # ---- control from a display --------------------------------------------------------
+    # ---- control: from a display of this process, or from any process through the database ----
     def pause(self) -> None:
-        self.pool.paused = True
-        self._update_gate()
+        """No new call starts until resume(); the calls in flight are answered and stored."""
+        self._ask(PAUSED)
 
     def resume(self) -> None:
-        self.pool.paused = False
-        self._update_gate()
+        self._ask(None)
+
+    def cancel(self) -> None:
+        """End the run as cancelled: no new call starts, the calls in flight are answered and
+        stored (they are paid for), then the run stops."""
+        self._ask(CANCELLED)
+
+    def _ask(self, control: str | None) -> None:
+        """Apply a control here at once, and record it in the database, so that every monitor
+        and `hbtui pause|unpause|cancel` from elsewhere starts from the same state."""
+        self._apply_control(control)
+        self._control_pending += 1  # the watcher leaves the database's older value alone meanwhile
+        task = asyncio.get_running_loop().create_task(self._record_control(control))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _record_control(self, control: str | None) -> None:
+        # Its own connection: the engine's is the writer's, whose transactions this must not join.
+        try:
+            async with await Store.open(self.store.path, create=False) as store:
+                await store.request_control(self.run.id, control)
+        except (sqlite3.Error, StoreError):
+            pass  # applied here all the same; other processes then see the live figures' pause
+        finally:
+            self._control_pending -= 1
+
+    def _apply_control(self, control: str | None) -> None:
+        self._control_seen = control
+        if self._stopping:
+            return  # a cancel is final
+        if control == CANCELLED:
+            self._stopping = True
+            self.cancel_status = "cancelled"
+            self.pool.paused = True
+            self._update_gate()
+            self._note("cancel asked: no new call starts; the calls in flight finish, then the run stops")
+            task = asyncio.get_running_loop().create_task(self._stop_when_answered())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        if self.pool.paused != (control == PAUSED):
+            self.pool.paused = control == PAUSED
+            self._update_gate()
+            self._note("paused: calls in flight finish, no new call starts" if self.pool.paused else "resumed")
+
+    async def _stop_when_answered(self) -> None:
+        while self.pool.in_flight():
+            await asyncio.sleep(0.05)
+        if self._drive_task is not None:
+            self._drive_task.cancel()
+
+    async def _watch_controls(self) -> None:
+        """Apply what another process asks of this run (a pause, a resume, a cancel), read from
+        the database at least once a second, apart from the heartbeat."""
+        while True:
+            await asyncio.sleep(CONTROL_SECONDS)
+            if self._control_pending:
+                continue
+            try:
+                control = await self.store.control(self.run.id)
+            except sqlite3.Error:
+                continue  # the database busy: asked again shortly
+            if control != self._control_seen:
+                self._apply_control(control)
 
     @property
     def paused(self) -> bool:
@@ -225,6 +293,8 @@ class Engine:
         )
         writer = asyncio.create_task(self.writer.run(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
+        controls = asyncio.create_task(self._watch_controls(), name="hbtui-controls")
+        self._background.add(controls)
         drive = asyncio.create_task(self._drive(test, grader), name="hbtui-drive")
         self._drive_task = drive
         # A database that stops taking writes (disk full, read-only) stops the calls at once:
@@ -252,7 +322,10 @@ class Engine:
         """Flush what completed, close the clients, decide the final status and record it."""
         run_id = self.run.id
         heartbeat.cancel()
-        await asyncio.gather(heartbeat, return_exceptions=True)
+        background = list(self._background)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(heartbeat, *background, return_exceptions=True)
         if not writer.done():
             # Whatever completed reaches the database before the run is closed, even on Ctrl-C,
             # with the final live figures for monitors in other processes.

@@ -61,6 +61,10 @@ class EndpointPool:
         else:
             self.calls_open.set()
 
+    def in_flight(self) -> int:
+        """Calls sent and not yet answered, over every endpoint."""
+        return sum(limiter.in_flight for limiter in self.limiters.values())
+
     def client(self, base_url: str, api_key: str | None, concurrency: int) -> ChatClient:
         if base_url not in self.clients:
             limiter = AdaptiveLimiter(concurrency)

@@ -60,6 +60,11 @@ class StoreReads(Connection):
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         return run_from_row(row)
 
+    async def control(self, run_id: int) -> str | None:
+        """What was last asked of a running run's driver: 'paused', 'cancelled', or None (run)."""
+        row = await self._one("SELECT control FROM runs WHERE id = ?", (run_id,))
+        return row[0] if row else None
+
     async def resolve_run(self, ref: str | int) -> RunRow:
         """A run by id, unique name, or ``latest``."""
         text = str(ref).strip()

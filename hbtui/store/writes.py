@@ -364,8 +364,9 @@ class StoreWrites(Connection):
                 raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
             lease = secrets.token_hex(16)
             await db.execute(
+                # A new driver starts running: a pause or cancel asked of the one before is spent.
                 "UPDATE runs SET owner = ?, lease = ?, heartbeat_at = ?, status = 'running', error = NULL,"
-                " finished_at = NULL WHERE id = ?",
+                " finished_at = NULL, control = NULL WHERE id = ?",
                 (owner, lease, time.time(), run_id),
             )
         return lease
@@ -390,6 +391,17 @@ class StoreWrites(Connection):
             owner = parse_owner(row[0] if row else None)
             by = f"process {owner.label}" if owner else "another process"
             raise RunTakenOver(f"run {run_id} was taken over by {by}; this process stopped and kept nothing more")
+
+    async def request_control(self, run_id: int, control: str | None) -> bool:
+        """Ask the process driving a running run, whichever it is, to pause (``'paused'``), to go
+        on (None) or to stop (``'cancelled'``); it reads this about twice a second. A cancel
+        stays asked for. False when the run is not running (ended, or never started)."""
+        cursor = await self.db.execute(
+            "UPDATE runs SET control = ? WHERE id = ? AND status = 'running' AND control IS NOT 'cancelled'",
+            (control, run_id),
+        )
+        await self.db.commit()
+        return cursor.rowcount == 1
 
     async def heartbeat(self, run_id: int, lease: str, live: dict) -> None:
         async with self._transaction(immediate=False):

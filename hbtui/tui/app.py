@@ -251,11 +251,11 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         return status
 
     def cancel_run(self, run_id: int) -> None:
+        """The run ends as cancelled once the calls in flight are answered (they are paid for)."""
         live = self.live_runs.get(run_id)
         if live is None or live.worker is None:
             return
-        live.engine.cancel_status = "cancelled"
-        live.worker.cancel()
+        live.engine.cancel()
 
     async def stop_runs(self) -> None:
         """Stop every run of this process as Ctrl-C would (interrupted, resumable) and wait."""

@@ -12,10 +12,12 @@ worker belongs to the App.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 
 from rich.table import Table
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
@@ -137,9 +139,13 @@ class MonitorScreen(ResponsiveScreen):
 
     @property
     def controllable(self) -> bool:
-        """Pause and cancel act on this process's engine, and only until the run ends."""
+        """Pause and cancel act on this process's engine, or, for a run another process drives
+        (its heartbeat fresh), through the database: that process applies them within a second.
+        Only until the run ends."""
         live = self.live
-        return live is not None and live.counters.finished is None
+        if live is not None:
+            return live.counters.finished is None
+        return self.view is not None and self.view.status in ("running", "paused")
 
     def tick(self) -> None:
         live = self.live
@@ -354,31 +360,38 @@ class MonitorScreen(ResponsiveScreen):
 
     # ---- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Pause and cancel act on this process's engine: not offered for a run of another
-        # process (pause it there) nor for one that has ended.
+        # Pause and cancel: not offered once the run has ended, nor for a driver gone silent.
         if action in ("pause", "cancel_run"):
             return self.controllable
         return True
 
-    def _own_engine(self):
-        live = self.live
-        if live is None:
-            owner = self.view.owner if self.view else None
-            ended = self.view is not None and self.view.ended
+    @work(group="monitor-control")
+    async def _ask_driver(self, control: str | None) -> None:
+        """Ask the process driving this run (another one) through the database."""
+        store = self.app.store
+        owner = self.view.owner if self.view is not None and self.view.owner else "another process"
+        try:
+            asked = store is not None and await store.request_control(self.run_id, control)
+        except (sqlite3.Error, StoreError) as exc:
             self.notify(
-                f"run {self.run_id} has ended"
-                if ended
-                else f"run {self.run_id} is driven by another process{f' ({owner})' if owner else ''}:"
-                " pause or stop it there",
-                markup=False,
-                severity="warning",
+                one_line(f"could not ask run {self.run_id}'s driver: {exc}", 200), severity="error", markup=False
             )
-            return None
-        return live
+            return
+        if not asked:
+            self.notify(f"run {self.run_id} is not running any more", markup=False, severity="warning")
+            return
+        what = {"paused": "pause", None: "resume", "cancelled": "cancel"}[control]
+        self.notify(
+            f"asked {owner} to {what} run {self.run_id}: it does within a second; calls in flight finish",
+            markup=False,
+        )
 
     def action_pause(self) -> None:
-        live = self._own_engine()
+        if not self.controllable:
+            return
+        live = self.live
         if live is None:
+            self._ask_driver(None if self.view is not None and self.view.status == "paused" else "paused")
             return
         if live.engine.paused:
             live.engine.resume()
@@ -389,15 +402,18 @@ class MonitorScreen(ResponsiveScreen):
         self.tick()
 
     def action_cancel_run(self) -> None:
-        live = self._own_engine()
-        if live is None:
+        if not self.controllable:
             return
         from hbtui.tui.screens.confirm import ConfirmModal
 
         def answered(yes: bool | None) -> None:
-            if yes:
-                self.app.cancel_run(self.run_id)
-                self.notify(f"cancelling run {self.run_id}: saving what completed", markup=False)
+            if not yes:
+                return
+            if self.live is None:
+                self._ask_driver("cancelled")
+                return
+            self.app.cancel_run(self.run_id)
+            self.notify(f"cancelling run {self.run_id}: the calls in flight finish and are saved", markup=False)
 
         self.app.push_screen(
             ConfirmModal(

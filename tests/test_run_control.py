@@ -1,0 +1,174 @@
+"""Pause, unpause and cancel a run from another process, through the database.
+
+A real `hbtui run` drives the run against the test server (a real process, slowed so that the
+run lasts); `hbtui pause|unpause|cancel` come from other processes, as from a second SSH login.
+The driver applies them within a second; calls in flight finish and are stored (they are paid
+for), and no new call starts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hbtui.store import Store
+from hbtui.store.owners import this_owner
+from tests.conftest import small_records, write_jsonl
+from tests.test_cli import clean_env, hbtui
+
+LATENCY_MS = 400
+
+
+@pytest.fixture
+def workdir(tmp_path, server):
+    server.control(latency_ms=LATENCY_MS)
+    (tmp_path / ".env").write_text(
+        f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\nCONCURRENCY=1\n"
+        "GRADER_TEMPLATE=builtin\n"
+    )
+    # Enough work at one call at a time to outlast the test's requests: each record 3 times.
+    write_jsonl(tmp_path / "data.jsonl", small_records())
+    return tmp_path
+
+
+def start_run(workdir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--repeats", "3", "--name", "long"],
+        cwd=workdir,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_row(workdir: Path) -> tuple[str, str | None, str | None]:
+    """(status, control, live_json) of the run, read as any other process would."""
+    db = workdir / "runs" / "hbtui.sqlite"
+    if not db.exists():
+        return ("", None, None)
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("SELECT status, control, live_json FROM runs").fetchone()
+    return row or ("", None, None)
+
+
+def wait_until(condition, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        time.sleep(0.1)
+
+
+def answers_stored(workdir: Path) -> int:
+    with sqlite3.connect(workdir / "runs" / "hbtui.sqlite") as conn:
+        replies = conn.execute("SELECT coalesce(sum(attempts), 0) FROM conversations").fetchone()[0]
+        verdicts = conn.execute("SELECT coalesce(sum(attempts), 0) FROM verdicts").fetchone()[0]
+    return replies + verdicts
+
+
+def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_finishes(workdir, server):
+    driver = start_run(workdir)
+    try:
+        wait_until(lambda: run_row(workdir)[0] == "running" and server.stats()["requests"] >= 2, "the run going")
+        paused = hbtui("pause", "long", cwd=workdir, timeout=60)
+        assert paused.returncode == 0, paused.stderr
+        assert "run 1: pause asked of its driver" in paused.stdout
+        assert "run 1 is paused: its calls in flight finish, no new one starts" in paused.stdout
+        assert run_row(workdir)[1] == "paused"
+        # The call that was in flight is answered; after it, none goes out while paused.
+        time.sleep(LATENCY_MS / 1000 * 2)
+        calls = server.stats()["requests"]
+        time.sleep(1.5)
+        assert server.stats()["requests"] == calls
+        listed = hbtui("runs", cwd=workdir)
+        assert "paused" in listed.stdout
+        going = hbtui("unpause", "long", cwd=workdir, timeout=60)
+        assert going.returncode == 0, going.stderr
+        assert "run 1 is going on" in going.stdout
+        assert driver.wait(timeout=120) == 0, driver.stderr.read() if driver.stderr else ""
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert run_row(workdir)[0] == "finished"
+
+
+def test_a_run_cancelled_from_another_process_ends_cancelled_keeping_every_answer_it_paid_for(workdir, server):
+    driver = start_run(workdir)
+    try:
+        wait_until(lambda: run_row(workdir)[0] == "running" and server.stats()["requests"] >= 2, "the run going")
+        cancelled = hbtui("cancel", "long", cwd=workdir, timeout=60)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "run 1: cancel asked of its driver" in cancelled.stdout
+        driver.wait(timeout=60)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert run_row(workdir)[0] == "cancelled"
+    # Every call the server answered is stored: the one in flight at the cancel finished.
+    assert answers_stored(workdir) == server.stats()["requests"]
+    again = hbtui("pause", "long", cwd=workdir)
+    assert (again.returncode, again.stderr) == (2, "hbtui: error: run 1 is cancelled: there is nothing to pause\n")
+
+
+def test_a_driver_gone_silent_is_said_not_pretended(tmp_path, small_dataset):
+    import asyncio
+
+    async def make() -> None:
+        async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
+            from hbtui.config import Settings
+            from hbtui.dataset import load_jsonl
+            from hbtui.services import plan_run
+
+            settings = Settings(base_url="http://127.0.0.1:9/v1", model_test="m", model_grader="g")
+            run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="gone")
+            await store.claim_run(run_id, "otherhost:123:1")  # another host, whose heartbeat then stops
+            await store.db.execute("UPDATE runs SET heartbeat_at = 1 WHERE id = ?", (run_id,))
+            await store.db.commit()
+
+    asyncio.run(make())
+    result = hbtui("pause", "gone", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "hbtui: error: run 1's driver (otherhost:123:1) is gone, or silent past its heartbeat: nothing runs to"
+        " pause (hbtui resume 1 continues the run)\n"
+    )
+
+
+async def test_the_monitor_asks_the_driver_of_another_process_through_the_database(tmp_path, small_dataset):
+    from hbtui.config import Settings
+    from hbtui.dataset import load_jsonl
+    from hbtui.services import plan_run
+    from hbtui.tui.screens.monitor import MonitorScreen
+    from tests.support.browser_harness import browser_app
+    from tests.support.tui import wait_for
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    async with await Store.open(db) as store:
+        settings = Settings(base_url="http://127.0.0.1:9/v1", model_test="m", model_grader="g")
+        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="elsewhere")
+        # Driven by a live process that is not the app's (this test's, for the app a stranger).
+        await store.claim_run(run_id, this_owner())
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.store is not None, what="the app's database")
+        screen = MonitorScreen(run_id)
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.view is not None and screen.controllable, what="a running view")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: run_control(db) == "paused", what="the pause asked")
+        await pilot.press("x")
+        await pilot.press("y")  # the confirmation
+        await wait_for(pilot, lambda: run_control(db) == "cancelled", what="the cancel asked")
+
+
+def run_control(db: Path) -> str | None:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT control FROM runs").fetchone()[0]
