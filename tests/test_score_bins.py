@@ -5,6 +5,7 @@ monitor's and summary's chart, and `show`."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 from textual.app import App, ComposeResult
@@ -73,9 +74,9 @@ def test_the_chart_spans_the_rule_with_round_ticks(width, scores):
     chart = asyncio.run(lines())
     labels = [float(word) for word in chart[-1].split()]
     assert labels[-1] == 1.0 and labels[0] - min(scores) < 0.5
-    steps = {round(b - a, 6) for a, b in zip(labels, labels[1:])}
+    steps = {round(b - a, 6) for a, b in itertools.pairwise(labels)}
     assert len(steps) == 1
     step = steps.pop()
     assert step in (0.1, 0.2, 0.5, 1.0) and all(abs(label / step - round(label / step)) < 1e-6 for label in labels)
     counts = [int(line.split("┤")[0]) for line in chart if "┤" in line]
-    assert len({a - b for a, b in zip(counts, counts[1:])}) == 1 and counts[-1] == 0
+    assert len({a - b for a, b in itertools.pairwise(counts)}) == 1 and counts[-1] == 0
