@@ -31,7 +31,7 @@ from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.text import one_line
-from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
@@ -211,6 +211,8 @@ class RunScreen(ResponsiveScreen):
 
     # Focused as the screen composes: focusing the tabs first, then the summary, restyled both.
     AUTO_FOCUS = "#summary-scroll"
+    # From here the two breakdowns (up to 70 columns each) fit side by side.
+    HORIZONTAL_BREAKPOINTS = [(0, NARROW), (WIDE_FROM_COLUMNS, WIDE), (150, "-widest")]
 
     BINDINGS = [
         Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
