@@ -120,24 +120,24 @@ class ConversationScreen(ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
 
     BINDINGS = [
-        Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
-        Binding("N,left_square_bracket", "step(-1)", "Prev conv", show=False, id="conversation.previous"),
+        Binding("n,right_square_bracket", "step(1)", "Next conversation", id="conversation.next"),
+        Binding("N,left_square_bracket", "step(-1)", "Previous conversation", show=False, id="conversation.previous"),
         Binding("j,down", "criterion(1)", "Next criterion", show=False, id="conversation.down"),
         Binding(
             "k,up",
             "criterion(-1)",
-            "Prev criterion (above the first: the conversation)",
+            "Previous criterion (above the first: the conversation)",
             show=False,
             id="conversation.up",
         ),
         Binding("pagedown,space", "page(1)", "Scroll the conversation down", show=False, id="conversation.page_down"),
         Binding("pageup", "page(-1)", "Scroll the conversation up", show=False, id="conversation.page_up"),
-        Binding("g,home", "scroll_home_all", "Top", show=False, id="conversation.top"),
-        Binding("G,end", "last_criterion", "Last criterion", show=False, id="conversation.bottom"),
-        Binding("m", "jump('not-met')", "Missed", id="conversation.missed"),
-        Binding("p", "jump('penalty')", "Penalty", id="conversation.penalty"),
-        Binding("e", "jump('grader-error')", "Error", id="conversation.error"),
-        Binding("r", "toggle_reasoning", "Reasoning", id="conversation.reasoning"),
+        Binding("g,home", "scroll_home_all", "Go to the top", show=False, id="conversation.top"),
+        Binding("G,end", "last_criterion", "Go to the last criterion", show=False, id="conversation.bottom"),
+        Binding("m", "jump('not-met')", "Next missed criterion", id="conversation.missed"),
+        Binding("p", "jump('penalty')", "Next penalty", id="conversation.penalty"),
+        Binding("e", "jump('grader-error')", "Next error", id="conversation.error"),
+        Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
     ]

@@ -73,9 +73,9 @@ class MonitorScreen(ResponsiveScreen):
     # Below 72 columns the two panels stack in one scroll instead of clipping their labels.
     HORIZONTAL_BREAKPOINTS = [(0, "-stacked"), (72, "-side-by-side")]
     BINDINGS = [
-        Binding("p", "pause", "Pause/resume", id="monitor.pause"),
+        Binding("p", "pause", "Pause or resume", id="monitor.pause"),
         Binding("x", "cancel_run", "Cancel run", id="monitor.cancel"),
-        Binding("enter,b", "browse", "Results", id="monitor.browse"),
+        Binding("enter,b", "browse", "Browse results", id="monitor.browse"),
     ]
 
     # What is shown; each change repaints (a view compares equal when its figures are the same).
@@ -343,7 +343,8 @@ class MonitorScreen(ResponsiveScreen):
             text.append("  none")
         append_counts(text, view.errors_by_kind)
         if view.retried_by_kind:
-            text.append("\nfailed attempts (retried)", style="bold")
+            # Counted whether or not another attempt followed (MAX_ATTEMPTS 1 retries nothing).
+            text.append("\nfailed attempts", style="bold")
             append_counts(text, view.retried_by_kind)
         if view.recent_errors:
             text.append("\nlatest", style="bold")
