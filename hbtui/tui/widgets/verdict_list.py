@@ -85,9 +85,7 @@ class Criterion:
         if self.kind == "grader-error":
             error = Text("error: ", style="bold magenta")
             error.append_text(
-                _data(
-                    f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}; {requests_sent(v.attempts)})"
-                )
+                _data(f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}; {requests_sent(v.attempts)})")
             )
             rows.append(error)
             raw = Text("raw grader output: ", style="bold magenta")
