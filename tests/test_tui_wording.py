@@ -14,6 +14,7 @@ from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
+from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import requests_sent
 from tests.support.browser_harness import browser_app, wait_for
 from tests.support.screen_text import screen_text
@@ -66,3 +67,26 @@ async def test_keys_penalties_and_grader_errors_read_as_what_they_are(run_db):
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
         assert "Next missed criterion" in screen_text(app)
+
+
+async def test_confirmations_go_to_the_key_bar_not_toasts_over_the_rubric(run_db):
+    """At 80 columns a toast covered half of the rubric, and several stacked (issue 13,
+    defect 10): a short confirmation takes the key bar's place for a moment instead."""
+    db, run_id = run_db
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
+        screen = RunScreen(run_id)
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+        await pilot.press("2", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
+        await pilot.press("y", "c")
+        await pilot.pause(0.2)
+        lines = screen_text(app).splitlines()
+        assert "copied the selected criterion's explanation" in lines[-1]
+        assert "? Help" in lines[-1] and "q Quit" in lines[-1]  # the app's keys stay
+        assert not app._notifications, [n.message for n in app._notifications]
+        app.screen.query_one(KeyBar).clear_status()
+        await pilot.pause()
+        assert "n Next conversation" in screen_text(app).splitlines()[-1]

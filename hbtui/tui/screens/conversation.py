@@ -241,9 +241,7 @@ class ConversationScreen(ResponsiveScreen):
     def action_step(self, delta: int) -> None:
         target = self.index + delta
         if not 0 <= target < len(self.conversation_ids):
-            self.notify(
-                "first conversation of the list" if delta < 0 else "last conversation of the list", markup=False
-            )
+            self.say("first conversation of the list" if delta < 0 else "last conversation of the list")
             return
         self.loaded = False
         self.show_conversation(target)
@@ -278,7 +276,7 @@ class ConversationScreen(ResponsiveScreen):
 
     def action_jump(self, kind: str) -> None:
         if self.query_one(VerdictList).next_of({kind}) is None:
-            self.notify(f"{NONE_OF_KIND[kind]} in this conversation", markup=False)
+            self.say(f"{NONE_OF_KIND[kind]} in this conversation")
 
     def action_copy_explanation(self) -> None:
         verdicts = self.query_one(VerdictList)
@@ -286,18 +284,18 @@ class ConversationScreen(ResponsiveScreen):
         if item is None:
             return
         self.app.copy_to_clipboard(item.copy_text)
-        self.notify("copied the explanation of the selected criterion", markup=False)
+        self.say("copied the selected criterion's explanation")
 
     def action_copy_reply(self) -> None:
         if self.detail is None or self.detail.reply is None:
-            self.notify("no reply to copy", markup=False)
+            self.say("no reply to copy")
             return
         self.app.copy_to_clipboard(self.detail.reply)
-        self.notify("copied the reply", markup=False)
+        self.say("copied the reply")
 
     def action_toggle_reasoning(self) -> None:
         if self.detail is None or not self.detail.reasoning:
-            self.notify("this reply has no reasoning", markup=False)
+            self.say("this reply has no reasoning")
             return
         self.reasoning_shown = not self.reasoning_shown
 

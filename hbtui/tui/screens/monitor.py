@@ -383,10 +383,10 @@ class MonitorScreen(ResponsiveScreen):
             return
         if live.engine.paused:
             live.engine.resume()
-            self.notify("resumed", markup=False)
+            self.say("resumed")
         else:
             live.engine.pause()
-            self.notify("paused: calls in flight finish, no new ones start", markup=False)
+            self.say("paused: calls in flight finish, no new ones start")
         self.tick()
 
     def action_cancel_run(self) -> None:
@@ -398,7 +398,7 @@ class MonitorScreen(ResponsiveScreen):
         def answered(yes: bool | None) -> None:
             if yes:
                 self.app.cancel_run(self.run_id)
-                self.notify(f"cancelling run {self.run_id}: saving what completed", markup=False)
+                self.say(f"cancelling run {self.run_id}: saving what completed")
 
         self.app.push_screen(
             ConfirmModal(

@@ -408,7 +408,7 @@ class RunScreen(ResponsiveScreen):
             # The run changed under the list (a retry, another process): open what was chosen,
             # alone, and bring the list up to date.
             ids = [event.conversation_id]
-            self.notify("the run has changed since this list was read: reloading it", markup=False)
+            self.say("the run has changed since this list was read: reloading it")
             self.load_run()
         detail = await store.conversation_detail(event.conversation_id)
         self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail)
@@ -440,7 +440,7 @@ class RunScreen(ResponsiveScreen):
         """The run as stored now, unless it is still going (then says ``until`` when to ask again)."""
         run = await self.app.db.get_run(self.run_id)
         if run.shown_status() == "running":
-            self.notify(f"this run is still going; {until}", markup=False)
+            self.say(f"this run is still going; {until}")
             return None
         return run
 
@@ -453,7 +453,7 @@ class RunScreen(ResponsiveScreen):
         progress = await store.progress(self.run_id)
         failed = progress.criteria_errors + progress.conversations_failed
         if not failed:
-            self.notify("nothing failed in this run", markup=False)
+            self.say("nothing failed in this run")
             return
 
         async def reset() -> str:

@@ -181,7 +181,7 @@ class RunsScreen(AppScreen):
     def action_monitor(self) -> None:
         run_id = self.selected_run_id()
         if run_id is None:
-            self.notify("no run selected", markup=False)
+            self.say("no run selected")
             return
         self.app.open_monitor(run_id)
 
@@ -191,7 +191,7 @@ class RunsScreen(AppScreen):
         run_id = self.selected_run_id()
         store = self.app.store
         if run_id is None or store is None:
-            self.notify("no run selected", markup=False)
+            self.say("no run selected")
             return
         if run_id in self.app.live_runs:
             self.app.open_monitor(run_id)
@@ -213,14 +213,13 @@ class RunsScreen(AppScreen):
         if status == "finished":
             kinds = (await store.progress(run_id)).errors_by_kind
             if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
-                self.notify(
+                self.say(
                     f"run {run_id} is finished: nothing to continue"
-                    + (" (R in its results retries the errors)" if kinds else ""),
-                    markup=False,
+                    + (" (R in its results retries the errors)" if kinds else "")
                 )
                 return
         elif status not in RESUMABLE:
-            self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
+            self.say(f"run {run_id} is {status}: nothing to continue")
             return
         if status == "incomplete":
 
@@ -282,7 +281,7 @@ class RunsScreen(AppScreen):
         self._shown = []
         await self.reload()
         if len(self.marked) == 2:
-            self.notify(f"A run {self.marked[0]}, B run {self.marked[1]}: C compares them", markup=False)
+            self.say(f"A run {self.marked[0]}, B run {self.marked[1]}: C compares them")
 
     def compared_runs(self) -> tuple[int, int] | None:
         """The two marked runs; or the one marked and the one under the cursor."""
@@ -296,7 +295,7 @@ class RunsScreen(AppScreen):
     def action_compare(self) -> None:
         runs = self.compared_runs()
         if runs is None:
-            self.notify("mark two runs with space (A, then B), then press C", markup=False)
+            self.say("mark two runs with space (A, then B), then press C")
             return
         self.open_compare(*runs)
 
