@@ -21,7 +21,9 @@ DATE = time.strftime("%Y-%m-%d %H:%M", time.localtime(FIXED_TIME))
 async def runs_db(tmp_path):
     db = tmp_path / "hbtui.sqlite"
     async with await Store.open(db) as store:
-        whole = await synthesize_run(store, conversations=12, criteria_per=3, seed=1, name="whole-run")
+        whole = await synthesize_run(
+            store, conversations=12, criteria_per=3, seed=1, name="whole-run-gpt-4.1-mini-2026-11-30-16-00"
+        )
         gaps = await synthesize_run(store, conversations=12, criteria_per=3, seed=2, name="run-with-gaps")
         unscored = await synthesize_run(store, conversations=12, criteria_per=3, seed=3, name="not-scored-yet")
     with sqlite3.connect(db) as conn:

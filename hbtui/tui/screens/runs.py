@@ -55,7 +55,7 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     errors = error_count(run)
     return (
         Text(f"{mark} {run.id}" if mark else str(run.id), justify="right", style="bold reverse" if mark else ""),
-        Text(middle_cut(run.name, 26)),  # default names differ at their end, the time
+        Text(middle_cut(run.name, 20)),  # default names differ at their end, the time
         Text(shown, style=STATUS_STYLES.get(status, "")),
         Text(score, justify="right"),
         # Scored of planned, for a running run and a finished one alike.
