@@ -43,14 +43,19 @@ def run_db(tmp_path_factory):
     return db, asyncio.run(make())
 
 
+async def open_run(app, pilot, run_id: int) -> RunScreen:
+    await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
+    screen = RunScreen(run_id)
+    await app.push_screen(screen)
+    await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+    return screen
+
+
 async def test_keys_penalties_and_grader_errors_read_as_what_they_are(run_db):
     db, run_id = run_db
     app = browser_app(db)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-        screen = RunScreen(run_id)
-        await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+        await open_run(app, pilot, run_id)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
         help_text = screen_text(app)
@@ -75,10 +80,7 @@ async def test_confirmations_go_to_the_key_bar_not_toasts_over_the_rubric(run_db
     db, run_id = run_db
     app = browser_app(db)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-        screen = RunScreen(run_id)
-        await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+        await open_run(app, pilot, run_id)
         await pilot.press("2", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
         await pilot.press("y", "c")
