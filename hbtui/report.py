@@ -9,7 +9,8 @@ from hbtui.prices import cost_text, total_cost, usage_line
 from hbtui.run_kinds import IMPORTED, MODEL_RUN, kind_label
 from hbtui.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
 from hbtui.run_stats import RunStatistics, WorstAtKScores, penalty_label
-from hbtui.scoring import Metric, histogram
+from hbtui.score_bins import histogram
+from hbtui.scoring import Metric
 from hbtui.store import RunRow
 from hbtui.text import middle_cut, one_line
 

@@ -15,7 +15,6 @@ reproducible, and add a 95% percentile interval.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -267,21 +266,3 @@ def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP
         criteria_pending=max(pending, 0),
         criteria_skipped=skipped,
     )
-
-
-def histogram(scores: Sequence[float], width: float = 0.1) -> list[tuple[float, float, int]]:
-    """Counts of conversation scores in bins of ``width`` from the lowest score (or 0) up to 1.
-
-    Scores can fall below zero, so the range widens to include the lowest one rather than
-    hiding penalised conversations; 1.0 falls in the last bin.
-    """
-    if not scores:
-        return []
-    steps = round(1 / width)
-    lowest = min(0.0, float(min(scores)))
-    first = math.floor(lowest * steps + 1e-9)
-    counts = [0] * (steps - first)
-    for score in scores:
-        index = min(math.floor(score * steps + 1e-9), steps - 1) - first
-        counts[index] += 1
-    return [((first + i) / steps, (first + i + 1) / steps, count) for i, count in enumerate(counts)]

@@ -12,7 +12,6 @@ from hbtui.scoring import (
     GradedCriterion,
     conversation_metrics,
     conversation_score,
-    histogram,
     metric,
     run_report,
 )
@@ -80,13 +79,6 @@ def test_bootstrap_is_seeded_and_sane():
     assert 0 < first.bootstrap_std < 0.3
     assert first.ci95[0] <= first.value <= first.ci95[1]
     assert metric([0.4] * 10).bootstrap_std == pytest.approx(0.0, abs=1e-12)
-
-
-def test_histogram_bins_cover_negative_scores():
-    bins = histogram([-0.25, 0.0, 0.55, 1.0])
-    assert bins[0][0] == -0.3 and bins[-1][1] == 1.0
-    assert sum(count for *_, count in bins) == 4
-    assert bins[-1][2] == 1  # 1.0 falls in the last bin
 
 
 # ---- the reference implementation, as published in openai/simple-evals (MIT) ---------------

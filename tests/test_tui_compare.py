@@ -14,6 +14,7 @@ from hbtui.tui.screens.compare import CompareScreen
 from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.pair import PairScreen
 from hbtui.tui.screens.runs import RunsScreen
+from hbtui.tui.widgets.key_bar import KeyBar
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
 from tests.support.synth import synthesize_run
@@ -46,7 +47,9 @@ async def on_the_runs_list(db: Path, size: tuple[int, int] = (80, 24)):
 
 
 def notified(app, text: str) -> bool:
-    return any(text in str(note.message) for note in app._notifications)
+    """Said in a toast, or (a short answer to a key) on the key bar."""
+    bars = app.screen.query(KeyBar)
+    return any(text in str(note.message) for note in app._notifications) or any(text in bar.status for bar in bars)
 
 
 async def runs_list(pilot) -> RunsScreen:

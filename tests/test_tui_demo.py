@@ -153,8 +153,8 @@ def test_hbtui_demo_opens_the_app_on_its_run_once_the_run_has_ended(root, small_
                     shown.extend(os.read(primary, 65536))
 
     try:
-        read_until(b"Results", 120)  # the app's monitor of the finished run offers its results
-        assert b"Results" in shown, shown.decode(errors="replace")[-2000:]
+        read_until(b"Browse results", 120)  # the app's monitor of the finished run offers its results
+        assert b"Browse results" in shown, shown.decode(errors="replace")[-2000:]
         assert b"internal error" not in shown
         os.write(primary, b"\x11")  # ctrl+q
         assert demo.wait(timeout=30) == 0

@@ -78,7 +78,7 @@ async def test_the_key_bar_keeps_help_and_quit_in_view_at_80_columns(finished_ru
         await pilot.pause()
         line = key_line(app)
         # The conversation's keys do not all fit: the screen's are cut (with "…"), never the app's.
-        assert line.lstrip().startswith("n Next conv"), line
+        assert line.lstrip().startswith("n Next conversation"), line
         assert "…" in line and "? Help" in line and "esc Back" in line and "q Quit" in line, line
         assert "y Copy reply" not in line
 
@@ -88,7 +88,15 @@ async def test_every_key_of_a_conversation_shows_on_a_wide_terminal(finished_run
         await open_conversation(pilot, screen)
         await pilot.pause()
         line = key_line(app)
-        for entry in ("n Next conv", "m Missed", "p Penalty", "e Error", "c Copy why", "y Copy reply", "esc Back"):
+        for entry in (
+            "n Next conversation",
+            "m Next missed criterion",
+            "p Next penalty",
+            "e Next error",
+            "c Copy why",
+            "y Copy reply",
+            "esc Back",
+        ):
             assert entry in line, (entry, line)
         assert "…" not in line
 
@@ -216,7 +224,8 @@ async def test_p_says_no_triggered_penalty_where_the_penalties_were_avoided(fini
         await pilot.press("p")
         await pilot.pause()
         assert verdicts.selected == -1
-        assert [n.message for n in app._notifications] == ["no triggered penalty in this conversation"]
+        assert conversation.query_one(KeyBar).status == "no triggered penalty in this conversation"
+        assert not app._notifications  # an answer to a key, not a toast over the rubric
 
 
 async def test_r_unfolds_the_reasoning_where_it_can_be_read(tmp_path):

@@ -92,3 +92,10 @@ def test_conversation_with_grader_error(snap_compare, snapshot_db, size):
     assert snap_compare(
         browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "e", "enter", "e", conversation=True)
     )
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (160, 48)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_run_summary_breakdowns(snap_compare, snapshot_db, size):
+    """The summary scrolled to its end: both breakdowns, every column whole (issue 13, defect 2)."""
+    db, run_id = snapshot_db
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "end"))

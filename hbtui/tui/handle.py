@@ -27,6 +27,17 @@ class AppScreen(Screen):
     if TYPE_CHECKING:
         app = getters.app(HBTuiApp)
 
+    def say(self, message: str) -> None:
+        """A short confirmation or answer to a key, on the key bar where it covers nothing; toasts
+        (``notify``) are for what needs attention: errors, refusals, a run that ended."""
+        from hbtui.tui.widgets.key_bar import KeyBar
+
+        bars = self.query(KeyBar)
+        if bars:
+            bars.first().show_status(message)
+        else:
+            self.notify(message, markup=False)
+
     _resumed_before = False
 
     @on(events.ScreenResume)

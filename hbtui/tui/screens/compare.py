@@ -312,7 +312,7 @@ class CompareScreen(ResponsiveScreen):
 
         pairs = self.pairs(table_id)
         if not pairs:
-            self.notify("nothing to show: no conversation in this list", markup=False)
+            self.say("nothing to show: no conversation in this list")
             return
         await self.app.push_screen(await PairScreen.read(self.app.db, self.result, pairs, index))
 

@@ -120,24 +120,24 @@ class ConversationScreen(ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
 
     BINDINGS = [
-        Binding("n,right_square_bracket", "step(1)", "Next conv", id="conversation.next"),
-        Binding("N,left_square_bracket", "step(-1)", "Prev conv", show=False, id="conversation.previous"),
+        Binding("n,right_square_bracket", "step(1)", "Next conversation", id="conversation.next"),
+        Binding("N,left_square_bracket", "step(-1)", "Previous conversation", show=False, id="conversation.previous"),
         Binding("j,down", "criterion(1)", "Next criterion", show=False, id="conversation.down"),
         Binding(
             "k,up",
             "criterion(-1)",
-            "Prev criterion (above the first: the conversation)",
+            "Previous criterion (above the first: the conversation)",
             show=False,
             id="conversation.up",
         ),
         Binding("pagedown,space", "page(1)", "Scroll the conversation down", show=False, id="conversation.page_down"),
         Binding("pageup", "page(-1)", "Scroll the conversation up", show=False, id="conversation.page_up"),
-        Binding("g,home", "scroll_home_all", "Top", show=False, id="conversation.top"),
-        Binding("G,end", "last_criterion", "Last criterion", show=False, id="conversation.bottom"),
-        Binding("m", "jump('not-met')", "Missed", id="conversation.missed"),
-        Binding("p", "jump('penalty')", "Penalty", id="conversation.penalty"),
-        Binding("e", "jump('grader-error')", "Error", id="conversation.error"),
-        Binding("r", "toggle_reasoning", "Reasoning", id="conversation.reasoning"),
+        Binding("g,home", "scroll_home_all", "Go to the top", show=False, id="conversation.top"),
+        Binding("G,end", "last_criterion", "Go to the last criterion", show=False, id="conversation.bottom"),
+        Binding("m", "jump('not-met')", "Next missed criterion", id="conversation.missed"),
+        Binding("p", "jump('penalty')", "Next penalty", id="conversation.penalty"),
+        Binding("e", "jump('grader-error')", "Next error", id="conversation.error"),
+        Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
     ]
@@ -241,9 +241,7 @@ class ConversationScreen(ResponsiveScreen):
     def action_step(self, delta: int) -> None:
         target = self.index + delta
         if not 0 <= target < len(self.conversation_ids):
-            self.notify(
-                "first conversation of the list" if delta < 0 else "last conversation of the list", markup=False
-            )
+            self.say("first conversation of the list" if delta < 0 else "last conversation of the list")
             return
         self.loaded = False
         self.show_conversation(target)
@@ -278,7 +276,7 @@ class ConversationScreen(ResponsiveScreen):
 
     def action_jump(self, kind: str) -> None:
         if self.query_one(VerdictList).next_of({kind}) is None:
-            self.notify(f"{NONE_OF_KIND[kind]} in this conversation", markup=False)
+            self.say(f"{NONE_OF_KIND[kind]} in this conversation")
 
     def action_copy_explanation(self) -> None:
         verdicts = self.query_one(VerdictList)
@@ -286,18 +284,18 @@ class ConversationScreen(ResponsiveScreen):
         if item is None:
             return
         self.app.copy_to_clipboard(item.copy_text)
-        self.notify("copied the explanation of the selected criterion", markup=False)
+        self.say("copied the selected criterion's explanation")
 
     def action_copy_reply(self) -> None:
         if self.detail is None or self.detail.reply is None:
-            self.notify("no reply to copy", markup=False)
+            self.say("no reply to copy")
             return
         self.app.copy_to_clipboard(self.detail.reply)
-        self.notify("copied the reply", markup=False)
+        self.say("copied the reply")
 
     def action_toggle_reasoning(self) -> None:
         if self.detail is None or not self.detail.reasoning:
-            self.notify("this reply has no reasoning", markup=False)
+            self.say("this reply has no reasoning")
             return
         self.reasoning_shown = not self.reasoning_shown
 

@@ -75,9 +75,9 @@ class MonitorScreen(ResponsiveScreen):
     # Below 72 columns the two panels stack in one scroll instead of clipping their labels.
     HORIZONTAL_BREAKPOINTS = [(0, "-stacked"), (72, "-side-by-side")]
     BINDINGS = [
-        Binding("p", "pause", "Pause/resume", id="monitor.pause"),
+        Binding("p", "pause", "Pause or resume", id="monitor.pause"),
         Binding("x", "cancel_run", "Cancel run", id="monitor.cancel"),
-        Binding("enter,b", "browse", "Results", id="monitor.browse"),
+        Binding("enter,b", "browse", "Browse results", id="monitor.browse"),
     ]
 
     # What is shown; each change repaints (a view compares equal when its figures are the same).
@@ -349,7 +349,8 @@ class MonitorScreen(ResponsiveScreen):
             text.append("  none")
         append_counts(text, view.errors_by_kind)
         if view.retried_by_kind:
-            text.append("\nfailed attempts (retried)", style="bold")
+            # Counted whether or not another attempt followed (MAX_ATTEMPTS 1 retries nothing).
+            text.append("\nfailed attempts", style="bold")
             append_counts(text, view.retried_by_kind)
         if view.recent_errors:
             text.append("\nlatest", style="bold")
@@ -381,10 +382,7 @@ class MonitorScreen(ResponsiveScreen):
             self.notify(f"run {self.run_id} is not running any more", markup=False, severity="warning")
             return
         what = {"paused": "pause", None: "resume", "cancelled": "cancel"}[control]
-        self.notify(
-            f"asked {owner} to {what} run {self.run_id}: it does within a second; calls in flight finish",
-            markup=False,
-        )
+        self.say(f"asked {owner} to {what} run {self.run_id}: it does within a second; calls in flight finish")
 
     def action_pause(self) -> None:
         if not self.controllable:
@@ -395,10 +393,10 @@ class MonitorScreen(ResponsiveScreen):
             return
         if live.engine.paused:
             live.engine.resume()
-            self.notify("resumed", markup=False)
+            self.say("resumed")
         else:
             live.engine.pause()
-            self.notify("paused: calls in flight finish, no new ones start", markup=False)
+            self.say("paused: calls in flight finish, no new ones start")
         self.tick()
 
     def action_cancel_run(self) -> None:
@@ -413,7 +411,7 @@ class MonitorScreen(ResponsiveScreen):
                 self._ask_driver("cancelled")
                 return
             self.app.cancel_run(self.run_id)
-            self.notify(f"cancelling run {self.run_id}: the calls in flight finish and are saved", markup=False)
+            self.say(f"cancelling run {self.run_id}: the calls in flight finish and are saved")
 
         self.app.push_screen(
             ConfirmModal(

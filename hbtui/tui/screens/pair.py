@@ -143,7 +143,7 @@ class PairScreen(ResponsiveScreen):
     async def action_step(self, delta: int) -> None:
         target = self.index + delta
         if not 0 <= target < len(self.pairs):
-            self.notify("first of the list" if delta < 0 else "last of the list", markup=False)
+            self.say("first of the list" if delta < 0 else "last of the list")
             return
         self.details = await read_pair(self.app.db, self.pairs[target])
         self.index = target

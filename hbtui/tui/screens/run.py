@@ -31,7 +31,7 @@ from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
 from hbtui.text import one_line
-from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
@@ -211,17 +211,19 @@ class RunScreen(ResponsiveScreen):
 
     # Focused as the screen composes: focusing the tabs first, then the summary, restyled both.
     AUTO_FOCUS = "#summary-scroll"
+    # From here the two breakdowns (up to 70 columns each) fit side by side.
+    HORIZONTAL_BREAKPOINTS = [(0, NARROW), (WIDE_FROM_COLUMNS, WIDE), (150, "-widest")]
 
     BINDINGS = [
         Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
         Binding("2", "show_tab('conversations')", "List", show=False, id="run.conversations"),
-        Binding("s", "cycle_sort", "Sort", id="run.sort"),
-        Binding("t", "cycle_theme", "Theme", id="run.theme"),
-        Binding("r", "score_range", "Range", id="run.range"),
-        Binding("p", "toggle_penalties", "Penalties", id="run.penalties"),
-        Binding("e", "toggle_errors", "Errors", id="run.errors"),
-        Binding("slash", "search", "Search", id="run.search"),
-        Binding("x", "clear_filters", "Clear", show=False, id="run.clear"),
+        Binding("s", "cycle_sort", "Change sort order", id="run.sort"),
+        Binding("t", "cycle_theme", "Filter by theme", id="run.theme"),
+        Binding("r", "score_range", "Filter by score", id="run.range"),
+        Binding("p", "toggle_penalties", "Only with penalties", id="run.penalties"),
+        Binding("e", "toggle_errors", "Only with errors", id="run.errors"),
+        Binding("slash", "search", "Search text", id="run.search"),
+        Binding("x", "clear_filters", "Clear filters", show=False, id="run.clear"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
         Binding("a", "regrade", "Grade again", id="run.regrade"),
     ]
@@ -406,7 +408,7 @@ class RunScreen(ResponsiveScreen):
             # The run changed under the list (a retry, another process): open what was chosen,
             # alone, and bring the list up to date.
             ids = [event.conversation_id]
-            self.notify("the run has changed since this list was read: reloading it", markup=False)
+            self.say("the run has changed since this list was read: reloading it")
             self.load_run()
         detail = await store.conversation_detail(event.conversation_id)
         self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail)
@@ -438,7 +440,7 @@ class RunScreen(ResponsiveScreen):
         """The run as stored now, unless it is still going (then says ``until`` when to ask again)."""
         run = await self.app.db.get_run(self.run_id)
         if run.shown_status() == "running":
-            self.notify(f"this run is still going; {until}", markup=False)
+            self.say(f"this run is still going; {until}")
             return None
         return run
 
@@ -451,7 +453,7 @@ class RunScreen(ResponsiveScreen):
         progress = await store.progress(self.run_id)
         failed = progress.criteria_errors + progress.conversations_failed
         if not failed:
-            self.notify("nothing failed in this run", markup=False)
+            self.say("nothing failed in this run")
             return
 
         async def reset() -> str:

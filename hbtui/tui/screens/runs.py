@@ -29,8 +29,18 @@ REFRESH_SECONDS = 2.0
 CONFIG_PREBUILD_DELAY = 0.5
 # Statuses a run can be continued from; a finished one only when calls got no answer.
 RESUMABLE = ("interrupted", "failed", "cancelled", "pending", "incomplete")
-# What tells runs apart comes first: at 80 columns the rest scrolls sideways.
-COLUMNS = ("id", "name", "status", "score", "95% CI", "n", "model", "grader", "dataset", "date")
+# What tells runs apart comes first, then what says whether a run is whole (n scored of planned,
+# errors), then when it was made; at 80 columns the rest scrolls sideways under the fixed id and name.
+COLUMNS = ("id", "name", "status", "score", "n", "errors", "date", "95% CI", "model", "grader", "dataset")
+FIXED_COLUMNS = 2
+STATUS_STYLES = {"incomplete": "bold yellow", "failed": "red", "interrupted": "yellow", "cancelled": "yellow"}
+
+
+def error_count(run: RunRow) -> int | None:
+    """Replies that never came and verdicts that failed: the gaps in a run's score."""
+    if run.report is None:
+        return None
+    return run.report.conversations.excluded + run.report.criteria.errors
 
 
 def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
@@ -38,21 +48,24 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     ``mark``: A or B, a run marked for comparison."""
     status = run.status_label(now)
     ago = run.stopped_ago(now)
-    status = f"{status} {ago}" if ago else status
-    status = status if run.kind == MODEL_RUN else f"{status} · {run.kind}"
+    shown = f"{status} {ago}" if ago else status
+    shown = shown if run.kind == MODEL_RUN else f"{shown} · {run.kind}"
     score = f"{run.score:.3f}" if run.score is not None else ""
     ci = run.ci95
+    errors = error_count(run)
     return (
         Text(f"{mark} {run.id}" if mark else str(run.id), justify="right", style="bold reverse" if mark else ""),
-        Text(middle_cut(run.name, 32)),  # default names differ at their end, the time
-        Text(status),
+        Text(middle_cut(run.name, 20)),  # default names differ at their end, the time
+        Text(shown, style=STATUS_STYLES.get(status, "")),
         Text(score, justify="right"),
+        # Scored of planned, for a running run and a finished one alike.
+        Text(f"{run.n_scored or 0}/{run.n_conversations}", justify="right"),
+        Text("" if errors is None else str(errors), justify="right", style="bold red" if errors else "dim"),
+        Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))),
         Text(f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else ""),
-        Text(str(run.n_scored if run.n_scored is not None else run.n_conversations), justify="right"),
         Text(one_line(run.model_test or "", 24)),
         Text(one_line(run.model_grader or "", 24)),
         Text(one_line(run.dataset_name or "", 24)),
-        Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))),
     )
 
 
@@ -71,6 +84,9 @@ class RunsScreen(AppScreen):
         # priority: the table's own home/end scroll without moving the cursor.
         Binding("g,home", "first", "First", show=False, priority=True, id="runs.first"),
         Binding("G,end", "last", "Last", show=False, priority=True, id="runs.last"),
+        # The table's own left/right move one cell of width at a time: a column at a time here.
+        Binding("right", "scroll_columns(1)", "Scroll right", show=False, priority=True, id="runs.scroll_right"),
+        Binding("left", "scroll_columns(-1)", "Scroll left", show=False, priority=True, id="runs.scroll_left"),
     ]
 
     def __init__(self) -> None:
@@ -82,7 +98,9 @@ class RunsScreen(AppScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        table: DataTable[Text | str] = DataTable(id="runs-table", cursor_type="row", zebra_stripes=True)
+        table: DataTable[Text | str] = DataTable(
+            id="runs-table", cursor_type="row", zebra_stripes=True, fixed_columns=FIXED_COLUMNS
+        )
         table.add_columns(*COLUMNS)
         yield table
         yield Static(
@@ -163,7 +181,7 @@ class RunsScreen(AppScreen):
     def action_monitor(self) -> None:
         run_id = self.selected_run_id()
         if run_id is None:
-            self.notify("no run selected", markup=False)
+            self.say("no run selected")
             return
         self.app.open_monitor(run_id)
 
@@ -173,7 +191,7 @@ class RunsScreen(AppScreen):
         run_id = self.selected_run_id()
         store = self.app.store
         if run_id is None or store is None:
-            self.notify("no run selected", markup=False)
+            self.say("no run selected")
             return
         if run_id in self.app.live_runs:
             self.app.open_monitor(run_id)
@@ -195,14 +213,13 @@ class RunsScreen(AppScreen):
         if status == "finished":
             kinds = (await store.progress(run_id)).errors_by_kind
             if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
-                self.notify(
+                self.say(
                     f"run {run_id} is finished: nothing to continue"
-                    + (" (R in its results retries the errors)" if kinds else ""),
-                    markup=False,
+                    + (" (R in its results retries the errors)" if kinds else "")
                 )
                 return
         elif status not in RESUMABLE:
-            self.notify(f"run {run_id} is {status}: nothing to continue", markup=False)
+            self.say(f"run {run_id} is {status}: nothing to continue")
             return
         if status == "incomplete":
 
@@ -232,6 +249,19 @@ class RunsScreen(AppScreen):
     def action_cursor_up(self) -> None:
         self.table.action_cursor_up()
 
+    def action_scroll_columns(self, direction: int) -> None:
+        """Scroll sideways to the next column's (or the previous one's) left edge."""
+        table = self.table
+        edges, x = [], 0
+        for column in table.ordered_columns[FIXED_COLUMNS:]:
+            edges.append(x)
+            x += column.get_render_width(table)
+        if direction > 0:
+            target = next((edge for edge in edges if edge > table.scroll_x), table.max_scroll_x)
+        else:
+            target = next((edge for edge in reversed(edges) if edge < table.scroll_x), 0)
+        table.scroll_to(x=min(target, table.max_scroll_x), animate=False)
+
     def action_first(self) -> None:
         self.table.move_cursor(row=0)
 
@@ -251,7 +281,7 @@ class RunsScreen(AppScreen):
         self._shown = []
         await self.reload()
         if len(self.marked) == 2:
-            self.notify(f"A run {self.marked[0]}, B run {self.marked[1]}: C compares them", markup=False)
+            self.say(f"A run {self.marked[0]}, B run {self.marked[1]}: C compares them")
 
     def compared_runs(self) -> tuple[int, int] | None:
         """The two marked runs; or the one marked and the one under the cursor."""
@@ -265,7 +295,7 @@ class RunsScreen(AppScreen):
     def action_compare(self) -> None:
         runs = self.compared_runs()
         if runs is None:
-            self.notify("mark two runs with space (A, then B), then press C", markup=False)
+            self.say("mark two runs with space (A, then B), then press C")
             return
         self.open_compare(*runs)
 

@@ -307,7 +307,8 @@ class ConversationList(ScrollView, can_focus=True):
             Segment(f"{theme:<{columns}} ", base),
             Segment(score_text(s), part(score_class(s))),
             Segment(f" {met:>5} ", base),
-            Segment(f"{('-' + str(s.penalties)) if s.penalties else '':>3}", part("--penalty")),
+            # A count of triggered penalties, not points: "2×", never "-2".
+            Segment(f"{f'{s.penalties}×' if s.penalties else '':>3}", part("--penalty")),
             marker,
         ]
         if no_reply:

@@ -16,9 +16,10 @@ from textual.cache import LRUCache
 from textual.strip import Strip
 from textual.widget import Widget
 
-from hbtui.scoring import histogram
+from hbtui.score_bins import TENTHS, histogram, round_step, round_ticks
 
-BIN_WIDTH = 0.1
+BIN_WIDTH = 1 / TENTHS
+X_LABEL_COLUMNS = 6  # "-1.5" and the space before the next label
 CHARTS_KEPT = 32
 
 # (width, height, title, n, bins, counts per bin, base style) -> the chart's lines
@@ -76,7 +77,7 @@ class ScoreHistogram(Widget):
             return self._strips(Text("no scored conversations yet", style="dim"), width, base)
         if width < 20 or height < 5:
             return self._strips(Text(f"{len(self._scores)} scores (too small to chart)", style="dim"), width, base)
-        bins = histogram(self._scores, BIN_WIDTH)
+        bins = histogram(self._scores)
         starts = [low for low, _, _ in bins]
         counts = [count for _, _, count in bins]
         key = (width, height, self._title, len(self._scores), tuple(starts), tuple(counts), base)
@@ -99,13 +100,15 @@ class ScoreHistogram(Widget):
         plt.plotsize(width, height)
         plt.theme("clear")
         plt.bar([low + BIN_WIDTH / 2 for low in starts], counts, color="green", width=0.6)
-        step = 2 if len(starts) * 6 > width else 1
-        ticks = [low for low in starts[::step]] + [starts[-1] + BIN_WIDTH]
-        plt.xticks(ticks, [f"{t:.1f}" for t in ticks])
-        top = max(counts)
+        # Ticks on round values only (hbtui.score_bins): as many as their labels have room for.
+        xticks = round_ticks(starts[0], starts[-1] + BIN_WIDTH, max(1, (width - 8) // X_LABEL_COLUMNS))
+        plt.xticks(xticks, [f"{t:.1f}" for t in xticks])
+        plt.xlim(starts[0], starts[-1] + BIN_WIDTH)
         rows = max(min(height - 5, 4), 1)
-        yticks = sorted({round(top * i / rows) for i in range(rows + 1)})
+        step = max(1, round(round_step(max(counts), rows)))  # counts are whole
+        yticks = list(range(0, -(-max(counts) // step) * step + 1, step))
         plt.yticks(yticks, [str(t) for t in yticks])
+        plt.ylim(0, yticks[-1])
         plt.title(f"{self._title} (n={len(self._scores)})")
         chart = plt.build()
         plt.clf()

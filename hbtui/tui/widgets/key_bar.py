@@ -8,6 +8,9 @@ The app's own keys (help, back, quit) and the command palette stay at the right 
 line is too narrow, the screen's keys are dropped from the end first and a "…" says so, since
 `?` lists every key and the palette offers every action.
 
+A short confirmation ("copied the reply", "paused") takes the place of the screen's keys for a
+few seconds (``show_status``): a toast at 80 columns covered half of a rubric, and several stacked.
+
 Every screen opened draws one of the same few bars, so the lines are kept app-wide by width,
 keys and styles: fitting the keys again was a tenth of the time to draw a run's first frame.
 """
@@ -19,9 +22,13 @@ from rich.text import Text
 from textual import events
 from textual.cache import LRUCache
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
 
+from hbtui.text import one_line
+
 SEPARATOR = "  "
+STATUS_SECONDS = 4.0
 MORE = " …"
 BARS_KEPT = 64
 
@@ -32,7 +39,7 @@ _bars: LRUCache[tuple, tuple[Text, list[tuple[int, int, str]]]] = LRUCache(BARS_
 class KeyBar(Widget):
     """One line of `key description` pairs for the bindings active on this screen."""
 
-    COMPONENT_CLASSES = {"key-bar--key", "key-bar--description", "key-bar--disabled"}
+    COMPONENT_CLASSES = {"key-bar--key", "key-bar--description", "key-bar--disabled", "key-bar--status"}
 
     DEFAULT_CSS = """
     KeyBar {
@@ -43,12 +50,28 @@ class KeyBar(Widget):
         & > .key-bar--key { color: $footer-key-foreground; text-style: bold; }
         & > .key-bar--description { color: $footer-description-foreground; }
         & > .key-bar--disabled { color: $text-disabled; }
+        & > .key-bar--status { color: $text; text-style: bold; }
     }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._spans: list[tuple[int, int, str]] = []  # (start, end, key) of each entry drawn, for clicks
+        self.status = ""  # a confirmation shown instead of the screen's keys, until its timer clears it
+        self._status_timer: Timer | None = None
+
+    def show_status(self, message: str, seconds: float = STATUS_SECONDS) -> None:
+        """``message`` (plain text, one line) where the screen's keys are, for ``seconds``."""
+        self.status = one_line(message, 200)
+        if self._status_timer is not None:
+            self._status_timer.stop()
+        self._status_timer = self.set_timer(seconds, self.clear_status)
+        self.refresh()
+
+    def clear_status(self) -> None:
+        self.status = ""
+        self._status_timer = None
+        self.refresh()
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -85,7 +108,9 @@ class KeyBar(Widget):
             self.get_component_rich_style(name, partial=True)
             for name in ("key-bar--key", "key-bar--description", "key-bar--disabled")
         )
-        key = (width, tuple(screen_keys), tuple(app_keys), styles)
+        if self.status:
+            screen_keys = []  # the status has their place; the app's keys stay
+        key = (width, tuple(screen_keys), tuple(app_keys), styles, self.status)
         bar = _bars.get(key)
         if bar is None:
             bar = _bars[key] = (self._line(width, screen_keys, app_keys), self._spans)
@@ -101,6 +126,12 @@ class KeyBar(Widget):
                 left_keys, app_keys = without_palette
         left = self._join(left_keys, more=len(left_keys) < len(screen_keys))
         right = self._join(app_keys)
+        if self.status:
+            if len(self.status) > width - right.cell_len - 1 - len(SEPARATOR) and len(app_keys) > 1:
+                app_keys = app_keys[:-1]  # the palette's key gives its room to the message
+                right = self._join(app_keys)
+            room = max(width - right.cell_len - 1 - len(SEPARATOR), 1)
+            left = Text(one_line(self.status, room), self.get_component_rich_style("key-bar--status", partial=True))
         line = Text(" ", end="")
         line.append_text(left)
         gap = width - line.cell_len - right.cell_len

@@ -85,10 +85,7 @@ class Criterion:
         if self.kind == "grader-error":
             error = Text("error: ", style="bold magenta")
             error.append_text(
-                _data(
-                    f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}, "
-                    f"{v.attempts} attempt{'s' if v.attempts != 1 else ''})"
-                )
+                _data(f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}; {requests_sent(v.attempts)})")
             )
             rows.append(error)
             raw = Text("raw grader output: ", style="bold magenta")
@@ -103,6 +100,14 @@ class Criterion:
         if self.kind == "grader-error":
             return f"{v.error or ''}\n{v.raw_output or ''}".strip()
         return v.explanation or ""
+
+
+def requests_sent(attempts: int) -> str:
+    """A verdict's attempts are HTTP requests, retries included, not the grader's tries that
+    its error counts: "after 3 tries" took 8 requests when some of them were retried."""
+    if attempts == 1:
+        return "1 request to the grader"
+    return f"{attempts} requests to the grader, retries included"
 
 
 class VerdictList(Widget):

@@ -1,0 +1,82 @@
+"""One binning rule for conversation scores (issue 13, defect 5): 0.1-wide bins aligned on
+tenths from the lowest score's tenth to 1.0, and ticks on round values, in the core, the
+monitor's and summary's chart, and `show`."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+from textual.app import App, ComposeResult
+
+from hbtui.report import text_histogram
+from hbtui.score_bins import histogram, round_ticks
+from hbtui.tui.widgets.histogram import ScoreHistogram
+
+
+def test_bins_start_at_the_lowest_scores_tenth_and_end_at_one():
+    bins = histogram([0.35, 0.55, 1.0])
+    assert [low for low, _, _ in bins] == pytest.approx([0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+    assert bins[-1][1] == 1.0 and bins[-1][2] == 1  # 1.0 falls in the last bin
+    assert bins[0][2] == 1 and sum(count for *_, count in bins) == 3
+
+
+def test_an_outlier_widens_the_range_by_whole_tenths():
+    bins = histogram([-1.8, 0.25, 0.3])
+    assert len(bins) == 28 and bins[0][:2] == pytest.approx((-1.8, -1.7))
+    assert all(high - low == pytest.approx(0.1) for low, high, _ in bins)
+    assert dict(((round(low, 1), count) for low, _, count in bins))[0.3] == 1  # 0.3 in its own tenth
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "most", "ticks"),
+    [
+        (0.0, 1.0, 5, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        (-1.8, 1.0, 6, [-1.5, -1.0, -0.5, 0.0, 0.5, 1.0]),
+        (0.3, 1.0, 8, [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]),
+        (0.0, 6.0, 4, [0.0, 2.0, 4.0, 6.0]),
+    ],
+)
+def test_ticks_fall_on_round_values(low, high, most, ticks):
+    assert round_ticks(low, high, most) == ticks
+
+
+def test_show_bins_as_the_rule_does():
+    lines = text_histogram([-1.8, 0.25, 0.3])
+    assert len(lines) == 28
+    assert lines[0].split()[:3] == ["-1.8", "to", "-1.7"] and lines[-1].split()[:3] == ["0.9", "to", "1.0"]
+
+
+class ChartApp(App[None]):
+    def __init__(self, scores: list[float]) -> None:
+        super().__init__()
+        self.scores = scores
+
+    def compose(self) -> ComposeResult:
+        yield ScoreHistogram(self.scores)
+
+
+@pytest.mark.parametrize(
+    ("width", "scores"), [(80, [-1.8, *[0.05 * i for i in range(21)] * 2]), (120, [-0.75, *[0.95] * 7])]
+)
+def test_the_chart_spans_the_rule_with_round_ticks(width, scores):
+    """The monitor and the summary draw this widget: its axis runs from the lowest tenth to
+    1.0, labelled on evenly spaced round values, and its counts axis on whole round steps."""
+
+    async def lines() -> list[str]:
+        app = ChartApp(scores)
+        async with app.run_test(size=(width, 14)) as pilot:
+            await pilot.pause()
+            chart = app.query_one(ScoreHistogram)
+            return ["".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height)]
+
+    chart = asyncio.run(lines())
+    labels = [float(word) for word in chart[-1].split()]
+    assert labels[-1] == 1.0 and labels[0] - min(scores) < 0.5
+    steps = {round(b - a, 6) for a, b in itertools.pairwise(labels)}
+    assert len(steps) == 1
+    step = steps.pop()
+    assert step in (0.1, 0.2, 0.5, 1.0) and all(abs(label / step - round(label / step)) < 1e-6 for label in labels)
+    counts = [int(line.split("┤")[0]) for line in chart if "┤" in line]
+    assert len({a - b for a, b in itertools.pairwise(counts)}) == 1 and counts[-1] == 0

@@ -1,0 +1,73 @@
+"""The runs list (issue 13, defect 3): n as scored/planned, a run with gaps marked by its status
+and an errors count, a date that can be read, and sideways scrolling that keeps the run's name."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from hbtui.store import Store
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.runs import COLUMNS, RunsScreen
+from tests.conftest import offline_settings
+from tests.support.screen_text import screen_lines
+from tests.support.synth import FIXED_TIME, synthesize_run
+from tests.support.tui import wait_for
+
+DATE = time.strftime("%Y-%m-%d %H:%M", time.localtime(FIXED_TIME))
+
+
+async def runs_db(tmp_path):
+    db = tmp_path / "hbtui.sqlite"
+    async with await Store.open(db) as store:
+        whole = await synthesize_run(
+            store, conversations=12, criteria_per=3, seed=1, name="whole-run-gpt-4.1-mini-2026-11-30-16-00"
+        )
+        gaps = await synthesize_run(store, conversations=12, criteria_per=3, seed=2, name="run-with-gaps")
+        unscored = await synthesize_run(store, conversations=12, criteria_per=3, seed=3, name="not-scored-yet")
+    with sqlite3.connect(db) as conn:
+        # A run the engine left with gaps: two verdicts failed and one reply never came.
+        (body,) = conn.execute("SELECT report_json FROM runs WHERE id = ?", (gaps,)).fetchone()
+        report = json.loads(body)
+        report["criteria"]["errors"], report["conversations"]["excluded"] = 2, 1
+        conn.execute("UPDATE runs SET status = 'incomplete', report_json = ? WHERE id = ?", (json.dumps(report), gaps))
+        conn.execute("UPDATE runs SET report_json = NULL, score = NULL WHERE id = ?", (unscored,))
+    return db, whole, gaps, unscored
+
+
+def row_of(lines: list[str], name: str) -> str:
+    return next(line for line in lines if name in line)
+
+
+async def test_runs_list_shows_scored_of_planned_errors_and_the_date(tmp_path):
+    db, _, _, _ = await runs_db(tmp_path)
+    app = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3)
+        lines = screen_lines(app)
+        header = lines[1].split()
+        assert header[:6] == ["id", "name", "status", "score", "n", "errors"]
+        assert "incomplete" in row_of(lines, "run-with-gaps")
+        assert " 0/12 " in row_of(lines, "not-scored-yet")
+        assert "/12 " in row_of(lines, "whole-run")
+        assert DATE in row_of(lines, "whole-run")  # whole at 80 columns, before any scrolling
+        for _ in range(6):
+            await pilot.press("right")
+        await pilot.pause()
+        scrolled = screen_lines(app)
+        row = row_of(scrolled, "whole-run")  # the id and name stay while the rest moves
+        assert "synth-test-model" in row and "finished" not in row
+        await pilot.press(*["left"] * 6)
+        await pilot.pause()
+        assert "finished" in row_of(screen_lines(app), "whole-run")
+
+
+async def test_a_run_with_gaps_counts_its_errors(tmp_path):
+    db, _, gaps, _ = await runs_db(tmp_path)
+    app = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3)
+        table = app.screen.table
+        cells = [cell.plain for cell in table.get_row(str(gaps))]
+        assert cells[COLUMNS.index("errors")] == "3" and cells[COLUMNS.index("status")] == "incomplete"
