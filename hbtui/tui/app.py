@@ -306,6 +306,11 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
         await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
 
+    async def action_help_quit(self) -> None:
+        """Ctrl-C where no input has focus (an input copies with it): quit, as `q` does. Textual
+        only says which key quits, and over SSH Ctrl-C is the key people press."""
+        await self.action_quit()
+
     def open_run(self, run_id: int) -> None:
         """A run's results: read first, then shown in one layout (pressed twice, opened once)."""
         self._open_run(run_id)
