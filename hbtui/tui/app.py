@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
+from hbtui.envfile import env_file_values
 from hbtui.services import Engine, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -58,6 +59,9 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         super().__init__()
         self.settings = settings
         self.env_file = env_file
+        # The file as these settings were read from it: ctrl+g on the form asks before it
+        # replaces a value edited there since.
+        self.env_as_read = env_file_values(env_file)
         self.monitor_run = monitor_run
         self.store: Store | None = None
         self.live_runs: dict[int, LiveRun] = {}
@@ -306,10 +310,10 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
         await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
 
-    async def action_help_quit(self) -> None:
+    def action_help_quit(self) -> None:
         """Ctrl-C where no input has focus (an input copies with it): quit, as `q` does. Textual
         only says which key quits, and over SSH Ctrl-C is the key people press."""
-        await self.action_quit()
+        self.run_worker(self.action_quit(), group="quit", exclusive=True)
 
     def open_run(self, run_id: int) -> None:
         """A run's results: read first, then shown in one layout (pressed twice, opened once)."""
