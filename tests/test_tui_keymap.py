@@ -94,3 +94,14 @@ async def test_a_filter_of_three_values_still_cycles(tmp_path):
             assert app.screen is screen
             seen.append(screen.filter.theme)
         assert seen == [themes[0], themes[1], None]
+
+
+async def test_help_gives_ctrl_c_one_meaning(tmp_path):
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("escape")  # from the form of a fresh clone to the runs list
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
+        ctrl_c = [row for row in app.screen.rows if "^c" in row[0]]
+        assert len(ctrl_c) == 1 and ctrl_c[0][1].startswith("Quit")

@@ -54,7 +54,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
         # Textual's own ctrl+c, described here so that the help and README list it (see action_help_quit).
-        Binding("ctrl+c", "help_quit", "Quit (in an input: copy)", id="app.quit_ctrl_c", show=False),
+        Binding("ctrl+c", "help_quit", "Quit (copies in an input, or text selected)", id="app.quit_ctrl_c", show=False),
     ]
 
     def __init__(self, settings: Settings, env_file: str | None = ".env", monitor_run: str | None = None) -> None:

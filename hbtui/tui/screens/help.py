@@ -27,6 +27,8 @@ class HelpModal(AppModal[None]):
     def bindings_of(self, screen: Screen) -> list[tuple[str, str, str]]:
         rows: dict[tuple[str, str], tuple[str, str, str]] = {}
         for node, _, binding in self.app.bindings_for(screen):
+            if binding.action == "screen.copy_text":
+                continue  # Textual's ctrl+c for a mouse selection: the app's ctrl+c row says it
             where = "app" if node is self.app else "screen"
             key = (binding.action, where)
             keys = self.app.get_key_display(binding)
