@@ -239,10 +239,19 @@ class Settings:
         label="Concurrency",
         placeholder="same as the model under test",
     )
-    timeout: float = _described("TIMEOUT", SECONDS, RUN, "seconds to wait for one answer", 120.0)
-    max_attempts: int = _described("MAX_ATTEMPTS", WHOLE, RUN, "attempts per call before it counts as failed", 6)
+    timeout: float = _described(
+        "TIMEOUT", SECONDS, RUN, "seconds to wait for one answer", 120.0, label="Timeout (seconds)"
+    )
+    max_attempts: int = _described(
+        "MAX_ATTEMPTS", WHOLE, RUN, "attempts per call before it counts as failed", 6, label="Max attempts"
+    )
     grader_parse_attempts: int = _described(
-        "GRADER_PARSE_ATTEMPTS", WHOLE, RUN, "times a grader is asked when its answer holds no verdict", 3
+        "GRADER_PARSE_ATTEMPTS",
+        WHOLE,
+        RUN,
+        "times a grader is asked when its answer holds no verdict",
+        3,
+        label="Parse attempts",
     )
     # Seconds of nothing but connection failures from an endpoint that answered before, after
     # which the run stops (resumable) rather than burn every remaining conversation's attempts.

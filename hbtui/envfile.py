@@ -11,6 +11,8 @@ import re
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
+from dotenv import dotenv_values
+
 from hbtui.config import ALIASES, SETTINGS, STORAGE, Settings
 from hbtui.files import private_file
 
@@ -43,7 +45,27 @@ def env_values(settings: Settings, present: AbstractSet[str] = frozenset()) -> d
     return values
 
 
-def write_env(path: str | Path, settings: Settings) -> Path:
+def env_file_values(path: str | Path | None) -> dict[str, str | None]:
+    """KEY -> text as the file holds it now (older spellings under today's key); {} without one."""
+    if path is None or not Path(path).is_file():
+        return {}
+    try:
+        values = dotenv_values(path)
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {ALIASES.get(key, key): value for key, value in values.items()}
+
+
+def changed_meanwhile(path: str | Path, read_before: dict[str, str | None], settings: Settings) -> list[str]:
+    """Our keys that someone changed in the file since ``read_before`` and that writing
+    ``settings`` would replace: the user's say is needed before their edit goes."""
+    now = env_file_values(path)
+    ours = env_values(settings, set(now))
+    return [key for key, value in ours.items() if now.get(key) != read_before.get(key) and now.get(key) != value]
+
+
+def write_env(path: str | Path, settings: Settings, keep: AbstractSet[str] = frozenset()) -> Path:
+    """``keep``: our keys whose lines stay as the file has them (edits made there meanwhile)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
@@ -60,7 +82,7 @@ def write_env(path: str | Path, settings: Settings) -> Path:
     for line in lines:
         match = _ASSIGNMENT.match(line)
         key = ALIASES.get(match.group(1), match.group(1)) if match else None
-        if key not in values:
+        if key not in values or key in keep:
             out.append(line)  # not ours: a comment, a blank line, another tool's key
             continue
         value = values[key]
@@ -69,7 +91,7 @@ def write_env(path: str | Path, settings: Settings) -> Path:
         out.append(f"{key}={quote(value)}")
         written.add(key)
     for key, value in values.items():
-        if key not in written and value is not None:
+        if key not in written and key not in keep and value is not None:
             out.append(f"{key}={quote(value)}")
     text = "\n".join(out) + "\n"
     try:

@@ -101,6 +101,43 @@ def save_preset(name: str, values: Mapping[str, Any], path: Path | None = None) 
     return path
 
 
+def data_source_path() -> Path:
+    return presets_path().with_name("last-data.json")
+
+
+def remembered_data_source() -> dict[str, str]:
+    """The subset and file of the last run started from the app; empty when there is none."""
+    try:
+        data = json.loads(data_source_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {key: str(data[key]) for key in ("subset", "data_path") if isinstance(data.get(key), str)}
+
+
+def remember_data_source(source: Mapping[str, str]) -> None:
+    try:
+        _write_private(data_source_path(), json.dumps(dict(source), indent=2, sort_keys=True) + "\n")
+    except PresetError:
+        pass  # only a convenience: the run starts all the same
+
+
+def rename_preset(old: str, new: str, path: Path | None = None) -> None:
+    """``old`` under the name ``new``, in its place; a name taken (or built in) is refused."""
+    new = new.strip()
+    if not new:
+        raise PresetError("a preset needs a name")
+    if new in built_in_presets() or old in built_in_presets():
+        raise PresetError("built-in presets cannot be renamed, nor their names taken")
+    path = path or presets_path()
+    presets = load_presets(path)
+    if new in presets and new != old:
+        raise PresetError(f"a preset named {new!r} exists already")
+    renamed = {new if name == old else name: values for name, values in presets.items()}
+    _write_private(path, json.dumps(renamed, indent=2, sort_keys=True) + "\n")
+
+
 def delete_preset(name: str, path: Path | None = None) -> None:
     path = path or presets_path()
     presets = load_presets(path)

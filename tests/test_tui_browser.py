@@ -9,6 +9,7 @@ import pytest
 
 from hbtui.store import ConversationFilter, Store
 from hbtui.tui.screens.conversation import ConversationScreen
+from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run import RunScreen, parse_range
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app, wait_for
@@ -178,12 +179,15 @@ async def test_filters_change_the_count(finished_run_db):
         await pilot.press("2")
         assert lst.total == 3
 
-        await pilot.press("t")  # first theme
+        await pilot.press("t")  # three themes and "all": a picker, on "all themes"
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal))
+        await pilot.press("down", "enter")  # the first theme
         await wait_for(pilot, lambda: screen.filter.theme is not None and lst.total == 1)
         assert lst.row(0).theme == screen.filter.theme
         assert "1 of 3" in screen_text(app)
-        for _ in screen.themes:  # around to "all themes"
-            await pilot.press("t")
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal))
+        await pilot.press("up", "enter")  # back to "all themes"
         await wait_for(pilot, lambda: screen.filter.theme is None and lst.total == 3)
 
         await pilot.press("p")

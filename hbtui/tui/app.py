@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
+from hbtui.envfile import env_file_values
 from hbtui.services import Engine, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -52,12 +53,17 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         Binding("escape", "back", "Back", id="app.back"),
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
+        # Textual's own ctrl+c, described here so that the help and README list it (see action_help_quit).
+        Binding("ctrl+c", "help_quit", "Quit (copies in an input, or text selected)", id="app.quit_ctrl_c", show=False),
     ]
 
     def __init__(self, settings: Settings, env_file: str | None = ".env", monitor_run: str | None = None) -> None:
         super().__init__()
         self.settings = settings
         self.env_file = env_file
+        # The file as these settings were read from it: ctrl+g on the form asks before it
+        # replaces a value edited there since.
+        self.env_as_read = env_file_values(env_file)
         self.monitor_run = monitor_run
         self.store: Store | None = None
         self.live_runs: dict[int, LiveRun] = {}
@@ -99,7 +105,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
                 return
             await self.push_screen(RunsScreen())
-            await self.push_screen(MonitorScreen(run.id))
+            await self.push_screen(MonitorScreen(run.id, follow_latest=self.monitor_run == "latest"))
             return
         # The runs list is always the root, so Back from the configuration screen lands there.
         await self.push_screen(RunsScreen())
@@ -305,6 +311,11 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 self.exit()
 
         await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
+
+    def action_help_quit(self) -> None:
+        """Ctrl-C where no input has focus (an input copies with it): quit, as `q` does. Textual
+        only says which key quits, and over SSH Ctrl-C is the key people press."""
+        self.run_worker(self.action_quit(), group="quit", exclusive=True)
 
     def open_run(self, run_id: int) -> None:
         """A run's results: read first, then shown in one layout (pressed twice, opened once)."""

@@ -8,6 +8,7 @@ password inputs: shown masked, never written to a preset.
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -97,6 +98,10 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
         ],
     ),
     (
+        "Calls (both models)",
+        [setting_field(name) for name in ("timeout", "max_attempts", "grader_parse_attempts")],
+    ),
+    (
         "Data and run",
         [
             FormField("subset", "Subset", "choice"),
@@ -109,6 +114,15 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
     ),
 ]
 FIELDS = {f.name: f for _, section in SECTIONS for f in section}
+# Which of two fields of one label a message means ("temperature (grader)").
+SECTION_OF = {f.name: title for title, section in SECTIONS for f in section}
+RUN_OPTION_FLAGS = {
+    "--data": "data_path",
+    "--limit": "limit",
+    "--seed": "seed",
+    "--repeats": "repeats",
+    "--name": "run_name",
+}
 SETTING_NAMES = [name for name, form_field in FIELDS.items() if form_field.setting is not None]
 SECRET_NAMES = frozenset(name for name in SETTING_NAMES if setting_for(name).secret)
 RUN_OPTIONS = ("endpoint", "subset", "data_path", "limit", "seed", "repeats", "run_name")
@@ -184,9 +198,33 @@ def field_text(name: str, value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def initial_text(settings: Settings, name: str) -> str:
+def field_title(name: str) -> str:
+    """A field as a message names it: its label, and which model's where two fields share it."""
+    label = FIELDS[name].label.lower()
+    shared = sum(form_field.label == FIELDS[name].label for form_field in FIELDS.values()) > 1
+    return f"{label} ({SECTION_OF[name].lower()})" if shared else label
+
+
+def form_wording(message: str) -> str:
+    """A message of the core, in the form's words: the fields it shows, not the command line's
+    flags or the `.env` keys that the form has no place for."""
+    flags = dict(RUN_OPTION_FLAGS)
+    for name in SETTING_NAMES:
+        setting = setting_for(name)
+        flags[setting.key] = name
+        if setting.flag:
+            flags[setting.flag] = name
+    for flag, name in sorted(flags.items(), key=lambda item: -len(item[0])):
+        message = re.sub(
+            rf"(?<![\w-]){re.escape(flag)}(?: PATH)?(?![\w-])", f'the field "{field_title(name)}"', message
+        )
+    return message
+
+
+def initial_text(settings: Settings, name: str, remembered: dict[str, str]) -> str:
     if name in RUN_OPTIONS:
-        return {"endpoint": OWN_ENDPOINT, "subset": "main", "seed": "0", "repeats": "1"}.get(name, "")
+        defaults = {"endpoint": OWN_ENDPOINT, "subset": "main", "seed": "0", "repeats": "1", **remembered}
+        return defaults.get(name, "")
     return field_text(name, getattr(settings, name))
 
 
@@ -218,13 +256,16 @@ class ConfigScreen(Screen):
         self._install_cancel: threading.Event | None = None  # set: the local model's install stops
 
     def compose(self) -> ComposeResult:
+        from hbtui.presets import remembered_data_source
+
         settings = self.app.settings
+        remembered = remembered_data_source()
         yield Header()
         with VerticalScroll(id="config-form"):
             for index, (title, section) in enumerate(SECTIONS):
                 yield Static(Text(title), classes="form-section", id=f"section-{index}")
                 for form_field in section:
-                    yield from self._field_row(settings, form_field)
+                    yield from self._field_row(settings, form_field, remembered)
         yield Static(id="config-status")
         with Horizontal(id="config-actions"):
             yield Button("Start ^s", id="start", variant="primary", compact=True)
@@ -234,8 +275,8 @@ class ConfigScreen(Screen):
             yield Button("Write .env ^g", id="write-env", compact=True)
         yield KeyBar()
 
-    def _field_row(self, settings: Settings, form_field: FormField) -> ComposeResult:
-        value = initial_text(settings, form_field.name)
+    def _field_row(self, settings: Settings, form_field: FormField, remembered: dict[str, str]) -> ComposeResult:
+        value = initial_text(settings, form_field.name, remembered)
         with Horizontal(classes="field-row", id=f"row-{form_field.name}"):
             yield Label(form_field.label, classes="field-label")
             kind = form_field.setting.kind if form_field.setting else None
@@ -330,6 +371,8 @@ class ConfigScreen(Screen):
     @on(Input.Changed)
     def _input_changed(self, event: Input.Changed) -> None:
         name = (event.input.id or "").removeprefix("field-")
+        if name == "data_path" and event.value.strip() and self.raw("subset") != LOCAL_FILE:
+            self.set_raw("subset", LOCAL_FILE)  # a path typed is the data wanted: no second step
         if name in FIELDS:
             self.validate_field(name)
             self._status_after_edit(name)
@@ -400,7 +443,7 @@ class ConfigScreen(Screen):
         status.set_class(bool(message), "-shown")
 
     def _first_problem(self, problems: list[str]) -> None:
-        labels = ", ".join(FIELDS[name].label.lower() for name in problems[:4])
+        labels = ", ".join(field_title(name) for name in problems[:4])
         self.show_status(f"fix the marked fields first: {labels}", error=True, kind="problems")
         widget = self.query_one(f"#field-{problems[0]}")
         widget.focus()
@@ -447,8 +490,9 @@ class ConfigScreen(Screen):
                 name=values["run_name"],
             )
             await self.app.start_run(run_id, settings)
+            self._remember_data_source()
         except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
-            self.show_status(one_line(str(exc), 300), error=True)
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
             return
         finally:
             self._starting = False
@@ -464,6 +508,12 @@ class ConfigScreen(Screen):
         if values["subset"] == LOCAL_FILE:
             return await asyncio.to_thread(load_jsonl, values["data_path"])
         return await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
+
+    def _remember_data_source(self) -> None:
+        """The next form, in this app or the next, opens on the data of the run just started."""
+        from hbtui.presets import remember_data_source
+
+        remember_data_source({"subset": self.raw("subset"), "data_path": self.preset_values()["data_path"]})
 
     @work(group="demo", exclusive=True)
     async def _start_demo(self, values: dict[str, Any], problems: list[str]) -> None:
@@ -482,8 +532,9 @@ class ConfigScreen(Screen):
         try:
             dataset = await self._dataset(self.app.settings, values)
             run_id = await start_demo(self.app, dataset, values, self.show_status, self._install_cancel)
+            self._remember_data_source()
         except (LocalModelError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
-            self.show_status(one_line(str(exc), 300), error=True)
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
             return
         finally:
             self._starting = False
@@ -608,7 +659,8 @@ class ConfigScreen(Screen):
         )
 
     def action_write_env(self) -> None:
-        from hbtui.envfile import EnvFileError, write_env
+        from hbtui.envfile import changed_meanwhile
+        from hbtui.tui.screens.confirm import ConfirmModal
 
         values, problems = self.validate_all()
         problems = [name for name in problems if name in SETTING_NAMES and not FIELDS[name].required]
@@ -616,9 +668,29 @@ class ConfigScreen(Screen):
             self._first_problem(problems)
             return
         path = self.app.env_file or ".env"
+        settings = self.form_settings(values)
+        edited = changed_meanwhile(path, self.app.env_as_read, settings)
+        if not edited:
+            self._write_env(path, settings, keep=frozenset())
+            return
+
+        def answered(replace_them: bool | None) -> None:
+            self._write_env(path, settings, keep=frozenset() if replace_them else frozenset(edited))
+
+        question = (
+            f"{path} was edited since hbtui read it: {', '.join(edited)} changed there. "
+            "Replace them with the form's values? (No: keep the file's and write the rest.)"
+        )
+        self.app.push_screen(ConfirmModal(question, yes="Replace", no="Keep the file's"), answered)
+
+    def _write_env(self, path: str, settings: Settings, keep: frozenset[str]) -> None:
+        from hbtui.envfile import EnvFileError, env_file_values, write_env
+
         try:
-            written = write_env(path, self.form_settings(values))
+            written = write_env(path, settings, keep=keep)
         except EnvFileError as exc:
             self.show_status(str(exc), error=True)
             return
-        self.show_status(f"wrote {written} (owner-only; it holds the API keys)")
+        self.app.env_as_read = env_file_values(written)  # what the form now stands on
+        kept = f"; kept the file's {', '.join(sorted(keep))}" if keep else ""
+        self.show_status(f"wrote {written} (owner-only; it holds the API keys){kept}")

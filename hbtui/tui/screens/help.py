@@ -27,6 +27,8 @@ class HelpModal(AppModal[None]):
     def bindings_of(self, screen: Screen) -> list[tuple[str, str, str]]:
         rows: dict[tuple[str, str], tuple[str, str, str]] = {}
         for node, _, binding in self.app.bindings_for(screen):
+            if binding.action == "screen.copy_text":
+                continue  # Textual's ctrl+c for a mouse selection: the app's ctrl+c row says it
             where = "app" if node is self.app else "screen"
             key = (binding.action, where)
             keys = self.app.get_key_display(binding)
@@ -48,6 +50,23 @@ class HelpModal(AppModal[None]):
             body.border_title = self.title_text
             body.border_subtitle = "escape closes"
             yield Static(table, id="help-table")
+            yield Static(self.keymap(), id="help-keymap")
+
+    @staticmethod
+    def keymap() -> Table:
+        """Every screen's keys, as the README lists them: a key seen elsewhere is found here."""
+        from hbtui.tui.keymap import rows
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="dim")
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row(Text("every screen's keys", style="bold"), Text(""), Text(""))
+        shown = ""
+        for screen, keys, description in rows():
+            table.add_row(Text("" if screen == shown else screen), Text(keys), Text(description))
+            shown = screen
+        return table
 
     def action_close(self) -> None:
         self.dismiss(None)

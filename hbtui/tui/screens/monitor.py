@@ -85,9 +85,11 @@ class MonitorScreen(ResponsiveScreen):
     # The last bootstrap's interval; each one repaints, as it says how many scores it was drawn from.
     metric: reactive[scoring.Metric | None] = reactive(None, init=False, always_update=True)
 
-    def __init__(self, run_id: int) -> None:
+    def __init__(self, run_id: int, *, follow_latest: bool = False) -> None:
         super().__init__()
         self.run_id = run_id
+        # `hbtui monitor latest`: once this run has ended, a newer run that starts is shown instead.
+        self.follow_latest = follow_latest
         self.refreshes = 0  # repaints done, for the benchmark
         self.polls = 0  # database reads done
         self._polling = False
@@ -127,6 +129,11 @@ class MonitorScreen(ResponsiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        from hbtui.tui.screens.runs import RunsScreen
+
+        for screen in self.app.screen_stack:
+            if isinstance(screen, RunsScreen):
+                screen.select_on_return(self.run_id)
         self.prices = prices_or_notice(self.app)
         self.set_focus(self.query_one("#monitor-main"))
         self.tick()
@@ -175,6 +182,19 @@ class MonitorScreen(ResponsiveScreen):
             self._polling = False
         if self.live is None:  # a run started here meanwhile has the fresher figures
             self.apply(view)
+        if self.follow_latest and view.ended:
+            await self._follow_a_newer_run(store)
+
+    async def _follow_a_newer_run(self, store) -> None:
+        try:
+            latest = await store.resolve_run("latest")
+        except StoreError:
+            return
+        if latest.id <= self.run_id or latest.shown_status() not in ("running", "paused"):
+            return
+        self.notify(f"run {self.run_id} has ended; now showing run {latest.id}, started since", markup=False)
+        # Not awaited here: this read is a worker of the screen being replaced.
+        self.app.call_later(self.app.switch_screen, MonitorScreen(latest.id, follow_latest=True))
 
     def apply(self, view: MonitorView) -> None:
         self.view = view  # repaints, unless it shows what is shown already

@@ -218,7 +218,7 @@ class RunScreen(ResponsiveScreen):
         Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
         Binding("2", "show_tab('conversations')", "List", show=False, id="run.conversations"),
         Binding("s", "cycle_sort", "Change sort order", id="run.sort"),
-        Binding("t", "cycle_theme", "Filter by theme", id="run.theme"),
+        Binding("t", "filter_theme", "Filter by theme", id="run.theme"),
         Binding("r", "score_range", "Filter by score", id="run.range"),
         Binding("p", "toggle_penalties", "Only with penalties", id="run.penalties"),
         Binding("e", "toggle_errors", "Only with errors", id="run.errors"),
@@ -518,13 +518,24 @@ class RunScreen(ResponsiveScreen):
         self._to_list()
         self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
 
-    async def action_cycle_theme(self) -> None:
+    async def action_filter_theme(self) -> None:
+        from hbtui.tui.screens.picker import MOST_CYCLED, PickerModal
+
         if self.themes is None:
             self.themes = await self.app.db.themes(self.run_id)
-        choices = [None, *self.themes]
-        current = choices.index(self.filter.theme) if self.filter.theme in choices else 0
+        choices: list[str | None] = [None, *self.themes]
         self._to_list()
-        self.filter = replace(self.filter, theme=choices[(current + 1) % len(choices)])
+        if len(choices) <= MOST_CYCLED:
+            current = choices.index(self.filter.theme) if self.filter.theme in choices else 0
+            self.filter = replace(self.filter, theme=choices[(current + 1) % len(choices)])
+            return
+
+        def picked(choice: tuple[str | None] | None) -> None:
+            if choice is not None:
+                self.filter = replace(self.filter, theme=choice[0])
+
+        labels = [("all themes", None), *((one_line(theme, 60), theme) for theme in self.themes)]
+        self.app.push_screen(PickerModal("Filter by theme", labels, self.filter.theme), picked)
 
     def action_toggle_penalties(self) -> None:
         self._to_list()

@@ -95,6 +95,7 @@ class RunsScreen(AppScreen):
         self._refreshing = False
         self._config_prebuild_planned = False
         self.marked: list[int] = []  # runs marked for comparison: A, then B
+        self._select_on_return: int | None = None  # the run a monitor above showed last
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -116,8 +117,16 @@ class RunsScreen(AppScreen):
         await self.reload()
         self.set_interval(REFRESH_SECONDS, self.reload)
 
+    def select_on_return(self, run_id: int) -> None:
+        """Back from a monitor, the cursor is on the run it showed: a run started since is a new
+        row at the top, and the cursor left on the row it had would be on another run."""
+        self._select_on_return = run_id
+
     async def on_screen_resume(self) -> None:
         await self.reload()
+        run_id, self._select_on_return = self._select_on_return, None
+        if run_id is not None and str(run_id) in self.table.rows:
+            self.table.move_cursor(row=self.table.get_row_index(str(run_id)))
         if not self._config_prebuild_planned:
             self._config_prebuild_planned = True
             self.set_timer(CONFIG_PREBUILD_DELAY, self._prebuild_config)

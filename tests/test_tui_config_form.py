@@ -1,0 +1,186 @@
+"""The configuration form (issue 13, defect 6): a path chooses the local file, messages name the
+form's own fields, the data source is kept for the next run, the call settings are on the form,
+the Subset list opens without hiding the labels below it, presets are renamed and deleted there,
+and ctrl+g asks before it replaces what was edited in `.env` meanwhile."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from textual.widgets import Input, OptionList, Select
+from textual.widgets._select import SelectOverlay
+
+from hbtui.config import load_settings
+from hbtui.presets import load_presets, save_preset
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.config import LOCAL_FILE, ConfigScreen
+from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.presets import PresetNameModal, PresetPickerModal
+from tests.conftest import make_record, offline_settings, settings_for, write_jsonl
+from tests.support.tui import wait_for
+
+SIZES = [(80, 24), (120, 40)]
+
+
+def two_records(tmp_path):
+    return write_jsonl(tmp_path / "two.jsonl", [make_record(f"p{i}", [("[[MET]] ok", 1, [])]) for i in range(2)])
+
+
+async def open_form(pilot, app) -> ConfigScreen:
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the form")
+    await pilot.pause()
+    return app.screen
+
+
+def type_into(screen: ConfigScreen, name: str, text: str) -> None:
+    screen.query_one(f"#field-{name}", Input).value = text
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_path_typed_chooses_the_local_file(tmp_path, size):
+    data = two_records(tmp_path)
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(pilot, app)
+        assert screen.raw("subset") == "main"
+        type_into(screen, "data_path", str(data))
+        await pilot.pause()
+        assert screen.raw("subset") == LOCAL_FILE
+        assert screen._problems["data_path"] is None
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_problems_name_which_of_two_fields_of_one_label(tmp_path, size):
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(pilot, app)
+        for name in ("base_url", "model_test", "model_grader"):
+            type_into(screen, name, "http://127.0.0.1:9/v1" if name == "base_url" else "m")
+        type_into(screen, "temperature_grader", "hot")
+        type_into(screen, "grader_base_url", "not a url")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        status = str(screen.query_one("#config-status").render())
+        assert "temperature (grader)" in status and "base url (grader)" in status
+        assert "temperature (model under test)" not in status
+
+
+async def test_a_start_refused_names_the_form_field_not_the_flag(tmp_path):
+    data = two_records(tmp_path)
+    settings = offline_settings(db_path=str(tmp_path / "runs.sqlite"), base_url="http://127.0.0.1:9/v1")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_form(pilot, app)
+        for name, text in (("model_test", "m"), ("model_grader", "g"), ("data_path", str(data)), ("limit", "50")):
+            type_into(screen, name, text)
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "only 2 records" in str(screen.query_one("#config-status").render()))
+        status = str(screen.query_one("#config-status").render())
+        assert '"conversations"' in status and "--limit" not in status
+
+
+async def test_the_data_source_of_the_last_run_is_the_next_forms(server, tmp_path):
+    data = two_records(tmp_path)
+    db = tmp_path / "runs.sqlite"
+    app = HBTuiApp(settings=settings_for(server, db), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        type_into(screen, "data_path", str(data))
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
+        await wait_for(pilot, lambda: not app.live_runs, what="the run's end")
+    again = HBTuiApp(settings=settings_for(server, db), env_file=None)
+    async with again.run_test(size=(80, 24)) as pilot:
+        await pilot.press("n")
+        screen = await open_form(pilot, again)
+        assert screen.raw("subset") == LOCAL_FILE
+        assert screen.raw("data_path") == str(data.resolve())
+
+
+async def test_timeout_and_attempts_are_on_the_form(tmp_path):
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite"), timeout=45.0), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_form(pilot, app)
+        assert screen.raw("timeout") == "45"
+        type_into(screen, "max_attempts", "2")
+        type_into(screen, "grader_parse_attempts", "5")
+        await pilot.pause()
+        values, _ = screen.validate_all()
+        settings = screen.form_settings(values)
+        assert (settings.timeout, settings.max_attempts, settings.grader_parse_attempts) == (45.0, 2, 5)
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_subset_list_opens_without_hiding_the_fields_below(tmp_path, size):
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_form(pilot, app)
+        subset = screen.query_one("#field-subset", Select)
+        subset.focus()
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: subset.expanded, what="the list open")
+        await pilot.pause()
+        overlay = subset.query_one(SelectOverlay).region
+        for name in ("data_path", "limit", "seed"):
+            row = screen.query_one(f"#row-{name}").region  # its label and its input
+            assert not overlay.overlaps(row), f"the open list hides the field {name}"
+
+
+async def test_presets_are_renamed_and_deleted_in_the_picker(tmp_path):
+    save_preset("first", {"model_test": "a"})
+    save_preset("second", {"model_test": "b"})
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_form(pilot, app)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, PresetPickerModal), what="the picker")
+        picker = app.screen
+        picker.query_one(OptionList).highlighted = picker.names.index("first")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, PresetNameModal), what="the new name asked")
+        app.screen.query_one(Input).value = "renamed"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is picker and "renamed" in picker.names)
+        assert set(load_presets()) == {"renamed", "second"}
+        assert load_presets()["renamed"] == {"model_test": "a"}
+        picker.query_one(OptionList).highlighted = picker.names.index("second")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.screen is picker and "second" not in picker.names)
+        assert set(load_presets()) == {"renamed"}
+        picker.query_one(OptionList).highlighted = picker.names.index("reference")
+        await pilot.press("d")
+        await pilot.pause()
+        assert app.screen is picker and "reference" in picker.names  # built in: stays
+
+
+async def test_ctrl_g_asks_before_it_replaces_a_value_edited_in_the_file_meanwhile(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text("MODEL_TEST=first\nOTHER_TOOL=1\n")
+    settings = load_settings(env, environ={})
+    app = HBTuiApp(settings=replace(settings, db_path=str(tmp_path / "none.sqlite")), env_file=str(env))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        type_into(screen, "base_url", "http://127.0.0.1:9/v1")
+        await pilot.pause()
+        # Meanwhile, in an editor: the model changed, a comment and another tool's key added.
+        env.write_text("MODEL_TEST=edited\nOTHER_TOOL=1\n# mine\nNEW_TOOL=2\n")
+        await pilot.press("ctrl+g")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question")
+        assert "MODEL_TEST" in str(app.screen.question)
+        await pilot.press("n")  # keep the file's
+        await wait_for(pilot, lambda: app.screen is screen)
+        text = env.read_text()
+        assert "MODEL_TEST=edited" in text and "BASE_URL=http://127.0.0.1:9/v1" in text
+        assert "# mine" in text and "NEW_TOOL=2" in text and "OTHER_TOOL=1" in text
+        # Asked once: the file as written is what the form now stands on.
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert app.screen is screen and "MODEL_TEST=first" in env.read_text()

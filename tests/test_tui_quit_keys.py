@@ -1,0 +1,58 @@
+"""Ctrl-C quits where no input has focus, with the confirmation `q` asks; in an input it copies."""
+
+from __future__ import annotations
+
+import pytest
+
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.config import ConfigScreen
+from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.screens.runs import RunsScreen
+from tests.conftest import offline_settings
+from tests.support.tui import wait_for
+
+
+def app_on(tmp_path) -> HBTuiApp:
+    return HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_ctrl_c_quits_where_no_input_has_focus(tmp_path, size):
+    app = app_on(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the form of a fresh clone")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert app._exit
+
+
+async def test_ctrl_c_asks_what_q_asks_while_a_run_goes_on(tmp_path):
+    app = app_on(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the form")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        app.live_runs[7] = None  # type: ignore[assignment]  # only its id is read before the answer
+        for key in ("q", "ctrl+c"):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what=f"the question after {key}")
+            assert not app._exit
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the question gone")
+        app.live_runs.clear()
+
+
+async def test_ctrl_c_in_an_input_copies_and_does_not_quit(tmp_path):
+    app = app_on(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the form")
+        field = app.screen.query_one("#field-base_url")
+        assert app.focused is field
+        field.value = "http://copied.example/v1"
+        field.select_all()
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert not app._exit
+        assert app.clipboard == "http://copied.example/v1"
