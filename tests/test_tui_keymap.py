@@ -34,7 +34,7 @@ def test_a_key_given_a_second_meaning_is_caught(monkeypatch):
     # Search matches on n, as the conversation's next: the check this keymap stands on must see it.
     bindings = [*ConversationScreen.BINDINGS, Binding("n", "next_match", "Next match", id="conversation.next_match")]
     monkeypatch.setattr(ConversationScreen, "BINDINGS", bindings)
-    assert keymap.clashes() == ["conversation: n is both 'Next conv' and 'Next match'"]
+    assert keymap.clashes() == ["conversation: n is both 'Next conversation' and 'Next match'"]
 
 
 @pytest.mark.parametrize("size", SIZES)
