@@ -22,6 +22,7 @@ from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_l
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import ERROR, RunRow, Store, verdict_met
 from hbtui.store.reads import parsed_tags
+from hbtui.store.rows import ExportVerdict
 from hbtui.text import one_line, visible_controls
 
 CSV_COLUMNS = [
@@ -56,11 +57,7 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
                 "score": conv.score,
                 "rubrics": [
                     {
-                        "criterion": v.criterion,
-                        "points": v.points,
-                        "tags": list(parsed_tags(v.tags)),
-                        "criteria_met": verdict_met(v.status),
-                        "explanation": v.explanation,
+                        **rubric_item(v),
                         **({"error": f"{v.error_kind}: {v.error}"} if v.status == ERROR else {}),
                     }
                     for v in verdicts
@@ -107,6 +104,17 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                 )
                 count += 1
     return count
+
+
+def rubric_item(verdict: ExportVerdict) -> dict:
+    """A criterion and its verdict as results.jsonl and the reference's allresults both write it."""
+    return {
+        "criterion": verdict.criterion,
+        "points": verdict.points,
+        "tags": list(parsed_tags(verdict.tags)),
+        "criteria_met": verdict_met(verdict.status),
+        "explanation": verdict.explanation,
+    }
 
 
 def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> list[str]:

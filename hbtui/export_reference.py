@@ -15,9 +15,9 @@ import hashlib
 import json
 from pathlib import Path
 
+from hbtui.export import rubric_item
 from hbtui.files import private_file
-from hbtui.store import RunRow, Store, verdict_met
-from hbtui.store.reads import parsed_tags
+from hbtui.store import RunRow, Store
 
 USAGE_KEYS = ("input_tokens", "input_cached_tokens", "output_tokens", "output_reasoning_tokens", "total_tokens")
 
@@ -46,16 +46,7 @@ async def write_reference(store: Store, run: RunRow, out: Path) -> int:
             {
                 "score": conv.score,
                 "usage": dict.fromkeys(USAGE_KEYS),  # as the reference writes a reply without usage
-                "rubric_items": [
-                    {
-                        "criterion": v.criterion,
-                        "points": v.points,
-                        "tags": list(parsed_tags(v.tags)),
-                        "criteria_met": verdict_met(v.status),
-                        "explanation": v.explanation,
-                    }
-                    for v in verdicts
-                ],
+                "rubric_items": [rubric_item(v) for v in verdicts],
                 "prompt": sent,
                 "completion": completion,
                 "prompt_id": conv.prompt_id,

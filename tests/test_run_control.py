@@ -12,6 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -36,8 +38,10 @@ def workdir(tmp_path, server):
     return tmp_path
 
 
-def start_run(workdir: Path) -> subprocess.Popen:
-    return subprocess.Popen(
+@contextmanager
+def driven_run(workdir: Path, server) -> Iterator[subprocess.Popen]:
+    """`hbtui run` driving run 1 ("long"), once its calls are going; killed if a test leaves it."""
+    driver = subprocess.Popen(
         [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--repeats", "3", "--name", "long"],
         cwd=workdir,
         env=clean_env(),
@@ -45,6 +49,13 @@ def start_run(workdir: Path) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+    try:
+        wait_until(lambda: run_row(workdir)[0] == "running" and server.stats()["requests"] >= 2, "the run going")
+        yield driver
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
 
 
 def run_row(workdir: Path) -> tuple[str, str | None, str | None]:
@@ -73,9 +84,7 @@ def answers_stored(workdir: Path) -> int:
 
 
 def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_finishes(workdir, server):
-    driver = start_run(workdir)
-    try:
-        wait_until(lambda: run_row(workdir)[0] == "running" and server.stats()["requests"] >= 2, "the run going")
+    with driven_run(workdir, server) as driver:
         paused = hbtui("pause", "long", cwd=workdir, timeout=60)
         assert paused.returncode == 0, paused.stderr
         assert "run 1: pause asked of its driver" in paused.stdout
@@ -92,25 +101,15 @@ def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_fi
         assert going.returncode == 0, going.stderr
         assert "run 1 is going on" in going.stdout
         assert driver.wait(timeout=120) == 0, driver.stderr.read() if driver.stderr else ""
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert run_row(workdir)[0] == "finished"
 
 
 def test_a_run_cancelled_from_another_process_ends_cancelled_keeping_every_answer_it_paid_for(workdir, server):
-    driver = start_run(workdir)
-    try:
-        wait_until(lambda: run_row(workdir)[0] == "running" and server.stats()["requests"] >= 2, "the run going")
+    with driven_run(workdir, server) as driver:
         cancelled = hbtui("cancel", "long", cwd=workdir, timeout=60)
         assert cancelled.returncode == 0, cancelled.stderr
         assert "run 1: cancel asked of its driver" in cancelled.stdout
         driver.wait(timeout=60)
-    finally:
-        if driver.poll() is None:
-            driver.kill()
-            driver.wait()
     assert run_row(workdir)[0] == "cancelled"
     # Every call the server answered is stored: the one in flight at the cancel finished.
     assert answers_stored(workdir) == server.stats()["requests"]
