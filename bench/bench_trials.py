@@ -50,8 +50,8 @@ SHARED = Path(os.environ.get("HBTUI_HEALTHBENCH_DIR") or ROOT.parent / "shared" 
 MAIN_SUBSET = SHARED / "healthbench_main_subset.jsonl"
 SEED = 5
 RUN = "trial"
-# A key shaped like OpenAI's project keys, new on every invocation, so no earlier file holds it.
-KEY = "sk-proj-" + secrets.token_hex(24)
+# A key of its own, new on every invocation, so no earlier file holds it (never a real one).
+KEY = "fake-proj-" + secrets.token_hex(24)
 LATENCY = {"latency_ms": 50, "latency_jitter_ms": 50}
 STORM = {"rate_limit": 0.15, "server_error": 0.10, "drop": 0.03, "bad_json": 0.10}
 DEFAULT_PATIENCE = 15.0  # hbtui.store.rows.HEARTBEAT_STALE_SECONDS without HBTUI_HEARTBEAT_PATIENCE

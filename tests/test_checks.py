@@ -41,17 +41,17 @@ async def test_a_refused_json_schema_is_reported(server):
 
 
 async def test_a_wrong_key_is_a_401_and_is_never_echoed():
-    with FakeServer(api_key="sk-right") as guarded:
+    with FakeServer(api_key="fake-right") as guarded:
         results = await check_connection(
             Settings(
                 base_url=guarded.base_url,
-                api_key="sk-wrong-0123456789",
+                api_key="fake-wrong-0123456789",
                 model_test="test-model",
                 model_grader="grader-model",
             )
         )
     assert [(r.ok, r.message) for r in results] == [(False, "401: key rejected")]
-    assert all("sk-wrong" not in r.message for r in results)
+    assert all("fake-wrong" not in r.message for r in results)
 
 
 async def test_an_unknown_model_names_the_served_ones(server):
@@ -72,13 +72,13 @@ async def test_an_unreachable_host_says_so():
 
 
 async def test_a_separate_grader_endpoint_is_checked_with_its_own_key(server):
-    with FakeServer(api_key="sk-grader") as grader:
+    with FakeServer(api_key="fake-grader") as grader:
         results = await check_connection(
             Settings(
                 base_url=server.base_url,
                 model_test="test-model",
                 grader_base_url=grader.base_url,
-                grader_api_key="sk-grader",
+                grader_api_key="fake-grader",
                 model_grader="grader-model",
             )
         )
@@ -92,10 +92,10 @@ def test_presets_never_hold_keys_and_are_owner_only(tmp_path, monkeypatch):
     path = presets_path()
     assert path == tmp_path / "config" / "hbtui" / "presets.json"
     save_preset(
-        "fast", {"base_url": "http://h/v1", "api_key": "sk-secret", "grader_api_key": "sk-g", "concurrency": "32"}
+        "fast", {"base_url": "http://h/v1", "api_key": "fake-secret", "grader_api_key": "fake-g", "concurrency": "32"}
     )
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert "sk-" not in path.read_text()
+    assert "fake-" not in path.read_text()
     save_preset("slow", {"concurrency": "2"})
     assert load_presets() == {"fast": {"base_url": "http://h/v1", "concurrency": "32"}, "slow": {"concurrency": "2"}}
     assert json.loads(path.read_text())["slow"] == {"concurrency": "2"}
@@ -107,7 +107,7 @@ def test_write_env_keeps_foreign_lines_and_reads_back(tmp_path):
     env.chmod(0o644)
     settings = Settings(
         base_url="http://new:8080/v1",
-        api_key="sk-abc def#1",
+        api_key="fake-abc def#1",
         model_test="m/x",
         model_grader="g",
         reasoning_test="high",
@@ -118,11 +118,11 @@ def test_write_env_keeps_foreign_lines_and_reads_back(tmp_path):
     lines = env.read_text().splitlines()
     assert lines[:4] == ["# my settings", "OTHER_TOOL=1", "BASE_URL=http://new:8080/v1", "REASONING_TEST=high"]
     assert "CONCURRENCY=16" in lines and "HBTUI_DB" not in env.read_text()
-    assert dotenv_values(env)["API_KEY"] == "sk-abc def#1"
+    assert dotenv_values(env)["API_KEY"] == "fake-abc def#1"
     loaded = load_settings(env, environ={})
     assert (loaded.base_url, loaded.api_key, loaded.model_test, loaded.reasoning_test, loaded.concurrency) == (
         "http://new:8080/v1",
-        "sk-abc def#1",
+        "fake-abc def#1",
         "m/x",
         "high",
         16,

@@ -16,7 +16,7 @@ from hbtui.report import render_runs
 from hbtui.store import Store
 from tests.support.synth import synthesize_run
 
-SECRET = "sk-MARKER-7f3a9c1e5b2d4680aa11"
+SECRET = "fake-MARKER-7f3a9c1e5b2d4680aa11"
 
 
 def clean_env(env_extra=None) -> dict[str, str]:

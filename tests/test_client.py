@@ -143,15 +143,15 @@ def test_context_too_long_is_not_retried(server):
 
 
 def test_auth_failure_and_unknown_model_are_fatal():
-    with FakeServer(api_key="sk-right", models=["test-model"]) as server:
-        server.api_key = "sk-wrong"
+    with FakeServer(api_key="fake-right", models=["test-model"]) as server:
+        server.api_key = "fake-wrong"
         with pytest.raises(ChatError) as error:
             call(server)
         assert error.value.kind == AUTH and error.value.fatal
-        server.api_key = "sk-right"
+        server.api_key = "fake-right"
 
         async def unknown():
-            client = ChatClient(Endpoint(server.base_url, "sk-right"), limiter=AdaptiveLimiter(1), backoff_base=0.01)
+            client = ChatClient(Endpoint(server.base_url, "fake-right"), limiter=AdaptiveLimiter(1), backoff_base=0.01)
             try:
                 await client.complete("no-such-model", MESSAGES)
             finally:

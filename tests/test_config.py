@@ -65,10 +65,10 @@ def test_missing_model_is_reported_by_key():
 
 
 def test_keys_are_masked_in_public_settings():
-    secret = "sk-THIS-IS-A-SECRET-1234"
+    secret = "fake-THIS-IS-A-SECRET-1234"
     public = Settings(api_key=secret, grader_api_key=secret).public_dict()
     assert secret not in repr(public)
-    assert public["api_key"] == mask_secret(secret) == "sk-…1234"
+    assert public["api_key"] == mask_secret(secret) == "fak…1234"
     assert secret not in repr(Settings(api_key=secret))
 
 

@@ -97,8 +97,8 @@ def test_fault_storm_finishes_and_no_fault_becomes_not_met(server, tmp_path):
 def test_bad_key_stops_the_run_at_once(tmp_path, small_dataset):
     from tests.support.server_process import FakeServer
 
-    with FakeServer(api_key="sk-right") as server:
-        settings = settings_for(server, tmp_path / "db.sqlite", api_key="sk-wrong", concurrency=2)
+    with FakeServer(api_key="fake-right") as server:
+        settings = settings_for(server, tmp_path / "db.sqlite", api_key="fake-wrong", concurrency=2)
         _run_id, status = asyncio.run(run_engine(settings, small_dataset))
         assert status == "failed"
         assert server.stats()["requests"] <= 2  # one per worker in flight, no retries
@@ -107,7 +107,7 @@ def test_bad_key_stops_the_run_at_once(tmp_path, small_dataset):
         pending = conn.execute("SELECT count(*) FROM conversations WHERE status = 'pending'").fetchone()[0]
     assert "auth" in error and "Incorrect API key" in error
     assert pending == 3  # nothing recorded as failed: resumable with the right key
-    assert "sk-right" not in error and "sk-wrong" not in error
+    assert "fake-right" not in error and "fake-wrong" not in error
 
 
 def test_refused_generation_is_excluded_not_graded(server, tmp_path, small_dataset):
@@ -267,9 +267,9 @@ def test_a_fatal_grader_error_lets_the_paid_replies_in_flight_finish(server, tmp
     paid for: they are stored, not cancelled and asked again on resume."""
     server.control(latency_ms=300)
     db = tmp_path / "db.sqlite"
-    with FakeServer(api_key="sk-right") as guarded:
+    with FakeServer(api_key="fake-right") as guarded:
         settings = settings_for(
-            server, db, concurrency=3, grader_base_url=guarded.base_url, grader_api_key="sk-wrong-key"
+            server, db, concurrency=3, grader_base_url=guarded.base_url, grader_api_key="fake-wrong-key"
         )
         _run_id, status = asyncio.run(run_engine(settings, small_dataset))
     assert status == "failed"
@@ -345,12 +345,12 @@ def test_a_key_is_never_sent_to_another_host_on_resume(finished_run_db):
             return await store.resolve_run("small-run")
 
     run = asyncio.run(load())
-    elsewhere = Settings(base_url="https://other.example/v1", api_key="sk-other-provider-key-0000", db_path="x.db")
+    elsewhere = Settings(base_url="https://other.example/v1", api_key="fake-other-provider-key-0000", db_path="x.db")
     with pytest.raises(SettingsError, match="not sent to another host"):
         settings_for_run(run, elsewhere)
-    same = Settings(base_url=run.settings["base_url"], api_key="sk-right", db_path="moved.db")
+    same = Settings(base_url=run.settings["base_url"], api_key="fake-right", db_path="moved.db")
     settings = settings_for_run(run, same)
-    assert settings.api_key == "sk-right" and settings.db_path == "moved.db"
+    assert settings.api_key == "fake-right" and settings.db_path == "moved.db"
     assert settings_for_run(run, Settings(db_path="y.db")).api_key is None
 
 

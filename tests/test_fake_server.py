@@ -20,7 +20,7 @@ from tests.support.fake_server import (
 )
 from tests.support.server_process import FakeServer, FakeServerError
 
-API_KEY = "sk-fake-test"
+API_KEY = "fake-fake-test"
 MODELS = ["test-model", "grader-model"]
 
 

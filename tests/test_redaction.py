@@ -24,13 +24,13 @@ from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import offline_settings, run_engine, settings_for
 from tests.support.tui import screen_text, wait_for
 
-SECRET = "sk-proj-LEAKTEST9f3a7c2e1b5d8046Q7vX"
+SECRET = "fake-proj-LEAKTEST9f3a7c2e1b5d8046Q7vX"
 TAIL = SECRET[-4:]  # what OpenAI's masked form keeps: it must not be shown either
 
 
 def leaks(text: str | bytes) -> list[str]:
     """Pieces of the keys in ``text``: whole, any middle part, or the tail that masks keep. The
-    run's recorded settings hold our own mask (``sk-…Q7vX``) on purpose, to tell keys apart."""
+    run's recorded settings hold our own mask (``fak…Q7vX``) on purpose, to tell keys apart."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = text.replace(json.dumps(mask_secret(SECRET))[1:-1], "").replace(mask_secret(SECRET), "")

@@ -20,7 +20,7 @@ import pytest
 from tests.support.served import ServedApp
 from tests.test_cli import clean_env, hbtui
 
-KEY = "sk-proj-served-app-key-1234567890abcdef"
+KEY = "fake-proj-served-app-key-1234567890abcdef"
 ROUTES = ["/", "/ws", "/static/js/textual.js", "/download/anything"]
 
 

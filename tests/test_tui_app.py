@@ -24,7 +24,7 @@ from tests.support.screen_text import screen_lines
 from tests.support.server_process import FakeServer
 from tests.support.tui import screen_text, wait_for
 
-KEY = "sk-VISIBLEKEYMARKER-0123456789"
+KEY = "fake-VISIBLEKEYMARKER-0123456789"
 
 
 def make_app(db, **values) -> HBTuiApp:
@@ -170,11 +170,11 @@ async def test_the_api_key_never_appears_on_screen(server, tmp_path):
 
 
 async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_path):
-    with FakeServer(api_key="sk-right") as guarded:
+    with FakeServer(api_key="fake-right") as guarded:
         app = make_app(
             tmp_path / "db.sqlite",
             base_url=guarded.base_url,
-            api_key="sk-wrong-key",
+            api_key="fake-wrong-key",
             model_test="test-model",
             model_grader="grader-model",
         )
@@ -183,7 +183,7 @@ async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_
             await pilot.press("ctrl+t")
             await wait_for(pilot, lambda: "401: key rejected" in screen_text(app), what="401 reported")
             screen = app.screen
-            screen.query_one("#field-api_key", Input).value = "sk-right"
+            screen.query_one("#field-api_key", Input).value = "fake-right"
             screen.query_one("#field-model_test", Input).value = "no-such-model"
             await pilot.pause()
             # The 401 shown is about the key typed before: the result says it is out of date.
@@ -363,7 +363,7 @@ def test_an_unexpected_error_is_one_line_and_a_log_without_locals(tmp_path):
     import subprocess
     import sys
 
-    secret = "sk-LOCAL-SECRET-0042"
+    secret = "fake-LOCAL-SECRET-0042"
     script = tmp_path / "broken_app.py"
     script.write_text(f"""
 from hbtui.config import Settings

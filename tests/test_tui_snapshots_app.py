@@ -70,7 +70,7 @@ def test_configuration_screen(snap_compare, tmp_path, size):
     settings = Settings(
         db_path=str(tmp_path / "empty.sqlite"),
         base_url="http://127.0.0.1:8080/v1",
-        api_key="sk-never-shown-0123",
+        api_key="fake-never-shown-12",
         model_test="llama-3.1-8b",
         model_grader="gpt-4.1",
         reasoning_grader="low",

@@ -1,7 +1,7 @@
 """Start ``fake_server.py`` in its own process and drive it from sync test code.
 
-    with FakeServer(api_key="sk-test", config={"latency_ms": 5}) as server:
-        client = OpenAICompatClient(base_url=server.base_url, api_key="sk-test")
+    with FakeServer(api_key="fake-test", config={"latency_ms": 5}) as server:
+        client = OpenAICompatClient(base_url=server.base_url, api_key="fake-test")
         server.control(faults={"rate_limit": 0.2}, seed=3)
         ...
         assert server.stats()["by_status"]["429"] > 0
