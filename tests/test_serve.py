@@ -8,10 +8,7 @@ nothing else. The browser tier (tests/browser) drives the same server from Chrom
 from __future__ import annotations
 
 import asyncio
-import signal
 import socket
-import sys
-from pathlib import Path
 
 import aiohttp
 import httpx
@@ -134,29 +131,3 @@ def test_a_port_in_use_is_one_line(tmp_path):
         result = hbtui("serve", "--port", str(port), cwd=tmp_path, timeout=30)
     assert result.returncode == 2
     assert result.stderr == f"hbtui: error: port {port} is in use on 127.0.0.1: choose another with --port\n"
-
-
-def test_serve_is_not_loaded_by_the_headless_commands():
-    # textual-serve brings aiohttp's web server, jinja2 and Rich: `hbtui run` must not pay for it.
-    code = "import sys, hbtui.cli; assert 'textual_serve' not in sys.modules and 'hbtui.serve' not in sys.modules"
-    assert __import__("subprocess").run([sys.executable, "-c", code]).returncode == 0
-
-
-async def test_ctrl_c_stops_the_server_and_the_apps_of_tabs_still_open(tmp_path):
-    served = ServedApp(tmp_path / "hbtui.sqlite", env=clean_env()).__enter__()
-    try:
-        assert served.process is not None
-        origin = f"http://127.0.0.1:{served.port}"
-        async with aiohttp.ClientSession() as session:
-            url = f"ws://127.0.0.1:{served.port}/ws?width=80&height=24"
-            async with session.ws_connect(url, headers={**cookie(served), "Origin": origin}) as websocket:
-                await websocket.receive(timeout=60)  # the tab's app is up and drawing
-                apps = Path(f"/proc/{served.process.pid}/task/{served.process.pid}/children").read_text().split()
-                assert len(apps) == 1
-                served.process.send_signal(signal.SIGINT)
-                # The tab stays open and reads nothing, as a browser left in the background does.
-                status = await asyncio.get_running_loop().run_in_executor(None, served.process.wait, 30)
-        assert status == 0
-        assert not Path(f"/proc/{apps[0]}").exists() or "zombie" in Path(f"/proc/{apps[0]}/status").read_text()
-    finally:
-        served.__exit__()
