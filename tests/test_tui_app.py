@@ -534,3 +534,34 @@ async def test_the_app_collects_young_garbage_less_often_while_it_runs_and_puts_
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
         assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *before[1:])
     assert gc.get_threshold() == before
+
+
+async def test_a_run_listed_from_the_demo_database_is_continued_there_not_in_the_settings_one(
+    server, small_dataset, tmp_path
+):
+    # The app lists the demo's database after a demo (app.store_for_a_run); its settings still
+    # name the user's. Run 1 of the demo's file is the one continued, not a run 1 of the other.
+    demo_db, own_db = tmp_path / "runs" / "demo.sqlite", tmp_path / "runs" / "hbtui.sqlite"
+    run_id = await plan_only(settings_for(server, demo_db), small_dataset, "demo-run")
+    with sqlite3.connect(demo_db) as connection:
+        connection.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+    app = make_app(own_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen), what="the empty database's welcome")
+        demo = await app.store_for_a_run(str(demo_db))
+        assert await app.store_for_a_run() is demo  # a regrade is planned beside its source
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.screen.table.row_count == 1, what="the demo's run listed")
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "Continue this interrupted run?" in screen_text(app), what="the question")
+        await pilot.press("y")
+
+        def finished() -> bool:
+            with sqlite3.connect(demo_db) as connection:
+                return connection.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "finished"
+
+        await wait_for(pilot, finished, timeout=20, what="the demo's run to finish")
+        await wait_for(pilot, lambda: not app.live_runs, what="the engine to let go")
+    assert not own_db.exists()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -121,9 +121,10 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         return self.store
 
     async def store_for_a_run(self, db_path: str | None = None) -> Store:
-        """The database a run is planned in (the settings', or the demo's beside it), created if
-        this is its first run; the screens then list that database's runs."""
-        path = db_path or self.settings.db_path
+        """The database a run is planned in: ``db_path`` (a new run: the settings', or the demo's
+        beside it), else the one open now (a regrade beside its source), created if this is its
+        first run; the screens then list that database's runs."""
+        path = db_path or (self.store.path if self.store is not None else self.settings.db_path)
         if self.store is not None and Path(self.store.path) != Path(path):
             store, self.store = self.store, None
             await store.close()
@@ -192,7 +193,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         from hbtui.tui.screens.confirm import ConfirmModal
 
         try:
-            settings = settings_for_run(run, self.settings)
+            # In the database it was found in: the demo's runs are listed from a file of their own.
+            settings = settings_for_run(run, replace(self.settings, db_path=str(self.db.path)))
             settings.require_models()
         except SettingsError as exc:
             self.notify(one_line(str(exc), 300), severity="error", markup=False)

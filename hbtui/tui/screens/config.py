@@ -479,7 +479,7 @@ class ConfigScreen(Screen):
             settings.require_models()
             dataset = await self._dataset(settings, values)
             self.show_status("planning the run…")
-            store = await self.app.store_for_a_run()
+            store = await self.app.store_for_a_run(settings.db_path)
             run_id = await plan_run(
                 store,
                 settings,
