@@ -228,7 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", parents=[common], help="serve the app to a browser (each tab its own app, same database)"
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback)")
-    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000; 0 picks a free one)")
+    serve.add_argument(
+        "--port", type=port_number, default=8000, help="port to listen on (default 8000; 0 picks a free one)"
+    )
     serve.add_argument(
         "--expose", action="store_true", help="allow a --host other machines can reach (prints a warning)"
     )
@@ -245,6 +247,17 @@ def build_parser() -> argparse.ArgumentParser:
     monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
     monitor.add_argument("--no-mouse", action="store_true")
     return parser
+
+
+def port_number(text: str) -> int:
+    """A TCP port for argparse: a number that is not one is a usage error, not a traceback."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0 to 65535)")
+    return port
 
 
 def say(text: str = "", *, error: bool = False) -> None:
@@ -633,13 +646,6 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError(str(exc)) from None
 
 
-def settings_db(args: argparse.Namespace) -> str:
-    try:
-        return settings_from(args).db_path
-    except SettingsError:
-        return "runs/hbtui.sqlite"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -655,6 +661,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    settings: Settings | None = None
     try:
         command = args.command
         problems: list[str] = []
@@ -712,7 +719,9 @@ def _main(argv: Sequence[str] | None) -> int:
         _complain("error", exc)
         return EXIT_USAGE
     except sqlite3.Error as exc:
-        _complain("error", f"database {getattr(args, 'db', None) or settings_db(args)}: {exc}")
+        # The settings already read (their warnings said once), else the default the flags name.
+        database = settings.db_path if settings is not None else setting_for("db_path").default
+        _complain("error", f"database {getattr(args, 'db', None) or database}: {exc}")
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

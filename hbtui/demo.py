@@ -23,7 +23,7 @@ from hbtui.local_model import LocalModel, install
 if TYPE_CHECKING:
     from hbtui.llama_server import LlamaServer
 
-DEMO_DB = "runs/demo.sqlite"
+DEMO_DB_NAME = "demo.sqlite"  # beside the user's database: runs/demo.sqlite by default
 MODEL_ALIAS = "smollm2-135m-demo"
 DEFAULT_LIMIT = 5
 # 4 slots of 8,192 tokens (SmolLM2's trained context): the longest main conversations, their
@@ -70,8 +70,9 @@ def server_options() -> dict:
 
 
 def demo_db_beside(db_path: str) -> str:
-    """The app's demo database: beside the user's own (runs/demo.sqlite by runs/hbtui.sqlite)."""
-    return str(Path(db_path).parent / Path(DEMO_DB).name)
+    """The demo's database, for `hbtui demo` and the app's alike: beside the user's own
+    (runs/demo.sqlite by runs/hbtui.sqlite)."""
+    return str(Path(db_path).parent / DEMO_DB_NAME)
 
 
 def start_server(local: LocalModel) -> LlamaServer:
@@ -136,7 +137,7 @@ async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int,
     dataset = demo_dataset(args.data, settings.cache_dir, _download_progress)
     load_template(settings.grader_template, settings.cache_dir)
     local = install_local_model(settings.cache_dir, say)
-    db_path = args.db or DEMO_DB
+    db_path = args.db or demo_db_beside(settings.db_path)  # as the app's demo: beside the user's database
     say(f"hbtui: {DISCLAIMER}.")
     say(
         f"hbtui: starting llama-server ({SLOTS} slots of {SLOT_CONTEXT} tokens); {limit} record"

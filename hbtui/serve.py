@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import ipaddress
 import secrets
@@ -105,7 +106,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        if exc.errno in (98, 48):  # EADDRINUSE on Linux, macOS
+        if exc.errno == errno.EADDRINUSE:
             raise ServeError(f"port {port} is in use on {host}: choose another with --port") from None
         raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)

@@ -123,6 +123,15 @@ def test_an_exposed_host_is_served_with_a_warning(tmp_path):
         assert get(served, "/", host=f"attacker.example:{served.port}", headers=cookie(served)).status_code == 403
 
 
+@pytest.mark.parametrize(
+    ("port", "problem"), [("70000", "70000 is not a port (0 to 65535)"), ("http", "'http' is not a port number")]
+)
+def test_a_port_that_is_none_is_one_line(tmp_path, port, problem):
+    result = hbtui("serve", "--port", port, cwd=tmp_path, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == f"hbtui: error: argument --port: {problem} (see `hbtui serve --help`)\n"
+
+
 def test_a_port_in_use_is_one_line(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -130,7 +130,8 @@ def test_hbtui_demo_opens_the_app_on_its_run_once_the_run_has_ended(root, small_
     the app opens on it (its own event loop, after the run's) and quits cleanly."""
     install_the_test_server_as_the_model(root)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BASE_URL", "API_KEY", "MODEL_"))}
-    env.update(GRADER_TEMPLATE="builtin", TERM="xterm-256color")
+    # HBTUI_DB elsewhere: the demo's database goes beside it, as the app's demo puts it.
+    env.update(GRADER_TEMPLATE="builtin", TERM="xterm-256color", HBTUI_DB=str(tmp_path / "elsewhere" / "hbtui.sqlite"))
     primary, secondary = pty.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     demo = subprocess.Popen(
@@ -164,3 +165,4 @@ def test_hbtui_demo_opens_the_app_on_its_run_once_the_run_has_ended(root, small_
             demo.wait()
         os.close(primary)
     assert b"score " in shown  # the run's summary, printed before the app opened
+    assert (tmp_path / "elsewhere" / "demo.sqlite").exists() and not (tmp_path / "runs").exists()
