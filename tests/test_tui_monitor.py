@@ -17,7 +17,7 @@ import pytest
 from hbtui.config import Settings
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
-from hbtui.tui.monitor_data import RunCounters, view_from_store
+from hbtui.tui.monitor_data import RunCounters, view_from_counters, view_from_store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
@@ -231,3 +231,16 @@ async def test_the_rate_of_a_run_resumed_by_another_process_counts_from_its_resu
         view = await view_from_store(store, run_id)
     assert view.status == "running"
     assert 9.0 <= view.calls_per_second <= 10.0  # 20 calls in about 2 s, not 20 in 10 s
+
+
+def test_a_score_that_arrives_between_two_ticks_makes_the_views_differ():
+    # The screen repaints only when the new view differs from the last; two views sharing the
+    # counters' list of scores would always compare equal on it.
+    from tests.test_compare import run_row
+
+    counters = RunCounters()
+    counters.scores.append(0.5)
+    before = view_from_counters(run_row(1), counters, {})
+    counters.scores.append(0.75)
+    after = view_from_counters(run_row(1), counters, {})
+    assert before != after and before.scores == [0.5]

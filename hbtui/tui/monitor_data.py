@@ -222,7 +222,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
         calls_per_second=rate,
         eta_seconds=None if finished else eta(remaining, rate),
         endpoints={url: (s["in_flight"], s["limit"]) for url, s in snapshot.get("endpoints", {}).items()},
-        scores=counters.scores,
+        scores=list(counters.scores),  # a copy: a view compared with the last must not share its list
         errors_by_kind=dict(counters.errors_by_kind),
         retried_by_kind=dict(counters.retried_by_kind),
         recent_errors=list(reversed(counters.recent_errors)),
