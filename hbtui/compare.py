@@ -15,6 +15,7 @@ Pure computation over what the store reads; no Textual, no printing.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -498,8 +499,14 @@ async def compare_runs(store, run_a: RunRow, run_b: RunRow, seed: int = BOOTSTRA
     """Read both runs from ``store`` (a StoreReads) and compare them."""
     rows_a = await store.comparison_conversations(run_a.id), await store.comparison_verdicts(run_a.id)
     rows_b = await store.comparison_conversations(run_b.id), await store.comparison_verdicts(run_b.id)
-    with collector_paused():
-        return compare(run_a, run_b, conversations_from_rows(*rows_a), conversations_from_rows(*rows_b), seed)
+
+    def computed() -> Comparison:
+        with collector_paused():
+            return compare(run_a, run_b, conversations_from_rows(*rows_a), conversations_from_rows(*rows_b), seed)
+
+    # Off the event loop: the bootstraps of two 5,000-conversation runs take a few hundred ms of
+    # CPU, and the app's screen keeps drawing meanwhile.
+    return await asyncio.to_thread(computed)
 
 
 async def compare_scores(store, run_a: RunRow, run_b: RunRow, seed: int = BOOTSTRAP_SEED) -> Comparison:
@@ -507,7 +514,7 @@ async def compare_scores(store, run_a: RunRow, run_b: RunRow, seed: int = BOOTST
     tenth of the reading of ``compare_runs``: what a screen shows while the rest is computed."""
     conversations_a = conversations_from_rows(await store.comparison_conversations(run_a.id))
     conversations_b = conversations_from_rows(await store.comparison_conversations(run_b.id))
-    return compare(run_a, run_b, conversations_a, conversations_b, seed)
+    return await asyncio.to_thread(compare, run_a, run_b, conversations_a, conversations_b, seed)
 
 
 @contextmanager

@@ -7,8 +7,6 @@ largest first), so Textual's DataTable is fine; enter on a row shows the pair's 
 
 from __future__ import annotations
 
-import asyncio
-
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -23,10 +21,8 @@ from hbtui.compare import (
     Difference,
     Kappa,
     NothingToCompare,
-    collector_paused,
-    compare,
+    compare_runs,
     compare_scores,
-    conversations_from_rows,
 )
 from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -153,20 +149,6 @@ def agreement_table(result: Comparison) -> Table:
     return table
 
 
-async def read_comparison(store: Store, run_a: int, run_b: int) -> Comparison:
-    """Every number, from every verdict of both runs (as `hbtui compare` computes them)."""
-    a, b = await store.get_run(run_a), await store.get_run(run_b)
-    rows_a = await store.comparison_conversations(a.id), await store.comparison_verdicts(a.id)
-    rows_b = await store.comparison_conversations(b.id), await store.comparison_verdicts(b.id)
-
-    def computed() -> Comparison:
-        with collector_paused():
-            return compare(a, b, conversations_from_rows(*rows_a), conversations_from_rows(*rows_b))
-
-    # Off the UI thread: bootstraps of two 5,000-conversation runs take a few hundred ms of CPU.
-    return await asyncio.to_thread(computed)
-
-
 class PairList(DataTable):
     """A list of pairs; its enter is named, so the key bar and help say what it does."""
 
@@ -230,7 +212,8 @@ class CompareScreen(ResponsiveScreen):
         """Every verdict read: the axes, the graders' agreement and the disagreements filled in."""
         shown = self.result
         try:
-            full = await read_comparison(self.app.db, shown.run_a.id, shown.run_b.id)
+            db = self.app.db
+            full = await compare_runs(db, await db.get_run(shown.run_a.id), await db.get_run(shown.run_b.id))
         except (StoreError, NothingToCompare) as exc:  # the runs changed meanwhile (deleted, retried)
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return
