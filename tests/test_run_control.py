@@ -63,8 +63,11 @@ def run_row(workdir: Path) -> tuple[str, str | None, str | None]:
     db = workdir / "runs" / "hbtui.sqlite"
     if not db.exists():
         return ("", None, None)
-    with sqlite3.connect(db) as conn:
-        row = conn.execute("SELECT status, control, live_json FROM runs").fetchone()
+    try:
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT status, control, live_json FROM runs").fetchone()
+    except sqlite3.OperationalError:  # the file made, its tables not yet
+        return ("", None, None)
     return row or ("", None, None)
 
 
@@ -91,9 +94,9 @@ def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_fi
         assert "run 1 is paused: its calls in flight finish, no new one starts" in paused.stdout
         assert run_row(workdir)[1] == "paused"
         # The call that was in flight is answered; after it, none goes out while paused.
-        time.sleep(LATENCY_MS / 1000 * 2)
+        wait_until(lambda: server.stats()["in_flight"] == 0, "the call in flight answered")
         calls = server.stats()["requests"]
-        time.sleep(1.5)
+        time.sleep(1.5)  # three times what the driver takes to see a control, and a call to leave
         assert server.stats()["requests"] == calls
         listed = hbtui("runs", cwd=workdir)
         assert "paused" in listed.stdout

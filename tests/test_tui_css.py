@@ -6,6 +6,9 @@ once) styles nothing, and reads as if it still did.
 
 from __future__ import annotations
 
+import ast
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -15,18 +18,10 @@ from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 
 import hbtui.tui
-import hbtui.tui.app
-import hbtui.tui.screens.compare
-import hbtui.tui.screens.config
-import hbtui.tui.screens.confirm
-import hbtui.tui.screens.conversation
-import hbtui.tui.screens.help
-import hbtui.tui.screens.monitor
-import hbtui.tui.screens.pair
-import hbtui.tui.screens.presets
-import hbtui.tui.screens.regrade
-import hbtui.tui.screens.run
-import hbtui.tui.screens.runs  # every widget class of the app defined before the types are listed
+
+# Every module of the app imported, so that every widget class exists before the types are listed.
+for module in pkgutil.walk_packages(hbtui.tui.__path__, "hbtui.tui."):
+    importlib.import_module(module.name)
 
 TUI = Path(hbtui.tui.__file__).parent
 
@@ -53,16 +48,39 @@ def selectors(path: Path) -> set[tuple[SelectorType, str]]:
     }
 
 
+def code_names() -> tuple[set[str], set[str]]:
+    """The ids and classes the app's code can give: the words of its string literals (a query's
+    "#id .class", a classes="a b"; docstrings are prose, not names), and the literal beginnings
+    of f-strings (f"row-{name}")."""
+    words: set[str] = set()
+    prefixes: set[str] = set()
+    for path in TUI.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        for node in ast.walk(tree):
+            if id(node) in docstrings:
+                continue
+            if isinstance(node, ast.JoinedStr):
+                first = node.values[0] if node.values else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str) and len(node.values) > 1:
+                    prefix = re.split(r"[\s#.,>]", first.value)[-1]
+                    if prefix:
+                        prefixes.add(prefix)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                words.update(word for word in re.split(r"[\s#.,>:()]+", node.value) if word)
+    return words, prefixes
+
+
 def test_every_selector_of_the_app_stylesheets_names_something_the_app_has() -> None:
     types = node_type_names()
-    source = "\n".join(path.read_text() for path in TUI.rglob("*.py"))
-    # Ids and classes are written in the code as a whole quoted word, or after # or . in a query.
-    words = set(re.findall(r"""["'#. ]([-\w]+)(?=["' ])""", source))
+    words, prefixes = code_names()
     dead = []
     for sheet in sorted(TUI.glob("*.tcss")):
         for kind, name in sorted(selectors(sheet), key=lambda found: (found[0].value, found[1])):
             if kind == SelectorType.TYPE and name not in types:
                 dead.append(f"{sheet.name}: {name}")
-            elif kind in (SelectorType.ID, SelectorType.CLASS) and name not in words:
+            elif kind in (SelectorType.ID, SelectorType.CLASS) and not (
+                name in words or any(name.startswith(prefix) for prefix in prefixes)
+            ):
                 dead.append(f"{sheet.name}: {'#' if kind == SelectorType.ID else '.'}{name}")
     assert dead == []
