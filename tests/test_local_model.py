@@ -6,6 +6,7 @@ behind, and PyPI's two packages are small archives made in the test (the only fa
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 
@@ -161,12 +162,22 @@ def test_a_server_that_does_not_start_shows_its_last_lines(tmp_path):
     )
 
 
-def test_a_server_that_stays_silent_is_stopped_at_its_timeout(tmp_path):
+def test_a_server_that_stays_silent_is_stopped_at_its_timeout(tmp_path, monkeypatch):
+    import hbtui.llama_server
+
+    started: list[subprocess.Popen] = []
+    real_popen = subprocess.Popen
+
+    def recorded(*args, **kwargs):
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(hbtui.llama_server.subprocess, "Popen", recorded)
     binary = executable(tmp_path / "llama-server", "#!/bin/sh\necho still loading\nexec sleep 60\n")
-    server = LlamaServer(binary, tmp_path / "m.gguf", startup_timeout=0.5)
-    with pytest.raises(LlamaServerError, match="did not start within 0 s; its last lines: still loading"):
+    server = LlamaServer(binary, tmp_path / "m.gguf", startup_timeout=1)
+    with pytest.raises(LlamaServerError, match="did not start within 1 s; its last lines: still loading"):
         server.start()
-    assert server.process is None
+    assert len(started) == 1 and started[0].poll() is not None  # the silent server was ended
 
 
 def test_a_port_that_cannot_be_bound_is_one_line(monkeypatch):

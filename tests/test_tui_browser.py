@@ -12,9 +12,10 @@ from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run import RunScreen, parse_range
 from hbtui.tui.widgets.verdict_list import VerdictList
-from tests.support.browser_harness import browser_app, wait_for
+from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
 from tests.support.synth import synthesize_run
+from tests.support.tui import wait_for
 
 SIZE = (80, 24)
 

@@ -15,8 +15,9 @@ import pytest
 from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.run import RunScreen
-from tests.support.browser_harness import browser_app, wait_for
+from tests.support.browser_harness import browser_app
 from tests.support.synth import synthesize_run
+from tests.support.tui import wait_for
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,9 @@ import pytest
 from hbtui.store import Store
 from hbtui.tui.screens.compare import CompareScreen
 from hbtui.tui.screens.pair import PairScreen
-from tests.support.browser_harness import browser_app, wait_for
+from tests.support.browser_harness import browser_app
 from tests.support.synth import synthesize_run
+from tests.support.tui import wait_for
 
 SIZES = [(80, 24), (120, 40)]
 

@@ -8,8 +8,9 @@ import pytest
 from hbtui.store import Store
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.breakdown import ScoreBreakdown
-from tests.support.browser_harness import browser_app, wait_for
+from tests.support.browser_harness import browser_app
 from tests.support.synth import synthesize_run
+from tests.support.tui import wait_for
 
 
 @pytest.mark.parametrize("width", [80, 120, 160])
@@ -22,9 +23,12 @@ async def test_every_breakdown_column_fits(tmp_path, width):
         await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
         screen = RunScreen(run_id)
         await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.report is not None and all(b.rows for b in screen.query(ScoreBreakdown)))
+        breakdowns = lambda: list(screen.query(ScoreBreakdown))  # noqa: E731
+        await wait_for(pilot, lambda: screen.report is not None and len(breakdowns()) == 2)
+        await wait_for(pilot, lambda: all(b.rows for b in breakdowns()), what="both tables filled")
         await pilot.pause()
-        for breakdown in screen.query(ScoreBreakdown):
+        assert {b.id for b in breakdowns()} == {"by-theme", "by-axis"}
+        for breakdown in breakdowns():
             table = breakdown.content
             needed = app.console.measure(table).maximum
             assert needed <= breakdown.content_region.width, (breakdown.id, needed, breakdown.content_region.width)

@@ -11,8 +11,8 @@ from textual.app import App, ComposeResult
 from hbtui.store import ConversationFilter, Store
 from hbtui.tui.screens.run import FilterInput
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
-from tests.support.browser_harness import wait_for
 from tests.support.synth import synthesize_run
+from tests.support.tui import wait_for
 
 
 class ListApp(App[None]):

@@ -16,9 +16,10 @@ from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import requests_sent
-from tests.support.browser_harness import browser_app, wait_for
+from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
 from tests.support.synth import synthesize_run
+from tests.support.tui import wait_for
 
 
 def test_failed_attempts_do_not_claim_a_retry():

@@ -56,8 +56,9 @@ def test_the_printed_url_opens_the_app_and_the_keyboard_reaches_a_verdict_and_it
         page.keyboard.press("Enter")  # the first one
         # Each criterion's verdict and the grader's explanation for it, as the database holds them.
         text = wait_for_text(page, replay, *(explanation for _, explanation in first_verdicts))
-        for status, _ in first_verdicts:
-            assert ("✔ met" if status == "met" else "✘ missed" if status == "not_met" else status) in text
+        # As many of each mark as the database has criteria of that verdict: each one is shown.
+        statuses = [status for status, _ in first_verdicts]
+        assert (text.count("✔ met"), text.count("✘ missed")) == (statuses.count("met"), statuses.count("not_met"))
         page.wait_for_timeout(500)  # the canvas draws a frame after the bytes arrive
         page.screenshot(path=str(tmp_path / "serve.png"))
         if os.environ.get("HBTUI_UPDATE_SCREENSHOT"):

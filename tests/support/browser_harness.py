@@ -55,14 +55,3 @@ def browser_app(db_path: Path) -> App:
     except ImportError:
         return BrowserHarness(db_path)
     return HBTuiApp(Settings(db_path=str(db_path)), env_file=None, monitor_run=None)
-
-
-async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    """Let the app run until ``condition()`` holds (workers, paging) or fail after ``timeout``."""
-    waited = 0.0
-    while not condition():
-        if waited >= timeout:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await pilot.pause(0.02)
-        waited += 0.02
-    await pilot.pause()
