@@ -35,6 +35,7 @@ from hbtui.services import plan_run
 from hbtui.store import (
     MET,
     NOT_MET,
+    ConversationOutcome,
     ConversationScore,
     PlannedConversation,
     ReplyResult,
@@ -157,7 +158,7 @@ async def feed_database(db: Path, run_id: int, ids: list[int], rate: int, stop: 
                 )
                 idx += 1
                 if idx == CRITERIA:
-                    summaries.append(ConversationScore(conv_id, rng.uniform(-0.2, 1.0), 6, 0, 1))
+                    summaries.append(ConversationScore(conv_id, ConversationOutcome(rng.uniform(-0.2, 1.0), 6, 0, 1)))
                     conversation, idx = conversation + 1, 0
                     if conversation == len(ids):
                         break

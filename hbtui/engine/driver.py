@@ -41,7 +41,6 @@ from hbtui.store import (
     ERROR,
     MET,
     NOT_MET,
-    CacheEntry,
     ConversationScore,
     ReplyResult,
     RunRow,
@@ -582,9 +581,7 @@ class Engine:
             return
         # The one summary rule, as a refresh recomputes it from the database.
         outcome = conversation_outcome((points, statuses[idx]) for idx, points, _, _ in item.all_criteria)
-        self.writer.put(
-            ConversationScore(item.conversation_id, outcome.score, outcome.n_met, outcome.n_errors, outcome.penalties)
-        )
+        self.writer.put(ConversationScore(item.conversation_id, outcome))
         self.emit(ConversationScored(self.run.id, item.conversation_id, outcome.score))
 
     def _serve_cached(self, item: WorkItem, idx: int, key: str, statuses: dict[int, str]) -> bool:
@@ -687,21 +684,6 @@ class Engine:
                 now,
             )
         )
-        if verdict is not None:  # a verdict paid for, for any later run that asks the same
-            self.writer.put(
-                CacheEntry(
-                    key,
-                    status,
-                    explanation,
-                    outcome.raw_output,
-                    outcome.reasoning,
-                    outcome.attempts,
-                    outcome.latency_ms,
-                    outcome.prompt_tokens,
-                    outcome.completion_tokens,
-                    now,
-                )
-            )
         self.emit(
             CriterionGraded(
                 self.run.id,

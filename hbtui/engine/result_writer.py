@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hbtui.store import (
-    CacheEntry,
     ConversationScore,
     LogLine,
     ReplyResult,
@@ -34,7 +33,7 @@ HEARTBEAT_SECONDS = 2.0
 LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
 COMMIT_INTERVAL = 0.05  # seconds at least from the end of one commit to the start of the next
 
-Result = ReplyResult | VerdictResult | ConversationScore | LogLine | CacheEntry
+Result = ReplyResult | VerdictResult | ConversationScore | LogLine
 
 
 @dataclass(slots=True, frozen=True)
@@ -71,8 +70,6 @@ class PendingBatch:
             results.verdicts.append(entry)
         elif type(entry) is ReplyResult:
             results.replies.append(entry)
-        elif type(entry) is CacheEntry:
-            results.cache.append(entry)
         elif type(entry) is ConversationScore:
             results.scores.append(entry)
         elif type(entry) is LogLine:

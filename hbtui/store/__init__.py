@@ -30,6 +30,7 @@ from hbtui.store.rows import (
     PENDING,
     ConversationDetail,
     ConversationFilter,
+    ConversationOutcome,
     ConversationSummary,
     ImportedReply,
     ImportedVerdict,
@@ -45,7 +46,6 @@ from hbtui.store.rows import (
 )
 from hbtui.store.work import (
     CachedVerdict,
-    CacheEntry,
     ConversationScore,
     LogLine,
     PlannedConversation,
@@ -103,10 +103,10 @@ __all__ = [
     "MET",
     "NOT_MET",
     "PENDING",
-    "CacheEntry",
     "CachedVerdict",
     "ConversationDetail",
     "ConversationFilter",
+    "ConversationOutcome",
     "ConversationScore",
     "ConversationSummary",
     "ImportedReply",

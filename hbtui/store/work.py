@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hbtui.store.rows import ImportedReply
+from hbtui.store.rows import ConversationOutcome, ImportedReply
 
 
 @dataclass(slots=True)
@@ -96,10 +96,10 @@ class ConversationScore:
     """A conversation's summary, written with its last verdict."""
 
     conversation_id: int
-    score: float | None
-    n_met: int
-    n_errors: int
-    penalties: int
+    outcome: ConversationOutcome
+
+    def as_row(self) -> tuple[float | None, int, int, int, int]:
+        return self.outcome.as_row(self.conversation_id)
 
 
 @dataclass(slots=True, frozen=True)
@@ -110,22 +110,6 @@ class LogLine:
     message: str
 
 
-@dataclass(slots=True, frozen=True)
-class CacheEntry:
-    """A verdict paid for, kept for any later run that asks the same request."""
-
-    key: str
-    status: str
-    explanation: str | None
-    raw_output: str | None
-    reasoning: str | None
-    attempts: int
-    latency_ms: float | None
-    prompt_tokens: int
-    completion_tokens: int
-    created_at: float
-
-
 @dataclass(slots=True)
 class ResultBatch:
     """What the writer commits in one transaction."""
@@ -134,7 +118,6 @@ class ResultBatch:
     verdicts: list[VerdictResult] = field(default_factory=list)
     scores: list[ConversationScore] = field(default_factory=list)
     log: list[LogLine] = field(default_factory=list)
-    cache: list[CacheEntry] = field(default_factory=list)
 
     @property
     def results(self) -> int:
@@ -142,4 +125,4 @@ class ResultBatch:
         return len(self.replies) + len(self.verdicts)
 
     def __bool__(self) -> bool:
-        return bool(self.replies or self.verdicts or self.scores or self.log or self.cache)
+        return bool(self.replies or self.verdicts or self.scores or self.log)

@@ -14,6 +14,8 @@ from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
     HEARTBEAT_STALE_SECONDS,
+    MET,
+    NOT_MET,
     RunBusy,
     RunNotFound,
     RunTakenOver,
@@ -44,8 +46,10 @@ VERDICT_PARAMS = attrgetter(
     "conversation_id",
     "idx",
 )
+# A verdict paid for (met or not met, not served from the cache) is also kept in the cache, for
+# any later run that asks the same request: its row, from the verdict's own fields.
 CACHE_PARAMS = attrgetter(
-    "key",
+    "cache_key",
     "status",
     "explanation",
     "raw_output",
@@ -54,9 +58,11 @@ CACHE_PARAMS = attrgetter(
     "latency_ms",
     "prompt_tokens",
     "completion_tokens",
-    "created_at",
+    "graded_at",
 )
-SCORE_PARAMS = attrgetter("score", "n_met", "n_errors", "penalties", "conversation_id")
+# A conversation's summary, as the engine writes it after its last verdict, a refresh recomputes
+# it and an import stores it: ConversationOutcome.as_row's parameters.
+SUMMARY_UPDATE = "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?"
 LOG_PARAMS = attrgetter("run_id", "at", "level", "message")
 
 
@@ -177,7 +183,7 @@ class StoreWrites(Connection):
                 ),
             )
             await db.executemany(
-                "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?",
+                SUMMARY_UPDATE,
                 [
                     conversation_outcome(
                         (points, v.status) for (_, points, _), v in zip(c.criteria, c.imported.verdicts)
@@ -549,9 +555,7 @@ class StoreWrites(Connection):
         }
         changed = [row for row in rows if stored.get(row[-1]) != row]
         if changed:
-            await self.db.executemany(
-                "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?", changed
-            )
+            await self.db.executemany(SUMMARY_UPDATE, changed)
             await self.db.commit()
         return len(changed)
 
@@ -579,17 +583,15 @@ class StoreWrites(Connection):
                     " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ? WHERE conversation_id = ? AND idx = ?",
                     [VERDICT_PARAMS(item) for item in batch.verdicts],
                 )
-            if batch.cache:
+            paid = [v for v in batch.verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]
+            if paid:
                 await db.executemany(
                     "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
                     " latency_ms, prompt_tokens, completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [CACHE_PARAMS(item) for item in batch.cache],
+                    [CACHE_PARAMS(item) for item in paid],
                 )
             if batch.scores:
-                await db.executemany(
-                    "UPDATE conversations SET score = ?, n_met = ?, n_errors = ?, penalties = ? WHERE id = ?",
-                    [SCORE_PARAMS(item) for item in batch.scores],
-                )
+                await db.executemany(SUMMARY_UPDATE, [item.as_row() for item in batch.scores])
             if batch.log:
                 await db.executemany(
                     "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)",
