@@ -550,7 +550,7 @@ class Engine:
         return result.content
 
     async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
-        statuses = {idx: status for idx, _, _, status in item.all_criteria}
+        statuses = {idx: status for idx, _, status in item.all_criteria}
         # The grader sees the messages the model under test was sent (its system message first,
         # as the reference renders them), then the reply.
         rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
@@ -580,7 +580,7 @@ class Engine:
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
         # The one summary rule, as a refresh recomputes it from the database.
-        outcome = conversation_outcome((points, statuses[idx]) for idx, points, _, _ in item.all_criteria)
+        outcome = conversation_outcome((points, statuses[idx]) for idx, points, _ in item.all_criteria)
         self.writer.put(ConversationScore(item.conversation_id, outcome))
         self.emit(ConversationScored(self.run.id, item.conversation_id, outcome.score))
 

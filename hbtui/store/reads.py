@@ -85,7 +85,7 @@ class StoreReads(Connection):
         still pending, in plan order: the engine reads a run's work a page at a time, so that
         what it holds does not grow with the run."""
         conversations = await self._all(
-            "SELECT c.id, c.position, c.status, c.reply, c.example_tags, c.record_id, c.repeat FROM conversations c"
+            "SELECT c.id, c.position, c.status, c.reply, c.record_id, c.repeat FROM conversations c"
             " WHERE c.run_id = ? AND c.position > ? AND c.status != 'failed'"
             " AND (c.status = 'pending' OR EXISTS (SELECT 1 FROM verdicts v WHERE v.conversation_id = c.id"
             " AND v.status = 'pending')) ORDER BY c.position LIMIT ?",
@@ -98,18 +98,18 @@ class StoreReads(Connection):
             record_id: json.loads(body)
             for record_id, body in await self._all(
                 "SELECT id, body FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted({row[5] for row in conversations})),),
+                (json.dumps(sorted({row[4] for row in conversations})),),
             )
         }
         verdicts: dict[int, list[tuple]] = {}
-        for conv_id, idx, points, tags, status in await self._all(
-            "SELECT conversation_id, idx, points, tags, status FROM verdicts"
+        for conv_id, idx, points, status in await self._all(
+            "SELECT conversation_id, idx, points, status FROM verdicts"
             " WHERE conversation_id IN (SELECT value FROM json_each(?)) ORDER BY conversation_id, idx",
             (json.dumps([row[0] for row in conversations]),),
         ):
-            verdicts.setdefault(conv_id, []).append((idx, points, parsed_tags(tags), status))
+            verdicts.setdefault(conv_id, []).append((idx, points, status))
         items = []
-        for conv_id, position, status, reply, example_tags, record_id, repeat in conversations:
+        for conv_id, position, status, reply, record_id, repeat in conversations:
             rows = verdicts.get(conv_id, [])
             record = records[record_id]
             # The criterion and its points as the record writes them (SQLite's NUMERIC would turn
@@ -122,12 +122,9 @@ class StoreReads(Connection):
                     prompt=record["prompt"],
                     reply=reply if status == "generated" else None,
                     criteria=[
-                        (idx, rubrics[idx]["criterion"], rubrics[idx]["points"])
-                        for idx, _, _, st in rows
-                        if st == PENDING
+                        (idx, rubrics[idx]["criterion"], rubrics[idx]["points"]) for idx, _, st in rows if st == PENDING
                     ],
                     all_criteria=rows,
-                    example_tags=json.loads(example_tags),
                     repeat=repeat,
                 )
             )

@@ -42,8 +42,7 @@ class WorkItem:
     prompt: list[dict]
     reply: str | None
     criteria: list[tuple[int, str, float]]  # (idx, criterion, points) still to grade
-    all_criteria: list[tuple[int, float, tuple[str, ...], str]]  # (idx, points, tags, status)
-    example_tags: list[str]
+    all_criteria: list[tuple[int, float, str]]  # (idx, points, status)
     repeat: int = 0
     # Cache keys of the criteria still to grade, by idx, when computed as the work was read
     # (a reply that exists already), and what the cache held for them.
