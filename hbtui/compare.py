@@ -21,7 +21,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hbtui.run_kinds import IMPORTED
 from hbtui.scoring import (
@@ -33,9 +32,6 @@ from hbtui.scoring import (
     conversation_metrics,
 )
 from hbtui.store.rows import MET, NOT_MET, RunRow, verdict_met
-
-if TYPE_CHECKING:
-    pass
 
 THEME, AXIS = "theme:", "axis:"
 MOVED_LISTED = 20  # in `hbtui compare` and its JSON; the screen lists more

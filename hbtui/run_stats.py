@@ -11,15 +11,11 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
-from typing import TYPE_CHECKING
 
 from hbtui import scoring
 from hbtui.config import LENGTH_PENALTIES, Settings
 from hbtui.prices import ModelUsage, Price, model_usage, usage_json
 from hbtui.store import RunRow, Store
-
-if TYPE_CHECKING:
-    pass
 
 LENGTH_UNIT = 500  # the penalty is per this many characters beyond the centre
 

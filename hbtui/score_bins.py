@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 
 TENTHS = 10  # bins per unit score
-TOP_SCORE = 1.0
 
 
 def histogram(scores: Sequence[float]) -> list[tuple[float, float, int]]:

@@ -199,10 +199,6 @@ class Engine:
     def max_unwritten(self) -> int:
         return self.writer.max_unwritten
 
-    @property
-    def lease(self) -> str | None:
-        return self.writer.lease
-
     def live_snapshot(self) -> dict:
         return self.pool.snapshot()
 

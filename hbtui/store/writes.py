@@ -476,13 +476,6 @@ class StoreWrites(Connection):
         await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
         await self.db.commit()
 
-    async def log(self, run_id: int, level: str, message: str) -> None:
-        await self.db.execute(
-            "INSERT INTO run_log (run_id, at, level, message) VALUES (?, ?, ?, ?)",
-            (run_id, time.time(), level, message),
-        )
-        await self.db.commit()
-
     async def reset_errors(
         self, run_id: int, kinds: Iterable[str] | None = None, owner: str | None = None
     ) -> tuple[int, int]:

@@ -249,7 +249,6 @@ class ConfigScreen(Screen):
         # The last connection check shown: (the checked fields as typed then, the result text).
         self._last_check: tuple[dict[str, str], Text] | None = None
         self._last_check_ok = False
-        self._listing_problems = False  # the status lists fields to fix
         self._status_kind = "message"  # what the status shows (see show_status)
         self._endpoint_fields_shown = True  # False while the local demo model is the endpoint
         self._styled_for: tuple[int, bool, object] | None = None  # what the app was when last shown
@@ -379,7 +378,7 @@ class ConfigScreen(Screen):
 
     def _status_after_edit(self, name: str) -> None:
         """Keep the status line true: a fixed form or a changed endpoint makes it out of date."""
-        if self._listing_problems and not any(self._problems.values()):
+        if self._status_kind == "problems" and not any(self._problems.values()):
             self.show_status("all fields are valid now", kind="ok")
         elif self._last_check is not None and name in CHECKED_FIELDS:
             self._show_check()
@@ -433,7 +432,6 @@ class ConfigScreen(Screen):
 
     def show_status(self, message: str | Text, *, error: bool = False, kind: str = "message") -> None:
         """One status for the whole form; ``kind`` says what it shows (message, problems, check, demo)."""
-        self._listing_problems = kind == "problems"
         self._status_kind = kind
         if kind != "check":
             self._last_check = None

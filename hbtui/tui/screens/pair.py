@@ -20,8 +20,7 @@ from hbtui.tui.breakpoints import NARROW, WIDE, ResponsiveScreen
 from hbtui.tui.screens.conversation import message_text, reply_text
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
-
-STATUS_STYLE = {"met": "green", "not_met": "yellow", "error": "magenta", "pending": "dim"}
+from hbtui.tui.widgets.verdict_list import KINDS, verdict_kind
 
 
 def score_text(label: str, detail: ConversationDetail) -> Text:
@@ -35,7 +34,8 @@ def score_text(label: str, detail: ConversationDetail) -> Text:
 def verdict_text(label: str, verdict: VerdictRow) -> Text:
     text = Text()
     text.append(f"  {label} ", style="bold")
-    text.append(verdict.status.replace("_", " "), style=f"bold {STATUS_STYLE.get(verdict.status, '')}")
+    label_text, style = KINDS[verdict_kind(verdict)]  # as the rubric says it: a met penalty is a penalty
+    text.append(label_text, style=style)
     why = verdict.explanation or verdict.error
     if why:
         text.append(": ")
