@@ -92,9 +92,9 @@ class RequestKeys:
             repeat=repeat,
         )
 
-    def keys(self, digest: str, repeat: int, criteria) -> list[str]:
-        """The keys of one conversation's criteria, given as (idx, text, points)."""
+    def keys(self, digest: str, repeat: int, criteria) -> dict[int, str]:
+        """The keys of one conversation's criteria, given as (idx, text, points), by idx."""
         from hbtui.grading import render_criterion
 
         prefix = self.prefix(digest, repeat)
-        return [verdict_key(prefix, render_criterion(points, text)) for _, text, points in criteria]
+        return {idx: verdict_key(prefix, render_criterion(points, text)) for idx, text, points in criteria}

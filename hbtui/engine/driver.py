@@ -432,8 +432,7 @@ class Engine:
     def _set_keys(self, items: list[WorkItem]) -> None:
         for item in items:
             digest = self.keys.digest(item.prompt, item.reply or "")
-            keys = self.keys.keys(digest, item.repeat, item.criteria) if item.criteria else []
-            item.keys = {idx: key for (idx, _, _), key in zip(item.criteria, keys)}
+            item.keys = self.keys.keys(digest, item.repeat, item.criteria) if item.criteria else {}
 
     async def _drive(self, test: ChatClient, grader: ChatClient) -> None:
         work = self._work()
@@ -549,11 +548,11 @@ class Engine:
         statuses = {idx: status for idx, _, status in item.all_criteria}
         # The grader sees the messages the model under test was sent (its system message first,
         # as the reference renders them), then the reply.
-        rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
+        rendered = None  # rendered once, when a key or a call needs it: not for verdicts from the cache
         keys = item.keys
         if keys is None:  # not looked up as the work was read (a reply generated just now): hashed here, once
-            known = self.keys.keys(conversation_digest(rendered), item.repeat, item.criteria)
-            keys = {idx: key for (idx, _, _), key in zip(item.criteria, known)}
+            rendered = graded_conversation(self.sent_messages(item.prompt), item.reply or "")
+            keys = self.keys.keys(conversation_digest(rendered), item.repeat, item.criteria)
             if self.use_cache:  # its criteria may still be asked already (--reuse-verdicts)
                 item.cached = await self.store.cached_verdicts(list(keys.values()))
         # Verdicts served from the cache need no task of their own: a regrade of 60,000 from the
@@ -567,12 +566,14 @@ class Engine:
             # Served without a call, nothing here awaits: let the writer take what piled up, so
             # that SQLite writes one chunk while the next is served (rather than all at the end).
             await asyncio.sleep(0)
-        await asyncio.gather(
-            *(
-                self._grade_one(client, item, rendered, keys[idx], idx, text, points, statuses)
-                for idx, text, points in asked
+        if asked:
+            conversation = rendered or graded_conversation(self.sent_messages(item.prompt), item.reply or "")
+            await asyncio.gather(
+                *(
+                    self._grade_one(client, item, conversation, keys[idx], idx, text, points, statuses)
+                    for idx, text, points in asked
+                )
             )
-        )
         if self._fatal is not None and any(s == "pending" for s in statuses.values()):
             return
         # The one summary rule, as a refresh recomputes it from the database.

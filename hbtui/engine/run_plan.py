@@ -133,7 +133,6 @@ async def seed_cache(store: Store, run: RunRow, cache_dir: str) -> int:
     rows = []
     for conversation_id, prompt, reply, repeat, verdicts in await store.graded_for_cache(run.id):
         rows += [
-            (key, conversation_id, idx)
-            for (idx, _, _), key in zip(verdicts, keys.keys(keys.digest(prompt, reply), repeat, verdicts))
+            (key, conversation_id, idx) for idx, key in keys.keys(keys.digest(prompt, reply), repeat, verdicts).items()
         ]
     return await store.seed_cache(rows)
