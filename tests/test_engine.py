@@ -259,7 +259,7 @@ def test_an_unreachable_endpoint_stops_after_one_call_has_given_up(tmp_path, sma
     status, stats = asyncio.run(go())
     assert status == "failed"
     # One call's attempts; before, each of the three conversations ran its own to the end (9).
-    assert stats.successes == 0 and stats.failures == settings.max_attempts, stats
+    assert stats.successes == 0 and stats.calls == settings.max_attempts, stats
 
 
 def test_a_fatal_grader_error_lets_the_paid_replies_in_flight_finish(server, tmp_path, small_dataset):

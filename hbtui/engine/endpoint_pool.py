@@ -20,14 +20,12 @@ class EndpointStats:
     its limit are the limiter's, read as the row is written)."""
 
     calls: int = 0
-    failures: int = 0
-    successes: int = 0
+    successes: int = 0  # the failed ones: calls - successes
     failing_since: float | None = None  # monotonic time of the first connection failure since the last answer
 
 
 @dataclass
 class LiveStats:
-    started: float = field(default_factory=time.monotonic)
     started_at: float = field(default_factory=time.time)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     endpoints: dict[str, EndpointStats] = field(default_factory=dict)
@@ -109,7 +107,6 @@ class EndpointPool:
                     record.endpoint,
                 )
         if not record.ok:
-            stats.failures += 1
             kind = record.kind or "unknown"
             self.live.errors_by_kind[kind] = self.live.errors_by_kind.get(kind, 0) + 1
             self.emit(CallFailed(self.run_id, record.endpoint, kind, record.message))
@@ -126,7 +123,13 @@ class EndpointPool:
             "paused": self.paused,
             "started_at": self.live.started_at,  # when this process took the run up
             "endpoints": {
-                url: {"in_flight": limiters[url].in_flight, "limit": limiters[url].limit, **vars(s)}
+                # (failing_since stays here: a monotonic time means nothing to another process)
+                url: {
+                    "in_flight": limiters[url].in_flight,
+                    "limit": limiters[url].limit,
+                    "calls": s.calls,
+                    "successes": s.successes,
+                }
                 for url, s in self.live.endpoints.items()
             },
             "call_errors": dict(self.live.errors_by_kind),
