@@ -264,6 +264,14 @@ def sha256_file(path: Path) -> str:
 ProgressCallback = Callable[[int, int | None], None]
 
 
+class DownloadFailed(DatasetError):
+    """The official file could not be fetched; ``cause`` says why, the message what to do instead."""
+
+    def __init__(self, cause: str) -> None:
+        self.cause = cause
+        super().__init__(f"{cause}; use a local copy: --data PATH, or the local file on the configuration screen")
+
+
 def download_official(subset: str, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
     """The official file for ``subset``, downloaded once into ``cache_dir`` and sha256-checked.
 
@@ -287,7 +295,7 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
     try:
         with httpx.stream("GET", url, timeout=60, follow_redirects=True) as response:
             if response.status_code != 200:
-                raise DatasetError(f"{url}: HTTP {response.status_code}")
+                raise DownloadFailed(f"{url}: HTTP {response.status_code}")
             total = int(response.headers.get("content-length") or 0) or None
             done = 0
             with partial.open("wb") as handle:
@@ -299,10 +307,7 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
                         progress(done, total)
     except httpx.HTTPError as exc:
         partial.unlink(missing_ok=True)
-        raise DatasetError(
-            f"{url}: download failed ({type(exc).__name__}: {exc}); use a local copy: --data PATH,"
-            " or the local file on the configuration screen"
-        ) from None
+        raise DownloadFailed(f"{url}: download failed ({type(exc).__name__}: {exc})") from None
     if digest.hexdigest() != official.sha256:
         partial.unlink(missing_ok=True)
         raise DatasetError(f"{url}: sha256 {digest.hexdigest()} differs from the published {official.sha256}")

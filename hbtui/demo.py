@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hbtui.config import Settings
-from hbtui.dataset import Dataset, DatasetError, load_jsonl, load_subset
+from hbtui.dataset import Dataset, DatasetError, DownloadFailed, load_jsonl, load_subset
 from hbtui.local_model import LocalModel, install
 
 if TYPE_CHECKING:
@@ -88,11 +88,10 @@ def demo_dataset(data: str | None, cache_dir: str, progress) -> Dataset:
         return load_jsonl(data)
     try:
         return load_subset("main", cache_dir, progress)
-    except DatasetError as exc:
+    except DownloadFailed as exc:
         # The download's own advice names the app's screen too: the demo's is said here instead.
-        cause = str(exc).split("; use a local copy")[0]
         raise DatasetError(
-            f"the main subset could not be downloaded: {cause}; connect to the network once, or"
+            f"the main subset could not be downloaded: {exc.cause}; connect to the network once, or"
             " give a local copy of it: hbtui demo --data PATH"
         ) from None
 

@@ -73,6 +73,7 @@ def test_a_demo_without_the_main_subset_says_which_two_ways_there_are(root, monk
     assert code == 2 and err.count("\n") == 1, err
     assert "main subset could not be downloaded" in err and "connect to the network once" in err
     assert "hbtui demo --data PATH" in err and not root.exists()  # nothing installed before it is needed
+    assert "download failed (ConnectError" in err and "configuration screen" not in err  # the demo's advice alone
 
 
 def test_an_installed_model_is_used_without_building(root, monkeypatch, tmp_path):
