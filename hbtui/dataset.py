@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 
+from hbtui.files import read_user_file
+
 OFFICIAL_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
 MAX_MESSAGE_CHARS = 1_000_000  # far above any real record; stops a corrupt file early
 # The official records use -10..10. A custom rubric may weigh more, but beyond a million a value
@@ -219,14 +221,7 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
 def load_jsonl(path: str | Path, name: str | None = None) -> Dataset:
     """Read and validate every line; the first bad one stops the load with file:line: field."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{path}: is a directory, not a JSONL file") from None
-    except PermissionError:
-        raise DatasetError(f"{path}: permission denied") from None
+    data = read_user_file(path, DatasetError, kind="JSONL file")
     records: list[Record] = []
     seen: dict[str, int] = {}
     for number, raw_line in enumerate(data.split(b"\n"), start=1):

@@ -51,3 +51,22 @@ def stdout_to_devnull() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
+
+
+def read_user_file(
+    path: Path, problem: type[Exception], *, label: str | None = None, kind: str = "", missing: str = ""
+) -> bytes:
+    """A file the user named (a dataset, an import, a grader template), or one line saying why it
+    cannot be read, as ``problem``: its ``label`` (the path by default), then no such file (and
+    ``missing``), a directory (not a ``kind``), permission denied, or the system's reason."""
+    name = label or str(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise problem(f"{name}: no such file{missing}") from None
+    except IsADirectoryError:
+        raise problem(f"{name}: is a directory{f', not a {kind}' if kind else ''}") from None
+    except PermissionError:
+        raise problem(f"{name}: permission denied") from None
+    except OSError as exc:
+        raise problem(f"{name}: {exc.strerror or exc}") from None

@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 
 from hbtui.client import UNPARSEABLE, ChatClient, replace_lone_surrogates
+from hbtui.files import read_user_file
 from hbtui.limiter import GRADING
 
 CONVERSATION_SLOT = "<<conversation>>"
@@ -74,16 +75,17 @@ def load_template(value: str | Path | None, cache_dir: str | Path | None = None)
     if name == "builtin":
         return Template(name, default_template(), CRITERION_SLOT)
     path = Path(name).expanduser()
+    data = read_user_file(
+        path,
+        TemplateError,
+        label=f"GRADER_TEMPLATE {path}",
+        kind="template file",
+        missing=" (or give reference or builtin)",
+    )
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TemplateError(f"GRADER_TEMPLATE {path}: no such file (or give reference or builtin)") from None
-    except IsADirectoryError:
-        raise TemplateError(f"GRADER_TEMPLATE {path}: is a directory, not a template file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise TemplateError(f"GRADER_TEMPLATE {path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise TemplateError(f"GRADER_TEMPLATE {path}: {exc.strerror}") from None
     count = text.count(CONVERSATION_SLOT)
     if count != 1:
         problem = "is missing" if count == 0 else f"appears {count} times"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hbtui.dataset import _lone_surrogate_field
+from hbtui.files import read_user_file
 from hbtui.store import ERROR, MET, NOT_MET, ImportedReply, ImportedVerdict
 
 
@@ -50,14 +51,7 @@ class ImportedFile:
 
 
 def read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ImportProblem(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ImportProblem(f"{path}: is a directory") from None
-    except PermissionError:
-        raise ImportProblem(f"{path}: permission denied") from None
+    data = read_user_file(path, ImportProblem)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
