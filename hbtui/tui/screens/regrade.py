@@ -14,11 +14,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
-from hbtui.config import SettingsError, setting_for
+from hbtui.config import setting_for
 from hbtui.presets import built_in_presets
 from hbtui.store import RunRow
 from hbtui.text import one_line
 from hbtui.tui.handle import AppModal
+from hbtui.tui.screens.config import check_setting
 
 FIELDS = (
     ("model_grader", "Grader model"),
@@ -37,12 +38,9 @@ REFERENCE_FIELDS = (
 )
 
 
-def _text(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return f"{value:g}" if isinstance(value, float) else str(value)
+def _text(name: str, value: object) -> str:
+    """A setting's value as its field shows it, as everywhere a value is typed back."""
+    return setting_for(name).kind.text(value)
 
 
 class RegradeModal(AppModal[dict[str, str] | None]):
@@ -72,7 +70,7 @@ class RegradeModal(AppModal[dict[str, str] | None]):
                 with Horizontal(classes="regrade-row"):
                     yield Label(label, classes="regrade-label")
                     yield Input(
-                        _text(settings.get(name)),
+                        _text(name, settings.get(name)),
                         compact=True,
                         id=f"regrade-{name}",
                         placeholder="same as the model under test" if name == "grader_base_url" else "none",
@@ -81,7 +79,7 @@ class RegradeModal(AppModal[dict[str, str] | None]):
                 yield Label("JSON schema", classes="regrade-label")
                 yield Select(
                     [("yes", "true"), ("no", "false")],
-                    value=_text(settings.get("grader_json_schema", True)),
+                    value=_text("grader_json_schema", settings.get("grader_json_schema", True)),
                     allow_blank=False,
                     compact=True,
                     id="regrade-grader_json_schema",
@@ -101,12 +99,10 @@ class RegradeModal(AppModal[dict[str, str] | None]):
         labels = dict(FIELDS, grader_json_schema="JSON schema")
         for name, raw in typed.items():
             if raw == "":
-                continue
-            setting = setting_for(name)
-            try:
-                setting.parse(raw, origin="typed")
-            except SettingsError as exc:
-                return typed, f"{labels[name]}: {str(exc).removeprefix(f'{setting.key} (typed): ')}"
+                continue  # the source run's value
+            _, problem = check_setting(setting_for(name), raw)  # checked as the configuration screen checks it
+            if problem:
+                return typed, f"{labels[name]}: {problem}"
         return typed, None
 
     def action_reference(self) -> None:
@@ -114,9 +110,9 @@ class RegradeModal(AppModal[dict[str, str] | None]):
         preset = built_in_presets()["reference"]
         for name in REFERENCE_FIELDS:
             if name == "grader_json_schema":
-                self.query_one("#regrade-grader_json_schema", Select).value = _text(preset[name])
+                self.query_one("#regrade-grader_json_schema", Select).value = _text(name, preset[name])
             else:
-                self.query_one(f"#regrade-{name}", Input).value = _text(preset[name])
+                self.query_one(f"#regrade-{name}", Input).value = _text(name, preset[name])
 
     def action_submit(self) -> None:
         typed, problem = self.values()
