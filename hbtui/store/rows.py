@@ -96,6 +96,7 @@ class RunRow:
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
     kind: str = MODEL_RUN  # hbtui.run_kinds
     imported: dict | None = None  # an imported run: its format, file and what the file stated
+    driver_log: str | None = None  # the output of its detached driver (hbtui.engine.detached), if it had one
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -145,7 +146,7 @@ class RunRow:
 RUN_COLUMNS = (
     "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
     " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json"
+    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json, driver_log"
 )
 
 
