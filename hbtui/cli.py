@@ -644,6 +644,8 @@ def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -
     )
     app.startup_problems = problems
     app.run(mouse=not args.no_mouse)
+    if app.farewell:  # what to type next about the runs it leaves going, or stopped
+        say(app.farewell)
     return app.return_code or EXIT_OK
 
 

@@ -19,24 +19,10 @@ from hbtui import schema
 from hbtui.dataset import load_jsonl
 from hbtui.services import launch_detached, plan_run
 from hbtui.store import Store
-from tests.conftest import settings_for, small_records, write_jsonl
+from tests.conftest import KEYED_SERVER_SECRET, settings_for, small_records, write_jsonl
 from tests.support.server_process import FakeServer
 
-SECRET = "sk-detached-0123456789-abcdefghij"
-
-
-@pytest.fixture(scope="module")
-def keyed_server():
-    with FakeServer(api_key=SECRET) as server:
-        yield server
-
-
-@pytest.fixture
-def slow_server(keyed_server):
-    keyed_server.control(latency_ms=150)
-    keyed_server.reset_stats()
-    yield keyed_server
-    keyed_server.control(latency_ms=0)
+SECRET = KEYED_SERVER_SECRET
 
 
 def run_status(db: Path) -> tuple[str, str | None]:
@@ -63,9 +49,9 @@ async def launch(tmp_path: Path, server: FakeServer, **values):
 
 
 async def test_a_detached_run_gets_its_key_only_through_its_environment_and_finishes_in_its_own_session(
-    tmp_path, slow_server
+    tmp_path, slow_keyed_server
 ):
-    db, detached = await launch(tmp_path, slow_server)
+    db, detached = await launch(tmp_path, slow_keyed_server)
     try:
         command_line = Path(f"/proc/{detached.pid}/cmdline").read_bytes()
         assert b"_drive" in command_line
@@ -86,13 +72,15 @@ async def test_a_detached_run_gets_its_key_only_through_its_environment_and_fini
 
 
 @pytest.mark.slow
-async def test_a_detached_run_shrugs_off_a_hangup_and_stops_resumably_on_sigterm(tmp_path, slow_server):
-    db, detached = await launch(tmp_path, slow_server)
+async def test_a_detached_run_shrugs_off_a_hangup_and_stops_resumably_on_sigterm(tmp_path, slow_keyed_server):
+    db, detached = await launch(tmp_path, slow_keyed_server)
     try:
-        wait_until(lambda: run_status(db)[0] == "running" and slow_server.stats()["requests"] >= 2, "the run going")
+        wait_until(
+            lambda: run_status(db)[0] == "running" and slow_keyed_server.stats()["requests"] >= 2, "the run going"
+        )
         os.kill(detached.pid, signal.SIGHUP)  # the SSH session that started the app went away
-        answered = slow_server.stats()["requests"]
-        wait_until(lambda: slow_server.stats()["requests"] >= answered + 3, "calls after the hangup", timeout=20)
+        answered = slow_keyed_server.stats()["requests"]
+        wait_until(lambda: slow_keyed_server.stats()["requests"] >= answered + 3, "calls after the hangup", timeout=20)
         assert detached.going()
         detached.stop()
         assert detached.process.wait(timeout=60) == 130

@@ -55,9 +55,9 @@ class DetachedRun:
 
 def log_path(db_path: str, run: RunRow) -> Path:
     """`run-ID-NAME.log` beside the run folders (they go beside the database). A run driven again
-    (continued, retried) appends to the log it has."""
+    (continued, retried) appends to the log it has. Absolute: `hbtui runs` may be typed elsewhere."""
     safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.name)[:80]
-    return Path(db_path).parent / f"run-{run.id}-{safe_name}.log"
+    return Path(db_path).absolute().parent / f"run-{run.id}-{safe_name}.log"
 
 
 def _write_snapshot(run_id: int, settings: Settings, use_cache: bool) -> str:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from hbtui.run_kinds import MODEL_RUN
 from hbtui.run_report import StoredReport
 from hbtui.scoring import conversation_score
-from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
@@ -137,6 +137,23 @@ class RunRow:
             if seconds >= size:
                 return f"{seconds / size:.0f} {unit} ago"
         return f"{seconds:.0f} s ago"
+
+    def driver_label(self, now: float | None = None) -> str | None:
+        """Who drives the run, as a user can act on it (host:pid), and whether it still shows
+        signs of life; None for a run nobody drives. A heartbeat gone stale is said plainly:
+        on another host it is all there is to go by."""
+        owner = parse_owner(self.owner)
+        if self.status != "running" or owner is None:
+            return None
+        state = owner_state(self.owner)
+        if state == GONE:
+            return f"{owner.label}, gone"
+        if state == STOPPED:
+            return f"{owner.label}, stopped (SIGSTOP or Ctrl-Z)"
+        if not self.heartbeat_stale(now):
+            return owner.label
+        silent = (time.time() if now is None else now) - (self.heartbeat_at or self.created_at)
+        return f"{owner.label}, no heartbeat for {silent:.0f} s"
 
     def heartbeat_stale(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now

@@ -195,14 +195,15 @@ class RunsScreen(AppScreen):
         self.app.open_monitor(run_id)
 
     async def action_continue_run(self) -> None:
-        """Resume the selected run in this process, as `hbtui resume` does."""
+        """Resume the selected run, as `hbtui resume` does, in a process of its own."""
 
         run_id = self.selected_run_id()
         store = self.app.store
         if run_id is None or store is None:
             self.say("no run selected")
             return
-        if run_id in self.app.live_runs:
+        driver = self.app.detached_runs.get(run_id)
+        if run_id in self.app.live_runs or (driver is not None and driver.going()):
             self.app.open_monitor(run_id)
             return
         run = await store.get_run(run_id)
