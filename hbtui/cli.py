@@ -38,7 +38,7 @@ from hbtui.local_model import LocalModelError
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
-from hbtui.report import render_report, render_runs, stated_score_note
+from hbtui.report import driver_lines, render_report, render_runs, stated_score_note
 from hbtui.run_kinds import IMPORTED, not_repeatable
 from hbtui.run_stats import run_statistics
 from hbtui.schema import holds_our_header
@@ -538,6 +538,9 @@ async def cmd_runs(settings: Settings) -> int:
     # On a terminal the table fits its width; piped, every column stays whole.
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     say(render_runs(runs, width))
+    drivers = driver_lines(runs)
+    if drivers:
+        say("\n".join(["", *drivers]))
     return EXIT_OK
 
 

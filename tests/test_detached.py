@@ -7,8 +7,10 @@ reached the driver) and answers slowly enough for a run to last a few seconds.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ from hbtui.services import launch_detached, plan_run
 from hbtui.store import Store
 from tests.conftest import KEYED_SERVER_SECRET, settings_for, small_records, write_jsonl
 from tests.support.server_process import FakeServer
+from tests.test_cli import hbtui
 
 SECRET = KEYED_SERVER_SECRET
 
@@ -114,3 +117,36 @@ async def test_a_database_of_the_schema_before_gets_the_driver_log_column(tmp_pa
         assert (await store.get_run(run.id)).driver_log == "runs/run-1-old.log"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+
+
+async def test_runs_lists_the_host_process_and_log_of_a_run_being_driven(tmp_path, slow_keyed_server):
+    db, detached = await launch(tmp_path, slow_keyed_server)
+    try:
+        wait_until(lambda: run_status(db)[0] == "running", "the run going")
+        listed = hbtui("runs", "--db", str(db), cwd=tmp_path)
+    finally:
+        detached.stop()
+        detached.process.wait(timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert f"run 1: driven by {socket.gethostname()}:{detached.pid}; log {detached.log}" in listed.stdout.splitlines()
+    after = hbtui("runs", "--db", str(db), cwd=tmp_path)
+    assert f"run 1: interrupted; log {detached.log}" in after.stdout.splitlines()
+
+
+async def test_runs_says_plainly_that_a_driver_on_another_host_has_gone_silent(tmp_path, small_dataset, capsys):
+    from hbtui import cli
+    from hbtui.config import Settings
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    async with await Store.open(db) as store:
+        settings = Settings(base_url="http://127.0.0.1:9/v1", model_test="m", model_grader="g", db_path=str(db))
+        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="far")
+        await store.claim_run(run_id, "otherhost:123:1")
+        await store.db.execute("UPDATE runs SET heartbeat_at = ? WHERE id = ?", (time.time() - 600, run_id))
+        await store.db.commit()
+    assert await asyncio.to_thread(cli.main, ["runs", "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "run 1: driven by otherhost:123, no heartbeat for 10 min: it drives nothing now, `hbtui resume 1` takes the"
+        " run over"
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +22,7 @@ import pytest
 from hbtui.dataset import load_jsonl
 from hbtui.services import plan_run
 from hbtui.store import Store
+from hbtui.text import middle_cut
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.quit import QuitModal
@@ -103,6 +105,9 @@ async def test_quitting_asks_to_leave_the_runs_going_by_default_or_to_stop_them_
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
         left = await app.start_detached(left_id, settings)
+        runs = app.screen
+        driver = f"{socket.gethostname()}:{left.pid}"  # the runs list names the process driving the run
+        await wait_for(pilot, lambda: dict(runs._shown)[left_id][-2:] == (driver, middle_cut(str(left.log), 60)), 30)
         await pilot.press("q")
         await wait_for(pilot, lambda: isinstance(app.screen, QuitModal), what="the question")
         question = app.screen.question

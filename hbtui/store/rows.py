@@ -69,6 +69,14 @@ class RunTakenOver(StoreError):
     """This process's lease on the run is gone: another process took the run over."""
 
 
+def elapsed(seconds: float) -> str:
+    """A time gone by in its largest unit: "45 s", "3 min", "2 h", "4 d"."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 @dataclass(slots=True)
 class RunRow:
     id: int
@@ -132,11 +140,7 @@ class RunRow:
         moment = self.heartbeat_at if self.status == "running" else self.finished_at
         if self.shown_status(now) != "interrupted" or moment is None:
             return None
-        seconds = (time.time() if now is None else now) - moment
-        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-            if seconds >= size:
-                return f"{seconds / size:.0f} {unit} ago"
-        return f"{seconds:.0f} s ago"
+        return f"{elapsed((time.time() if now is None else now) - moment)} ago"
 
     def driver_label(self, now: float | None = None) -> str | None:
         """Who drives the run, as a user can act on it (host:pid), and whether it still shows
@@ -153,7 +157,7 @@ class RunRow:
         if not self.heartbeat_stale(now):
             return owner.label
         silent = (time.time() if now is None else now) - (self.heartbeat_at or self.created_at)
-        return f"{owner.label}, no heartbeat for {silent:.0f} s"
+        return f"{owner.label}, no heartbeat for {elapsed(silent)}"
 
     def heartbeat_stale(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now
