@@ -8,6 +8,7 @@ that requires the API key and answers slowly enough for a run to last a few seco
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -264,3 +265,78 @@ async def test_stopping_the_runs_on_quit_leaves_the_resume_command_in_the_shell(
     line = "hbtui: stopped run 1 (what completed is saved); continue with: hbtui resume 1"
     assert line in shell.splitlines()
     assert driver_of(db)[0] == "interrupted"
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(tmp_path, slow_keyed_server):
+    import aiohttp
+
+    from tests.support.served import ServedApp
+    from tests.test_serve import cookie
+
+    workdir = user_folder_for(tmp_path, slow_keyed_server)
+    db = workdir / "runs" / "hbtui.sqlite"
+    db.parent.mkdir()
+    await planned(db, app_settings(slow_keyed_server, db), "from-a-tab")
+    received = bytearray()
+    with ServedApp(db, cwd=workdir, env=clean_env()) as served:
+        url = f"ws://127.0.0.1:{served.port}/ws?width=120&height=30"
+        headers = {**cookie(served), "Origin": f"http://127.0.0.1:{served.port}"}
+        async with aiohttp.ClientSession() as session, session.ws_connect(url, headers=headers) as websocket:
+
+            async def read_until(text: bytes) -> None:
+                while text not in received:
+                    message = await websocket.receive()
+                    if message.type == aiohttp.WSMsgType.BINARY:
+                        received.extend(message.data)
+                    elif message.type in (aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+                        raise AssertionError(f"the tab closed before {text!r}")
+
+            await asyncio.wait_for(read_until(b"from-a-tab"), timeout=60)
+            (tab_app,) = children_of(served.process.pid)
+            await websocket.send_json(["stdin", "c"])
+            await asyncio.wait_for(read_until(b"Continue this pending run?"), timeout=30)
+            await websocket.send_json(["stdin", "y"])
+            await asyncio.to_thread(wait_until, lambda: driver_of(db)[0] == "running", "the run going")
+        # The tab is closed: its app ends; the run it started does not.
+        await asyncio.to_thread(wait_until, lambda: not alive(tab_app), "the tab's app to end")
+        _, driver_pid, _ = driver_of(db)
+        assert driver_pid != tab_app and alive(driver_pid)
+        await asyncio.to_thread(wait_until, lambda: driver_of(db)[0] != "running", "the run's end", 120)
+    assert driver_of(db)[0] == "finished"
+
+
+async def test_a_driver_that_cannot_take_its_run_says_why_in_the_app_and_its_log(tmp_path, small_dataset):
+    from hbtui.store.owners import this_owner
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    settings = offline_settings(
+        base_url="http://127.0.0.1:9/v1", model_test="m", model_grader="g", db_path=str(db), grader_template="builtin"
+    )
+    async with await Store.open(db) as store:
+        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="taken")
+        await store.claim_run(run_id, this_owner())  # a live process of this host drives it: this test's
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        driver = await app.start_detached(run_id, settings)
+        await wait_for(
+            pilot,
+            lambda: any("run 1's process ended: hbtui: error: run 1 is" in n.message for n in app._notifications),
+            timeout=30,
+            what="the driver's reason",
+        )
+        assert f"(log {driver.log})" in next(n.message for n in app._notifications if "process ended" in n.message)
+        assert driver.process.returncode == 2 and not app.detached_runs
