@@ -196,7 +196,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
     def offer_to_drive(
         self, run: RunRow, question: str, yes: str, before: Callable[[], Awaitable[str]] | None = None
     ) -> None:
-        """Ask, then drive ``run`` here with its monitor open: continue (c) and retry (R).
+        """Ask, then drive ``run`` in a process of its own, its monitor open: continue (c) and retry (R).
 
         The run's own settings are used with this session's keys, and checked before asking.
         ``before`` runs once the user agreed (a retry puts what failed back in the queue) and
@@ -269,7 +269,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
     async def start_run(
         self, run_id: int, settings: Settings, use_cache: bool = False, when_done: Callable[[], None] | None = None
     ) -> LiveRun:
-        """Drive a planned run in this process; returns at once, the run goes on in a worker."""
+        """Drive a planned run in this process (the demo's, whose server the app owns); returns at once,
+        the run goes on in a worker."""
         # The engine gets its own connection: its group commits never queue behind the
         # screens' reads on the shared one, and its transactions never meet theirs.
         store = await Store.open(settings.db_path)
