@@ -150,3 +150,31 @@ async def test_runs_says_plainly_that_a_driver_on_another_host_has_gone_silent(t
         "run 1: driven by otherhost:123, no heartbeat for 10 min: it drives nothing now, `hbtui resume 1` takes the"
         " run over"
     )
+
+
+def test_the_settings_snapshot_is_owner_only_and_holds_no_key(tmp_path):
+    from hbtui.engine.detached import write_snapshot
+
+    settings = settings_for_keys(tmp_path)
+    path = Path(write_snapshot(7, settings, use_cache=True))
+    try:
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        text = path.read_text()
+        assert SECRET not in text and "grader-secret" not in text
+        assert '"run_id": 7' in text and str(tmp_path / "db.sqlite") in text
+    finally:
+        path.unlink()
+
+
+def settings_for_keys(tmp_path: Path):
+    from hbtui.config import Settings
+
+    return Settings(
+        base_url="http://127.0.0.1:9/v1",
+        api_key=SECRET,
+        grader_base_url="http://127.0.0.1:10/v1",
+        grader_api_key="grader-secret-0123456789",
+        model_test="m",
+        model_grader="g",
+        db_path=str(tmp_path / "db.sqlite"),
+    )

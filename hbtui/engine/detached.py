@@ -60,7 +60,7 @@ def log_path(db_path: str, run: RunRow) -> Path:
     return Path(db_path).absolute().parent / f"run-{run.id}-{safe_name}.log"
 
 
-def _write_snapshot(run_id: int, settings: Settings, use_cache: bool) -> str:
+def write_snapshot(run_id: int, settings: Settings, use_cache: bool) -> str:
     without_keys = {name: value for name, value in asdict(settings).items() if name not in SECRETS}
     fd, path = tempfile.mkstemp(prefix="hbtui-run-", suffix=".json")  # 0600, owner-only
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -72,7 +72,7 @@ async def launch_detached(store: Store, run: RunRow, settings: Settings, *, use_
     """Start a process that drives the planned ``run`` with ``settings`` (a snapshot of them)."""
     log = log_path(settings.db_path, run)
     await store.set_driver_log(run.id, str(log))  # first: a database that takes no write starts nothing
-    snapshot = _write_snapshot(run.id, settings, use_cache)
+    snapshot = write_snapshot(run.id, settings, use_cache)
     environment = dict(os.environ)
     environment[KEYS_VARIABLE] = json.dumps({name: getattr(settings, name) for name in SECRETS})
     try:

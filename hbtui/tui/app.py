@@ -497,10 +497,13 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         return found
 
 
-def last_line(path: Path) -> str:
-    """The last line of a driver's log: the one-line reason it gave for stopping."""
+def last_line(path: Path, tail: int = 4096) -> str:
+    """The last line of a driver's log (read from its end: a long run's log is long), the
+    one-line reason it gave for stopping."""
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        with path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, 2) - tail))
+            lines = handle.read().decode("utf-8", errors="replace").strip().splitlines()
     except OSError:
         return "its log cannot be read"
     return lines[-1] if lines else "it wrote nothing"
