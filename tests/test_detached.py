@@ -24,6 +24,7 @@ from hbtui.store import Store
 from tests.conftest import KEYED_SERVER_SECRET, settings_for, small_records, write_jsonl
 from tests.support.server_process import FakeServer
 from tests.test_cli import hbtui
+from tests.test_run_control import wait_until
 
 SECRET = KEYED_SERVER_SECRET
 
@@ -31,14 +32,6 @@ SECRET = KEYED_SERVER_SECRET
 def run_status(db: Path) -> tuple[str, str | None]:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT status, driver_log FROM runs").fetchone()
-
-
-def wait_until(condition, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never: {what}")
-        time.sleep(0.05)
 
 
 async def launch(tmp_path: Path, server: FakeServer, **values):

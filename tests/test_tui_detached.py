@@ -183,12 +183,26 @@ class Terminal:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True)
 
 
-def user_folder_for(tmp_path: Path, server) -> Path:
+async def user_folder_with_a_pending_run(tmp_path: Path, server, name: str) -> Path:
+    """A user's folder (.env for the keyed server, its key in it) whose database holds run 1,
+    planned and not started: the app's `c` continues it. Returns the database."""
     (tmp_path / ".env").write_text(
         f"BASE_URL={server.base_url}\nAPI_KEY={SECRET}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
         "CONCURRENCY=1\nGRADER_TEMPLATE=builtin\n"
     )
-    return tmp_path
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    db.parent.mkdir()
+    await planned(db, app_settings(server, db), name)
+    return db
+
+
+def continue_in(terminal: Terminal, db: Path, name: str) -> None:
+    """In the app on the terminal: `c` on the runs list, yes, and the run going."""
+    terminal.wait_for(name)
+    terminal.keys("c")
+    terminal.wait_for("Continue this pending run?")
+    terminal.keys("y")
+    wait_until(lambda: driver_of(db)[0] == "running", "the run going")
 
 
 def driver_of(db: Path) -> tuple[str, int, str]:
@@ -208,17 +222,10 @@ def alive(pid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 async def test_a_run_continued_in_the_app_goes_on_when_the_app_and_its_terminal_are_killed(tmp_path, slow_keyed_server):
-    workdir = user_folder_for(tmp_path, slow_keyed_server)
-    db = workdir / "runs" / "hbtui.sqlite"
-    db.parent.mkdir()
-    await planned(db, app_settings(slow_keyed_server, db), "kept")  # pending: the app continues it
-    terminal = Terminal(workdir, f"{sys.executable} -m hbtui")
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "kept")
+    terminal = Terminal(tmp_path, f"{sys.executable} -m hbtui")
     try:
-        terminal.wait_for("kept")
-        terminal.keys("c")
-        terminal.wait_for("Continue this pending run?")
-        terminal.keys("y")
-        wait_until(lambda: driver_of(db)[0] == "running", "the run going")
+        continue_in(terminal, db, "kept")
         terminal.wait_for("driven by")
         app_pid, (_, driver_pid, log) = terminal.pane_pid(), driver_of(db)
         assert app_pid != driver_pid and alive(app_pid) and alive(driver_pid)
@@ -243,18 +250,11 @@ async def test_a_run_continued_in_the_app_goes_on_when_the_app_and_its_terminal_
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 async def test_stopping_the_runs_on_quit_leaves_the_resume_command_in_the_shell(tmp_path, slow_keyed_server):
-    workdir = user_folder_for(tmp_path, slow_keyed_server)
-    db = workdir / "runs" / "hbtui.sqlite"
-    db.parent.mkdir()
-    await planned(db, app_settings(slow_keyed_server, db), "stopped")
-    terminal = Terminal(workdir, "bash --norc --noprofile")
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "stopped")
+    terminal = Terminal(tmp_path, "bash --norc --noprofile")
     try:
         terminal.keys(f"{sys.executable} -m hbtui; echo app-ended", "Enter")
-        terminal.wait_for("stopped")
-        terminal.keys("c")
-        terminal.wait_for("Continue this pending run?")
-        terminal.keys("y")
-        wait_until(lambda: driver_of(db)[0] == "running", "the run going")
+        continue_in(terminal, db, "stopped")
         terminal.keys("q")
         terminal.wait_for("Leave going (l)")
         terminal.keys("s")
@@ -286,12 +286,9 @@ async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(t
     from tests.support.served import ServedApp
     from tests.test_serve import cookie
 
-    workdir = user_folder_for(tmp_path, slow_keyed_server)
-    db = workdir / "runs" / "hbtui.sqlite"
-    db.parent.mkdir()
-    await planned(db, app_settings(slow_keyed_server, db), "from-a-tab")
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "from-a-tab")
     received = bytearray()
-    with ServedApp(db, cwd=workdir, env=clean_env()) as served:
+    with ServedApp(db, cwd=tmp_path, env=clean_env()) as served:
         url = f"ws://127.0.0.1:{served.port}/ws?width=120&height=30"
         headers = {**cookie(served), "Origin": f"http://127.0.0.1:{served.port}"}
         async with aiohttp.ClientSession() as session, session.ws_connect(url, headers=headers) as websocket:
