@@ -249,10 +249,6 @@ def build_parser() -> argparse.ArgumentParser:
         control = sub.add_parser(name, parents=[common], help=text)
         control.add_argument("run", metavar="RUN")
 
-    # No help: not listed. The app starts it to drive a run apart from itself (hbtui.engine.detached).
-    detached = sub.add_parser(DRIVE_COMMAND)
-    detached.add_argument("snapshot")
-
     monitor = sub.add_parser("monitor", parents=[common], help="watch a run live in the app")
     monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
     monitor.add_argument("--no-mouse", action="store_true")
@@ -689,7 +685,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == DRIVE_COMMAND:
+        # Not a command of the parser, so no list of commands names it: only the app starts it, to
+        # drive a run apart from itself (hbtui.engine.detached), given its settings' snapshot.
+        args = argparse.Namespace(command=DRIVE_COMMAND, snapshot=argv[1])
+    else:
+        args = parser.parse_args(argv)
     settings: Settings | None = None
     try:
         command = args.command

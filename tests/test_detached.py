@@ -171,3 +171,14 @@ def settings_for_keys(tmp_path: Path):
         model_grader="g",
         db_path=str(tmp_path / "db.sqlite"),
     )
+
+
+def test_the_drive_entry_is_not_a_listed_command_and_a_missing_snapshot_is_one_line(tmp_path, capsys):
+    from hbtui import cli
+
+    with pytest.raises(SystemExit):
+        cli.main(["no-such-command"])
+    assert "_drive" not in capsys.readouterr().err
+    missing = tmp_path / "gone.json"
+    assert cli.main(["_drive", str(missing)]) == 2
+    assert capsys.readouterr().err == f"hbtui: error: {missing}: No such file or directory\n"
