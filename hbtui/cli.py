@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import sys
 import time
@@ -37,11 +38,12 @@ from hbtui.local_model import LocalModelError
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
-from hbtui.report import render_report, render_runs, stated_score_note
+from hbtui.report import driver_lines, render_report, render_runs, stated_score_note
 from hbtui.run_kinds import IMPORTED, not_repeatable
 from hbtui.run_stats import run_statistics
 from hbtui.schema import holds_our_header
 from hbtui.services import (
+    DRIVE_COMMAND,
     GRADER_SETTINGS,
     INCOMPLETE,
     TAKEN_OVER,
@@ -49,6 +51,7 @@ from hbtui.services import (
     check_run_name,
     plan_regrade,
     plan_run,
+    read_snapshot,
     refuse_measured_changes,
     resume_hint,
     settings_for_run,
@@ -62,6 +65,9 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # Signals that stop a headless run cleanly (interrupted, resumable): Ctrl-C, kill, and the hangup
 # of a terminal or SSH session that went away under a run started without nohup or tmux.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# A run the app started, driven in a session of its own: the hangup of the terminal or SSH session
+# the app ran in must not stop it (it is ignored), a deliberate kill still does.
+DETACHED_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # Settings flags, from the settings' one description. API keys have none on purpose (a key on a
 # command line ends up in shell history and `ps` output); --db is common to every command.
@@ -330,6 +336,7 @@ async def drive(
     quiet: bool = False,
     prices: dict | None = None,
     use_cache: bool = False,
+    stop_signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
 ) -> int:
     """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable.
 
@@ -357,12 +364,12 @@ async def drive(
         else:
             os._exit(EXIT_INTERRUPTED)
 
-    for signum in STOP_SIGNALS:
+    for signum in stop_signals:
         loop.add_signal_handler(signum, stop)
     try:
         status = await runner
     finally:
-        for signum in STOP_SIGNALS:
+        for signum in stop_signals:
             loop.remove_signal_handler(signum)
     if status == TAKEN_OVER:
         _complain("error", one_line(engine.error or "", 400))
@@ -452,6 +459,19 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
         return await drive(store, run, regrade_settings, prices=prices, use_cache=not args.no_cache)
 
 
+async def cmd_drive_detached(snapshot: str) -> int:
+    """Drive a run the app started, with the settings it had then, its output going to the log."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    run_id, settings, use_cache = read_snapshot(snapshot)
+    say(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} run {run_id}: driven by process {os.getpid()} on"
+        f" {socket.gethostname()}, apart from the app that started it"
+    )
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.get_run(run_id)
+        return await drive(store, run, settings, use_cache=use_cache, stop_signals=DETACHED_STOP_SIGNALS)
+
+
 PAUSED, CANCELLED = "paused", "cancelled"  # as runs.control holds them (hbtui.engine.driver)
 CONTROL_PATIENCE_SECONDS = 5.0  # how long `hbtui pause` waits to see the driver apply it
 
@@ -514,6 +534,9 @@ async def cmd_runs(settings: Settings) -> int:
     # On a terminal the table fits its width; piped, every column stays whole.
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     say(render_runs(runs, width))
+    drivers = driver_lines(runs)
+    if drivers:
+        say("\n".join(["", *drivers]))
     return EXIT_OK
 
 
@@ -620,6 +643,8 @@ def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -
     )
     app.startup_problems = problems
     app.run(mouse=not args.no_mouse)
+    if app.farewell:  # what to type next about the runs it leaves going, or stopped
+        say(app.farewell)
     return app.return_code or EXIT_OK
 
 
@@ -660,10 +685,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == DRIVE_COMMAND:
+        # Not a command of the parser, so no list of commands names it: only the app starts it, to
+        # drive a run apart from itself (hbtui.engine.detached), given its settings' snapshot.
+        args = argparse.Namespace(command=DRIVE_COMMAND, snapshot=argv[1])
+    else:
+        args = parser.parse_args(argv)
     settings: Settings | None = None
     try:
         command = args.command
+        if command == DRIVE_COMMAND:  # its settings are the app's snapshot, not .env's
+            return asyncio.run(cmd_drive_detached(args.snapshot))
         problems: list[str] = []
         warn = problems.append if command in (None, "monitor") else _warn
         settings = settings_from(args, warn=warn)

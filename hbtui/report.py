@@ -107,6 +107,26 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
+def driver_lines(runs: list[RunRow], now: float | None = None) -> list[str]:
+    """Below the runs table: the host and process driving each running run (a silent one said
+    so, with what to do about it), and the log of each detached driver that did not finish."""
+    lines = []
+    for run in runs:
+        driver = run.driver_label(now)
+        if driver is not None:
+            line = f"run {run.id}: driven by {one_line(driver, 120)}"
+            if run.shown_status(now) == "interrupted":  # gone, or silent on another host past its patience
+                line += f": it drives nothing now, `hbtui resume {run.id}` takes the run over"
+        elif run.driver_log and run.shown_status(now) != "finished":
+            line = f"run {run.id}: {run.shown_status(now)}"
+        else:
+            continue
+        if run.driver_log:
+            line += f"; log {one_line(run.driver_log, 300)}"
+        lines.append(line)
+    return lines
+
+
 def text_histogram(scores: list[float], width: int = 40) -> list[str]:
     bins = histogram(scores)
     if not bins:

@@ -6,20 +6,25 @@ it to that), so the engine's insides can change without the screens noticing.
 
 from __future__ import annotations
 
+from hbtui.engine.detached import DRIVE_COMMAND, DetachedRun, launch_detached, read_snapshot
 from hbtui.engine.driver import Engine
 from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
 from hbtui.engine.run_plan import check_run_name, plan_regrade, plan_run, run_name_problem
 from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
 
 __all__ = [
+    "DRIVE_COMMAND",
     "GRADER_SETTINGS",
     "INCOMPLETE",
     "TAKEN_OVER",
+    "DetachedRun",
     "Engine",
     "check_run_name",
     "compute_report",
+    "launch_detached",
     "plan_regrade",
     "plan_run",
+    "read_snapshot",
     "refuse_measured_changes",
     "resume_hint",
     "run_name_problem",

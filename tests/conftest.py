@@ -73,6 +73,26 @@ def fake_server():
         yield server
 
 
+KEYED_SERVER_SECRET = "sk-keyed-0123456789-abcdefghij"
+
+
+@pytest.fixture(scope="session")
+def keyed_server():
+    """A server that answers only calls carrying KEYED_SERVER_SECRET: a run that finishes
+    against it shows that the key reached the process that drove it."""
+    with FakeServer(api_key=KEYED_SERVER_SECRET) as server:
+        yield server
+
+
+@pytest.fixture
+def slow_keyed_server(keyed_server):
+    """The keyed server, slow enough (150 ms a call) for a run to last a few seconds."""
+    keyed_server.control(latency_ms=150)
+    keyed_server.reset_stats()
+    yield keyed_server
+    keyed_server.control(latency_ms=0)
+
+
 @pytest.fixture
 def server(fake_server):
     """The session's server with its default config and zeroed stats."""

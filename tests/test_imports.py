@@ -410,4 +410,4 @@ async def test_the_runs_list_shows_an_import_and_continue_refuses_it(tmp_path, m
             lambda: any("run 1 is imported: hbtui never sent" in n.message for n in app._notifications),
             what="the refusal",
         )
-        assert isinstance(app.screen, RunsScreen) and not app.live_runs
+        assert isinstance(app.screen, RunsScreen) and not app.live_runs and not app.detached_runs

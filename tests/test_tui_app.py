@@ -419,7 +419,7 @@ async def test_continue_resumes_a_stopped_run_from_the_runs_list(server, small_d
                 return connection.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "finished"
 
         await wait_for(pilot, finished, timeout=20, what="the run to finish")
-        await wait_for(pilot, lambda: not app.live_runs, what="the engine to let go")
+        await wait_for(pilot, lambda: not app.drivers_going(), what="its process to end")
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         await plan_only(settings, small_dataset, "second")  # home and end move the cursor, as g and G
@@ -455,7 +455,7 @@ async def test_continue_leaves_a_run_of_another_process_alone(server, small_data
         assert "running" in screen_text(app)
         await pilot.press("c")
         await pilot.pause(0.2)
-        assert isinstance(app.screen, RunsScreen) and not app.live_runs
+        assert isinstance(app.screen, RunsScreen) and not app.live_runs and not app.detached_runs
         assert any("press m to monitor" in str(note.message) for note in app._notifications)
 
 
@@ -563,5 +563,5 @@ async def test_a_run_listed_from_the_demo_database_is_continued_there_not_in_the
                 return connection.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()[0] == "finished"
 
         await wait_for(pilot, finished, timeout=20, what="the demo's run to finish")
-        await wait_for(pilot, lambda: not app.live_runs, what="the engine to let go")
+        await wait_for(pilot, lambda: not app.drivers_going(), what="its process to end")
     assert not own_db.exists()

@@ -93,7 +93,7 @@ async def test_the_data_source_of_the_last_run_is_the_next_forms(server, tmp_pat
         await pilot.pause()
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
-        await wait_for(pilot, lambda: not app.live_runs, what="the run's end")
+        await wait_for(pilot, lambda: not app.drivers_going(), what="the run's end")
     again = HBTuiApp(settings=settings_for(server, db), env_file=None)
     async with again.run_test(size=(80, 24)) as pilot:
         await pilot.press("n")

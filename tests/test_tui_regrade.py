@@ -29,7 +29,7 @@ async def test_R_retries_failed_criteria_from_the_browser(server, small_dataset,
         await wait_for(pilot, lambda: "Retry the 8 criteria" in screen_text(app), what="the question")
         await pilot.press("y")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
-        await wait_for(pilot, lambda: not app.live_runs, timeout=20, what="the run to finish")
+        await wait_for(pilot, lambda: not app.drivers_going(), timeout=20, what="the run to finish")
     with sqlite3.connect(db) as conn:
         statuses = dict(conn.execute("SELECT status, count(*) FROM verdicts GROUP BY status"))
         status, score = conn.execute("SELECT status, score FROM runs").fetchone()
@@ -106,7 +106,7 @@ async def test_a_grades_the_replies_again_as_a_new_run_from_the_browser(server, 
         app.screen.query_one("#regrade-grader_template", Input).value = str(mine)
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the monitor")
-        await wait_for(pilot, lambda: not app.live_runs, timeout=20, what="the regrade to finish")
+        await wait_for(pilot, lambda: not app.drivers_going(), timeout=20, what="the regrade to finish")
     stats = server.stats()
     assert stats["generation"] == 0 and stats["grader"] == 8
     with sqlite3.connect(db) as conn:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from hbtui.run_kinds import MODEL_RUN
 from hbtui.run_report import StoredReport
 from hbtui.scoring import conversation_score
-from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
@@ -69,6 +69,14 @@ class RunTakenOver(StoreError):
     """This process's lease on the run is gone: another process took the run over."""
 
 
+def elapsed(seconds: float) -> str:
+    """A time gone by in its largest unit: "45 s", "3 min", "2 h", "4 d"."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 @dataclass(slots=True)
 class RunRow:
     id: int
@@ -96,6 +104,7 @@ class RunRow:
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
     kind: str = MODEL_RUN  # hbtui.run_kinds
     imported: dict | None = None  # an imported run: its format, file and what the file stated
+    driver_log: str | None = None  # the output of its detached driver (hbtui.engine.detached), if it had one
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -131,11 +140,24 @@ class RunRow:
         moment = self.heartbeat_at if self.status == "running" else self.finished_at
         if self.shown_status(now) != "interrupted" or moment is None:
             return None
-        seconds = (time.time() if now is None else now) - moment
-        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-            if seconds >= size:
-                return f"{seconds / size:.0f} {unit} ago"
-        return f"{seconds:.0f} s ago"
+        return f"{elapsed((time.time() if now is None else now) - moment)} ago"
+
+    def driver_label(self, now: float | None = None) -> str | None:
+        """Who drives the run, as a user can act on it (host:pid), and whether it still shows
+        signs of life; None for a run nobody drives. A heartbeat gone stale is said plainly:
+        on another host it is all there is to go by."""
+        owner = parse_owner(self.owner)
+        if self.status != "running" or owner is None:
+            return None
+        state = owner_state(self.owner)
+        if state == GONE:
+            return f"{owner.label}, gone"
+        if state == STOPPED:
+            return f"{owner.label}, stopped (SIGSTOP or Ctrl-Z)"
+        if not self.heartbeat_stale(now):
+            return owner.label
+        silent = (time.time() if now is None else now) - (self.heartbeat_at or self.created_at)
+        return f"{owner.label}, no heartbeat for {elapsed(silent)}"
 
     def heartbeat_stale(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now
@@ -145,7 +167,7 @@ class RunRow:
 RUN_COLUMNS = (
     "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
     " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json"
+    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json, driver_log"
 )
 
 

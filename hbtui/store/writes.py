@@ -476,6 +476,10 @@ class StoreWrites(Connection):
         await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))
         await self.db.commit()
 
+    async def set_driver_log(self, run_id: int, path: str) -> None:
+        await self.db.execute("UPDATE runs SET driver_log = ? WHERE id = ?", (path, run_id))
+        await self.db.commit()
+
     async def reset_errors(
         self, run_id: int, kinds: Iterable[str] | None = None, owner: str | None = None
     ) -> tuple[int, int]:

@@ -1,8 +1,13 @@
-"""The app shell: opens the store, picks the first screen, owns the runs started in this process.
+"""The app shell: opens the store, picks the first screen, starts the runs.
 
-A run's engine is driven by a worker of the App, never of a screen, so leaving the monitor (or
-any screen) never stops a run. Quitting while a run of this process is going asks first, then
-stops it the way Ctrl-C stops `hbtui run`: what completed is saved and the run can be resumed.
+A run started here (from the configuration screen, continued, retried or graded again) is driven
+by a process of its own (hbtui.services.launch_detached), so that it outlives the app, its
+terminal and the SSH session; the monitor watches it through the database, as `hbtui monitor`
+does. Quitting while such runs go on asks whether to leave them going (the default) or to stop
+them as Ctrl-C stops `hbtui run`: what completed is saved and the run can be resumed.
+
+The local demo's run is the one driven here, by a worker of the App (never of a screen, so
+leaving the monitor never stops it): the demo's model server belongs to the app and ends with it.
 """
 
 from __future__ import annotations
@@ -25,12 +30,16 @@ from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
 from hbtui.envfile import env_file_values
-from hbtui.services import Engine, settings_for_run
+from hbtui.services import DetachedRun, Engine, launch_detached, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.monitor_data import RunCounters
 
 STOP_TIMEOUT_SECONDS = 20.0
+DRIVERS_CHECK_SECONDS = 1.0  # how often the app looks whether the processes it started have ended
+# How a driver ends when its run's status says why (finished, failed, incomplete, interrupted);
+# any other (a run another process took meanwhile, a database it could not open) is told here.
+DRIVER_EXITS_THE_RUN_EXPLAINS = (0, 1, 3, 130)
 GC_YOUNG_THRESHOLD = 10_000  # allocations between collections of the youngest generation (default 700)
 
 
@@ -66,10 +75,13 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         self.env_as_read = env_file_values(env_file)
         self.monitor_run = monitor_run
         self.store: Store | None = None
-        self.live_runs: dict[int, LiveRun] = {}
+        self.live_runs: dict[int, LiveRun] = {}  # the demo's: driven in this process
+        self.detached_runs: dict[int, DetachedRun] = {}  # started here, driven by processes of their own
         # Problems found while reading .env (bad values left at their defaults), shown once up.
         self.startup_problems: list[str] = []
         self._gc_threshold: tuple[int, int, int] | None = None
+        self._checking_drivers = False
+        self.farewell: str | None = None  # one line for the shell once the app has ended
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def on_mount(self) -> None:
@@ -184,7 +196,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
     def offer_to_drive(
         self, run: RunRow, question: str, yes: str, before: Callable[[], Awaitable[str]] | None = None
     ) -> None:
-        """Ask, then drive ``run`` here with its monitor open: continue (c) and retry (R).
+        """Ask, then drive ``run`` in a process of its own, its monitor open: continue (c) and retry (R).
 
         The run's own settings are used with this session's keys, and checked before asking.
         ``before`` runs once the user agreed (a retry puts what failed back in the queue) and
@@ -205,7 +217,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 return
             try:
                 message = await before() if before else f"continuing run {run.id}"
-                await self.start_run(run.id, settings, use_cache=True)  # a continue: as `hbtui resume`
+                await self.start_detached(run.id, settings, use_cache=True)  # a continue: as `hbtui resume`
             except StoreError as exc:  # another process took the run meanwhile, or the file broke
                 self.notify(one_line(f"run {run.id}: {exc}", 300), severity="error", markup=False)
                 return
@@ -222,10 +234,43 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
             answered,
         )
 
+    async def start_detached(self, run_id: int, settings: Settings, use_cache: bool = False) -> DetachedRun:
+        """Drive a run planned in the open database in a process of its own, which goes on
+        whatever becomes of the app; the monitor watches it through the database."""
+        store = self.db
+        try:
+            detached = await launch_detached(
+                store, await store.get_run(run_id), replace(settings, db_path=str(store.path)), use_cache=use_cache
+            )
+        except OSError as exc:
+            raise StoreError(f"run {run_id}: its process could not start ({exc.strerror or exc})") from None
+        self.detached_runs[run_id] = detached
+        if not self._checking_drivers:
+            self._checking_drivers = True
+            self.set_interval(DRIVERS_CHECK_SECONDS, self._check_drivers)
+        return detached
+
+    def drivers_going(self) -> list[DetachedRun]:
+        """The processes started here that still drive their runs."""
+        return [detached for detached in self.detached_runs.values() if detached.going()]
+
+    def _check_drivers(self) -> None:
+        for run_id, detached in list(self.detached_runs.items()):
+            if detached.going():
+                continue
+            del self.detached_runs[run_id]
+            if detached.process.returncode not in DRIVER_EXITS_THE_RUN_EXPLAINS:
+                self.notify(
+                    one_line(f"run {run_id}'s process ended: {last_line(detached.log)} (log {detached.log})", 300),
+                    severity="error",
+                    markup=False,
+                )
+
     async def start_run(
         self, run_id: int, settings: Settings, use_cache: bool = False, when_done: Callable[[], None] | None = None
     ) -> LiveRun:
-        """Drive a planned run in this process; returns at once, the run goes on in a worker."""
+        """Drive a planned run in this process (the demo's, whose server the app owns); returns at once,
+        the run goes on in a worker."""
         # The engine gets its own connection: its group commits never queue behind the
         # screens' reads on the shared one, and its transactions never meet theirs.
         store = await Store.open(settings.db_path)
@@ -295,6 +340,9 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         return True
 
     async def action_quit(self) -> None:
+        if self.drivers_going():
+            await self._ask_about_drivers()
+            return
         if not self.live_runs:
             self.exit()
             return
@@ -313,6 +361,50 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 self.exit()
 
         await self.push_screen(ConfirmModal(question, yes="Stop and quit", no="Keep running"), answered)
+
+    async def _ask_about_drivers(self) -> None:
+        """Leave the runs started here going (the default), or stop them resumably; the shell
+        gets one line saying what to type next."""
+        from hbtui.tui.screens.quit import STOP, QuitModal
+
+        going = self.drivers_going()
+        runs = ", ".join(f"{d.run_id} (process {d.pid}, log {d.log})" for d in going)
+        several = len(going) > 1
+        them = "them" if several else "it"
+        question = (
+            f"{'Runs' if several else 'Run'} {runs} {'go' if several else 'goes'} on in a process of"
+            f" {'their' if several else 'its'} own. Leave {them} going (`hbtui monitor` finds {them} later), or stop"
+            f" {them}? What completed is saved, and `hbtui resume` continues."
+        )
+        if self.live_runs:
+            question += f" Run {', '.join(map(str, self.live_runs))} (the local demo) stops with the app either way."
+
+        async def answered(answer: str | None) -> None:
+            if answer is None:
+                return
+            ids = ", ".join(str(d.run_id) for d in going)
+            if answer == STOP:
+                self.notify("stopping: saving what completed…", markup=False)
+                for detached in going:
+                    detached.stop()
+                await self.stop_runs()
+                waited = 0.0
+                while self.drivers_going() and waited < STOP_TIMEOUT_SECONDS:
+                    await asyncio.sleep(0.05)
+                    waited += 0.05
+                resume = "; ".join(f"hbtui resume {d.run_id}" for d in going)
+                line = f"hbtui: stopped run {ids} (what completed is saved); continue with: {resume}"
+            else:
+                monitor = "; ".join(f"hbtui monitor {d.run_id}" for d in going)
+                line = (
+                    f"hbtui: run {ids} goes on (log {', '.join(str(d.log) for d in going)}); watch it with: {monitor}"
+                )
+            # Printed by the command once the terminal is the shell's again: Textual's exit message
+            # is wrapped by Rich at the terminal's width, which would cut the command in two.
+            self.farewell = line
+            self.exit()
+
+        await self.push_screen(QuitModal(question), answered)
 
     def action_help_quit(self) -> None:
         """Ctrl-C where no input has focus (an input copies with it): quit, as `q` does. Textual
@@ -403,3 +495,15 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                     if binding.description and binding.action != "command_palette":
                         found.append((node, key, binding))
         return found
+
+
+def last_line(path: Path, tail: int = 4096) -> str:
+    """The last line of a driver's log (read from its end: a long run's log is long), the
+    one-line reason it gave for stopping."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, 2) - tail))
+            lines = handle.read().decode("utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return "its log cannot be read"
+    return lines[-1] if lines else "it wrote nothing"

@@ -40,6 +40,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.pair import PairScreen
     from hbtui.tui.screens.picker import PickerModal
     from hbtui.tui.screens.presets import PresetNameModal, PresetPickerModal
+    from hbtui.tui.screens.quit import QuitModal
     from hbtui.tui.screens.regrade import RegradeModal
     from hbtui.tui.screens.run import FilterInput, RunScreen
     from hbtui.tui.screens.runs import RunsScreen
@@ -58,6 +59,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),
+        ("quit while runs go on", [QuitModal]),
         ("help", [HelpModal]),
     ]
 

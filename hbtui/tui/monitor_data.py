@@ -60,6 +60,8 @@ class MonitorView:
     final_score: float | None = None
     final_ci95: tuple[float, float] | None = None
     error: str | None = None
+    driver: str | None = None  # host:pid of a run another process drives, and whether it is heard from
+    driver_log: str | None = None  # where its detached driver writes (hbtui.engine.detached)
 
     @classmethod
     def of_run(cls, run: RunRow, **figures: Any) -> MonitorView:
@@ -102,6 +104,8 @@ class MonitorView:
             self.tokens,
             self.final_score,
             self.error,
+            self.driver,
+            self.driver_log,
         )
 
 
@@ -277,4 +281,6 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         final_score=run.score,
         final_ci95=run.ci95,
         error=run.error,
+        driver=run.driver_label(now),
+        driver_log=run.driver_log,
     )

@@ -487,7 +487,7 @@ class ConfigScreen(Screen):
                 repeats=values["repeats"],
                 name=values["run_name"],
             )
-            await self.app.start_run(run_id, settings)
+            await self.app.start_detached(run_id, settings)
             self._remember_data_source()
         except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
             self.show_status(one_line(form_wording(str(exc)), 300), error=True)

@@ -108,6 +108,7 @@ class MonitorScreen(ResponsiveScreen):
         self.apply_breakpoint()
         yield Header()
         yield Static(id="monitor-status")
+        yield Static(id="monitor-driver")
         yield Static(id="monitor-failure")
         with Horizontal(classes="monitor-bar"):
             yield Static("conversations", classes="bar-label")
@@ -268,6 +269,7 @@ class MonitorScreen(ResponsiveScreen):
         elif view.scores and self.has_class("-stacked"):  # the score panel is below the fold there
             status.append(f"  score {scoring.clipped_mean(view.scores):.3f}", style="bold")
         self.query_one("#monitor-status", Static).update(status)
+        self._paint_driver(view)
         # The whole error, wrapped: the reason a run failed is what one needs to fix it.
         failure = self.query_one("#monitor-failure", Static)
         failure.display = bool(view.error)
@@ -291,6 +293,21 @@ class MonitorScreen(ResponsiveScreen):
         if len(histogram.scores) != len(view.scores) and stale:
             self._histogram_at = time.monotonic()
             histogram.update_scores(view.scores)
+
+    def _paint_driver(self, view: MonitorView) -> None:
+        """The process driving a run of another process (host:pid, said plainly when it has gone
+        silent) and the log its detached driver writes."""
+        line = Text()
+        if view.driver and not view.in_process:
+            line.append("driven by ")
+            line.append_text(safe(view.driver, 80))
+            line.append("  ")
+        if view.driver_log:
+            line.append("log ")
+            line.append_text(safe(view.driver_log, 200))
+        widget = self.query_one("#monitor-driver", Static)
+        widget.display = bool(line)
+        widget.update(line)
 
     def _bar(self, name: str, done: int, total: int, label: str) -> None:
         self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=done)

@@ -491,7 +491,7 @@ class RunScreen(ResponsiveScreen):
                 await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
                 regrade_store = await self.app.store_for_a_run()
                 run_id = await plan_regrade(regrade_store, run, settings)
-                await self.app.start_run(run_id, settings, use_cache=True)
+                await self.app.start_detached(run_id, settings, use_cache=True)
             except (SettingsError, TemplateError, StoreError) as exc:
                 self.notify(one_line(str(exc), 300), severity="error", markup=False)
                 return

@@ -31,7 +31,22 @@ CONFIG_PREBUILD_DELAY = 0.5
 RESUMABLE = ("interrupted", "failed", "cancelled", "pending", "incomplete")
 # What tells runs apart comes first, then what says whether a run is whole (n scored of planned,
 # errors), then when it was made; at 80 columns the rest scrolls sideways under the fixed id and name.
-COLUMNS = ("id", "name", "status", "score", "n", "errors", "date", "95% CI", "model", "grader", "dataset")
+# Last, the process driving a running run (host:pid, said so when silent) and its detached driver's log.
+COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "score",
+    "n",
+    "errors",
+    "date",
+    "95% CI",
+    "model",
+    "grader",
+    "dataset",
+    "driver",
+    "log",
+)
 FIXED_COLUMNS = 2
 STATUS_STYLES = {"incomplete": "bold yellow", "failed": "red", "interrupted": "yellow", "cancelled": "yellow"}
 
@@ -66,6 +81,8 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
         Text(one_line(run.model_test or "", 24)),
         Text(one_line(run.model_grader or "", 24)),
         Text(one_line(run.dataset_name or "", 24)),
+        Text(one_line(run.driver_label(now) or "", 60)),
+        Text(middle_cut(one_line(run.driver_log or "", 300), 60)),
     )
 
 
@@ -195,14 +212,15 @@ class RunsScreen(AppScreen):
         self.app.open_monitor(run_id)
 
     async def action_continue_run(self) -> None:
-        """Resume the selected run in this process, as `hbtui resume` does."""
+        """Resume the selected run, as `hbtui resume` does, in a process of its own."""
 
         run_id = self.selected_run_id()
         store = self.app.store
         if run_id is None or store is None:
             self.say("no run selected")
             return
-        if run_id in self.app.live_runs:
+        driver = self.app.detached_runs.get(run_id)
+        if run_id in self.app.live_runs or (driver is not None and driver.going()):
             self.app.open_monitor(run_id)
             return
         run = await store.get_run(run_id)
