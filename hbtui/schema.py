@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -161,12 +161,21 @@ MIGRATE_V5_TO_V6 = """
 ALTER TABLE runs ADD COLUMN control TEXT;
 """
 
+# Version 7: a run may grade the records' own completions instead of a model's replies (hbtui.completions):
+# each such conversation keeps its physicians' group (scored apart) and which completion it is
+# ("ideal", or "reference 1" to "reference 4"); NULL for a model's reply.
+MIGRATE_ADD_COMPLETIONS = """
+ALTER TABLE conversations ADD COLUMN completion_group TEXT;
+ALTER TABLE conversations ADD COLUMN completion TEXT;
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
     3: MIGRATE_V3_TO_V4,
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
+    6: MIGRATE_ADD_COMPLETIONS,
 }
 
 

@@ -153,6 +153,16 @@ class StoreReads(Connection):
             for conv_id, status, tags in conversations
         ]
 
+    async def completion_groups(self, run_id: int) -> list[str | None]:
+        """Each conversation's physicians' group in plan order (as ``scoring_inputs`` lists
+        them): set where the reply is a record's own completion, None for a model's reply."""
+        return [
+            group
+            for (group,) in await self._all(
+                "SELECT completion_group FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+            )
+        ]
+
     async def progress(self, run_id: int) -> Progress:
         conv = dict(
             await self._all("SELECT status, count(*) FROM conversations WHERE run_id = ? GROUP BY status", (run_id,))
