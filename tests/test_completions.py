@@ -215,3 +215,58 @@ def test_an_older_database_gains_the_completion_columns(tmp_path):
         columns = {row[1] for row in conn.execute("PRAGMA table_info(conversations)")}
         assert {"completion_group", "completion"} <= columns
         assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+
+
+def completion_records(tmp_path):
+    """Two records with physicians' completions (Groups 1 and 2) and one without."""
+    first = make_record("p1", [("[[MET]] Advises rest", 5, ["axis:accuracy"]), ("[[NOT_MET]] Hydration", 5, [])])
+    first["ideal_completions_data"] = {
+        "ideal_completion": "Rest, physician says.",
+        "ideal_completions_group": "Group 1",
+        "ideal_completions_ref_completions": [],
+    }
+    second = make_record("p2", [("[[MET]] Sees a doctor", 4, ["axis:accuracy"])], theme="emergency")
+    second["ideal_completions_data"] = {
+        "ideal_completion": "Go to a doctor.",
+        "ideal_completions_group": "Group 2",
+        "ideal_completions_ref_completions": ["r1", "r2", "r3", "r4"],
+    }
+    return write_jsonl(tmp_path / "pc.jsonl", [first, second, make_record("p3", [("[[MET]] x", 5, [])])])
+
+
+def test_a_resumed_completions_run_keeps_its_mode_and_refuses_another(server, tmp_path, monkeypatch, capsys):
+    """Planned, then driven by `hbtui resume`: still no reply generated and no system line for
+    the grader, with only a grader endpoint configured; another mode on resume is refused."""
+    from hbtui.services import plan_run
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(
+        f"GRADER_BASE_URL={server.base_url}\nMODEL_GRADER=grader-model\nSYSTEM_MESSAGE_TEST=Be brief.\n"
+    )
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    db.parent.mkdir()
+    settings = cli.load_settings(tmp_path / ".env")
+    settings = settings.with_overrides(completions="physician", db_path=str(db))
+
+    async def plan():
+        async with await Store.open(db) as store:
+            return await plan_run(store, settings, load_jsonl(completion_records(tmp_path)), name="pc")
+
+    run_id = asyncio.run(plan())
+    assert cli.main(["resume", str(run_id), "--completions", "reference"]) == cli.EXIT_USAGE
+    assert "COMPLETIONS 'reference': run 1 was made with 'physician'" in capsys.readouterr().err
+    server.control(capture_requests=True)
+    assert cli.main(["resume", str(run_id)]) == 0
+    out = capsys.readouterr().out
+    assert "physician completions graded by grader-model" in out
+    assert "completions: physician (physician completions; Group 1 1 of 1, Group 2 1 of 1); 1 records" in out
+    requests = server.captured_requests()
+    assert len(requests) == 3 and all("criteria_met" in r["messages"][-1]["content"] for r in requests)
+    prompts = [r["messages"][-1]["content"] for r in requests]
+    assert all("Be brief." not in p and "\nuser: I have a headache" in p for p in prompts)
+    assert any("assistant: Rest, physician says." in p for p in prompts)
+    assert cli.main(["show", "pc", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["run"]["completions"] == "physician"
+    assert {name: g["overall_score"] for name, g in shown["groups"].items()} == {"Group 1": 0.5, "Group 2": 1.0}
+    assert shown["overall_score"] == 0.75
