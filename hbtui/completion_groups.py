@@ -26,6 +26,12 @@ MEANINGS = {
 }
 
 
+def replied_by_of(settings) -> str:
+    """Who replied, as a run names it where a model's name stands: the model under test, or
+    whose completions a completions run grades (``settings`` is a Settings)."""
+    return REPLIED_BY.get(settings.completions or "", settings.model_test or "")
+
+
 def group_description(group: str) -> str:
     return GROUPS.get(group, "")
 

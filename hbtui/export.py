@@ -177,8 +177,13 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f" sha256 {run.dataset_sha256}",
         f"- plan: {run.plan.get('records')} records, limit {run.plan.get('limit')}, seed {run.plan.get('seed')},"
         f" repeats {run.plan.get('repeats')}",
-        f"- model under test: {run.model_test} at {s.get('base_url')}, temperature {s.get('temperature_test')},"
-        f" max tokens {s.get('max_tokens_test')}, reasoning effort {s.get('reasoning_test') or 'not sent'}",
+        (
+            f"- replies: {run.model_test}, the records' own (no model under test was called)"
+            if run.plan.get("completions")
+            else f"- model under test: {run.model_test} at {s.get('base_url')}, temperature"
+            f" {s.get('temperature_test')}, max tokens {s.get('max_tokens_test')}, reasoning effort"
+            f" {s.get('reasoning_test') or 'not sent'}"
+        ),
         f"- grader: {run.model_grader} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
         f" {s.get('temperature_grader')}, max tokens {s.get('max_tokens_grader')}, reasoning effort"
         f" {s.get('reasoning_grader') or 'not sent'}",

@@ -270,3 +270,70 @@ def test_a_resumed_completions_run_keeps_its_mode_and_refuses_another(server, tm
     assert shown["run"]["completions"] == "physician"
     assert {name: g["overall_score"] for name, g in shown["groups"].items()} == {"Group 1": 0.5, "Group 2": 1.0}
     assert shown["overall_score"] == 0.75
+
+
+async def test_the_form_starts_a_run_of_physician_completions_without_a_model_under_test(server, tmp_path):
+    """The configuration screen's Completions field (from the setting's one description): chosen,
+    the model under test may stay empty, and the run started grades the records' own completions."""
+    from textual.widgets import Input, Select
+
+    from hbtui.tui.app import HBTuiApp
+    from hbtui.tui.screens.monitor import MonitorScreen
+    from tests.conftest import settings_for
+    from tests.support.tui import wait_for
+    from tests.test_tui_config_form import open_form
+
+    data = completion_records(tmp_path)
+    db = tmp_path / "runs.sqlite"
+    app = HBTuiApp(settings=settings_for(server, db, model_test=None), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        field = screen.query_one("#field-completions", Select)
+        assert screen.query_one("#row-completions").query_one("Label").render().plain == "Completions"
+        screen.query_one("#field-data_path", Input).value = str(data)
+        await pilot.pause()
+        assert screen.validate_field("model_test")[1] == "required"
+        field.value = "physician"
+        await pilot.pause()
+        assert screen._problems["model_test"] is None
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
+        await wait_for(pilot, lambda: not app.live_runs, what="the run's end")
+    with sqlite3.connect(db) as conn:
+        run = conn.execute("SELECT model_test, plan_json, status FROM runs").fetchone()
+        replies = [r for (r,) in conn.execute("SELECT reply FROM conversations ORDER BY position")]
+    assert run[0] == "physician completions" and json.loads(run[1])["completions"] == "physician"
+    assert run[2] == "finished" and replies == ["Rest, physician says.", "Go to a doctor."]
+
+
+def test_a_completions_run_compares_with_a_models_run_on_the_same_records(server, tmp_path, monkeypatch, capsys):
+    """Pairs match by prompt_id (record and repeat): the model's reply against the physicians'
+    completion, or against each of the four reference completions; the output says which."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    data = str(completion_records(tmp_path))
+    for name, flags in (("model", []), ("doc", ["--completions", "physician"]), ("refs", ["--completions", "reference"])):
+        assert cli.main(["run", "--data", data, "--name", name, *flags]) == 0
+    capsys.readouterr()
+
+    assert cli.main(["compare", "model", "doc", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["n"] == 2 and doc["pairs"].startswith("each pair is A's the model's reply and B's the physicians'")
+    assert doc["score_b"] == 0.75  # the completions graded by the test server's markers, as in the run itself
+
+    assert cli.main(["compare", "model", "refs", "--json"]) == 0
+    refs = json.loads(capsys.readouterr().out)
+    assert refs["n"] == 4  # p2's four reference completions, each against the model's one reply to p2
+    assert "each of a record's reference completions pairs with the other run's reply to it" in refs["pairs"]
+
+    assert cli.main(["regrade", "refs", "--name", "refs-again"]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", "refs", "refs-again", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["n"] == 4 and again["pairs"] == "each pair is the same reference completion of a record, graded in both runs"
+    assert again["agreement"]["table"]["only_a_met"] == again["agreement"]["table"]["only_b_met"] == 0
+
+    assert cli.main(["compare", "model", "doc"]) == 0
+    text = capsys.readouterr().out
+    assert "pairs: each pair is A's the model's reply and B's the physicians' ideal completion" in text
+    assert "model physician completions" in text

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from hbtui.completion_groups import REPLIED_BY
+from hbtui.completion_groups import replied_by_of
 from hbtui.completions import Completion, plan_completions
 from hbtui.config import Settings, SettingsError
 from hbtui.dataset import Dataset, Record, sample
@@ -106,9 +106,7 @@ async def _plan_completions_run(
     replies from the start: the engine only grades them. Where a model's name would stand, the
     run says whose completions these are."""
     chosen = plan_completions(dataset, settings.completions or "", limit, seed)
-    replied_by = REPLIED_BY[chosen.mode]
-    # Stored as the run's model under test, so that a resume (which reads it back) keeps it.
-    settings = replace(settings, model_test=replied_by)
+    replied_by = replied_by_of(settings)
     return await store.create_run(
         name=name,
         name_base=f"{chosen.mode}-completions-{Path(dataset.name).stem}-{time.strftime('%Y%m%d-%H%M%S')}",

@@ -475,10 +475,12 @@ class StoreReads(Connection):
 
     async def comparison_conversations(self, run_id: int) -> list[tuple]:
         """A run's conversations as a comparison pairs them, in plan order: id, position, repeat,
-        prompt_id, record sha256, theme, example_tags, status, score."""
+        prompt_id, record sha256, theme, example_tags, status, score, completion (which of the
+        record's own completions is the reply; None for a model's reply)."""
         return await self._all(
-            "SELECT c.id, c.position, c.repeat, c.prompt_id, r.sha256, c.theme, c.example_tags, c.status, c.score"
-            " FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
+            "SELECT c.id, c.position, c.repeat, c.prompt_id, r.sha256, c.theme, c.example_tags, c.status, c.score,"
+            " c.completion FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.run_id = ?"
+            " ORDER BY c.position",
             (run_id,),
         )
 
