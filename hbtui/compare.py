@@ -93,7 +93,18 @@ def conversations_from_rows(
     from ``comparison_verdicts`` when given."""
     tag_lists: dict[str, tuple[str, ...]] = {}  # a run repeats a handful of tag lists thousands of times
     conversations: dict[int, Conversation] = {}
-    for conv_id, position, repeat, prompt_id, sha256, theme, example_tags, status, score, completion in conversation_rows:
+    for (
+        conv_id,
+        position,
+        repeat,
+        prompt_id,
+        sha256,
+        theme,
+        example_tags,
+        status,
+        score,
+        completion,
+    ) in conversation_rows:
         conversations[conv_id] = Conversation(
             conv_id,
             position,

@@ -45,8 +45,7 @@ def skipped_line(plan: dict) -> str | None:
     groups = plan.get("groups") or {}
     chosen = ", ".join(f"{group} {info.get('sampled')} of {info.get('completions')}" for group, info in groups.items())
     return (
-        f"completions: {mode} ({REPLIED_BY.get(mode, mode)}; {chosen}); {without} records without completions"
-        " skipped"
+        f"completions: {mode} ({REPLIED_BY.get(mode, mode)}; {chosen}); {without} records without completions skipped"
     )
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from hbtui.completion_groups import GROUPS, IDEAL, MODES, REFERENCE, WITH_REFERENCES
 from hbtui.dataset import Dataset, DatasetError, Record
 
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """One completion of one record to grade: its group, which one it is, and its text."""

@@ -49,7 +49,10 @@ def describe_requests(settings: Any, template_name: str, template_sha256: str, d
             ]
     if settings.grader_json_schema:
         differences.append("grader asked for json_schema output")
-    for who, effort in (("model under test", settings.reasoning_test if tested else None), ("grader", settings.reasoning_grader)):
+    for who, effort in (
+        ("model under test", settings.reasoning_test if tested else None),
+        ("grader", settings.reasoning_grader),
+    ):
         if effort:
             differences.append(f"reasoning effort {effort} for the {who}")
     deviations = sorted(set(deviations))

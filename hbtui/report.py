@@ -202,7 +202,13 @@ def render_report(
     adjusted = length_adjusted_line(stats) if stats else None
     if brief:
         return "\n".join(
-            [head, score, *group_lines(report), *([adjusted] if adjusted else []), *(usage_lines(stats) if stats else [])]
+            [
+                head,
+                score,
+                *group_lines(report),
+                *([adjusted] if adjusted else []),
+                *(usage_lines(stats) if stats else []),
+            ]
         )
     lines = [head, score, *group_lines(report), *([adjusted] if adjusted else [])]
     conv, crit = report.conversations, report.criteria

@@ -54,21 +54,23 @@ def reference_eval(ref, monkeypatch):  # noqa: F811 - the fixture imported above
     monkeypatch.setattr(ref, "bf", types.SimpleNamespace(BlobFile=lambda _path, mode: open(MAIN_SUBSET, mode)))
     monkeypatch.setattr(ref, "SingleEvalResult", Result)
     monkeypatch.setattr(ref, "EvalResult", Result)
-    monkeypatch.setattr(ref.common, "map_with_progress", lambda fn, items, **_: [fn(item) for item in items], raising=False)
+    monkeypatch.setattr(
+        ref.common, "map_with_progress", lambda fn, items, **_: [fn(item) for item in items], raising=False
+    )
     page = types.SimpleNamespace(render=lambda **_: "")
     monkeypatch.setattr(ref.common, "jinja_env", types.SimpleNamespace(from_string=lambda _: page), raising=False)
     return ref
 
 
-def reference_groups(ref, mode: str, limit, seed: int = 0, grader=None):
+def reference_groups(module, mode: str, limit, seed: int = 0, grader=None):
     """{group: HealthBenchEval} as the reference's physician_completions_main makes them."""
     with_references = MODES[mode]
-    ref.random = types.SimpleNamespace(Random=lambda _zero: random.Random(seed))
+    module.random = types.SimpleNamespace(Random=lambda _zero: random.Random(seed))
     evals = {}
-    for group, about in ref.PHYSICIAN_COMPLETION_MODES.items():
+    for group, about in module.PHYSICIAN_COMPLETION_MODES.items():
         if with_references and not about["has_reference"]:
             continue
-        evals[group] = ref.HealthBenchEval(
+        evals[group] = module.HealthBenchEval(
             grader_model=grader,
             physician_completions_mode=group,
             run_reference_completions=with_references,
@@ -271,6 +273,17 @@ def test_a_resumed_completions_run_keeps_its_mode_and_refuses_another(server, tm
     assert {name: g["overall_score"] for name, g in shown["groups"].items()} == {"Group 1": 0.5, "Group 2": 1.0}
     assert shown["overall_score"] == 0.75
 
+    from hbtui.tui.screens.run import summary_text
+
+    async def read_run():
+        async with await Store.open(db) as store:
+            return await store.get_run(run_id)
+
+    run = asyncio.run(read_run())
+    summary = summary_text(run, run.report, run.status).plain
+    assert "Groups  Group 1 0.500 n 1  Group 2 1.000 n 1\n" in summary
+    assert "Replies physician completions (1 records without any skipped)\nGrader grader-model" in summary
+
 
 async def test_the_form_starts_a_run_of_physician_completions_without_a_model_under_test(server, tmp_path):
     """The configuration screen's Completions field (from the setting's one description): chosen,
@@ -312,7 +325,11 @@ def test_a_completions_run_compares_with_a_models_run_on_the_same_records(server
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
     data = str(completion_records(tmp_path))
-    for name, flags in (("model", []), ("doc", ["--completions", "physician"]), ("refs", ["--completions", "reference"])):
+    for name, flags in (
+        ("model", []),
+        ("doc", ["--completions", "physician"]),
+        ("refs", ["--completions", "reference"]),
+    ):
         assert cli.main(["run", "--data", data, "--name", name, *flags]) == 0
     capsys.readouterr()
 
@@ -330,7 +347,10 @@ def test_a_completions_run_compares_with_a_models_run_on_the_same_records(server
     capsys.readouterr()
     assert cli.main(["compare", "refs", "refs-again", "--json"]) == 0
     again = json.loads(capsys.readouterr().out)
-    assert again["n"] == 4 and again["pairs"] == "each pair is the same reference completion of a record, graded in both runs"
+    assert (
+        again["n"] == 4
+        and again["pairs"] == "each pair is the same reference completion of a record, graded in both runs"
+    )
     assert again["agreement"]["table"]["only_a_met"] == again["agreement"]["table"]["only_b_met"] == 0
 
     assert cli.main(["compare", "model", "doc"]) == 0
