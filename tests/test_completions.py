@@ -128,8 +128,16 @@ def test_a_completions_run_needs_no_model_under_test():
         Settings(model_grader="g", completions="physician").require_models()
 
 
-def test_the_mode_is_read_as_every_setting_is(tmp_path):
+def test_a_mode_that_is_none_of_them_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("COMPLETIONS=physician\n")
+    assert cli.load_settings(tmp_path / ".env").completions == "physician"
     assert cli.main(["run", "--completions", "surgeon", "--data", "x.jsonl"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == (
+        "hbtui: error: COMPLETIONS (command line): 'surgeon' is not a completions mode (physician, reference)\n"
+    )
+    assert not (tmp_path / "runs").exists()
 
 
 def conversations(db):
