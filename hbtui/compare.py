@@ -93,18 +93,8 @@ def conversations_from_rows(
     from ``comparison_verdicts`` when given."""
     tag_lists: dict[str, tuple[str, ...]] = {}  # a run repeats a handful of tag lists thousands of times
     conversations: dict[int, Conversation] = {}
-    for (
-        conv_id,
-        position,
-        repeat,
-        prompt_id,
-        sha256,
-        theme,
-        example_tags,
-        status,
-        score,
-        completion,
-    ) in conversation_rows:
+    for row in conversation_rows:
+        conv_id, position, repeat, prompt_id, sha256, theme, example_tags, status, score, completion = row
         conversations[conv_id] = Conversation(
             conv_id,
             position,
