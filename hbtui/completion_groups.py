@@ -44,8 +44,11 @@ def skipped_line(plan: dict) -> str | None:
     without = plan.get("without_completions", 0)
     groups = plan.get("groups") or {}
     chosen = ", ".join(f"{group} {info.get('sampled')} of {info.get('completions')}" for group, info in groups.items())
+    # The reference's reference mode has no Group 1: its physicians were shown no model's completion.
+    no_group_1 = "; Group 1 has no reference completions" if mode == REFERENCE else ""
     return (
-        f"completions: {mode} ({REPLIED_BY.get(mode, mode)}; {chosen}); {without} records without completions skipped"
+        f"completions: {mode} ({REPLIED_BY.get(mode, mode)}; {chosen}); {without} records without completions"
+        f" skipped{no_group_1}"
     )
 
 

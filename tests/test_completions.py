@@ -165,6 +165,7 @@ def test_a_run_of_completions_grades_them_as_the_reference_does(
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
     assert "93 records without completions skipped" in printed
+    assert ("Group 1 has no reference completions" in printed) == (mode == "reference")
 
     grader = ServerLikeGrader()
     evals = reference_groups(reference_eval, mode, limit, seed, grader)
