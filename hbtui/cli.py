@@ -562,6 +562,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                             "error": run.error,
                             "kind": run.kind,
                             **({"imported": run.imported} if run.imported else {}),
+                            **({"completions": run.plan["completions"]} if run.plan.get("completions") else {}),
                         },
                         "requests": run.requests,
                         **run.report.to_json(),

@@ -67,6 +67,7 @@ class Conversation:
     replied: bool
     score: float | None = None  # as stored: scoring's score of its verdicts, when all are graded
     criteria: list[Criterion] | None = None  # None: its verdicts were not read
+    completion: str | None = None  # which of the record's own completions the reply is; None: a model's
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -92,7 +93,8 @@ def conversations_from_rows(
     from ``comparison_verdicts`` when given."""
     tag_lists: dict[str, tuple[str, ...]] = {}  # a run repeats a handful of tag lists thousands of times
     conversations: dict[int, Conversation] = {}
-    for conv_id, position, repeat, prompt_id, sha256, theme, example_tags, status, score in conversation_rows:
+    for row in conversation_rows:
+        conv_id, position, repeat, prompt_id, sha256, theme, example_tags, status, score, completion = row
         conversations[conv_id] = Conversation(
             conv_id,
             position,
@@ -104,6 +106,7 @@ def conversations_from_rows(
             status == "generated",
             score,
             None if verdict_rows is None else [],
+            completion,
         )
     for conv_id, idx, text, points, tags, status in verdict_rows or ():
         conversation = conversations.get(conv_id)
@@ -342,6 +345,7 @@ class Comparison:
     moved: list[Moved]  # every pair whose score changed, the largest change first
     agreement: Agreement | None  # None: compared by stored scores alone (no axes either)
     totals: tuple[int, int] = (0, 0)  # each run's conversations: what the pairs are a part of
+    pairs: str = ""  # what a pair is, in words, where a run grades the records' own completions
 
     def as_json(self) -> dict:
         return {
@@ -362,6 +366,7 @@ class Comparison:
             "axes": {name: d.as_dict() for name, d in self.axes.items()},
             "moved": [m.as_dict() for m in self.moved[:MOVED_LISTED]],
             "agreement": self.agreement.as_dict() if self.agreement else None,
+            **({"pairs": self.pairs} if self.pairs else {}),
         }
 
 
@@ -374,8 +379,7 @@ def compare(
 ) -> Comparison:
     if run_a.id == run_b.id:
         raise NothingToCompare(f"run {run_a.id} compared with itself: give two different runs")
-    by_key = {c.key: c for c in conversations_b}
-    matched = [(a, by_key[a.key]) for a in conversations_a if a.key in by_key]
+    matched = pair_up(run_a, run_b, conversations_a, conversations_b)
     scored = []
     for a, b in matched:
         values_a, values_b = a.metrics(), b.metrics()
@@ -401,6 +405,50 @@ def compare(
         moved,
         agreement(matched) if verdicts_read else None,
         (len(conversations_a), len(conversations_b)),
+        pairs_meaning(run_a, run_b),
+    )
+
+
+def completions_of_run(run: RunRow) -> str | None:
+    """The records' own completions a run grades (physician, reference), or None: a model's replies."""
+    return (run.plan or {}).get("completions")
+
+
+def pair_up(
+    run_a: RunRow, run_b: RunRow, conversations_a: Sequence[Conversation], conversations_b: Sequence[Conversation]
+) -> list[tuple[Conversation, Conversation]]:
+    """The pairs, in A's plan order. Runs whose replies come from the same place pair one to one,
+    by the key and, for the records' own completions, by which completion. Otherwise a record's
+    several reference completions each pair with the other run's one reply to that record."""
+    same_source = completions_of_run(run_a) == completions_of_run(run_b)
+    by_key: dict[tuple, list[Conversation]] = {}
+    for b in conversations_b:
+        by_key.setdefault((*b.key, b.completion) if same_source else b.key, []).append(b)
+    return [(a, b) for a in conversations_a for b in by_key.get((*a.key, a.completion) if same_source else a.key, [])]
+
+
+SIDES = {
+    None: "the model's reply",
+    "physician": "the physicians' ideal completion (of the record's group)",
+    "reference": "one of the four reference completions physicians of Groups 2 and 3 were shown",
+}
+
+
+def pairs_meaning(run_a: RunRow, run_b: RunRow) -> str:
+    """What a pair is when a run grades the records' own completions; empty for two model runs."""
+    mode_a, mode_b = completions_of_run(run_a), completions_of_run(run_b)
+    if mode_a is None and mode_b is None:
+        return ""
+    if mode_a == mode_b:
+        return f"each pair is the same {mode_a} completion of a record, graded in both runs"
+    several = (
+        " (each of a record's reference completions pairs with the other run's reply to it)"
+        if "reference" in (mode_a, mode_b)
+        else ""
+    )
+    return (
+        f"each pair is A's {SIDES.get(mode_a, mode_a)} and B's {SIDES.get(mode_b, mode_b)} for the same"
+        f" prompt, each graded by its own run{several}: B - A is how far one answer's score is from the other's"
     )
 
 

@@ -58,6 +58,7 @@ def render_comparison(result: Comparison) -> str:
         run_line("B", result.run_b),
         f"paired conversations {overall.n:,} of A's {result.totals[0]:,} and B's {result.totals[1]:,} (same prompt_id,"
         " record and repeat, graded in full by both); the scores below are over the pairs alone",
+        *([f"pairs: {result.pairs}"] if result.pairs else []),
         f"score A {overall.score_a:.3f}   B {overall.score_b:.3f}   B - A {signed(overall.value)}"
         f"   95% CI {interval(overall.ci95)} (paired bootstrap, {BOOTSTRAP_SAMPLES:,} resamples)",
     ]

@@ -54,6 +54,9 @@ PENALTY = NamedNumber(
     off_words=("", "off", "none"),
     shape="a number, main, hard, consensus, or off",
 )
+COMPLETIONS = Choice(
+    choices=("physician", "reference"), what="a completions mode", shape="physician, reference, or none"
+)
 CENTRE = NamedNumber(
     named=tuple((name, LENGTH_CENTRE) for name in LENGTH_PENALTIES),
     what="a centre in characters",
@@ -156,6 +159,18 @@ class Settings:
         example="my-model",
         label="Model",
         placeholder="model id",
+    )
+    # Where the replies come from: the model under test (None), or the records' own completions,
+    # as the reference's physician-completion modes grade them (hbtui.completions).
+    completions: str | None = _described(
+        "COMPLETIONS",
+        COMPLETIONS,
+        ENDPOINT,
+        "grade the records' own completions instead of the model's replies: physician (each group's ideal"
+        " completion) or reference (the four reference completions of Groups 2 and 3), each group scored apart",
+        default_text="none (the model under test replies)",
+        label="Completions",
+        placeholder="none: the model replies",
     )
     model_grader: str | None = _described(
         "MODEL_GRADER",
@@ -357,10 +372,16 @@ class Settings:
         return replace(self, **given)
 
     def require_models(self) -> None:
-        """The checks that only a run needs (browsing a database needs no endpoint)."""
+        """The checks that only a run needs (browsing a database needs no endpoint). A run of the
+        records' own completions calls no model under test: the grader's endpoint is enough."""
         for setting in SETTINGS:
-            if setting.required and not getattr(self, setting.attribute):
-                raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
+            if not setting.required or getattr(self, setting.attribute):
+                continue
+            if self.completions and setting.attribute == "model_test":
+                continue
+            if self.completions and setting.attribute == "base_url" and self.grader_base_url:
+                continue
+            raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
 
     def public_dict(self) -> dict[str, Any]:
         """Settings as stored with a run and shown on screen: keys reduced to a mask."""

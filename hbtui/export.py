@@ -15,10 +15,12 @@ import os
 import time
 from pathlib import Path
 
+from hbtui.completion_groups import group_description, skipped_line
 from hbtui.config import LENGTH_CENTRE, Settings
 from hbtui.fidelity import requests_line
 from hbtui.files import private_file
 from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_line
+from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import ERROR, RunRow, Store, verdict_met
 from hbtui.store.reads import parsed_tags
@@ -147,6 +149,19 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
     return [*lines, ""]
 
 
+def group_table(report: StoredReport) -> list[str]:
+    """A completions run's groups, each scored on its own, as a table of description.md."""
+    if not report.groups:
+        return []
+    lines = ["", "## Groups (each scored on its own, as the reference scores them)", ""]
+    lines += ["| group | score | n | 95% CI | physicians |", "| --- | --- | --- | --- | --- |"]
+    for name, group in report.groups.items():
+        m = group.overall
+        figures = f"{m.value:.4f} | {m.n} | {m.ci95[0]:.4f} to {m.ci95[1]:.4f}" if m else "- | 0 | -"
+        lines.append(f"| {one_line(name, 40)} | {figures} | {group_description(name)} |")
+    return lines
+
+
 def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str | None = None) -> str:
     """`description.md`: what was run, with what, when, and what it scored."""
     s = run.settings
@@ -162,14 +177,20 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f" sha256 {run.dataset_sha256}",
         f"- plan: {run.plan.get('records')} records, limit {run.plan.get('limit')}, seed {run.plan.get('seed')},"
         f" repeats {run.plan.get('repeats')}",
-        f"- model under test: {run.model_test} at {s.get('base_url')}, temperature {s.get('temperature_test')},"
-        f" max tokens {s.get('max_tokens_test')}, reasoning effort {s.get('reasoning_test') or 'not sent'}",
+        (
+            f"- replies: {run.model_test}, the records' own (no model under test was called)"
+            if run.plan.get("completions")
+            else f"- model under test: {run.model_test} at {s.get('base_url')}, temperature"
+            f" {s.get('temperature_test')}, max tokens {s.get('max_tokens_test')}, reasoning effort"
+            f" {s.get('reasoning_test') or 'not sent'}"
+        ),
         f"- grader: {run.model_grader} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
         f" {s.get('temperature_grader')}, max tokens {s.get('max_tokens_grader')}, reasoning effort"
         f" {s.get('reasoning_grader') or 'not sent'}",
         f"- grader template: {(run.requests or {}).get('grader_template', {}).get('name') or s.get('grader_template')}"
         f" (sha256 {(run.requests or {}).get('grader_template', {}).get('sha256', 'not recorded')})",
         f"- {requests_line(run.requests)}",
+        *([f"- {skipped}"] if (skipped := skipped_line(run.plan)) else []),
         f"- concurrency: {s.get('concurrency')}",
         f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",
@@ -192,6 +213,7 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         for name, m in report.metrics.items():
             cell = one_line(name, 200).replace("|", r"\|")  # a tag's own "|" would split its row
             lines.append(f"| {cell} | {m.value:.4f} | {m.n} | {m.ci95[0]:.4f} to {m.ci95[1]:.4f} |")
+        lines += group_table(report)
     return visible_controls("\n".join(lines) + "\n")
 
 

@@ -24,7 +24,13 @@ def describe_requests(settings: Any, template_name: str, template_sha256: str, d
     if template_sha256 != reference.TEMPLATE_SHA256:
         shown = template_name if template_name in ("builtin", "reference") else f"file {Path(template_name).name}"
         differences.append(f"grader prompt {shown}")
+    # Grading the records' own completions, no model under test is called: only the grader's
+    # requests are compared (with the reference's physician-completion modes).
+    completions = settings.completions
+    tested = not completions
     for who, system in (("model under test", settings.system_message_test), ("grader", settings.system_message_grader)):
+        if who != "grader" and not tested:
+            continue
         if system is None:
             differences.append(f"no system message for the {who}")
         elif system != reference.SYSTEM_MESSAGE:
@@ -33,21 +39,25 @@ def describe_requests(settings: Any, template_name: str, template_sha256: str, d
         ("temperature", settings.temperature_test, settings.temperature_grader, reference.TEMPERATURE),
         ("max tokens", settings.max_tokens_test, settings.max_tokens_grader, reference.MAX_TOKENS),
     ):
-        if test == grader and test != expected:
+        if tested and test == grader and test != expected:
             differences.append(f"{label} {test:g}")
         else:
             differences += [
                 f"{label} {value:g} for the {who}"
-                for who, value in (("model under test", test), ("grader", grader))
+                for who, value in (("model under test", test if tested else expected), ("grader", grader))
                 if value != expected
             ]
     if settings.grader_json_schema:
         differences.append("grader asked for json_schema output")
-    for who, effort in (("model under test", settings.reasoning_test), ("grader", settings.reasoning_grader)):
+    for who, effort in (
+        ("model under test", settings.reasoning_test if tested else None),
+        ("grader", settings.reasoning_grader),
+    ):
         if effort:
             differences.append(f"reasoning effort {effort} for the {who}")
     deviations = sorted(set(deviations))
     return {
+        **({"completions": completions} if completions else {}),
         "grader_template": {"name": template_name, "sha256": template_sha256},
         "system_message_test": settings.system_message_test,
         "system_message_grader": settings.system_message_grader,
@@ -77,6 +87,10 @@ def requests_line(requests: dict | None) -> str:
         if grader and grader != REFERENCE_GRADER
         else ""
     )
+    completions = requests.get("completions")
+    if completions:
+        # No model was called: the replies are the records' own, graded as the reference grades them.
+        other = f"; {completions} completions graded, no model under test{other}"
     if requests.get("reference_identical"):
         return f"requests: reference-identical{other}"
     return f"requests: differ from the reference ({', '.join(requests.get('differences', []))}){other}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from hbtui.completion_groups import group_description, skipped_line
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
 from hbtui.run_kinds import IMPORTED, MODEL_RUN, kind_label
@@ -181,6 +182,18 @@ def usage_lines(stats: RunStatistics) -> list[str]:
     return lines
 
 
+def group_lines(report: StoredReport) -> list[str]:
+    """A run of the records' own completions: each physicians' group's score, scored apart."""
+    if not report.groups:
+        return []
+    lines = ["by physicians' group, each scored on its own (as the reference scores them)"]
+    for name, group in report.groups.items():
+        m = group.overall
+        figures = f"{m.value:.4f}  95% CI {_ci(m)}  n {m.n}" if m else "-"
+        lines.append(f"  {one_line(name, 20)}  {figures}  {group_description(name)}")
+    return lines
+
+
 def render_report(
     run: RunRow, brief: bool = False, scores: list[float] | None = None, stats: RunStatistics | None = None
 ) -> str:
@@ -197,6 +210,9 @@ def render_report(
         head += "".join(f"\n{line}" for line in kind_lines(run))
     else:  # an import sent no requests of hbtui's
         head += f"\n{one_line(requests_line(run.requests), 600)}"
+    skipped = skipped_line(run.plan)
+    if skipped:
+        head += f"\n{one_line(skipped, 600)}"
     if report is None or overall is None:
         return "\n".join([head, "no conversation is fully graded yet", *(usage_lines(stats) if stats else [])])
     score = (
@@ -205,8 +221,16 @@ def render_report(
     )
     adjusted = length_adjusted_line(stats) if stats else None
     if brief:
-        return "\n".join([head, score, *([adjusted] if adjusted else []), *(usage_lines(stats) if stats else [])])
-    lines = [head, score, *([adjusted] if adjusted else [])]
+        return "\n".join(
+            [
+                head,
+                score,
+                *group_lines(report),
+                *([adjusted] if adjusted else []),
+                *(usage_lines(stats) if stats else []),
+            ]
+        )
+    lines = [head, score, *group_lines(report), *([adjusted] if adjusted else [])]
     conv, crit = report.conversations, report.criteria
     pos_share, neg_share = crit.positive_met_share, crit.negative_triggered_share
     lines.append(

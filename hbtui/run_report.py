@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hbtui.completion_groups import group_description
 from hbtui.scoring import OVERALL, Metric, RunReport
 
 THEME_PREFIX, AXIS_PREFIX = "theme:", "axis:"
@@ -81,6 +82,9 @@ class StoredReport:
     median: float | None
     conversations: ConversationCounts
     criteria: CriterionCounts
+    # A run of the records' own completions (hbtui.completions): each physicians' group scored
+    # apart, as the reference scores them, by group name in the reference's order; None otherwise.
+    groups: Mapping[str, StoredReport] | None = None
 
     @property
     def overall(self) -> Metric | None:
@@ -96,7 +100,7 @@ class StoredReport:
         return [(name[len(prefix) :], m) for name, m in self.metrics.items() if name.startswith(prefix)]
 
     @classmethod
-    def of(cls, result: RunReport, from_cache: int) -> StoredReport:
+    def of(cls, result: RunReport, from_cache: int | None) -> StoredReport:
         """The report of a scoring, with how many of its verdicts came from the cache."""
         return cls(
             metrics=dict(result.metrics),
@@ -120,13 +124,18 @@ class StoredReport:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "overall_score": self.score,
             "metrics": {name: m.as_dict() for name, m in self.metrics.items()},
             "median": self.median,
             "conversations": self.conversations.to_json(),
             "criteria": self.criteria.to_json(),
         }
+        if self.groups is not None:
+            out["groups"] = {
+                name: {"description": group_description(name), **group.to_json()} for name, group in self.groups.items()
+            }
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StoredReport:
@@ -151,5 +160,8 @@ class StoredReport:
                 pending=criteria["pending"],
                 skipped=criteria.get("skipped"),
                 from_cache=criteria.get("from_cache"),
+            ),
+            groups=(
+                {name: cls.from_json(group) for name, group in data["groups"].items()} if "groups" in data else None
             ),
         )

@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -168,6 +168,14 @@ MIGRATE_ADD_DRIVER_LOG = """
 ALTER TABLE runs ADD COLUMN driver_log TEXT;
 """
 
+# Version 8: a run may grade the records' own completions instead of a model's replies (hbtui.completions):
+# each such conversation keeps its physicians' group (scored apart) and which completion it is
+# ("ideal", or "reference 1" to "reference 4"); NULL for a model's reply.
+MIGRATE_ADD_COMPLETIONS = """
+ALTER TABLE conversations ADD COLUMN completion_group TEXT;
+ALTER TABLE conversations ADD COLUMN completion TEXT;
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
@@ -175,6 +183,7 @@ MIGRATIONS = {
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
     6: MIGRATE_ADD_DRIVER_LOG,
+    7: MIGRATE_ADD_COMPLETIONS,
 }
 
 

@@ -68,9 +68,11 @@ class RequestKeys:
         self.settings, self.template = settings, template
 
     def sent_messages(self, prompt: list[dict]) -> list[dict]:
-        """What the model under test is sent: its system message, if any, then the conversation."""
+        """What the model under test is sent: its system message, if any, then the conversation.
+        A record's own completion answered the conversation alone: no system line (as the
+        reference grades its physician-completion modes)."""
         system = self.settings.system_message_test
-        return [{"role": "system", "content": system}, *prompt] if system else prompt
+        return [{"role": "system", "content": system}, *prompt] if system and not self.settings.completions else prompt
 
     def digest(self, prompt: list[dict], reply: str) -> str:
         from hbtui.grading import graded_conversation

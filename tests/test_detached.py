@@ -22,6 +22,7 @@ from hbtui.dataset import load_jsonl
 from hbtui.services import launch_detached, plan_run
 from hbtui.store import Store
 from tests.conftest import KEYED_SERVER_SECRET, settings_for, small_records, write_jsonl
+from tests.support.old_schema import make_database_before
 from tests.support.server_process import FakeServer
 from tests.test_cli import hbtui
 from tests.test_run_control import wait_until
@@ -89,15 +90,8 @@ async def test_a_detached_run_shrugs_off_a_hangup_and_stops_resumably_on_sigterm
 
 async def test_a_database_of_the_schema_before_gets_the_driver_log_column(tmp_path):
     db = tmp_path / "before.sqlite"
-    previous = schema.SCHEMA_VERSION - 1
+    make_database_before(db, schema.MIGRATE_ADD_DRIVER_LOG)
     with sqlite3.connect(db) as conn:
-        for statement in schema.statements(schema.SCHEMA_V1):
-            conn.execute(statement)
-        for version in range(1, previous):
-            for statement in schema.statements(schema.MIGRATIONS[version]):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={previous}")
         conn.execute(
             "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
             " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"

@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, ChatClient, ChatError
+from hbtui.completion_groups import replied_by_of
 from hbtui.config import Settings
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
@@ -237,7 +238,7 @@ class Engine:
         if not changed:
             return
         await self.store.update_run_settings(
-            self.run.id, now, self.settings.model_test or "", self.settings.model_grader or ""
+            self.run.id, now, replied_by_of(self.settings), self.settings.model_grader or ""
         )
         self.run = await self.store.get_run(self.run.id)
         self._note(

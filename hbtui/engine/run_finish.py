@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hbtui import scoring
+from hbtui.completion_groups import ordered_groups
 from hbtui.errors import TRANSIENT_KINDS
 from hbtui.export import write_run_folder
 from hbtui.progress import Tally
@@ -36,11 +37,26 @@ def incomplete_message(run_id: int, no_reply: int, unfinished: int, source_id: i
 
 async def compute_report(store: Store, run_id: int) -> StoredReport:
     inputs = await store.scoring_inputs(run_id)
+    groups = await store.completion_groups(run_id)  # in the order of the inputs; None: a model's reply
     # The bootstraps take a quarter of a second for 5,000 conversations: off the event loop, so
     # a screen (or the engine's own calls) keeps going meanwhile.
     result = await asyncio.to_thread(scoring.run_report, inputs)
     # from_cache: verdicts no call of this run paid for
-    return StoredReport.of(result, from_cache=await store.count_from_cache(run_id))
+    report = StoredReport.of(result, from_cache=await store.count_from_cache(run_id))
+    named = ordered_groups({group for group in groups if group is not None})
+    if not named:
+        return report
+
+    def by_group() -> dict[str, StoredReport]:
+        # Each group aggregated on its own, as the reference aggregates each of its runs.
+        return {
+            name: StoredReport.of(
+                scoring.run_report([item for item, group in zip(inputs, groups) if group == name]), from_cache=None
+            )
+            for name in named
+        }
+
+    return replace(report, groups=await asyncio.to_thread(by_group))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from hbtui.completion_groups import replied_by_of
+from hbtui.completions import Completion, plan_completions
 from hbtui.config import Settings, SettingsError
 from hbtui.dataset import Dataset, Record, sample
 from hbtui.engine.run_settings import settings_for_run
@@ -58,24 +60,13 @@ async def plan_run(
     settings.require_models()
     if repeats < 1:
         raise SettingsError(f"--repeats {repeats}: must be at least 1")
+    check_run_name(name)
+    if settings.completions:
+        return await _plan_completions_run(store, settings, dataset, limit, seed, repeats, name)
     chosen = sample(dataset.records, limit, seed)
     # One planned conversation a record: the store repeats them (the reference repeats the whole
     # sampled list, examples * n_repeats), so the plan does not grow with --repeats.
-    planned = [
-        PlannedConversation(
-            position=position,
-            repeat=0,
-            prompt_id=record.prompt_id,
-            record_body=record.raw,
-            record_sha256=hashlib.sha256(record.raw.encode()).hexdigest(),
-            theme=record.theme,
-            example_tags=record.example_tags,
-            preview=preview_of(record),
-            criteria=[(c.criterion, c.points, c.tags) for c in record.rubrics],
-        )
-        for position, record in enumerate(chosen)
-    ]
-    check_run_name(name)
+    planned = [planned_conversation(position, record) for position, record in enumerate(chosen)]
     return await store.create_run(
         name=name,
         name_base=default_run_name(settings, dataset.name),
@@ -87,6 +78,49 @@ async def plan_run(
         settings=settings.public_dict(),
         plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen)},
         conversations=planned,
+        repeats=repeats,
+    )
+
+
+def planned_conversation(position: int, record: Record, completion: Completion | None = None) -> PlannedConversation:
+    return PlannedConversation(
+        position=position,
+        repeat=0,
+        prompt_id=record.prompt_id,
+        record_body=record.raw,
+        record_sha256=hashlib.sha256(record.raw.encode()).hexdigest(),
+        theme=record.theme,
+        example_tags=record.example_tags,
+        preview=preview_of(record),
+        criteria=[(c.criterion, c.points, c.tags) for c in record.rubrics],
+        completion_text=completion.text if completion else None,
+        completion_group=completion.group if completion else None,
+        completion=completion.label if completion else None,
+    )
+
+
+async def _plan_completions_run(
+    store: Store, settings: Settings, dataset: Dataset, limit: int | None, seed: int, repeats: int, name: str | None
+) -> int:
+    """A run whose replies are the records' own completions (hbtui.completions), stored as its
+    replies from the start: the engine only grades them. Where a model's name would stand, the
+    run says whose completions these are."""
+    chosen = plan_completions(dataset, settings.completions or "", limit, seed)
+    replied_by = replied_by_of(settings)
+    return await store.create_run(
+        name=name,
+        name_base=f"{chosen.mode}-completions-{Path(dataset.name).stem}-{time.strftime('%Y%m%d-%H%M%S')}",
+        dataset_name=dataset.name,
+        dataset_path=str(dataset.path),
+        dataset_sha256=dataset.sha256,
+        model_test=replied_by,
+        model_grader=settings.model_grader or "",
+        settings=settings.public_dict(),
+        plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen.chosen), **chosen.as_plan()},
+        conversations=[
+            planned_conversation(position, completion.record, completion)
+            for position, completion in enumerate(chosen.chosen)
+        ],
         repeats=repeats,
     )
 

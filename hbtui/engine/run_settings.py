@@ -51,7 +51,14 @@ UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key"}
 # What a run measures. A resume may change how the run is reached (endpoint, keys, concurrency,
 # timeouts, patience), never these: that would put two models' replies, or two graders'
 # verdicts, under one label. (The sample is not a setting: a resume cannot change it at all.)
-MEASURED_TEST = ("model_test", "temperature_test", "max_tokens_test", "reasoning_test", "system_message_test")
+MEASURED_TEST = (
+    "model_test",
+    "temperature_test",
+    "max_tokens_test",
+    "reasoning_test",
+    "system_message_test",
+    "completions",  # where the replies come from: planned with the run, never changed after
+)
 MEASURED_GRADER = (
     "model_grader",
     "grader_template",

@@ -153,6 +153,16 @@ class StoreReads(Connection):
             for conv_id, status, tags in conversations
         ]
 
+    async def completion_groups(self, run_id: int) -> list[str | None]:
+        """Each conversation's physicians' group in plan order (as ``scoring_inputs`` lists
+        them): set where the reply is a record's own completion, None for a model's reply."""
+        return [
+            group
+            for (group,) in await self._all(
+                "SELECT completion_group FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+            )
+        ]
+
     async def progress(self, run_id: int) -> Progress:
         conv = dict(
             await self._all("SELECT status, count(*) FROM conversations WHERE run_id = ? GROUP BY status", (run_id,))
@@ -465,10 +475,12 @@ class StoreReads(Connection):
 
     async def comparison_conversations(self, run_id: int) -> list[tuple]:
         """A run's conversations as a comparison pairs them, in plan order: id, position, repeat,
-        prompt_id, record sha256, theme, example_tags, status, score."""
+        prompt_id, record sha256, theme, example_tags, status, score, completion (which of the
+        record's own completions is the reply; None for a model's reply)."""
         return await self._all(
-            "SELECT c.id, c.position, c.repeat, c.prompt_id, r.sha256, c.theme, c.example_tags, c.status, c.score"
-            " FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
+            "SELECT c.id, c.position, c.repeat, c.prompt_id, r.sha256, c.theme, c.example_tags, c.status, c.score,"
+            " c.completion FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.run_id = ?"
+            " ORDER BY c.position",
             (run_id,),
         )
 

@@ -21,6 +21,10 @@ class PlannedConversation:
     preview: str
     criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
     imported: ImportedReply | None = None  # an imported run's: its reply and verdicts are already there
+    # A completion of the record itself, graded as the reply (hbtui.completions): nothing is generated.
+    completion_text: str | None = None
+    completion_group: str | None = None
+    completion: str | None = None  # which one: "ideal", "reference 1"...
 
 
 @dataclass(slots=True, frozen=True)

@@ -243,6 +243,7 @@ class StoreWrites(Connection):
         )
         run_id = cursor.lastrowid
         assert run_id is not None  # an INSERT always gives a rowid
+        now = time.time()
         # Every record in two statements: one INSERT and one SELECT a record were 1,500 round
         # trips to SQLite's thread for the 738 records of the main subset.
         records = {c.record_sha256: (c.prompt_id, c.record_sha256, c.record_body) for c in conversations}
@@ -259,7 +260,8 @@ class StoreWrites(Connection):
         for again in range(repeats):
             await db.executemany(
                 "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
-                " preview, n_criteria) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " preview, n_criteria, status, reply, generated_at, completion_group, completion)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         run_id,
@@ -271,6 +273,12 @@ class StoreWrites(Connection):
                         json.dumps(list(c.example_tags)),
                         c.preview,
                         len(c.criteria),
+                        # A record's own completion is its reply from the start: there is nothing to generate.
+                        "pending" if c.completion_text is None else "generated",
+                        c.completion_text,
+                        None if c.completion_text is None else now,
+                        c.completion_group,
+                        c.completion,
                     )
                     for c in conversations
                 ],
@@ -324,7 +332,8 @@ class StoreWrites(Connection):
             run_id = cursor.lastrowid
             await db.execute(
                 "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
-                " preview, n_criteria, status, reply, reasoning, finish_reason, error, error_kind, generated_at)"
+                " preview, n_criteria, status, reply, reasoning, finish_reason, error, error_kind, generated_at,"
+                " completion_group, completion)"
                 " SELECT ?, position, repeat, prompt_id, record_id, theme, example_tags, preview, n_criteria,"
                 " CASE WHEN status = 'generated' THEN 'generated' ELSE 'failed' END, reply, reasoning, finish_reason,"
                 " CASE WHEN status = 'generated' THEN NULL ELSE 'no reply in run ' || ? || ': '"
@@ -332,7 +341,7 @@ class StoreWrites(Connection):
                 # A refusal is an answer and stays one; a reply that never came is missing here too.
                 f" CASE WHEN status = 'generated' THEN NULL WHEN status = 'failed' AND error_kind IS NOT NULL"
                 f" AND error_kind NOT IN ({','.join('?' * len(unanswered_kinds)) or 'NULL'}) THEN error_kind"
-                " ELSE 'no_source_reply' END, generated_at"
+                " ELSE 'no_source_reply' END, generated_at, completion_group, completion"
                 " FROM conversations WHERE run_id = ? ORDER BY position",
                 (run_id, source_id, *unanswered_kinds, source_id),
             )

@@ -106,6 +106,7 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
         [
             FormField("subset", "Subset", "choice"),
             FormField("data_path", "Local JSONL file", "data_file", "path (when the subset is a local file)"),
+            setting_field("completions"),
             FormField("limit", "Conversations", "optional_int", "all"),
             FormField("seed", "Seed", "int"),
             FormField("repeats", "Repeats", "positive_int"),
@@ -280,7 +281,8 @@ class ConfigScreen(Screen):
             yield Label(form_field.label, classes="field-label")
             kind = form_field.setting.kind if form_field.setting else None
             if isinstance(kind, Choice):
-                options = [("not sent", NOT_SENT)] + [(choice, choice) for choice in kind.choices]
+                unset = form_field.placeholder or "not sent"  # what none means for this setting
+                options = [(unset, NOT_SENT)] + [(choice, choice) for choice in kind.choices]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             elif isinstance(kind, Bool):
                 yield Select(
@@ -348,6 +350,8 @@ class ConfigScreen(Screen):
 
     def validate_field(self, name: str) -> tuple[Any, str | None]:
         value, problem = check_field(FIELDS[name], self.raw(name), self.raw("subset"))
+        if name == "model_test" and problem == "required" and self.raw("completions") not in ("", NOT_SENT):
+            problem = None  # the records' own completions are graded: no model under test is called
         # Touch the widgets only on a change: every class change restyles, and a screen of 21
         # fields restyled on each keystroke is what made it slow to open.
         if self._problems.get(name, "unset") != problem:
@@ -390,6 +394,8 @@ class ConfigScreen(Screen):
             self.validate_field(name)
         if name == "subset" and self.is_mounted:
             self.validate_field("data_path")
+        if name == "completions" and self.is_mounted:
+            self.validate_field("model_test")
         if name == "endpoint" and self.is_mounted:
             self._show_endpoint_fields(event.value != DEMO_CHOICE)
 

@@ -96,6 +96,20 @@ def length_adjusted_text(text: Text, stats: RunStatistics) -> None:
         text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
 
 
+def groups_text(text: Text, report: StoredReport) -> None:
+    """A completions run's physicians' groups, each scored on its own (as the reference scores them)."""
+    text.append("Groups", style="bold")
+    for name, group in (report.groups or {}).items():
+        m = group.overall
+        text.append(f"  {one_line(name, 20)} ")
+        if m is None:
+            text.append("-", style="dim")
+        else:
+            text.append(f"{m.value:.3f}", style=score_style(m.value))
+            text.append(f" n {m.n:,}", style="dim")
+    text.append("\n")
+
+
 def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: RunStatistics | None = None) -> Text:
     text = Text()
     overall = report.overall if report else None
@@ -113,6 +127,8 @@ def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: R
         text.append("Score ", style="bold")
         text.append("not available yet" if report is None else "no scored conversation", style="dim")
     text.append("\n")
+    if report and report.groups:
+        groups_text(text, report)
     if report:
         conv, crit = report.conversations, report.criteria
         text.append(f"Conversations {conv.total:,}: {conv.scored:,} scored, ")
@@ -137,9 +153,16 @@ def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: R
             statistics_text(text, stats)
     else:
         text.append("Computing the report…\n", style="dim")
-    text.append("Model ", style="bold")
-    text.append(one_line(run.model_test, 60))
-    text.append("   grader ", style="bold")
+    if run.plan.get("completions"):  # no model replied: the records' own completions are graded
+        text.append("Replies ", style="bold")
+        text.append(one_line(run.model_test, 60))
+        text.append(f" ({run.plan.get('without_completions', 0):,} records without any skipped)", style="dim")
+        text.append("\n")
+        text.append("Grader ", style="bold")
+    else:
+        text.append("Model ", style="bold")
+        text.append(one_line(run.model_test, 60))
+        text.append("   grader ", style="bold")
     text.append(one_line(run.model_grader, 60))
     text.append("\nDataset ", style="bold")
     text.append(one_line(run.dataset_name, 60))
