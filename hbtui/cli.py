@@ -23,17 +23,13 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hbtui import __version__
-from hbtui.client import ChatError
-from hbtui.compare import NothingToCompare
+from hbtui.client import ChatError, load_http_in_background
 from hbtui.config import REPORTING, SETTINGS, STORAGE, Setting, Settings, SettingsError, load_settings, setting_for
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.export import write_csv, write_jsonl
 from hbtui.export_reference import write_reference
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
-from hbtui.imports.common import ImportProblem
-from hbtui.llama_server import LlamaServerError
-from hbtui.local_model import LocalModelError
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
@@ -401,6 +397,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     prices = load_prices()  # a broken price table stops the run before any call
+    load_http_in_background()  # while the dataset is read and the plan written
     if args.data:
         dataset = load_jsonl(args.data)
     else:
@@ -417,6 +414,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
     prices = load_prices()
+    load_http_in_background()
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         refusal = not_repeatable(run.id, run.kind)
@@ -432,6 +430,7 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
 
 
 async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
+    load_http_in_background()
     async with await Store.open(settings.db_path, create=False) as store:
         source = await store.resolve_run(args.run)
         flags = {k: v for k, v in _overrides(args).items() if k in GRADER_SETTINGS}
@@ -610,6 +609,7 @@ async def check_monitored_run(ref: str, settings: Settings) -> None:
 def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -> int:
     if args.command == "monitor":
         asyncio.run(check_monitored_run(args.run, settings))
+    load_http_in_background()  # for the connection check and the runs: loaded while the app starts
     # Textual is imported only here: headless commands never load it.
     from hbtui.tui.app import HBTuiApp
 
@@ -658,6 +658,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+def caught(*kinds: type[BaseException] | str) -> tuple[type[BaseException], ...]:
+    """The error classes an ``except`` takes: classes as given, and ``"module:Class"`` for the
+    errors of a module that only some commands load (compare, import, the local model and its
+    httpx), left unloaded to keep `hbtui run`'s start-up short. Until it is loaded, none of its
+    errors can have been raised."""
+    found: list[type[BaseException]] = []
+    for kind in kinds:
+        if not isinstance(kind, str):
+            found.append(kind)
+        elif (loaded := sys.modules.get(kind.partition(":")[0])) is not None:
+            found.append(getattr(loaded, kind.partition(":")[2]))
+    return tuple(found)
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -698,7 +712,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise  # not a problem of ours: see main
-    except (
+    except caught(
         SettingsError,
         DatasetError,
         StoreError,
@@ -707,15 +721,16 @@ def _main(argv: Sequence[str] | None) -> int:
         UsageError,
         PresetError,
         PriceError,
-        NothingToCompare,
-        ImportProblem,
+        "hbtui.compare:NothingToCompare",
+        "hbtui.imports.common:ImportProblem",
     ) as exc:
         _complain("error", exc)
         return EXIT_USAGE
-    except (ChatError, LlamaServerError) as exc:
+    except caught(ChatError, "hbtui.llama_server:LlamaServerError") as exc:
         _complain("error", exc)
         return EXIT_FAILED
-    except LocalModelError as exc:  # the platform, the build tools, the network: the user's to fix
+    # The platform, the build tools, the network: the user's to fix.
+    except caught("hbtui.local_model:LocalModelError") as exc:
         _complain("error", exc)
         return EXIT_USAGE
     except sqlite3.Error as exc:
