@@ -17,7 +17,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
@@ -658,6 +658,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
+RUN_COMMANDS = ("run", "resume", "regrade-errors", "regrade")  # the commands that make calls
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (everywhere but Windows, which it does not
+    support), else asyncio's own (None): the same calls for 7-8% less CPU each, which at 256 in
+    flight is time the calls wait less for the loop (README, "Why these libraries")."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def caught(*kinds: type[BaseException] | str) -> tuple[type[BaseException], ...]:
     """The error classes an ``except`` takes: classes as given, and ``"module:Class"`` for the
     errors of a module that only some commands load (compare, import, the local model and its
@@ -705,7 +719,9 @@ def _main(argv: Sequence[str] | None) -> int:
             return _demo(args, settings)
         if command not in commands:
             parser.error(f"unknown command {command}")
-        code = asyncio.run(commands[command]())
+        loop_factory = event_loop_factory() if command in RUN_COMMANDS else None
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            code = runner.run(commands[command]())
         # Said once the command has used the database: a file it could not use has one problem,
         # the one line its error gives.
         _warn_if_shared(settings.db_path, warn)
