@@ -461,7 +461,14 @@ def load_http_in_background() -> None:
     loaded (an `import` in the meantime waits for this one, Python's import lock sees to that).
     Not a daemon: the interpreter never exits in the middle of an import."""
     if "aiohttp" not in sys.modules:
-        threading.Thread(target=_aiohttp, name="hbtui-load-aiohttp").start()
+        threading.Thread(target=_load_quietly, name="hbtui-load-aiohttp").start()
+
+
+def _load_quietly() -> None:
+    try:
+        _aiohttp()
+    except Exception:  # noqa: BLE001 - said where it matters: the first request imports it again and fails there
+        pass  # (a thread's error would be a traceback on stderr, which hbtui never prints)
 
 
 def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:

@@ -39,3 +39,20 @@ def test_the_command_line_starts_without_the_heavy_modules_it_needs_only_later()
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_aiohttp_loaded_in_the_background_fails_without_a_traceback():
+    # The thread that loads aiohttp while a run starts says nothing of its own: were aiohttp
+    # broken, the first request imports it again and its one-line error says so there.
+    code = (
+        "import sys, importlib.abc\n"
+        "class Refuse(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'aiohttp':\n"
+        "            raise ImportError('aiohttp broken')\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "from hbtui.client import load_http_in_background\n"
+        "load_http_in_background()\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stderr == ""
