@@ -16,6 +16,11 @@ Run by hand (not in CI), from the checkout with its venv:
     .venv/bin/python bench/bench_engine.py                  # both scenarios, 3 runs each
     .venv/bin/python bench/bench_engine.py --scenario wall --runs 2
     .venv/bin/python bench/bench_engine.py --scenario memory
+    .venv/bin/python bench/bench_engine.py --scenario wall --trace   # and each phase of the process
+
+``--trace`` runs the command through bench/trace_run.py, which prints each phase from the
+process's start to its exit (imports, dataset read, plan, first request, calls, report, run
+folder) in wall time and CPU.
 
 Scenarios: ``wall`` is all 738 records of the main subset at 200 ms, 256 in flight; ``memory``
 is the same records 7 times (--repeats 7: 5,166 conversations, ~66,800 calls) at 2 ms, 64 in
@@ -66,6 +71,7 @@ class Measured:
     calls: int
     conversations: int
     phases: dict[str, float]
+    trace: list[str]
 
     def bound(self, scenario: Scenario) -> float:
         latency = scenario.latency_ms / 1000
@@ -141,6 +147,7 @@ def measure(scenario: Scenario, data: Path, hbtui: list[str]) -> Measured:
         calls=calls,
         conversations=conversations,
         phases=phases,
+        trace=[line for line in errors.splitlines() if line.startswith("trace: ")],
     )
 
 
@@ -162,6 +169,8 @@ def report(scenario: Scenario, results: list[Measured]) -> None:
             f"  wall {r.wall:6.2f} s{share}; CPU/call {r.cpu / r.calls * 1000:.3f} ms; peak {r.peak_mib:.0f} MiB"
             f" | " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in r.phases.items())
         )
+        for line in r.trace:
+            print(f"    {line}")
     walls = [r.wall for r in results]
     print(f"  => wall {span(walls, '.2f')} s", end="")
     if scenario.latency_ms >= 50:
@@ -177,8 +186,9 @@ def main() -> None:
     parser.add_argument("--scenario", choices=[*SCENARIOS, "both"], default="both")
     parser.add_argument("--runs", type=int, default=3, help="runs of each scenario (the machine is shared)")
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--trace", action="store_true", help="print each phase of the process (bench/trace_run.py)")
     args = parser.parse_args()
-    hbtui = [sys.executable, "-m", "hbtui"]
+    hbtui = [sys.executable, str(ROOT / "bench" / "trace_run.py")] if args.trace else [sys.executable, "-m", "hbtui"]
     chosen = list(SCENARIOS.values()) if args.scenario == "both" else [SCENARIOS[args.scenario]]
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     for scenario in chosen:

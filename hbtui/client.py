@@ -15,13 +15,12 @@ import math
 import random
 import re
 import socket
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
-
-import aiohttp
-import httpx
+from typing import TYPE_CHECKING, Any
 
 # Error kinds live in hbtui.errors (the store needs them without the client); named here too
 # for the modules that take them from the client.
@@ -41,6 +40,11 @@ from hbtui.errors import (  # noqa: F401
 )
 from hbtui.limiter import GENERATION, AdaptiveLimiter
 from hbtui.redact import provider_text, redact
+
+if TYPE_CHECKING:
+    # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
+    import aiohttp
+    import httpx
 
 OPTIONAL_PARAMS = ("reasoning_effort", "temperature", "max_tokens", "max_completion_tokens", "seed")
 CONTEXT_PATTERNS = re.compile(
@@ -352,7 +356,7 @@ class ChatClient:
             try:
                 response = await self._post(body)
                 error = None
-            except (TimeoutError, aiohttp.ClientError) as exc:
+            except (TimeoutError, _aiohttp().ClientError) as exc:
                 error = _transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
             finally:
                 self.limiter.release()
@@ -443,6 +447,30 @@ def _count(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else 0
 
 
+def _aiohttp():
+    """aiohttp, imported by the first request that needs it (by then usually loaded already: see
+    load_http_in_background)."""
+    import aiohttp
+
+    return aiohttp
+
+
+def load_http_in_background() -> None:
+    """Import aiohttp (0.15-0.2 s of CPU, a third of `hbtui run`'s start-up) in a thread, while
+    the caller reads its dataset and SQLite writes its plan: the first request then finds it
+    loaded (an `import` in the meantime waits for this one, Python's import lock sees to that).
+    Not a daemon: the interpreter never exits in the middle of an import."""
+    if "aiohttp" not in sys.modules:
+        threading.Thread(target=_load_quietly, name="hbtui-load-aiohttp").start()
+
+
+def _load_quietly() -> None:
+    try:
+        _aiohttp()
+    except Exception:  # noqa: BLE001 - said where it matters: the first request imports it again and fails there
+        pass  # (a thread's error would be a traceback on stderr, which hbtui never prints)
+
+
 def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
     """aiohttp's connection pool, used directly.
 
@@ -453,6 +481,8 @@ def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
     the pool only needs room for them. No proxy from the environment, as with httpx given a
     transport of its own.
     """
+    import aiohttp
+
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections + 8, keepalive_timeout=30),
         timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout, 15.0), sock_read=timeout),
@@ -469,7 +499,10 @@ def unreachable_reason(exc: BaseException) -> str:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
     text = " ".join(str(c).lower() for c in chain)
-    if any(isinstance(c, (asyncio.TimeoutError, httpx.TimeoutException)) for c in chain):
+    # httpx raised nothing in a process that never loaded it (the chat calls use aiohttp).
+    httpx = sys.modules.get("httpx")
+    timeouts = (asyncio.TimeoutError, httpx.TimeoutException) if httpx else (asyncio.TimeoutError,)
+    if any(isinstance(c, timeouts) for c in chain):
         return "no answer within the timeout"
     if any(isinstance(c, ConnectionRefusedError) for c in chain) or "refused" in text:
         return "connection refused"
@@ -499,6 +532,8 @@ def _retry_after(response: httpx.Response | HttpAnswer) -> float | None:
 
 async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:
     """Model ids an endpoint serves (GET /models), for the connection check."""
+    import httpx
+
     async with httpx.AsyncClient(timeout=timeout) as http:
         response = await http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers)
     if response.status_code != 200:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from hbtui.files import read_user_file
 
 OFFICIAL_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
@@ -287,6 +285,8 @@ def download_official(subset: str, cache_dir: str | Path, progress: ProgressCall
     # A mirror (or a proxy cache on an air-gapped box) can stand in for OpenAI's bucket.
     url = os.environ.get("HBTUI_DATA_URL", OFFICIAL_BASE).rstrip("/") + "/" + official.filename
     digest = hashlib.sha256()
+    import httpx  # only a download needs it: `hbtui run --data FILE` starts without it
+
     try:
         with httpx.stream("GET", url, timeout=60, follow_redirects=True) as response:
             if response.status_code != 200:

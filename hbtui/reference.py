@@ -14,8 +14,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import httpx
-
 COMMIT = "ee3b0318d8d1d9d72755a4120879be65f7c07e9e"
 EVAL_FILE = "healthbench_eval.py"
 EVAL_SHA256 = "89909957f005762edaded2f0e39fc9b3b242edd55e3ac0ce4c8dd886ac59d167"
@@ -61,6 +59,8 @@ def reference_file(cache_dir: str | Path) -> Path:
             f"{path}: sha256 {digest} is not the pinned file's {EVAL_SHA256}; delete it to fetch it again"
         )
     url = os.environ.get("HBTUI_SIMPLE_EVALS_URL", RAW_BASE).rstrip("/") + "/" + EVAL_FILE
+    import httpx  # only a download needs it: a run with the prompt cached starts without it
+
     try:
         response = httpx.get(url, timeout=httpx.Timeout(30.0, connect=CONNECT_TIMEOUT_SECONDS), follow_redirects=True)
     except httpx.HTTPError as exc:

@@ -17,7 +17,15 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
-from hbtui.client import CONNECTION, CONTEXT_LENGTH, TRANSIENT_KINDS, UNPARSEABLE, ChatClient, ChatError
+from hbtui.client import (
+    CONNECTION,
+    CONTEXT_LENGTH,
+    TRANSIENT_KINDS,
+    UNPARSEABLE,
+    ChatClient,
+    ChatError,
+    load_http_in_background,
+)
 from hbtui.completion_groups import replied_by_of
 from hbtui.config import Settings
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats
@@ -80,6 +88,7 @@ class Engine:
         self.settings = settings
         self.observers = list(observers)
         self.owner = this_owner()
+        load_http_in_background()  # a run started from the app: loaded before its first request
         self.pool = EndpointPool(
             settings,
             run.id,

@@ -1,0 +1,86 @@
+"""`hbtui` run in this process, with where its time went printed to stderr at the end: each phase
+from the process's start to its exit, in wall time, CPU of the whole process (the threads that
+import aiohttp and numpy, the bootstrap's and SQLite's included) and CPU of the main thread.
+
+    .venv/bin/python bench/trace_run.py run --data FILE ...   # what `hbtui run --data FILE ...` does
+    .venv/bin/python bench/bench_engine.py --trace            # the same, in the benchmark's runs
+
+The phases are marked by wrapping the functions that end them, so a phase's name says what
+ended it. Nothing here changes what the command does.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+STARTED = (time.perf_counter(), time.process_time(), time.thread_time())
+MARKS: list[tuple[str, float, float, float]] = []
+
+
+def mark(name: str) -> None:
+    MARKS.append((name, time.perf_counter(), time.process_time(), time.thread_time()))
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from hbtui import cli
+from hbtui.client import ChatClient
+from hbtui.engine import driver, run_finish
+
+mark("imports")
+
+
+def after(module, name: str, label: str, before: str | None = None) -> None:
+    """Mark ``label`` when ``module.name`` returns (and ``before`` when it is called)."""
+    function = getattr(module, name)
+
+    async def marked_async(*args, **kwargs):
+        if before:
+            mark(before)
+        result = await function(*args, **kwargs)
+        mark(label)
+        return result
+
+    def marked(*args, **kwargs):
+        result = function(*args, **kwargs)
+        mark(label)
+        return result
+
+    is_async = function.__code__.co_flags & 0x80  # CO_COROUTINE
+    setattr(module, name, marked_async if is_async else marked)
+
+
+after(cli, "load_jsonl", "dataset read")
+after(cli, "plan_run", "plan stored")
+after(driver, "settle", "report computed", before="calls done, writes flushed")
+after(run_finish, "write_run_folder", "run folder written", before="status stored")
+complete = ChatClient.complete
+
+
+async def first_marked(self, *args, **kwargs):
+    if not any(name == "first request" for name, *_ in MARKS):
+        mark("first request")
+    return await complete(self, *args, **kwargs)
+
+
+ChatClient.complete = first_marked
+
+
+def main() -> int:
+    code = cli.main(sys.argv[1:])
+    mark("summary printed, exit")
+    previous = STARTED
+    print(f"trace: {'phase (ended by)':32} {'wall':>6} {'CPU':>6} {'main':>6}", file=sys.stderr)
+    for name, *clocks in MARKS:
+        wall, cpu, main_cpu = (now - then for now, then in zip(clocks, previous))
+        print(f"trace: {name:32} {wall:6.3f} {cpu:6.3f} {main_cpu:6.3f}", file=sys.stderr)
+        previous = tuple(clocks)
+    total_wall, total_cpu, _ = (now - then for now, then in zip(MARKS[-1][1:], STARTED))
+    print(f"trace: {'total':32} {total_wall:6.3f} {total_cpu:6.3f}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
