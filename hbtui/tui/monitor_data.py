@@ -171,7 +171,7 @@ class RunCounters:
             if event.met is None:
                 kind = event.error_kind or "unknown"
                 self.errors_by_kind[kind] += 1
-                where = f"criterion {event.idx} of conversation {event.conversation_id}"
+                where = event.where or "a criterion"  # numbered as the browser numbers it
                 self.recent_errors.append((time.time(), kind, f"{where}: {event.error or 'failed to grade'}"))
             elif event.latency_ms:
                 self.latencies.append(event.latency_ms)
@@ -185,7 +185,8 @@ class RunCounters:
                 self.scores.append(event.score)
         elif isinstance(event, GenerationFailed):
             self.errors_by_kind[f"reply {event.kind}"] += 1
-            self.recent_errors.append((time.time(), event.kind, event.message))
+            where = event.where or "a conversation"
+            self.recent_errors.append((time.time(), event.kind, f"{where}: no reply: {event.message}"))
         elif isinstance(event, CallFailed):
             self.retried_by_kind[event.kind] += 1
         elif isinstance(event, Noted):
