@@ -529,9 +529,13 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
+            from hbtui.run_metadata import SHOW_JSON_VERSION, run_metadata
+
+            progress = await store.progress(run.id)
             print(
                 json.dumps(
                     {
+                        "schema_version": SHOW_JSON_VERSION,
                         "run": {
                             "id": run.id,
                             "name": run.name,
@@ -539,6 +543,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                             "error": run.error,
                             "kind": run.kind,
                             **({"imported": run.imported} if run.imported else {}),
+                            **run_metadata(run, progress),
                         },
                         "requests": run.requests,
                         **run.report.to_json(),

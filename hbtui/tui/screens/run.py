@@ -26,6 +26,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.run_metadata import duration_text, run_duration
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
@@ -159,7 +160,11 @@ def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: R
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
     if run.finished_at and status != "running":
         text.append("   ended ", style="bold")
-        text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at)))
+        # The date once when the run ended the day it started: the line then fits 80 columns.
+        same_day = time.localtime(run.finished_at)[:3] == time.localtime(run.created_at)[:3]
+        text.append(time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", time.localtime(run.finished_at)))
+        text.append("   took ", style="bold")
+        text.append(duration_text(run_duration(run)))
     if run.error:
         text.append("\nError ", style="bold red")
         text.append(one_line(run.error, 300))
