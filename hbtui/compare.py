@@ -343,6 +343,11 @@ class Comparison:
     agreement: Agreement | None  # None: compared by stored scores alone (no axes either)
     totals: tuple[int, int] = (0, 0)  # each run's conversations: what the pairs are a part of
 
+    @property
+    def repeats(self) -> int:
+        """The runs' --repeats (paired runs have the same): a repeat is labelled "repeat 1 of 2"."""
+        return int(self.run_a.plan.get("repeats") or 1)
+
     def as_json(self) -> dict:
         return {
             "run_a": {

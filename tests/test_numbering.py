@@ -54,3 +54,17 @@ def test_failures_are_named_as_the_browser_numbers_them_in_the_lines_the_monitor
     keys = {str(conversation_id) for conversation_id, _, _ in failed}
     shown = out.getvalue() + " ".join(m for _, _, m in [*counters.recent_errors, *stored_errors])
     assert not keys & set(re.findall(r"conversation (\d+)", shown))
+
+
+def test_the_conversation_header_and_the_comparison_label_every_repeat_of_how_many():
+    from hbtui.compare_report import repeated
+    from hbtui.store.rows import ConversationDetail, ConversationSummary
+    from hbtui.tui.screens.conversation import header_text
+
+    def header(repeat: int, repeats: int) -> str:
+        summary = ConversationSummary(355, 14, repeat, "p-1", None, "", "generated", 0.5, 3, 1, 0, 0, None)
+        return header_text(ConversationDetail(summary, [], [], "reply", None, None, None), 0, 30, repeats).plain
+
+    assert "#15 (repeat 1 of 2)" in header(0, 2) and "#15 (repeat 2 of 2)" in header(1, 2)
+    assert "repeat" not in header(0, 1) and "355" not in header(0, 2)
+    assert repeated(0, 2) == " repeat 1 of 2" and repeated(0, 1) == ""

@@ -384,7 +384,7 @@ class StoreReads(Connection):
             (conversation_id,),
         )
         if row is None:
-            raise StoreError(f"no conversation {conversation_id}")
+            raise StoreError("that conversation is no longer in the database (its run was deleted or changed)")
         summary = ConversationSummary(*row[:14])
         example_tags, reply, reasoning, finish_reason, error, record_id = row[14:]
         body = (await self._one("SELECT body FROM records WHERE id = ?", (record_id,)))[0]

@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hbtui.numbering import repeat_label
 from hbtui.prices import tokens_text
 from hbtui.store import ConversationDetail
 from hbtui.text import one_line, visible_controls
@@ -65,13 +66,13 @@ def short_id(prompt_id: str) -> str:
     return flat if len(flat) <= 12 else flat[:8] + "…"
 
 
-def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
+def header_text(detail: ConversationDetail, index: int, count: int, repeats: int = 1) -> Text:
     s = detail.summary
     text = Text()
     text.append(f"Conversation {index + 1}/{count}", style="bold")
     text.append(f"  #{s.position + 1}", style="dim")
-    if s.repeat:
-        text.append(f" (repeat {s.repeat})", style="dim")
+    if repeats > 1:
+        text.append(f" ({repeat_label(s.repeat, repeats)})", style="dim")
     # The score first: at 80 columns what comes last is cut.
     text.append("  score ")
     if s.score is not None:
@@ -145,11 +146,18 @@ class ConversationScreen(ResponsiveScreen):
     reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
 
     def __init__(
-        self, run_id: int, conversation_ids: list[int], index: int, detail: ConversationDetail | None = None
+        self,
+        run_id: int,
+        conversation_ids: list[int],
+        index: int,
+        detail: ConversationDetail | None = None,
+        *,
+        repeats: int = 1,
     ) -> None:
         """``detail``, when the opener has read it already, is drawn in the first frame."""
         super().__init__()
         self.run_id = run_id
+        self.repeats = repeats  # the run's --repeats: a repeat is labelled "repeat 1 of 2"
         self.conversation_ids = list(conversation_ids)
         self.index = index
         self.detail: ConversationDetail | None = None
@@ -200,7 +208,9 @@ class ConversationScreen(ResponsiveScreen):
         """Fill the screen with ``detail``; ``keep_place`` keeps the selected criterion (a refresh)."""
         self.index = index
         self.detail = detail
-        self.query_one("#conversation-title", Static).update(header_text(detail, index, len(self.conversation_ids)))
+        self.query_one("#conversation-title", Static).update(
+            header_text(detail, index, len(self.conversation_ids), self.repeats)
+        )
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))

@@ -14,6 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from hbtui.compare import Comparison, differing_criteria
+from hbtui.compare_report import repeated
 from hbtui.store import ConversationDetail, Store, VerdictRow
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, ResponsiveScreen
@@ -117,8 +118,7 @@ class PairScreen(ResponsiveScreen):
         title.append_text(score_text("B", detail_b))
         title.append("  ")
         title.append(one_line(summary.prompt_id, 40), style="dim")
-        if summary.repeat:
-            title.append(f" repeat {summary.repeat}", style="dim")
+        title.append(repeated(summary.repeat, self.result.repeats), style="dim")
         title.append("  ")
         title.append(one_line(summary.theme or "-", 30))
         self.query_one("#pair-title", Static).update(title)

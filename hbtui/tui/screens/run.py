@@ -416,7 +416,8 @@ class RunScreen(ResponsiveScreen):
             self.say("the run has changed since this list was read: reloading it")
             self.load_run()
         detail = await store.conversation_detail(event.conversation_id)
-        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail)
+        repeats = int(self.run.plan.get("repeats") or 1) if self.run else 1
+        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail, repeats=repeats)
         await self.app.push_screen(self._opened)
 
     def on_screen_resume(self) -> None:
