@@ -156,7 +156,7 @@ class Engine:
         if control == CANCELLED:
             self._stopping = True
             self.cancel_status = "cancelled"
-            self.pool.paused = True
+            self.pool.set_paused(True)
             self._update_gate()
             self._note("cancel asked: no new call starts; the calls in flight finish, then the run stops")
             task = asyncio.get_running_loop().create_task(self._stop_when_answered())
@@ -164,7 +164,7 @@ class Engine:
             task.add_done_callback(self._background.discard)
             return
         if self.pool.paused != (control == PAUSED):
-            self.pool.paused = control == PAUSED
+            self.pool.set_paused(control == PAUSED)
             self._update_gate()
             self._note("paused: calls in flight finish, no new call starts" if self.pool.paused else "resumed")
 

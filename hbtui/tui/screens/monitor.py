@@ -99,12 +99,14 @@ class MonitorScreen(ResponsiveScreen):
         yield Header()
         yield Static(id="monitor-status")
         yield Static(id="monitor-failure")
+        # Each bar names what it counts: replies received (a conversation with its reply, or with
+        # none, is done generating) and verdicts given; "conversations" at 100% read as graded.
         with Horizontal(classes="monitor-bar"):
-            yield Static("conversations", classes="bar-label")
+            yield Static("replies", classes="bar-label")
             yield ProgressBar(total=None, show_eta=False, id="conversations-bar")
             yield Static(id="conversations-count", classes="bar-count")
         with Horizontal(classes="monitor-bar"):
-            yield Static("criteria", classes="bar-label")
+            yield Static("verdicts", classes="bar-label")
             yield ProgressBar(total=None, show_eta=False, id="criteria-bar")
             yield Static(id="criteria-count", classes="bar-count")
         # Scrollable and focused: stacked on a small terminal, the score and errors are below
@@ -342,7 +344,9 @@ class MonitorScreen(ResponsiveScreen):
         final = view.ended and view.final_ci95 is not None
         ci = view.final_ci95 if final else (metric.ci95 if metric else None)
         text.append("–" if value is None else f"{value:.3f}")
-        text.append(f"  n={n}\n")
+        # The one n of the monitor, named: the histogram's and the interval's too.
+        # (a line of its own: beside the score it wrapped at 80 columns)
+        text.append(f"\nover {n:,} scored conversation{'s' if n != 1 else ''}\n", style="dim")
         text.append("95% CI ", style="bold")
         if ci is None or (not final and self._metric_n < 2):
             text.append("–" if n < 2 else "computing…", style="" if n < 2 else "dim")
