@@ -10,17 +10,23 @@ from hbtui.engine.driver import Engine
 from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
 from hbtui.engine.run_plan import check_run_name, plan_regrade, plan_run, run_name_problem
 from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
+from hbtui.run_admin import RunActionError, delete_run, export_format, export_run, rename_run
 
 __all__ = [
     "GRADER_SETTINGS",
     "INCOMPLETE",
     "TAKEN_OVER",
     "Engine",
+    "RunActionError",
     "check_run_name",
     "compute_report",
+    "delete_run",
+    "export_format",
+    "export_run",
     "plan_regrade",
     "plan_run",
     "refuse_measured_changes",
+    "rename_run",
     "resume_hint",
     "run_name_problem",
     "settings_for_run",
