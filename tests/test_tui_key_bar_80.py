@@ -63,3 +63,16 @@ async def test_the_runs_list_drops_its_own_keys_before_help_and_quit(finished_ru
         assert help_and_quit_shown(app) and text.startswith(" m Monitor")  # the first keys kept, in order
         assert "…" in text  # ? lists the keys given way
         assert ("/ Search runs" in text) == (width == 120)
+
+
+def test_the_conversation_header_leaves_out_whole_parts_at_80_columns_never_half_a_word():
+    from hbtui.store.rows import ConversationDetail, ConversationSummary
+    from hbtui.tui.screens.conversation import header_text
+
+    summary = ConversationSummary(9, 0, 0, "453d4d4c-aaaa", "communication", "", "generated", -0.114, 7, 3, 2, 3, None)
+    detail = ConversationDetail(summary, [], [], "reply", None, None, None)
+    whole = header_text(detail, 0, 21).plain
+    fitted = header_text(detail, 0, 21, width=78).plain  # 80 columns, less the padding
+    assert len(fitted) <= 78 and "3 penalties" in fitted and "2 grader errors" in fitted  # before the id, the theme
+    assert set(fitted.split("  ")) <= set(whole.split("  "))  # whole parts only
+    assert "communication" in whole and "communication" not in fitted
