@@ -23,6 +23,7 @@ from hbtui.prices import tokens_text
 from hbtui.store import ConversationDetail
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
+from hbtui.tui.fit import fitted
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
@@ -89,12 +90,7 @@ def header_text(detail: ConversationDetail, index: int, count: int, repeats: int
     if s.n_errors:
         parts.append(Text(f"{s.n_errors} grader error{'s' if s.n_errors != 1 else ''}", style="magenta"))
     parts += [Text(short_id(s.prompt_id), style="dim"), Text(one_line(s.theme or "-", 30))]
-    text = parts[0]
-    for part in parts[1:]:
-        if width is None or text.cell_len + 2 + part.cell_len <= width:
-            text.append("  ")
-            text.append_text(part)
-    return text
+    return fitted(parts, width)
 
 
 def reply_text(detail: ConversationDetail) -> Text:
