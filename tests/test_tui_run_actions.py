@@ -57,6 +57,16 @@ async def on_run(pilot, screen: RunsScreen, run_id: int) -> None:
     await pilot.pause()
 
 
+async def asked_and_answered(pilot, app, key: str, answer: str) -> str:
+    """Press ``key``, answer its one-line question; returns what the question offered."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal))
+    field = app.screen.query_one(Input)
+    offered, field.value = field.value, answer
+    await pilot.press("enter")
+    return offered
+
+
 def notified(app, text: str) -> bool:
     """A toast says ``text`` (a toast wraps its lines: the screen's text would split it)."""
     return any(text in str(note.message) for note in app._notifications)
@@ -72,19 +82,12 @@ async def test_export_asks_for_a_path_and_writes_the_format_its_suffix_names(two
     async with app.run_test(size=size) as pilot:
         screen = await on_the_list(pilot, app)
         await on_run(pilot, screen, 1)
-        await pilot.press("e")
-        await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal))
-        field = app.screen.query_one(Input)
-        assert field.value.endswith("runs/first.jsonl")
-        field.value = str(tmp_path / "first.csv")
-        await pilot.press("enter")
+        offered = await asked_and_answered(pilot, app, "e", str(tmp_path / "first.csv"))
+        assert offered.endswith("runs/first.jsonl")
         await wait_for(pilot, lambda: (tmp_path / "first.csv").exists() and "wrote" in screen_text(app))
         assert (tmp_path / "first.csv").read_text().startswith("position,repeat,prompt_id")
         assert "wrote 8 verdicts of run 1" in screen_text(app)
-        await pilot.press("e")
-        await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal))
-        app.screen.query_one(Input).value = str(tmp_path / "first.txt")
-        await pilot.press("enter")
+        await asked_and_answered(pilot, app, "e", str(tmp_path / "first.txt"))
         await wait_for(pilot, lambda: notified(app, "end the file name with .jsonl or .csv"))
 
 
@@ -94,10 +97,7 @@ async def test_rename_from_the_list(two_runs, size):
     async with app.run_test(size=size) as pilot:
         screen = await on_the_list(pilot, app)
         await on_run(pilot, screen, 1)
-        await pilot.press("E")
-        await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal))
-        app.screen.query_one(Input).value = "baseline"
-        await pilot.press("enter")
+        assert await asked_and_answered(pilot, app, "E", "baseline") == "first"
         await wait_for(pilot, lambda: "baseline" in screen_text(app))
         with sqlite3.connect(two_runs) as conn:
             assert conn.execute("SELECT name FROM runs WHERE id = 1").fetchone()[0] == "baseline"
