@@ -76,3 +76,22 @@ def test_the_conversation_header_leaves_out_whole_parts_at_80_columns_never_half
     assert len(fitted) <= 78 and "3 penalties" in fitted and "2 grader errors" in fitted  # before the id, the theme
     assert set(fitted.split("  ")) <= set(whole.split("  "))  # whole parts only
     assert "communication" in whole and "communication" not in fitted
+
+
+async def test_a_long_run_name_gives_way_to_the_score_and_status_in_the_run_header(finished_run_db):
+    import sqlite3
+
+    from textual.widgets import Static
+
+    long_name = "llama-3.3-70b-instruct-graded-by-gpt-4.1-on-main-2026-11-30-18-00-00"
+    with sqlite3.connect(finished_run_db) as conn:
+        conn.execute("UPDATE runs SET name = ?", (long_name,))
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.report is not None)
+        await pilot.pause(0.1)
+        title = str(app.screen.query_one("#run-title", Static).render())
+        assert len(title) <= 78 and title.endswith("  finished") and "score 0.625" in title
+        assert title.startswith("Run 1 llama-3.3-70b") and "18-00-00" in title  # both ends of the name kept

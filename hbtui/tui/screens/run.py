@@ -31,7 +31,7 @@ from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
-from hbtui.text import one_line
+from hbtui.text import middle_cut, one_line
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
@@ -344,12 +344,17 @@ class RunScreen(ResponsiveScreen):
         status = run.status_label()
         title = Text()
         title.append(f"Run {run.id} ", style="bold")
-        title.append(one_line(run.name, 50))
+        rest = Text()
         overall = report.score if report else None
         if overall is not None:
-            title.append("  score ")
-            title.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
-        title.append(f"  {status}", style="dim")
+            rest.append("  score ")
+            rest.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
+        rest.append(f"  {status}", style="dim")
+        # The name gives way (cut in its middle: names differ at their end, the time), so that the
+        # score and the status are never cut at 80 columns.
+        room = self.app.size.width - 2 - title.cell_len - rest.cell_len
+        title.append(middle_cut(run.name, max(12, min(50, room))))
+        title.append_text(rest)
         self.query_one("#run-title", Static).update(title)
         self.query_one("#run-summary", Static).update(summary_text(run, report, status, self.stats))
         self.query_one(WorstAtK).update_stats(self.stats.worst_at_k if self.stats else None)
