@@ -107,6 +107,10 @@ class PairScreen(ResponsiveScreen):
         self._show()
         self.set_focus(self.query_one("#pair-body"))
 
+    def on_resize(self) -> None:
+        if self.is_mounted:
+            self._show()  # its header's parts are chosen for the width
+
     def _show(self) -> None:
         detail_a, detail_b = self.details
         summary = detail_a.summary

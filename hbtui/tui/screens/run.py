@@ -425,6 +425,11 @@ class RunScreen(ResponsiveScreen):
         self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail, repeats=repeats)
         await self.app.push_screen(self._opened)
 
+    def on_resize(self) -> None:
+        # The header's name is cut for the width: cut again for a new one.
+        if self.run is not None:
+            self._show_run(self.run, self.report)
+
     def on_screen_resume(self) -> None:
         if self._opened is not None:
             self.conversation_list.cursor = self._opened.index
