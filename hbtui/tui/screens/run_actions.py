@@ -15,7 +15,7 @@ from textual.containers import Vertical
 from textual.widgets import Input, Static
 
 from hbtui.services import RunActionError, delete_run, export_format, export_run, rename_run
-from hbtui.store import RunRow, StoreError
+from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.handle import AppModal, AppScreen
 from hbtui.tui.screens.confirm import ConfirmModal
@@ -97,7 +97,8 @@ class RunActions(AppScreen):
     @work(group="run-action", exclusive=False)
     async def _rename(self, run: RunRow, name: str) -> None:
         try:
-            said = await rename_run(self.app.db, run, name)
+            async with await Store.open(self.app.db.path, create=False) as store:
+                said = await rename_run(store, run, name)
         except (StoreError, sqlite3.Error) as exc:
             self._failed(f"rename of run {run.id}", exc)
             return
@@ -139,8 +140,11 @@ class RunActions(AppScreen):
     async def _delete(self, run: RunRow, remove_folder: bool) -> None:
         self.say(f"deleting run {run.id}…")
         try:
-            # VACUUM runs in the database's own thread: the app stays responsive meanwhile.
-            removal = await delete_run(self.app.db, run, remove_folder=remove_folder)
+            # A connection of its own: a run this app drives writes through the app's, and one
+            # transaction must not begin inside another's. VACUUM runs in that connection's
+            # thread: the app stays responsive meanwhile.
+            async with await Store.open(self.app.db.path, create=False) as store:
+                removal = await delete_run(store, run, remove_folder=remove_folder)
         except RunActionError as exc:
             self._failed("not deleted", exc)
             return
