@@ -27,7 +27,6 @@ from hbtui import __version__
 from hbtui.client import ChatError, load_http_in_background
 from hbtui.config import REPORTING, SETTINGS, STORAGE, Setting, Settings, SettingsError, load_settings, setting_for
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
-from hbtui.export import write_csv, write_jsonl
 from hbtui.export_reference import write_reference
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
@@ -197,6 +196,19 @@ def build_parser() -> argparse.ArgumentParser:
         " allresults JSON, without its HTML)",
     )
     export.add_argument("--out", required=True, help="file to write")
+
+    rename = sub.add_parser("rename", parents=[common], help="give a run another name")
+    rename.add_argument("run", metavar="RUN")
+    rename.add_argument("new_name", metavar="NAME", help="unique; not all digits, nor latest")
+
+    delete = sub.add_parser(
+        "delete",
+        parents=[common],
+        help="delete a run and its rows for good, then reclaim the space (refused while it runs or a regrade uses it)",
+    )
+    delete.add_argument("run", metavar="RUN")
+    delete.add_argument("--folder", action="store_true", help="remove its run folder too (files hbtui wrote there)")
+    delete.add_argument("--yes", action="store_true", help="required: the run cannot be brought back")
 
     imports = sub.add_parser(
         "import",
@@ -551,9 +563,13 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
+            from hbtui.run_metadata import SHOW_JSON_VERSION, run_metadata
+
+            progress = await store.progress(run.id)
             print(
                 json.dumps(
                     {
+                        "schema_version": SHOW_JSON_VERSION,
                         "run": {
                             "id": run.id,
                             "name": run.name,
@@ -562,6 +578,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                             "kind": run.kind,
                             **({"imported": run.imported} if run.imported else {}),
                             **({"completions": run.plan["completions"]} if run.plan.get("completions") else {}),
+                            **run_metadata(run, progress),
                         },
                         "requests": run.requests,
                         **run.report.to_json(),
@@ -616,11 +633,34 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             if run.report is None or run.status != "finished":
                 run.report = await compute_report(store, run.id)  # a partial run: score what is there
             count = await write_reference(store, run, out)
+            say(f"wrote {count} conversations of run {run.id} to {out}")
         else:
-            writer = write_jsonl if args.format == "jsonl" else write_csv
-            count = await writer(store, run.id, out)
-    unit = "verdicts" if args.format == "csv" else "conversations"
-    say(f"wrote {count} {unit} of run {run.id} to {out}")
+            from hbtui.services import export_run
+
+            say(await export_run(store, run, out, args.format))
+    return EXIT_OK
+
+
+async def cmd_rename(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.services import rename_run
+
+    async with await Store.open(settings.db_path, create=False) as store:
+        say(await rename_run(store, await store.resolve_run(args.run), args.new_name))
+    return EXIT_OK
+
+
+async def cmd_delete(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.services import delete_run
+
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        if not args.yes:
+            raise UsageError(
+                f"delete removes run {run.id} ({one_line(run.name, 60)}) and its {run.n_conversations} conversations"
+                " for good: add --yes"
+            )
+        removal = await delete_run(store, run, remove_folder=args.folder)
+    say(removal.message())
     return EXIT_OK
 
 
@@ -741,6 +781,8 @@ def _main(argv: Sequence[str] | None) -> int:
             "show": lambda: cmd_show(args, settings),
             "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),
+            "rename": lambda: cmd_rename(args, settings),
+            "delete": lambda: cmd_delete(args, settings),
             "pause": lambda: cmd_control(args, settings, PAUSED),
             "unpause": lambda: cmd_control(args, settings, None),
             "cancel": lambda: cmd_control(args, settings, CANCELLED),

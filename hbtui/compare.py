@@ -347,6 +347,11 @@ class Comparison:
     totals: tuple[int, int] = (0, 0)  # each run's conversations: what the pairs are a part of
     pairs: str = ""  # what a pair is, in words, where a run grades the records' own completions
 
+    @property
+    def repeats(self) -> int:
+        """The runs' --repeats (paired runs have the same): a repeat is labelled "repeat 1 of 2"."""
+        return int(self.run_a.plan.get("repeats") or 1)
+
     def as_json(self) -> dict:
         return {
             "run_a": {

@@ -4,6 +4,7 @@ and what moved. Names, prompt ids and criteria are data: one line each, controls
 from __future__ import annotations
 
 from hbtui.compare import MOVED_LISTED, Comparison, Difference, Kappa, verdict_word
+from hbtui.numbering import repeat_label
 from hbtui.run_kinds import MODEL_RUN, kind_label
 from hbtui.scoring import BOOTSTRAP_SAMPLES
 from hbtui.store.rows import RunRow
@@ -51,6 +52,12 @@ def difference_rows(title: str, rows: dict[str, Difference]) -> list[str]:
     return lines
 
 
+def repeated(repeat: int, repeats: int) -> str:
+    """ " repeat 1 of 2" after a prompt_id, in a run with repeats."""
+    label = repeat_label(repeat, repeats)
+    return f" {label}" if label else ""
+
+
 def render_comparison(result: Comparison) -> str:
     overall = result.overall
     lines = [
@@ -88,7 +95,7 @@ def render_comparison(result: Comparison) -> str:
             lines.append(
                 f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
                 f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
-                f"{f' repeat {d.repeat}' if d.repeat else ''})"
+                f"{repeated(d.repeat, result.repeats)})"
             )
     moved = result.moved
     lines += [
@@ -100,6 +107,6 @@ def render_comparison(result: Comparison) -> str:
     for m in moved[:MOVED_LISTED]:
         lines.append(
             f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {one_line(m.prompt_id, 40)}"
-            f"{f' repeat {m.repeat}' if m.repeat else ''}  {one_line(m.theme or '-', 30)}"
+            f"{repeated(m.repeat, result.repeats)}  {one_line(m.theme or '-', 30)}"
         )
     return "\n".join(lines)

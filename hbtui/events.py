@@ -41,6 +41,7 @@ class GenerationFailed:
     kind: str
     message: str
     n_criteria: int = 0  # its criteria, now skipped: there is no reply to grade
+    where: str = ""  # "conversation #15 (repeat 1 of 2)": hbtui.numbering, as the browser numbers it
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class CriterionGraded:
     prompt_tokens: int
     completion_tokens: int
     error: str | None = None
+    where: str = ""  # "criterion 4 of conversation #15": hbtui.numbering, as the browser numbers it
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,9 @@ from hbtui.completion_groups import group_description, skipped_line
 from hbtui.config import LENGTH_CENTRE, Settings
 from hbtui.fidelity import requests_line
 from hbtui.files import private_file
+from hbtui.numbering import conversation_number, criterion_number
 from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_line
+from hbtui.run_metadata import duration_text, run_duration
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import ERROR, RunRow, Store, verdict_met
@@ -41,6 +43,11 @@ CSV_COLUMNS = [
     "explanation",
     "error_kind",
     "error",
+    # The numbers the browser and every message show (1-based), after the columns scripts read:
+    # position, repeat and criterion_index above stay 0-based as they always were.
+    "conversation_number",
+    "repeat_number",
+    "criterion_number",
 ]
 
 
@@ -61,6 +68,7 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
                     {
                         **rubric_item(v),
                         **({"error": f"{v.error_kind}: {v.error}"} if v.status == ERROR else {}),
+                        "criterion_number": criterion_number(v.idx),
                     }
                     for v in verdicts
                 ],
@@ -71,6 +79,9 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
                 line["truncated"] = True
             if conv.status == "failed":
                 line["generation_error"] = f"{conv.error_kind}: {conv.error}"
+            # The browser's numbers (1-based), added after the keys scripts read: "repeat" stays 0-based.
+            line["conversation_number"] = conversation_number(conv.position)
+            line["repeat_number"] = conv.repeat + 1
             handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             count += 1
     return count
@@ -101,6 +112,9 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                             v.explanation or "",
                             v.error_kind or "",
                             v.error or "",
+                            conversation_number(conv.position),
+                            conv.repeat + 1,
+                            criterion_number(v.idx),
                         )
                     ]
                 )
@@ -194,6 +208,7 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f"- concurrency: {s.get('concurrency')}",
         f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",
+        f"- duration: {duration_text(run_duration(run))} (from start to end, pauses and interruptions included)",
         "",
     ]
     if report is not None and overall is not None:

@@ -2,7 +2,9 @@
 
 It counts events as they come and prints one progress line every few seconds, plus a line for
 each note and each conversation that could not be generated. No cursor tricks: the output is
-meant to be read from a log file as well as a terminal.
+meant to be read from a log file as well as a terminal. Every line fits 80 columns (a phone's
+SSH window, a CI log's view): what does not fit on a progress line goes on an indented line
+below it, never past the edge.
 """
 
 from __future__ import annotations
@@ -22,7 +24,29 @@ from hbtui.events import (
 )
 from hbtui.files import stdout_to_devnull
 from hbtui.progress import Tally
-from hbtui.text import one_line, visible_controls
+from hbtui.text import middle_cut, one_line, visible_controls
+
+LINE_WIDTH = 80
+CONTINUED = "        "  # the width of "[mm:ss] ": a continuation lines up under the figures
+
+
+def fitted_lines(parts: list[str], width: int = LINE_WIDTH) -> list[str]:
+    """``parts`` joined by two spaces, wrapped between parts (never inside one) at ``width``."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += "  " + part
+        else:
+            lines.append(CONTINUED + part)
+    return lines
+
+
+def elapsed_text(seconds: float) -> str:
+    """[mm:ss], or [h:mm:ss] past an hour: a long run's clock does not grow to [1234:56]."""
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"[{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}]"
+    return f"[{seconds // 60:02d}:{seconds % 60:02d}]"
 
 
 class ProgressPrinter:
@@ -55,22 +79,27 @@ class ProgressPrinter:
             self.name = event.name
             self.calls_before = self.tally.replies + self.tally.no_reply + self.tally.graded
             self.scores = list(event.scores)
-            self._print(
-                f"run {event.run_id} {one_line(event.name)}: {event.conversations_total} conversations,"
-                f" {event.criteria_total} criteria ({self.tally.replies} replies and {self.tally.graded}"
-                " verdicts already stored)"
-            )
+            counts = f": {event.conversations_total} conversations, {event.criteria_total} criteria"
+            head = f"run {event.run_id} "
+            # The name is cut in the middle: run names differ at their end (a time) as at their start.
+            self._print(head + middle_cut(event.name, max(20, LINE_WIDTH - len(head) - len(counts))) + counts)
+            if self.tally.replies or self.tally.graded:
+                self._print(f"{CONTINUED}already stored: {self.tally.replies} replies, {self.tally.graded} verdicts")
         elif isinstance(event, GenerationFailed):
-            self._print(
-                f"conversation {event.conversation_id}: no reply ({event.kind}): {one_line(event.message, 160)}"
-            )
+            head = f"{event.where or 'a conversation'}: no reply ({one_line(event.kind, 30)}):"
+            room = LINE_WIDTH - len(head) - 1
+            if room >= 30:
+                self._print(f"{head} {one_line(event.message, room)}")
+            else:  # the why on a line of its own rather than cut to a few characters
+                self._print(head)
+                self._print(CONTINUED + one_line(event.message, LINE_WIDTH - len(CONTINUED)))
         elif isinstance(event, ConversationScored):
             if event.score is not None:
                 self.scores.append(event.score)
         elif isinstance(event, CallFailed):
             self.failed_calls += 1
         elif isinstance(event, Noted):
-            self._print(f"note: {one_line(event.message, 240)}")
+            self._print(f"note: {one_line(event.message, LINE_WIDTH - 6)}")
         elif isinstance(event, RunFinished):
             self.progress_line()
             return
@@ -85,9 +114,20 @@ class ProgressPrinter:
         done_here = tally.conversations_done + tally.graded - self.calls_before
         rate = done_here / elapsed if elapsed > 0 else 0.0
         running = sum(self.scores) / len(self.scores) if self.scores else None
-        score = f"  mean score so far {min(max(running, 0), 1):.3f}" if running is not None else ""
-        self._print(
-            f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] replies {tally.replies_text()}"
-            f"  verdicts {tally.criteria_text()} {tally.share_graded:.0%}  {rate:.1f} calls/s"
-            f"  failed attempts {self.failed_calls}{score}"
-        )
+        parts = [
+            elapsed_text(elapsed),
+            f"replies {tally.conversations_done}/{tally.conversations_total}",
+            f"verdicts {tally.graded}/{tally.to_grade} {tally.share_graded:.0%}",
+            f"{rate:.1f} calls/s",
+        ]
+        if running is not None:
+            parts.append(f"mean score {min(max(running, 0), 1):.3f}")
+        if tally.no_reply:
+            parts.append(f"{tally.no_reply} without a reply")
+        if tally.grading_errors:
+            parts.append(f"{tally.grading_errors} failed to grade")
+        if tally.skipped:
+            parts.append(f"{tally.skipped} skipped: no reply")
+        parts.append(f"failed attempts {self.failed_calls}")
+        for line in fitted_lines(parts):
+            self._print(line)

@@ -87,3 +87,33 @@ class Tally:
         if self.skipped:
             extra.append(f"{self.skipped} skipped: no reply")
         return f"{self.graded}/{self.to_grade}" + (f" ({', '.join(extra)})" if extra else "")
+
+
+RATE_WINDOW_SECONDS = 10.0
+
+
+def running_spans(
+    now: float, started: float, pauses: list[tuple[float, float | None]], length: float = RATE_WINDOW_SECONDS
+) -> list[tuple[float, float]]:
+    """The last ``length`` seconds the run was running before ``now``, as (start, end) spans,
+    newest first: the seconds it was paused are left out, so a rate just after a pause is not
+    diluted by them (one unpaused 3 s after a 90 s pause is judged on those 3 s and the 7 before
+    the pause). ``pauses``: (start, end) times, end None while still paused; ``started``: when
+    this process took the run up (a resume's idle time before it is no running time either)."""
+    spans: list[tuple[float, float]] = []
+    end, remaining = now, length
+    for pause_start, pause_end in sorted(pauses, key=lambda pause: pause[0], reverse=True):
+        pause_end = now if pause_end is None else pause_end
+        if pause_start >= end:
+            continue
+        if pause_end < end:
+            take = min(end - max(pause_end, started), remaining)
+            if take > 0:
+                spans.append((end - take, end))
+                remaining -= take
+        end = min(end, pause_start)
+        if remaining <= 0 or end <= started:
+            return spans
+    if remaining > 0 and end > started:
+        spans.append((max(started, end - remaining), end))
+    return spans

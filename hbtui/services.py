@@ -11,6 +11,7 @@ from hbtui.engine.driver import Engine
 from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
 from hbtui.engine.run_plan import check_run_name, plan_regrade, plan_run, run_name_problem
 from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
+from hbtui.run_admin import RunActionError, delete_run, export_format, export_run, rename_run
 
 __all__ = [
     "DRIVE_COMMAND",
@@ -19,13 +20,18 @@ __all__ = [
     "TAKEN_OVER",
     "DetachedRun",
     "Engine",
+    "RunActionError",
     "check_run_name",
     "compute_report",
+    "delete_run",
+    "export_format",
+    "export_run",
     "launch_detached",
     "plan_regrade",
     "plan_run",
     "read_snapshot",
     "refuse_measured_changes",
+    "rename_run",
     "resume_hint",
     "run_name_problem",
     "settings_for_run",

@@ -299,7 +299,7 @@ REFERENCES = {
         ["export", "kept", "--out", "nowhere/x.csv", "--format", "csv"],
         "--out nowhere/x.csv: the folder nowhere does not exist",
     ),
-    "export onto a directory": (["export", "kept", "--out", "runs"], "runs: Is a directory"),
+    "export onto a directory": (["export", "kept", "--out", "runs"], "runs: is a folder; give a file name"),
     "export in an unknown format": (["export", "kept", "--out", "x", "--format", "xml"], "invalid choice: 'xml'"),
 }
 

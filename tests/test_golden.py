@@ -12,9 +12,10 @@ The runs are made by the real engine against the project's test server, whose re
 verdicts are fixed by their text; the bootstrap is seeded. What still differs between two
 makings of the same runs is normalised, and nothing else:
 - wall-clock times (`runs`' created column, description.md's started and finished, the run
-  folder's name) become <TIME> and <STAMP>;
+  folder's name, show --json's created_at and finished_at) become <TIME> and <STAMP>, and the
+  runs' durations (show --json, description.md) <DURATION>;
 - the temporary folder the runs live in becomes <TMP>, the test server's port <PORT>.
-No duration appears in these outputs (the `run` command's own progress lines are not frozen).
+The `run` command's own progress lines are not frozen.
 
 The runs cover: criteria worth negative points, met and not met (golden-main); a generation
 refused as too long, whose criteria are skipped (golden-main); a regrade, every verdict from the
@@ -57,6 +58,9 @@ def normalised(text: str, folder: Path) -> str:
     text = text.replace(str(folder.resolve()), "<TMP>").replace(str(folder), "<TMP>")
     text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<PORT>", text)
     text = re.sub(r"\d{8}-\d{6}-", "<STAMP>-", text)
+    text = re.sub(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\+00:00", "<TIME>", text)  # show --json's times
+    text = re.sub(r'"duration_seconds": [\d.]+', '"duration_seconds": "<DURATION>"', text)
+    text = re.sub(r"duration: \d+(h \d+m|m \d+s|s) ", "duration: <DURATION> ", text)
     return re.sub(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?", "<TIME>", text)
 
 

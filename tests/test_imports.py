@@ -312,7 +312,7 @@ def _export_line(here: Path) -> Path:
         (_allresults_field, "allresults.json: metadata.example_level_metadata[2].completion: missing"),
         (
             _other_points,
-            "results.jsonl:2: rubrics[0]: differs from criterion 0 of prompt_id 'p2' in --dataset (points)",
+            "results.jsonl:2: rubrics[0]: differs from criterion 1 of prompt_id 'p2' in --dataset (points)",
         ),
         (_more_criteria, "results.jsonl:3: rubrics: 2 criteria, but prompt_id 'p3' has 3 in --dataset"),
         (_unknown_prompt, "results.jsonl:3: prompt_id 'p3' is not in --dataset data.jsonl"),

@@ -31,8 +31,8 @@ def test_a_run_whose_provider_sends_lone_surrogates_finishes_with_them_replaced(
     for text in [*(t for row in replies for t in row), *(t for row in verdicts for t in row[1:])]:
         assert "\ufffd" in text and not SURROGATE.search(text)
     assert {status for status, *_ in verdicts} <= {"met", "not_met"}
-    assert "reply of conversation 1 held invalid characters (lone surrogates), stored with U+FFFD" in notes
-    assert any(n.startswith("grader's answer on criterion 1 of conversation 1 held invalid characters") for n in notes)
+    assert "reply of conversation #1 held invalid characters (lone surrogates), stored with U+FFFD" in notes
+    assert any(n.startswith("grader's answer on criterion 1 of conversation #1 held invalid characters") for n in notes)
 
 
 def test_a_provider_error_holding_a_lone_surrogate_is_kept_readable(server):

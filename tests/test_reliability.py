@@ -405,10 +405,12 @@ def test_the_headless_lines_and_the_monitor_count_the_same(server, tmp_path):
             return await view_from_store(store, 1)
 
     stored = asyncio.run(from_store()).tally
-    last = out.getvalue().strip().splitlines()[-1]
+    printed = out.getvalue().strip()
+    last = printed[printed.rindex("\n[") :]  # the last progress line and its continuation
     assert stored.graded == 12 and stored.skipped == 6 and stored.to_grade == 12
-    assert f"verdicts {stored.criteria_text()} 100%" in last and "6 skipped: no reply" in last
-    assert f"replies {stored.replies_text()}" in last and "(3 without a reply)" in last
+    assert f"verdicts {stored.graded}/{stored.to_grade} 100%" in last and "6 skipped: no reply" in last
+    assert f"replies {stored.conversations_done}/{stored.conversations_total}" in last
+    assert "3 without a reply" in last
     assert vars(counters.tally) == vars(stored)
 
 

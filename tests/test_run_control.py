@@ -8,6 +8,7 @@ for), and no new call starts.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -86,6 +87,12 @@ def answers_stored(workdir: Path) -> int:
     return replies + verdicts
 
 
+def last_pause(workdir: Path) -> list:
+    """The latest [start, end] pause of the run's heartbeat; [] before the first."""
+    pauses = json.loads(run_row(workdir)[2] or "{}").get("pauses") or [[]]
+    return pauses[-1]
+
+
 def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_finishes(workdir, server):
     with driven_run(workdir, server) as driver:
         paused = hbtui("pause", "long", cwd=workdir, timeout=60)
@@ -100,8 +107,11 @@ def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_fi
         assert server.stats()["requests"] == calls
         listed = hbtui("runs", cwd=workdir)
         assert "paused" in listed.stdout
+        # The heartbeat says since when: monitors leave the paused seconds out of the rate.
+        wait_until(lambda: last_pause(workdir)[1:] == [None], "the pause in the driver's heartbeat")
         going = hbtui("unpause", "long", cwd=workdir, timeout=60)
         assert going.returncode == 0, going.stderr
+        wait_until(lambda: last_pause(workdir)[1:] != [None], "the pause's end in the heartbeat")
         assert "run 1 is going on" in going.stdout
         assert driver.wait(timeout=120) == 0, driver.stderr.read() if driver.stderr else ""
     assert run_row(workdir)[0] == "finished"

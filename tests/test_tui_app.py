@@ -310,7 +310,7 @@ async def test_the_monitor_interval_is_drawn_from_the_scores_it_shows(server, tm
             shown.append(" ".join(score_panel.split()))
             await pilot.pause(0.05)
         for text in shown:  # an interval is either current or says what it was drawn from
-            n = int(text.split("n=")[1].split()[0])
+            n = int(text.split("over ")[1].split()[0].replace(",", ""))
             if "CI –" in text:
                 assert n < 2, text
             elif "computing" not in text:

@@ -173,7 +173,7 @@ async def test_the_monitor_stacks_its_panels_on_a_small_terminal(finished_run_db
         text = "\n".join(lines)
         assert app.screen.has_class("-stacked")
         # Every label and count whole, none cut with "…" as when the panels sat side by side.
-        assert re.search(r"criteria +━+ 100% (\d+)/\1", text), text
+        assert re.search(r"verdicts +━+ 100% (\d+)/\1", text), text
         for label in ("calls/s", "in flight", "latency", "tokens"):
             assert any(line.lstrip().startswith(label) for line in lines), (label, text)
         assert "final score 0.625" in lines[1]

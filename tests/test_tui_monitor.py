@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hbtui.config import Settings
+from hbtui.progress import running_spans
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.monitor_data import RunCounters, view_from_counters, view_from_store
@@ -244,3 +245,80 @@ def test_a_score_that_arrives_between_two_ticks_makes_the_views_differ():
     counters.scores.append(0.75)
     after = view_from_counters(run_row(1), counters, {})
     assert before != after and before.scores == [0.5]
+
+
+def test_a_rate_just_after_a_pause_counts_the_running_seconds_only():
+    """Paused 90 s, then 3 s at 10 calls/s: over the last 10 s of wall time it read 3 calls/s
+    (and an ETA three times too long); over the last 10 s of running time it is 10."""
+    counters = RunCounters()
+    counters._started = 100.0
+    counters._completions.extend([[second, 10] for second in range(100, 110)])
+    counters._completions.append([110, 3])  # the calls in flight when it paused, answered
+    counters._completions.extend([[second, 10] for second in range(200, 203)])
+    pauses = [(110.0, 200.0)]
+    assert counters.calls_per_second(now=203.5, pauses=pauses) == 10.0
+    # Still paused: no running second since, the rate is that of before the pause.
+    assert counters.calls_per_second(now=150.5, pauses=[(110.0, None)]) == 10.0
+
+
+def test_the_running_window_leaves_out_every_pause_and_the_time_before_the_start():
+    assert running_spans(203.0, 100.0, [(110.0, 200.0)]) == [(200.0, 203.0), (103.0, 110.0)]
+    assert running_spans(203.0, 100.0, [(110.0, 200.0), (201.0, 202.0)]) == [
+        (202.0, 203.0),
+        (200.0, 201.0),
+        (102.0, 110.0),
+    ]
+    assert running_spans(105.0, 100.0, []) == [(100.0, 105.0)]  # a run of 5 s: a 5 s window
+
+
+def test_a_monitor_of_another_process_leaves_the_paused_seconds_out_of_the_rate(finished_run_db):
+    """The driver's heartbeat carries its pauses: the rate read from the database is over the
+    running seconds, 4 calls before a 92 s pause and 4 in the 3 s since, over 10 s (it read 0.4
+    calls/s, counting the paused seconds, instead of 0.8)."""
+    import asyncio
+    import json
+
+    from hbtui.store.owners import this_owner
+
+    now = time.time()
+    live = {"paused": False, "started_at": now - 200, "pauses": [[now - 95, now - 3]], "endpoints": {}}
+    with sqlite3.connect(finished_run_db) as conn:
+        conn.execute(
+            "UPDATE runs SET status = 'running', owner = ?, heartbeat_at = ?, live_json = ?",
+            (this_owner(), now, json.dumps(live)),
+        )
+        conn.execute("UPDATE conversations SET generated_at = ?", (now - 300,))
+        ids = [row[0] for row in conn.execute("SELECT id FROM verdicts ORDER BY id")]
+        assert len(ids) == 8
+        for index, verdict_id in enumerate(ids):
+            at = now - 98 if index < 4 else now - 1.5
+            conn.execute("UPDATE verdicts SET graded_at = ? WHERE id = ?", (at, verdict_id))
+
+    async def view():
+        async with await Store.open(finished_run_db) as store:
+            return await view_from_store(store, 1)
+
+    shown = asyncio.run(view())
+    assert shown.status == "running"
+    assert shown.calls_per_second == pytest.approx(0.8, abs=0.01)
+
+
+async def test_each_bar_says_what_it_counts_and_the_score_names_its_n(finished_run_db):
+    """Replies all in, verdicts at 84%: the full bar says replies, not conversations, and the
+    score says over how many scored conversations."""
+    from hbtui.progress import Tally
+    from hbtui.tui.monitor_data import MonitorView
+
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="small-run")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        screen = app.screen
+        screen._polling = True  # no database read replaces the view below
+        await pilot.pause(0.3)
+        tally = Tally(conversations_total=50, replies=50, criteria_total=100, graded=84)
+        screen.apply(MonitorView(1, "small-run", "running", tally=tally, scores=[0.5] * 37))
+        await pilot.pause(0.1)
+        text = screen_text(app)
+        assert "replies" in text and "verdicts" in text and "conversations━" not in text
+        assert "100%50/50" in text.replace(" ", "") and "84%84/100" in text.replace(" ", "")
+        assert "over 37 scored conversations" in text and "n=37" not in text.split("conversation scores")[0]

@@ -46,6 +46,7 @@ from hbtui.events import (
 from hbtui.fidelity import describe_requests
 from hbtui.grading import VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template
 from hbtui.limiter import GENERATION
+from hbtui.numbering import conversation_label, criterion_label
 from hbtui.store import (
     ERROR,
     MET,
@@ -165,7 +166,7 @@ class Engine:
         if control == CANCELLED:
             self._stopping = True
             self.cancel_status = "cancelled"
-            self.pool.paused = True
+            self.pool.set_paused(True)
             self._update_gate()
             self._note("cancel asked: no new call starts; the calls in flight finish, then the run stops")
             task = asyncio.get_running_loop().create_task(self._stop_when_answered())
@@ -173,7 +174,7 @@ class Engine:
             task.add_done_callback(self._background.discard)
             return
         if self.pool.paused != (control == PAUSED):
-            self.pool.paused = control == PAUSED
+            self.pool.set_paused(control == PAUSED)
             self._update_gate()
             self._note("paused: calls in flight finish, no new call starts" if self.pool.paused else "resumed")
 
@@ -257,6 +258,13 @@ class Engine:
     def _note(self, message: str) -> None:
         self.writer.log("info", message)
         self.emit(Noted(self.run.id, "info", message))
+
+    def _label(self, item: WorkItem, idx: int | None = None) -> str:
+        """The conversation (or its criterion) as the browser numbers it, for messages."""
+        repeats = int(self.run.plan.get("repeats") or 1)
+        if idx is None:
+            return conversation_label(item.position, item.repeat, repeats)
+        return criterion_label(idx, item.position, item.repeat, repeats)
 
     def _note_invalid_text(self, what: str) -> None:
         self._note(f"{what} held invalid characters (lone surrogates), stored with U+FFFD")
@@ -522,7 +530,11 @@ class Engine:
                     attempts=exc.attempts,
                 )
             )
-            self.emit(GenerationFailed(self.run.id, item.conversation_id, exc.kind, message, len(item.all_criteria)))
+            self.emit(
+                GenerationFailed(
+                    self.run.id, item.conversation_id, exc.kind, message, len(item.all_criteria), self._label(item)
+                )
+            )
             return None
         self._store_answer(
             ReplyResult(
@@ -539,7 +551,7 @@ class Engine:
             )
         )
         if result.invalid_text:
-            self._note_invalid_text(f"reply of conversation {item.position + 1}")
+            self._note_invalid_text(f"reply of {self._label(item)}")
         if result.think_stripped:
             self.deviations.add("reasoning (<think>) removed from replies before grading")
         self.emit(
@@ -659,13 +671,26 @@ class Engine:
                     graded_at=time.time(),
                 )
             )
-            self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, None, exc.kind, 0.0, 0, 0, exc.message))
+            self.emit(
+                CriterionGraded(
+                    self.run.id,
+                    item.conversation_id,
+                    idx,
+                    None,
+                    exc.kind,
+                    0.0,
+                    0,
+                    0,
+                    exc.message,
+                    self._label(item, idx),
+                )
+            )
             return
         verdict = outcome.verdict
         if outcome.enlarged:
             self.deviations.add("a cut-off verdict was asked again with a larger token budget")
         if outcome.invalid_text:
-            self._note_invalid_text(f"grader's answer on criterion {idx + 1} of conversation {item.position + 1}")
+            self._note_invalid_text(f"grader's answer on {self._label(item, idx)}")
         if outcome.unparsed:
             errors = self.live.errors_by_kind
             errors[UNPARSEABLE] = errors.get(UNPARSEABLE, 0) + outcome.unparsed
@@ -702,5 +727,6 @@ class Engine:
                 outcome.prompt_tokens,
                 outcome.completion_tokens,
                 outcome.error,
+                self._label(item, idx),
             )
         )

@@ -24,9 +24,15 @@ class EndpointStats:
     failing_since: float | None = None  # monotonic time of the first connection failure since the last answer
 
 
+MAX_PAUSES_KEPT = 8  # enough for any rate window of seconds; a long run pauses often otherwise
+
+
 @dataclass
 class LiveStats:
     started_at: float = field(default_factory=time.time)
+    # (start, end) wall-clock times of the latest pauses, end None while paused: monitors (of any
+    # process) leave those seconds out of the rate, so a run just unpaused is not judged on them.
+    pauses: list[list[float | None]] = field(default_factory=list)
     errors_by_kind: dict[str, int] = field(default_factory=dict)
     endpoints: dict[str, EndpointStats] = field(default_factory=dict)
 
@@ -58,6 +64,18 @@ class EndpointPool:
             self.calls_open.clear()
         else:
             self.calls_open.set()
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume (the gate is the caller's to update), noting when for the rate."""
+        if paused == self.paused:
+            return
+        self.paused = paused
+        pauses = self.live.pauses
+        if paused:
+            pauses.append([time.time(), None])
+            del pauses[:-MAX_PAUSES_KEPT]
+        elif pauses and pauses[-1][1] is None:
+            pauses[-1][1] = time.time()
 
     def in_flight(self) -> int:
         """Calls sent and not yet answered, over every endpoint."""
@@ -122,6 +140,7 @@ class EndpointPool:
         return {
             "paused": self.paused,
             "started_at": self.live.started_at,  # when this process took the run up
+            "pauses": [list(pause) for pause in self.live.pauses],
             "endpoints": {
                 # (failing_since stays here: a monotonic time means nothing to another process)
                 url: {

@@ -19,6 +19,7 @@ from hbtui.imports.common import ImportedFile, ImportProblem, ReadConversation, 
 from hbtui.imports.hbtui_files import read_hbtui
 from hbtui.imports.legacy import FORMAT as LEGACY
 from hbtui.imports.legacy import legacy_time, read_legacy
+from hbtui.numbering import criterion_number
 from hbtui.store import PlannedConversation, Store
 
 __all__ = ["ImportProblem", "ImportSummary", "import_run", "read_import"]
@@ -115,7 +116,7 @@ def _check_criteria(conv: ReadConversation, record: Record, dataset: Dataset | N
     for i, ((text, points, _), criterion) in enumerate(zip(conv.criteria, record.rubrics)):
         if points != criterion.points or (text is not None and text != criterion.criterion):
             raise ImportProblem(
-                f"{where}[{i}]: differs from criterion {i} of prompt_id {conv.prompt_id!r} in --dataset"
+                f"{where}[{i}]: differs from criterion {criterion_number(i)} of prompt_id {conv.prompt_id!r} in --dataset"
                 f" ({'points' if points != criterion.points else 'criterion'}): another version of the file?"
             )
 

@@ -44,6 +44,7 @@ from hbtui.store.rows import (
     conversation_outcome,
     verdict_met,
 )
+from hbtui.store.run_actions import Deleted, RunInUse, StoreRunActions
 from hbtui.store.work import (
     CachedVerdict,
     ConversationScore,
@@ -109,6 +110,7 @@ __all__ = [
     "ConversationOutcome",
     "ConversationScore",
     "ConversationSummary",
+    "Deleted",
     "ImportedReply",
     "ImportedVerdict",
     "LogLine",
@@ -119,6 +121,7 @@ __all__ = [
     "ReplyResult",
     "ResultBatch",
     "RunBusy",
+    "RunInUse",
     "RunNotFound",
     "RunRow",
     "RunTakenOver",
@@ -133,7 +136,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreWrites):
+class Store(StoreReads, StoreWrites, StoreRunActions):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

@@ -6,6 +6,7 @@ import functools
 import json
 from collections.abc import AsyncIterator
 
+from hbtui.numbering import conversation_label, criterion_label
 from hbtui.run_kinds import IMPORTED
 from hbtui.scoring import ConversationInput, GradedCriterion
 from hbtui.store.connection import Connection
@@ -318,13 +319,24 @@ class StoreReads(Connection):
         return verdicts[0] + replies[0]
 
     async def recent_errors(self, run_id: int, limit: int = 20) -> list[tuple[float, str, str]]:
+        """(when, kind, message): the message names where, as the browser numbers it."""
         rows = await self._all(
-            "SELECT graded_at, error_kind, error FROM verdicts WHERE run_id = ? AND status = 'error'"
-            " UNION ALL SELECT generated_at, error_kind, error FROM conversations WHERE run_id = ? AND status = 'failed'"
-            " ORDER BY 1 DESC LIMIT ?",
+            "SELECT v.graded_at, v.error_kind, v.error, c.position, c.repeat, v.idx FROM verdicts v"
+            " JOIN conversations c ON c.id = v.conversation_id WHERE v.run_id = ? AND v.status = 'error'"
+            " UNION ALL SELECT generated_at, error_kind, error, position, repeat, NULL FROM conversations"
+            " WHERE run_id = ? AND status = 'failed' ORDER BY 1 DESC LIMIT ?",
             (run_id, run_id, limit),
         )
-        return [(r[0] or 0.0, r[1] or "unknown", r[2] or "") for r in rows]
+        plan = await self._one("SELECT json_extract(plan_json, '$.repeats') FROM runs WHERE id = ?", (run_id,))
+        repeats = int((plan and plan[0]) or 1)
+        errors = []
+        for at, kind, error, position, repeat, idx in rows:
+            if idx is None:
+                message = f"{conversation_label(position, repeat, repeats)}: no reply: {error or ''}"
+            else:
+                message = f"{criterion_label(idx, position, repeat, repeats)}: {error or 'failed to grade'}"
+            errors.append((at or 0.0, kind or "unknown", message))
+        return errors
 
     async def conversation_scores(self, run_id: int) -> list[float]:
         return [
@@ -382,7 +394,7 @@ class StoreReads(Connection):
             (conversation_id,),
         )
         if row is None:
-            raise StoreError(f"no conversation {conversation_id}")
+            raise StoreError("that conversation is no longer in the database (its run was deleted or changed)")
         summary = ConversationSummary(*row[:14])
         example_tags, reply, reasoning, finish_reason, error, record_id = row[14:]
         body = (await self._one("SELECT body FROM records WHERE id = ?", (record_id,)))[0]

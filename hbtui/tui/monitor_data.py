@@ -27,10 +27,9 @@ from hbtui.events import (
     ReplyGenerated,
     RunFinished,
 )
-from hbtui.progress import Tally
+from hbtui.progress import RATE_WINDOW_SECONDS, Tally, running_spans
 from hbtui.store import RunRow, Store
 
-RATE_WINDOW_SECONDS = 10.0
 RECENT_ERRORS = 4
 
 
@@ -135,8 +134,10 @@ class RunCounters:
         self.recent_errors: deque[tuple[float, str, str]] = deque(maxlen=RECENT_ERRORS)
         self.latencies: deque[float] = deque(maxlen=500)
         self.tokens = [0, 0, 0, 0]
-        self._completions: deque[list[int]] = deque()  # [second, count], newest last
-        self._started = time.monotonic()  # the rate's window never reaches back before this
+        # [second, count], newest last. Wall-clock seconds, as the engine's pause times are (other
+        # processes read those): one clock for both.
+        self._completions: deque[list[int]] = deque(maxlen=4 * int(RATE_WINDOW_SECONDS))
+        self._started = time.time()  # the rate's window never reaches back before this
         self.finished: RunFinished | None = None
         self.events = 0
 
@@ -157,13 +158,11 @@ class RunCounters:
         self.recent_errors.append((time.time(), "start", message))
 
     def _completed(self) -> None:
-        second = int(time.monotonic())
+        second = int(time.time())
         if self._completions and self._completions[-1][0] == second:
             self._completions[-1][1] += 1
         else:
             self._completions.append([second, 1])
-            while len(self._completions) > RATE_WINDOW_SECONDS + 2:
-                self._completions.popleft()
 
     def on_event(self, event: Event) -> None:
         self.events += 1
@@ -175,7 +174,7 @@ class RunCounters:
             if event.met is None:
                 kind = event.error_kind or "unknown"
                 self.errors_by_kind[kind] += 1
-                where = f"criterion {event.idx} of conversation {event.conversation_id}"
+                where = event.where or "a criterion"  # numbered as the browser numbers it
                 self.recent_errors.append((time.time(), kind, f"{where}: {event.error or 'failed to grade'}"))
             elif event.latency_ms:
                 self.latencies.append(event.latency_ms)
@@ -189,7 +188,8 @@ class RunCounters:
                 self.scores.append(event.score)
         elif isinstance(event, GenerationFailed):
             self.errors_by_kind[f"reply {event.kind}"] += 1
-            self.recent_errors.append((time.time(), event.kind, event.message))
+            where = event.where or "a conversation"
+            self.recent_errors.append((time.time(), event.kind, f"{where}: no reply: {event.message}"))
         elif isinstance(event, CallFailed):
             self.retried_by_kind[event.kind] += 1
         elif isinstance(event, Noted):
@@ -198,21 +198,22 @@ class RunCounters:
         elif isinstance(event, RunFinished):
             self.finished = event
 
-    def calls_per_second(self, now: float | None = None) -> float:
-        now = time.monotonic() if now is None else now
+    def calls_per_second(self, now: float | None = None, pauses: list | None = None) -> float:
+        """Calls a second over the last 10 s of running time: the seconds paused (``pauses``,
+        the engine's) are left out, and in its first seconds (a run just started or continued)
+        the window is what has passed: dividing by the whole 10 s made the first ETA too long."""
         # Whole seconds only: the current, partial second would make the rate jitter.
-        newest = int(now) - 1
-        oldest = newest - int(RATE_WINDOW_SECONDS) + 1
-        calls = sum(count for second, count in self._completions if oldest <= second <= newest)
-        # In its first seconds (a run just started or continued) the window is what has passed:
-        # dividing by the whole 10 s made the first ETA several times too long.
-        window = min(RATE_WINDOW_SECONDS, max(newest - int(self._started) + 1, 1))
-        return calls / window
+        end = float(int(time.time() if now is None else now))
+        spans = running_spans(end, float(int(self._started)), [tuple(p) for p in pauses or []])
+        # A second counts where its middle is running time: calls finishing in a paused second
+        # (those in flight when it paused) are not part of the running rate.
+        calls = sum(count for second, count in self._completions if any(a <= second + 0.5 < b for a, b in spans))
+        return calls / max(sum(b - a for a, b in spans), 1.0)
 
 
 def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> MonitorView:
     """The view of a run of this process; ``snapshot`` is ``engine.live_snapshot()``."""
-    rate = counters.calls_per_second()
+    rate = counters.calls_per_second(pauses=snapshot.get("pauses"))
     remaining = counters.tally.calls_left
     p50, p95 = percentiles(list(counters.latencies))
     finished = counters.finished
@@ -248,10 +249,17 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     if live and live.get("paused"):
         status = "paused"
     running = status in ("running", "paused")
-    # As in RunCounters: a process that took the run up moments ago (a resume) is judged on the
-    # seconds it has run, not on a 10 s window that reaches back into the idle time before.
-    window = min(RATE_WINDOW_SECONDS, max(now - (live or {}).get("started_at", 0.0), 1.0))
-    rate = (await store.calls_since(run_id, now - window)) / window if running else 0.0
+    # As in RunCounters: judged on the seconds it ran, not the idle time before a process took
+    # the run up (a resume), nor the seconds it was paused.
+    rate = 0.0
+    if running:
+        spans = running_spans(
+            now, (live or {}).get("started_at", 0.0), [tuple(p) for p in (live or {}).get("pauses", [])]
+        )
+        calls = 0
+        for start, end in spans:
+            calls += await store.calls_since(run_id, start) - await store.calls_since(run_id, end)
+        rate = calls / max(sum(end - start for start, end in spans), 1.0)
     tally = Tally.from_progress(progress)
     remaining = tally.calls_left
     p50, p95 = percentiles(await store.recent_latencies(run_id))

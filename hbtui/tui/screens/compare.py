@@ -24,6 +24,7 @@ from hbtui.compare import (
     compare_runs,
     compare_scores,
 )
+from hbtui.compare_report import repeated
 from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
@@ -237,7 +238,7 @@ class CompareScreen(ResponsiveScreen):
                 Text(f"{m.score_a:.3f}", justify="right"),
                 Text(f"{m.score_b:.3f}", justify="right"),
                 Text(one_line(m.theme or "-", 22)),
-                Text(one_line(m.prompt_id, 40) + (f" repeat {m.repeat}" if m.repeat else "")),
+                Text(one_line(m.prompt_id, 40) + repeated(m.repeat, self.result.repeats)),
                 key=str(index),
             )
 

@@ -18,10 +18,12 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hbtui.numbering import repeat_label
 from hbtui.prices import tokens_text
 from hbtui.store import ConversationDetail
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
+from hbtui.tui.fit import fitted
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
@@ -65,33 +67,30 @@ def short_id(prompt_id: str) -> str:
     return flat if len(flat) <= 12 else flat[:8] + "…"
 
 
-def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
+def header_text(detail: ConversationDetail, index: int, count: int, repeats: int = 1, width: int | None = None) -> Text:
+    """The conversation's one-line header, its parts by importance: given a ``width``, a part
+    that does not fit is left out whole (the next may still fit), never cut mid-word."""
     s = detail.summary
-    text = Text()
-    text.append(f"Conversation {index + 1}/{count}", style="bold")
-    text.append(f"  #{s.position + 1}", style="dim")
-    if s.repeat:
-        text.append(f" (repeat {s.repeat})", style="dim")
-    # The score first: at 80 columns what comes last is cut.
-    text.append("  score ")
+    where = Text(f"#{s.position + 1}", style="dim")
+    if repeats > 1:
+        where.append(f" ({repeat_label(s.repeat, repeats)})", style="dim")
+    score = Text("score ")
     if s.score is not None:
-        text.append(f"{s.score:.3f}", style=f"bold {score_style(s.score)}")
+        score.append(f"{s.score:.3f}", style=f"bold {score_style(s.score)}")
     elif s.status == "failed":
-        text.append("— no reply", style="bold red")
+        score.append("— no reply", style="bold red")
     else:
-        text.append("err" if s.n_errors else "—", style="bold magenta")
+        score.append("err" if s.n_errors else "—", style="bold magenta")
     met = s.n_met if s.n_met is not None else 0
     positives = sum(1 for v in detail.verdicts if v.points > 0)
-    text.append(f"  {met}/{positives} met", style="green")
-    text.append("  ")
-    text.append(short_id(s.prompt_id), style="dim")
-    text.append("  ")
-    text.append(one_line(s.theme or "-", 30))
+    parts = [Text(f"Conversation {index + 1}/{count}", style="bold"), where, score]
+    parts.append(Text(f"{met}/{positives} met", style="green"))
     if s.penalties:
-        text.append(f"  {s.penalties} penalt{'y' if s.penalties == 1 else 'ies'}", style="red")
+        parts.append(Text(f"{s.penalties} penalt{'y' if s.penalties == 1 else 'ies'}", style="red"))
     if s.n_errors:
-        text.append(f"  {s.n_errors} grader error{'s' if s.n_errors != 1 else ''}", style="magenta")
-    return text
+        parts.append(Text(f"{s.n_errors} grader error{'s' if s.n_errors != 1 else ''}", style="magenta"))
+    parts += [Text(short_id(s.prompt_id), style="dim"), Text(one_line(s.theme or "-", 30))]
+    return fitted(parts, width)
 
 
 def reply_text(detail: ConversationDetail) -> Text:
@@ -145,11 +144,18 @@ class ConversationScreen(ResponsiveScreen):
     reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
 
     def __init__(
-        self, run_id: int, conversation_ids: list[int], index: int, detail: ConversationDetail | None = None
+        self,
+        run_id: int,
+        conversation_ids: list[int],
+        index: int,
+        detail: ConversationDetail | None = None,
+        *,
+        repeats: int = 1,
     ) -> None:
         """``detail``, when the opener has read it already, is drawn in the first frame."""
         super().__init__()
         self.run_id = run_id
+        self.repeats = repeats  # the run's --repeats: a repeat is labelled "repeat 1 of 2"
         self.conversation_ids = list(conversation_ids)
         self.index = index
         self.detail: ConversationDetail | None = None
@@ -168,6 +174,14 @@ class ConversationScreen(ResponsiveScreen):
                 yield Static(Text("RUBRIC", style="bold"), id="criteria-title")
                 yield VerdictList(id="verdicts")
         yield KeyBar()
+
+    def on_resize(self) -> None:
+        # The header's parts are chosen for the width: chosen again for a new one.
+        if self.detail is not None:
+            header = header_text(
+                self.detail, self.index, len(self.conversation_ids), self.repeats, self.app.size.width - 2
+            )
+            self.query_one("#conversation-title", Static).update(header)
 
     def on_mount(self) -> None:
         self.set_interval(LIVE_SECONDS, self._follow)
@@ -200,7 +214,9 @@ class ConversationScreen(ResponsiveScreen):
         """Fill the screen with ``detail``; ``keep_place`` keeps the selected criterion (a refresh)."""
         self.index = index
         self.detail = detail
-        self.query_one("#conversation-title", Static).update(header_text(detail, index, len(self.conversation_ids)))
+        self.query_one("#conversation-title", Static).update(
+            header_text(detail, index, len(self.conversation_ids), self.repeats, self.app.size.width - 2)
+        )
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))

@@ -26,6 +26,7 @@ from textual.widgets import Header, ProgressBar, Static
 
 from hbtui import scoring
 from hbtui.prices import Price, cost_text, model_usage, tokens_text, total_cost
+from hbtui.run_metadata import duration_text
 from hbtui.services import resume_hint
 from hbtui.store import StoreError
 from hbtui.text import one_line, visible_controls
@@ -44,17 +45,6 @@ HISTOGRAM_SECONDS = 1.0
 # milliseconds (so a quarter of a second), thousands tens of ms (so every 2 s; more often, its
 # thread took enough of the GIL to slow the repaints of a fast run below 4 a second).
 METRIC_MIN_SECONDS, METRIC_MAX_SECONDS = 0.25, 2.0
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m {seconds % 60:02d}s"
-    return f"{seconds}s"
 
 
 def safe(text: str, width: int = 120) -> Text:
@@ -110,12 +100,14 @@ class MonitorScreen(ResponsiveScreen):
         yield Static(id="monitor-status")
         yield Static(id="monitor-driver")
         yield Static(id="monitor-failure")
+        # Each bar names what it counts: replies received (a conversation with its reply, or with
+        # none, is done generating) and verdicts given; "conversations" at 100% read as graded.
         with Horizontal(classes="monitor-bar"):
-            yield Static("conversations", classes="bar-label")
+            yield Static("replies", classes="bar-label")
             yield ProgressBar(total=None, show_eta=False, id="conversations-bar")
             yield Static(id="conversations-count", classes="bar-count")
         with Horizontal(classes="monitor-bar"):
-            yield Static("criteria", classes="bar-label")
+            yield Static("verdicts", classes="bar-label")
             yield ProgressBar(total=None, show_eta=False, id="criteria-bar")
             yield Static(id="criteria-count", classes="bar-count")
         # Scrollable and focused: stacked on a small terminal, the score and errors are below
@@ -322,7 +314,7 @@ class MonitorScreen(ResponsiveScreen):
         elif view.status == "paused":  # the 10 s average would still show the calls of before
             rate = "– (paused)"
         else:
-            rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration(view.eta_seconds)}"
+            rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration_text(view.eta_seconds)}"
         grid.add_row("calls/s", Text(rate))
         for index, (url, (in_flight, limit)) in enumerate(sorted(view.endpoints.items())):
             # The limit is the adaptive one: below the configured concurrency after 429s.
@@ -369,7 +361,9 @@ class MonitorScreen(ResponsiveScreen):
         final = view.ended and view.final_ci95 is not None
         ci = view.final_ci95 if final else (metric.ci95 if metric else None)
         text.append("–" if value is None else f"{value:.3f}")
-        text.append(f"  n={n}\n")
+        # The one n of the monitor, named: the histogram's and the interval's too.
+        # (a line of its own: beside the score it wrapped at 80 columns)
+        text.append(f"\nover {n:,} scored conversation{'s' if n != 1 else ''}\n", style="dim")
         text.append("95% CI ", style="bold")
         if ci is None or (not final and self._metric_n < 2):
             text.append("–" if n < 2 else "computing…", style="" if n < 2 else "dim")

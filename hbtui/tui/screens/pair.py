@@ -14,9 +14,11 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
 from hbtui.compare import Comparison, differing_criteria
+from hbtui.compare_report import repeated
 from hbtui.store import ConversationDetail, Store, VerdictRow
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, ResponsiveScreen
+from hbtui.tui.fit import fitted
 from hbtui.tui.screens.conversation import message_text, reply_text
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -105,22 +107,20 @@ class PairScreen(ResponsiveScreen):
         self._show()
         self.set_focus(self.query_one("#pair-body"))
 
+    def on_resize(self) -> None:
+        if self.is_mounted:
+            self._show()  # its header's parts are chosen for the width
+
     def _show(self) -> None:
         detail_a, detail_b = self.details
         summary = detail_a.summary
-        title = Text()
-        title.append(f"Pair {self.index + 1}/{len(self.pairs)} ", style="bold")
-        title.append(one_line(self.pairs[self.index][2], 30), style="dim")
-        title.append("  ")
-        title.append_text(score_text("A", detail_a))
-        title.append("  ")
-        title.append_text(score_text("B", detail_b))
-        title.append("  ")
-        title.append(one_line(summary.prompt_id, 40), style="dim")
-        if summary.repeat:
-            title.append(f" repeat {summary.repeat}", style="dim")
-        title.append("  ")
-        title.append(one_line(summary.theme or "-", 30))
+        pair = Text(f"Pair {self.index + 1}/{len(self.pairs)} ", style="bold")
+        pair.append(one_line(self.pairs[self.index][2], 30), style="dim")
+        prompt_id = Text(one_line(summary.prompt_id, 40), style="dim")
+        prompt_id.append(repeated(summary.repeat, self.result.repeats), style="dim")
+        parts = [pair, score_text("A", detail_a), score_text("B", detail_b), prompt_id]
+        # Left out whole when it does not fit (80 columns): never "emergency_referr…".
+        title = fitted([*parts, Text(one_line(summary.theme or "-", 30))], self.app.size.width - 2)
         self.query_one("#pair-title", Static).update(title)
         prompt = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail_a.prompt)
         self.query_one("#pair-prompt", Static).update(prompt)

@@ -26,11 +26,12 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.run_metadata import duration_text, run_duration
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
 from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
-from hbtui.text import one_line
+from hbtui.text import middle_cut, one_line
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
@@ -182,7 +183,11 @@ def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: R
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
     if run.finished_at and status != "running":
         text.append("   ended ", style="bold")
-        text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.finished_at)))
+        # The date once when the run ended the day it started: the line then fits 80 columns.
+        same_day = time.localtime(run.finished_at)[:3] == time.localtime(run.created_at)[:3]
+        text.append(time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", time.localtime(run.finished_at)))
+        text.append("   took ", style="bold")
+        text.append(duration_text(run_duration(run)))
     if run.error:
         text.append("\nError ", style="bold red")
         text.append(one_line(run.error, 300))
@@ -362,12 +367,17 @@ class RunScreen(ResponsiveScreen):
         status = run.status_label()
         title = Text()
         title.append(f"Run {run.id} ", style="bold")
-        title.append(one_line(run.name, 50))
+        rest = Text()
         overall = report.score if report else None
         if overall is not None:
-            title.append("  score ")
-            title.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
-        title.append(f"  {status}", style="dim")
+            rest.append("  score ")
+            rest.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
+        rest.append(f"  {status}", style="dim")
+        # The name gives way (cut in its middle: names differ at their end, the time), so that the
+        # score and the status are never cut at 80 columns.
+        room = self.app.size.width - 2 - title.cell_len - rest.cell_len
+        title.append(middle_cut(run.name, max(12, min(50, room))))
+        title.append_text(rest)
         self.query_one("#run-title", Static).update(title)
         self.query_one("#run-summary", Static).update(summary_text(run, report, status, self.stats))
         self.query_one(WorstAtK).update_stats(self.stats.worst_at_k if self.stats else None)
@@ -434,8 +444,14 @@ class RunScreen(ResponsiveScreen):
             self.say("the run has changed since this list was read: reloading it")
             self.load_run()
         detail = await store.conversation_detail(event.conversation_id)
-        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail)
+        repeats = int(self.run.plan.get("repeats") or 1) if self.run else 1
+        self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail, repeats=repeats)
         await self.app.push_screen(self._opened)
+
+    def on_resize(self) -> None:
+        # The header's name is cut for the width: cut again for a new one.
+        if self.run is not None:
+            self._show_run(self.run, self.report)
 
     def on_screen_resume(self) -> None:
         if self._opened is not None:

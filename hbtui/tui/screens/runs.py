@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Header, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.compare import NothingToCompare
@@ -20,7 +20,8 @@ from hbtui.run_kinds import MODEL_RUN, not_repeatable
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
-from hbtui.tui.handle import AppScreen
+from hbtui.tui.screens.picker import PickerModal
+from hbtui.tui.screens.run_actions import RunActions
 from hbtui.tui.widgets.key_bar import KeyBar
 
 REFRESH_SECONDS = 2.0
@@ -86,7 +87,20 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     )
 
 
-class RunsScreen(AppScreen):
+EVERY_RUN, WITH_ERRORS = "every run", "with errors"
+
+
+def run_matches(run: RunRow, cells: tuple[str, ...], search: str, status: str) -> bool:
+    """Whether a run stays listed: ``search`` found (case-insensitive) in any of its cells, and
+    its status the filter's (or any, for every run; or errors counted, for with errors)."""
+    if search and not any(search.casefold() in cell.casefold() for cell in cells):
+        return False
+    if status == WITH_ERRORS:
+        return bool(error_count(run))
+    return status == EVERY_RUN or run.status_label() == status
+
+
+class RunsScreen(RunActions):
     SUB_TITLE = "runs"
     BINDINGS = [
         Binding("enter", "open_run", "Open", id="runs.open"),
@@ -95,6 +109,11 @@ class RunsScreen(AppScreen):
         Binding("n", "new_run", "New run", id="runs.new"),
         Binding("space", "mark", "Mark", id="runs.mark"),
         Binding("C", "compare", "Compare", id="runs.compare"),
+        Binding("slash", "search", "Search runs", id="runs.search"),
+        Binding("f", "filter_runs", "Filter by status", id="runs.filter"),
+        Binding("e", "export_run", "Export run", id="runs.export"),
+        Binding("E", "rename_run", "Rename run", id="runs.rename"),
+        Binding("D", "delete_run", "Delete run", id="runs.delete"),
         Binding("r", "refresh", "Refresh", show=False, id="runs.refresh"),  # it refreshes itself
         Binding("j", "cursor_down", "Down", show=False, id="runs.down"),
         Binding("k", "cursor_up", "Up", show=False, id="runs.up"),
@@ -113,6 +132,9 @@ class RunsScreen(AppScreen):
         self._config_prebuild_planned = False
         self.marked: list[int] = []  # runs marked for comparison: A, then B
         self._select_on_return: int | None = None  # the run a monitor above showed last
+        self.search = ""  # runs listed: those whose cells hold it
+        self.status_filter = EVERY_RUN
+        self._statuses: list[str] = []  # the statuses of the runs last read, for the filter's picker
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -121,6 +143,11 @@ class RunsScreen(AppScreen):
         )
         table.add_columns(*COLUMNS)
         yield table
+        yield Input(
+            placeholder="search runs: name, model, grader, dataset, status (enter keeps, escape clears)",
+            id="runs-search",
+        )
+        yield Static(id="runs-filtered")
         yield Static(
             Text(
                 'No runs yet: press n to configure and start one. No endpoint of your own? Choose "local demo'
@@ -173,9 +200,16 @@ class RunsScreen(AppScreen):
         now = time.time()
         self.marked = [run_id for run_id in self.marked if any(run.id == run_id for run in runs)]
         marks = dict(zip(self.marked, "AB"))
-        rows = [(run.id, run_cells(run, now, marks.get(run.id, ""))) for run in runs]
+        self._statuses = sorted({run.status_label(now) for run in runs})
+        self.set_class(not runs, "-empty")
+        every = [(run, run_cells(run, now, marks.get(run.id, ""))) for run in runs]
+        rows = [
+            (run.id, cells)
+            for run, cells in every
+            if run_matches(run, tuple(cell.plain for cell in cells), self.search, self.status_filter)
+        ]
+        self._say_filtered(len(rows), len(runs))
         plain = [(run_id, tuple(cell.plain for cell in cells)) for run_id, cells in rows]
-        self.set_class(not rows, "-empty")
         if plain == self._shown:
             return  # nothing changed: keep the cursor and the scroll position untouched
         self._shown = plain
@@ -186,6 +220,64 @@ class RunsScreen(AppScreen):
             table.add_row(*cells, key=str(run_id))
         if selected is not None and str(selected) in table.rows:
             table.move_cursor(row=table.get_row_index(str(selected)))
+
+    def _say_filtered(self, shown: int, total: int) -> None:
+        """A line above the key bar while a search or filter hides runs: what hides them."""
+        line = self.query_one("#runs-filtered", Static)
+        hiding = [f"search {one_line(self.search, 30)!r}"] if self.search else []
+        if self.status_filter != EVERY_RUN:
+            hiding.append(f"status {self.status_filter}")
+        line.display = bool(hiding)
+        if hiding:
+            line.update(Text(f"{shown} of {total} runs: {', '.join(hiding)} (f: every run; / then escape: no search)"))
+
+    async def selected_run(self) -> RunRow | None:
+        run_id = self.selected_run_id()
+        if run_id is None or self.app.store is None:
+            self.say("no run selected")
+            return None
+        try:
+            return await self.app.store.get_run(run_id)
+        except StoreError as exc:
+            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            return None
+
+    async def after_change(self) -> None:
+        self._shown = []
+        await self.reload()
+
+    # ---- search and filter ---------------------------------------------------------------------
+    def action_search(self) -> None:
+        field = self.query_one("#runs-search", Input)
+        field.add_class("-shown")
+        field.focus()
+
+    async def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "runs-search":
+            self.search = event.value.strip()
+            await self.reload()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "runs-search":
+            self.table.focus()
+
+    async def on_key(self, event) -> None:
+        field = self.query_one("#runs-search", Input)
+        if event.key == "escape" and field.has_focus:
+            event.stop()
+            field.value = ""  # Changed reloads the list
+            field.remove_class("-shown")
+            self.table.focus()
+
+    def action_filter_runs(self) -> None:
+        choices = [(f"{EVERY_RUN}", EVERY_RUN), (WITH_ERRORS, WITH_ERRORS)] + [(s, s) for s in self._statuses]
+
+        async def picked(choice: tuple[str] | None) -> None:
+            if choice is not None:
+                self.status_filter = choice[0]
+                await self.after_change()
+
+        self.app.push_screen(PickerModal("Show the runs", choices, self.status_filter), picked)
 
     def selected_run_id(self) -> int | None:
         table = self.table

@@ -4,7 +4,8 @@ Textual's Footer is a container with a widget per key, composed again each time 
 moves; on a screen being opened that is a second layout pass, and much of the time of a key
 press to the next screen. This bar draws the same bindings as one line of text.
 
-The app's own keys (help, back, quit) and the command palette stay at the right end; when the
+The app's own keys (help, back, quit; f1 and ctrl+q where an input takes `?` and `q` as text)
+and the command palette stay at the right end; when the
 line is too narrow, the screen's keys are dropped from the end first and a "…" says so, since
 `?` lists every key and the palette offers every action.
 
@@ -96,6 +97,12 @@ class KeyBar(Widget):
             seen.add(binding.action)
             entry = (binding.key, app.get_key_display(binding), binding.description, enabled)
             (app_keys if namespace is app else screen_keys).append(entry)
+        # Where `?` and `q` are typed as text (an input has the focus), help and quit stay on the
+        # bar under the keys that reach them there: they are never out of sight.
+        if "help" not in seen:
+            app_keys.insert(0, ("f1", "f1", "Help", True))
+        if "quit" not in seen:
+            app_keys.append(("ctrl+q", "^q", "Quit", True))
         palette = active.get(app.COMMAND_PALETTE_BINDING)
         if app.ENABLE_COMMAND_PALETTE and palette is not None and palette.binding.action not in seen:
             app_keys.append((palette.binding.key, app.get_key_display(palette.binding), "Commands", palette.enabled))

@@ -1,0 +1,45 @@
+"""The headless progress lines (issue 13): every line fits 80 columns, whatever the names and
+counts, and names a conversation as the browser numbers it."""
+
+from __future__ import annotations
+
+import io
+
+from hbtui.events import CallFailed, CriterionGraded, GenerationFailed, Noted, RunFinished, RunStarted
+from hbtui.numbering import conversation_label
+from hbtui.printer import ProgressPrinter
+
+LONG_MODEL = "meta-llama/Llama-3.3-70B-Instruct-Turbo-Free-with-a-very-long-provider-suffix"
+
+
+def a_big_run_printed() -> list[str]:
+    out = io.StringIO()
+    printer = ProgressPrinter(out, every=1e9)  # one progress line: at the end
+    name = f"{LONG_MODEL}-graded-by-{LONG_MODEL}-2026-11-30T18:00:00"
+    printer.on_event(RunStarted(7, name, 5000, 60000, 1200, 37, 14000, 420, 12, scores=[0.5] * 1000))
+    failed = conversation_label(4211, repeat=1, repeats=2)
+    printer.on_event(GenerationFailed(7, 98765, "context_length", "context too long: " + "x" * 300, 12, failed))
+    for _ in range(1234):
+        printer.on_event(CallFailed(7, "http://127.0.0.1:1/v1", "transient", "HTTP 503"))
+    printer.on_event(CriterionGraded(7, 98765, 3, None, "unparseable", 0.0, 0, 0, "no JSON"))
+    printer.on_event(Noted(7, "warning", "y" * 500))
+    printer.on_event(RunFinished(7, "finished", 0.4, None))
+    return out.getvalue().splitlines()
+
+
+def test_every_headless_line_fits_80_columns_with_long_model_names():
+    lines = a_big_run_printed()
+    assert lines and all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    text = "\n".join(lines)
+    # Nothing is dropped to fit: the figures a long line carried wrap onto an indented line.
+    for figure in ("replies 1238/5000", "verdicts 14001/59568", "mean score 0.500", "38 without a reply"):
+        assert figure in text
+    assert "13 failed to grade" in text and "432 skipped: no reply" in text and "failed attempts 1234" in text
+    assert lines[0].startswith("run 7 meta-llama") and lines[0].endswith(": 5000 conversations, 60000 criteria")
+
+
+def test_a_conversation_without_a_reply_is_named_as_the_browser_numbers_it():
+    lines = a_big_run_printed()
+    failed = next(line for line in lines if "no reply (context_length)" in line)
+    assert failed.startswith("conversation #4212 (repeat 2 of 2): no reply")
+    assert "98765" not in "\n".join(lines)  # the database key never shows

@@ -1,0 +1,97 @@
+"""At 80x24 every screen keeps help and quit on its key bar (issue 13): `? Help` and `q Quit`,
+or, where an input takes `?` and `q` as text (the configuration form), `f1 Help` and `^q Quit`;
+the screen's own keys give way first, from the least important, with a "…"."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hbtui.config import Settings
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.config import ConfigScreen
+from hbtui.tui.screens.conversation import ConversationScreen
+from hbtui.tui.screens.help import HelpModal
+from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.run import RunScreen
+from hbtui.tui.screens.runs import RunsScreen
+from hbtui.tui.widgets.key_bar import KeyBar
+from tests.support.tui import wait_for
+
+
+def bar_text(app) -> str:
+    return str(app.screen.query_one(KeyBar).render())
+
+
+def help_and_quit_shown(app) -> bool:
+    text = bar_text(app)
+    return bool(re.search(r"(\?|f1) Help", text)) and bool(re.search(r"(q|\^q) Quit", text))
+
+
+async def test_every_screen_keeps_help_and_quit_at_80_columns(finished_run_db):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        seen = []
+        for key, screen_type in (
+            ("enter", RunScreen),
+            ("2", RunScreen),
+            ("enter", ConversationScreen),
+            ("escape", RunScreen),
+            ("escape", RunsScreen),
+            ("m", MonitorScreen),
+            ("escape", RunsScreen),
+            ("n", ConfigScreen),
+        ):
+            await pilot.press(key)
+            await wait_for(pilot, lambda screen_type=screen_type: isinstance(app.screen, screen_type))
+            await pilot.pause(0.2)
+            seen.append((type(app.screen).__name__, bar_text(app)))
+            assert help_and_quit_shown(app), seen[-1]
+        assert "f1 Help" in bar_text(app) and "^q Quit" in bar_text(app)  # the form's input has the focus
+        await pilot.press("f1")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpModal), what="f1 opening the help from an input")
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_the_runs_list_drops_its_own_keys_before_help_and_quit(finished_run_db, width):
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        text = bar_text(app)
+        assert help_and_quit_shown(app) and text.startswith(" m Monitor")  # the first keys kept, in order
+        assert "…" in text  # ? lists the keys given way
+        assert ("/ Search runs" in text) == (width == 120)
+
+
+def test_the_conversation_header_leaves_out_whole_parts_at_80_columns_never_half_a_word():
+    from hbtui.store.rows import ConversationDetail, ConversationSummary
+    from hbtui.tui.screens.conversation import header_text
+
+    summary = ConversationSummary(9, 0, 0, "453d4d4c-aaaa", "communication", "", "generated", -0.114, 7, 3, 2, 3, None)
+    detail = ConversationDetail(summary, [], [], "reply", None, None, None)
+    whole = header_text(detail, 0, 21).plain
+    fitted = header_text(detail, 0, 21, width=78).plain  # 80 columns, less the padding
+    assert len(fitted) <= 78 and "3 penalties" in fitted and "2 grader errors" in fitted  # before the id, the theme
+    assert set(fitted.split("  ")) <= set(whole.split("  "))  # whole parts only
+    assert "communication" in whole and "communication" not in fitted
+
+
+async def test_a_long_run_name_gives_way_to_the_score_and_status_in_the_run_header(finished_run_db):
+    import sqlite3
+
+    from textual.widgets import Static
+
+    long_name = "llama-3.3-70b-instruct-graded-by-gpt-4.1-on-main-2026-11-30-18-00-00"
+    with sqlite3.connect(finished_run_db) as conn:
+        conn.execute("UPDATE runs SET name = ?", (long_name,))
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.report is not None)
+        await pilot.pause(0.1)
+        title = str(app.screen.query_one("#run-title", Static).render())
+        assert len(title) <= 78 and title.endswith("  finished") and "score 0.625" in title
+        assert title.startswith("Run 1 llama-3.3-70b") and "18-00-00" in title  # both ends of the name kept

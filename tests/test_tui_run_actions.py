@@ -1,0 +1,179 @@
+"""The runs list's actions on a run (issue 13): export with a path asked, rename, delete with a
+confirmation (refused, saying which, while a regrade uses the run's replies), search and filter.
+Pilot tests at 80x24 and 120x40; pictures of the questions and of a search."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from hbtui import cli
+from hbtui.config import Settings
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.screens.picker import PickerModal
+from hbtui.tui.screens.run_actions import AskTextModal
+from hbtui.tui.screens.runs import RunsScreen
+from tests.conftest import small_records, user_folder, write_jsonl
+from tests.support.tui import screen_text, wait_for
+
+SIZES = [(80, 24), (120, 40)]
+CREATED = 1767225600.0  # 2026-01-01 00:00 UTC
+
+
+@pytest.fixture
+def two_runs(tmp_path, monkeypatch, server) -> Path:
+    """A run (1, "first") and its regrade (2, "again"), at fixed times, in a user's folder."""
+    user_folder(tmp_path, monkeypatch, server)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    data = write_jsonl(tmp_path / "data.jsonl", small_records())
+    assert cli.main(["run", "--data", str(data), "--name", "first"]) == cli.EXIT_OK
+    assert cli.main(["regrade", "first", "--name", "again"]) == cli.EXIT_OK
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET created_at = ?, finished_at = ?", (CREATED, CREATED + 60))
+        conn.execute("UPDATE runs SET settings_json = json_set(settings_json, '$.base_url', 'http://127.0.0.1:1/v1')")
+    yield db
+    monkeypatch.undo()
+    time.tzset()
+
+
+def app_on(db: Path) -> HBTuiApp:
+    return HBTuiApp(settings=Settings(db_path=str(db)), env_file=None)
+
+
+async def on_the_list(pilot, app, rows: int = 2) -> RunsScreen:
+    await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == rows)
+    return app.screen
+
+
+async def on_run(pilot, screen: RunsScreen, run_id: int) -> None:
+    screen.table.move_cursor(row=screen.table.get_row_index(str(run_id)))
+    await pilot.pause()
+
+
+async def asked_and_answered(pilot, app, key: str, answer: str) -> str:
+    """Press ``key``, answer its one-line question; returns what the question offered."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal))
+    field = app.screen.query_one(Input)
+    offered, field.value = field.value, answer
+    await pilot.press("enter")
+    return offered
+
+
+def notified(app, text: str) -> bool:
+    """A toast says ``text`` (a toast wraps its lines: the screen's text would split it)."""
+    return any(text in str(note.message) for note in app._notifications)
+
+
+def listed(screen: RunsScreen) -> list[str]:
+    return [str(key.value) for key in screen.table.rows]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_export_asks_for_a_path_and_writes_the_format_its_suffix_names(two_runs, tmp_path, size):
+    app = app_on(two_runs)
+    async with app.run_test(size=size) as pilot:
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 1)
+        offered = await asked_and_answered(pilot, app, "e", str(tmp_path / "first.csv"))
+        assert offered.endswith("runs/first.jsonl")
+        await wait_for(pilot, lambda: (tmp_path / "first.csv").exists() and "wrote" in screen_text(app))
+        assert (tmp_path / "first.csv").read_text().startswith("position,repeat,prompt_id")
+        assert "wrote 8 verdicts of run 1" in screen_text(app)
+        await asked_and_answered(pilot, app, "e", str(tmp_path / "first.txt"))
+        await wait_for(pilot, lambda: notified(app, "end the file name with .jsonl or .csv"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_rename_from_the_list(two_runs, size):
+    app = app_on(two_runs)
+    async with app.run_test(size=size) as pilot:
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 1)
+        assert await asked_and_answered(pilot, app, "E", "baseline") == "first"
+        await wait_for(pilot, lambda: "baseline" in screen_text(app))
+        with sqlite3.connect(two_runs) as conn:
+            assert conn.execute("SELECT name FROM runs WHERE id = 1").fetchone()[0] == "baseline"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_delete_confirms_refuses_a_reused_run_saying_which_then_deletes_and_removes_the_folder(two_runs, size):
+    with sqlite3.connect(two_runs) as conn:
+        folders = dict(conn.execute("SELECT id, folder FROM runs"))
+    app = app_on(two_runs)
+    async with app.run_test(size=size) as pilot:
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 1)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert "Delete run 1 (first)?" in screen_text(app)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal) and "folder" in screen_text(app))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: notified(app, "graded again by run 2 (again)"), what="the refusal")
+        assert listed(screen) == ["2", "1"] and Path(folders[1]).is_dir()
+        await on_run(pilot, screen, 2)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal) and "folder" in screen_text(app))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: listed(screen) == ["1"], what="run 2 gone from the list")
+        assert not Path(folders[2]).exists()
+        await wait_for(pilot, lambda: "deleted" in screen_text(app))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_search_and_filter_the_runs_list(two_runs, size):
+    with sqlite3.connect(two_runs) as conn:
+        conn.execute("UPDATE runs SET status = 'cancelled' WHERE id = 1")
+    app = app_on(two_runs)
+    async with app.run_test(size=size) as pilot:
+        screen = await on_the_list(pilot, app)
+        await pilot.press("slash")
+        await pilot.press(*"agai")
+        await wait_for(pilot, lambda: listed(screen) == ["2"])
+        assert "1 of 2 runs: search 'agai'" in screen_text(app)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: listed(screen) == ["2", "1"])
+        assert screen.table.has_focus
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal))
+        await pilot.press("down", "down", "enter")  # every run, with errors, cancelled, finished
+        await wait_for(pilot, lambda: listed(screen) == ["1"])
+        assert "1 of 2 runs: status cancelled" in screen_text(app)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_delete_question(snap_compare, two_runs, size):
+    app = app_on(two_runs)
+
+    async def asked(pilot):
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 2)
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=asked)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_a_search_of_the_runs_list(snap_compare, two_runs, size):
+    app = app_on(two_runs)
+
+    async def searched(pilot):
+        screen = await on_the_list(pilot, app)
+        await pilot.press("slash", *"again")
+        await wait_for(pilot, lambda: listed(screen) == ["2"])
+        screen.query_one("#runs-search", Input).cursor_blink = False
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=searched)
