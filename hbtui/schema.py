@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -161,12 +161,21 @@ MIGRATE_V5_TO_V6 = """
 ALTER TABLE runs ADD COLUMN control TEXT;
 """
 
+# Version 7: which endpoint answered each call, when a model has several (replicas, or several
+# keys of one URL): its URL, and the key's position when one URL is listed with several keys.
+# Never a key. NULL for calls made before, verdicts from the cache and calls never answered.
+MIGRATE_ADD_ENDPOINTS = """
+ALTER TABLE conversations ADD COLUMN endpoint TEXT;
+ALTER TABLE verdicts ADD COLUMN endpoint TEXT;
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
     3: MIGRATE_V3_TO_V4,
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
+    6: MIGRATE_ADD_ENDPOINTS,
 }
 
 
