@@ -387,6 +387,12 @@ class ChatClient:
             body = self._body(request, quirks)
             retry_after: float | None = None
             await self._acquire(request.priority)
+            if leave is not None and leave():
+                # Set aside while this call waited for its turn: it goes elsewhere, unsent.
+                self.limiter.release()
+                moved = ChatError(CONNECTION, "endpoint set aside before the call was sent", attempts=attempts - 1)
+                moved.endpoint = self.endpoint.label
+                raise moved
             started = time.perf_counter()
             try:
                 response = await self._post(body)

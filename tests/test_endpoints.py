@@ -311,3 +311,17 @@ def test_the_check_command_names_each_endpoint(server, tmp_path, monkeypatch, ca
     assert f"ok   test endpoint at {server.base_url}: reachable" in out
     assert f"FAIL test endpoint at {dead}: unreachable: connection refused" in out
     assert "fake-key" not in out
+
+
+async def test_a_call_queued_for_an_endpoint_set_aside_meanwhile_is_not_sent(server):
+    from hbtui.client import CONNECTION, ChatClient, ChatError, Endpoint
+    from hbtui.limiter import AdaptiveLimiter
+
+    client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(1))
+    try:
+        with pytest.raises(ChatError) as moved:
+            await client.complete("test-model", [{"role": "user", "content": "hi"}], leave=lambda: True)
+    finally:
+        await client.aclose()
+    assert moved.value.kind == CONNECTION and moved.value.attempts == 0
+    assert server.stats()["requests"] == 0 and client.limiter.in_flight == 0

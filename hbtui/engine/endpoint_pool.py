@@ -31,7 +31,7 @@ from hbtui.client import (
 )
 from hbtui.config import Settings
 from hbtui.events import CallFailed, Event
-from hbtui.limiter import GENERATION, AdaptiveLimiter
+from hbtui.limiter import AdaptiveLimiter
 
 SET_ASIDE_SECONDS = 2.0  # the first time an endpoint is set aside; doubled each time after, up to:
 SET_ASIDE_CAP = 60.0
@@ -170,7 +170,9 @@ class EndpointPool:
         return min(members, key=lambda member: self.live.endpoints[member.endpoint.label].aside_until or 0.0)
 
     def set_aside(self, label: str) -> bool:
-        return self.live.endpoints[label].aside_until is not None
+        """Whether ``label`` is set aside and not yet due a try again."""
+        aside_until = self.live.endpoints[label].aside_until
+        return aside_until is not None and aside_until > time.monotonic()
 
     def others_live(self, label: str, members: list[ChatClient]) -> bool:
         """Whether a member besides ``label`` is live, to take a call ``label`` could not answer."""
@@ -301,24 +303,8 @@ class Replicas:
         """Calls in flight at most, over every member."""
         return sum(member.limiter.max_limit for member in self.members)
 
-    async def complete(
-        self,
-        model: str,
-        messages: list[dict],
-        *,
-        temperature: float | None = None,
-        max_tokens: int | None = None,
-        reasoning_effort: str | None = None,
-        response_format: dict | None = None,
-        priority: int = GENERATION,
-    ) -> ChatResult:
-        request: dict[str, Any] = dict(
-            temperature=temperature,
-            max_tokens=max_tokens,
-            reasoning_effort=reasoning_effort,
-            response_format=response_format,
-            priority=priority,
-        )
+    async def complete(self, model: str, messages: list[dict], **request: Any) -> ChatResult:
+        """As :meth:`ChatClient.complete` (the same keywords), on the member :meth:`pick` names."""
         pool, members = self.pool, self.members
         if len(members) == 1:
             return await members[0].complete(model, messages, **request)
