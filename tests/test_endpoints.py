@@ -325,3 +325,34 @@ async def test_a_call_queued_for_an_endpoint_set_aside_meanwhile_is_not_sent(ser
         await client.aclose()
     assert moved.value.kind == CONNECTION and moved.value.attempts == 0
     assert server.stats()["requests"] == 0 and client.limiter.in_flight == 0
+
+
+def test_the_check_command_refuses_keys_that_match_no_endpoint_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for key in ("BASE_URL", "API_KEY", "GRADER_BASE_URL", "GRADER_API_KEY", "MODEL_TEST", "MODEL_GRADER"):
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / ".env").write_text("BASE_URL=http://a.invalid/v1\nAPI_KEY=fake-key-a,fake-key-b\n")
+    assert cli.main(["check"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "hbtui: error: API_KEY lists 2 keys for 1 endpoint in BASE_URL (more keys than endpoints): give one key"
+        " for every endpoint, or one per endpoint in the same order"
+    ]
+
+
+def test_the_grader_pairs_its_own_lists_or_shares_the_model_under_tests():
+    own = Settings(base_url="http://a/v1", grader_base_url="http://g1/v1,http://g2/v1", grader_api_key="x,y")
+    assert own.grader_endpoints == [("http://g1/v1", "x"), ("http://g2/v1", "y")]
+    shared = Settings(base_url="http://a/v1,http://b/v1", api_key="k1,k2")
+    assert shared.grader_endpoints == shared.test_endpoints == [("http://a/v1", "k1"), ("http://b/v1", "k2")]
+    own_key = Settings(base_url="http://a/v1,http://b/v1", api_key="k1,k2", grader_api_key="gk")
+    assert own_key.grader_endpoints == [("http://a/v1", "gk"), ("http://b/v1", "gk")]
+
+
+def test_each_endpoint_has_its_own_adaptive_limit():
+    settings = Settings(base_url="http://a.invalid/v1,http://b.invalid/v1")
+    pool = EndpointPool(settings, 1, 0.01, lambda m: None, lambda e: None, lambda e, u: None)
+    first, second = pool.replicas(settings.test_endpoints, 10).members
+    first.limiter.rate_limited()  # a 429 from the first shrinks its limit alone
+    assert (first.limiter.limit, second.limiter.limit) == (7, 10)
+    figures = pool.snapshot()["endpoints"]
+    assert (figures["http://a.invalid/v1"]["limit"], figures["http://b.invalid/v1"]["limit"]) == (7, 10)
