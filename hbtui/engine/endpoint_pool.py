@@ -94,7 +94,8 @@ class LiveStats:
 
 @dataclass(eq=False)
 class EndpointPool:
-    """The clients of one run, by base URL (the model under test and the grader may share one)."""
+    """The clients of one run, by endpoint label (the model under test and the grader may share
+    endpoints: then they share their clients and limits, grading ahead of generation)."""
 
     settings: Settings
     run_id: int
