@@ -48,12 +48,20 @@ def rate(endpoints: int, in_flight: int, latency_ms: float, data: Path) -> float
             env.pop(key, None)
         command = [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--db", str(Path(tmp) / "b.sqlite")]
         started = time.perf_counter()
-        done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        child = subprocess.Popen(
+            command, cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
+        _, wait_status, usage = os.wait4(child.pid, 0)  # this child's own CPU time
         wall = time.perf_counter() - started
-        if done.returncode != 0:
-            raise SystemExit(f"hbtui run exited {done.returncode}:\n{done.stderr[-2000:]}")
+        errors = child.stderr.read().decode(errors="replace") if child.stderr else ""
+        if os.waitstatus_to_exitcode(wait_status) != 0:
+            raise SystemExit(f"hbtui run exited {os.waitstatus_to_exitcode(wait_status)}:\n{errors[-2000:]}")
         counts = [server.stats()["requests"] for server in servers]
-    print(f"  {endpoints} x {in_flight} in flight: {sum(counts)} calls ({'+'.join(map(str, counts))}) in {wall:.2f} s")
+    cpu_ms = (usage.ru_utime + usage.ru_stime) / sum(counts) * 1000
+    print(
+        f"  {endpoints} x {in_flight} in flight: {sum(counts)} calls ({'+'.join(map(str, counts))}) in {wall:.2f} s;"
+        f" hbtui's CPU per call {cpu_ms:.3f} ms"
+    )
     return sum(counts) / wall
 
 

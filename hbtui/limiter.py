@@ -35,11 +35,6 @@ class AdaptiveLimiter:
         self._last_shrink = 0.0
         self._successes = 0
 
-    @property
-    def queued(self) -> int:
-        """Calls waiting for a slot."""
-        return len(self._waiters)
-
     async def acquire(self, priority: int = GENERATION) -> None:
         if self.in_flight < self.limit and not self._waiters:
             self.in_flight += 1

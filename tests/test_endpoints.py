@@ -103,9 +103,10 @@ def test_the_endpoint_with_fewest_in_flight_for_its_limit_is_picked():
     pool = EndpointPool(settings, 1, 0.01, lambda m: None, lambda e: None, lambda e, u: None)
     replicas = pool.replicas(settings.test_endpoints, 4)
     first, second = replicas.members
-    first.limiter.in_flight = 2
+    assert pool.pick(replicas.members) is first
+    pool.live.endpoints["http://a.invalid/v1"].assigned = 2  # calls handed to it, sent or not yet
     assert pool.pick(replicas.members) is second
-    second.limiter.in_flight = 3
+    pool.live.endpoints["http://b.invalid/v1"].assigned = 3
     assert pool.pick(replicas.members) is first
     assert [m.endpoint.api_key for m in replicas.members] == ["k1", "k2"]
 
@@ -200,7 +201,7 @@ def test_an_endpoint_is_set_aside_on_a_refused_connection_and_back_when_it_answe
     assert states == {"http://a.invalid/v1": "live", "http://b.invalid/v1": "set aside"}
     assert pool.pick([first, second]) is first and any("set aside" in note for note in notes)
     clock[0] += endpoint_pool.SET_ASIDE_SECONDS + 0.1  # due a try again: one call
-    first.limiter.in_flight = 3
+    pool.live.endpoints["http://a.invalid/v1"].assigned = 3
     assert pool.pick([first, second]) is second
     pool.on_call(CallRecord("http://b.invalid/v1", True, None, 5.0))
     clock[0] += 1
@@ -356,3 +357,21 @@ def test_each_endpoint_has_its_own_adaptive_limit():
     assert (first.limiter.limit, second.limiter.limit) == (7, 10)
     figures = pool.snapshot()["endpoints"]
     assert (figures["http://a.invalid/v1"]["limit"], figures["http://b.invalid/v1"]["limit"]) == (7, 10)
+
+
+async def test_calls_handed_out_at_once_are_spread_before_any_is_sent(server, second_server):
+    # At the start every worker asks at once: none is in flight yet, and the first call of each
+    # shape goes alone (the others wait before the limiter), so in-flight counts alone would send
+    # them all to the first endpoint.
+    settings = Settings(base_url=f"{server.base_url},{second_server.base_url}", timeout=10.0)
+    server.control(latency_ms=50)
+    second_server.control(latency_ms=50)
+    pool = EndpointPool(settings, 1, 0.01, lambda m: None, lambda e: None, lambda e, u: None)
+    replicas = pool.replicas(settings.test_endpoints, 4)
+    try:
+        results = await asyncio.gather(
+            *(replicas.complete("test-model", [{"role": "user", "content": f"q{n}"}]) for n in range(8))
+        )
+    finally:
+        await pool.aclose()
+    assert Counter(result.endpoint for result in results) == {server.base_url: 4, second_server.base_url: 4}

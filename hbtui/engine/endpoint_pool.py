@@ -77,6 +77,9 @@ class EndpointStats:
     failures_in_a_row: int = 0  # of the kinds that set an endpoint aside
     aside_until: float | None = None  # monotonic: set aside until then, then tried one call at a time
     times_set_aside: int = 0  # since it last answered
+    # Calls handed to it and not yet done: in flight, waiting for its limit, or for its first call
+    # of a shape to settle (see ModelQuirks), which the limiter does not count.
+    assigned: int = 0
     rate: AnswerRate = field(default_factory=AnswerRate)
     siblings: set[str] = field(default_factory=set)  # the other endpoints of its model(s): it may be set aside
 
@@ -153,17 +156,15 @@ class EndpointPool:
 
     def pick(self, members: list[ChatClient]) -> ChatClient:
         """The member to send the next call to: of those live (or due a try again, one call at a
-        time), the one with the fewest calls in flight or queued for its limit; when every one is
+        time), the one with the fewest calls handed to it for its limit; when every one is
         set aside, the one due back first (a model with one endpoint always has that one)."""
         now = time.monotonic()
         best, best_load = None, 0.0
         for member in members:
-            limiter = member.limiter
-            busy = limiter.in_flight + limiter.queued
-            aside_until = self.live.endpoints[member.endpoint.label].aside_until
-            if aside_until is not None and (aside_until > now or busy):
+            stats = self.live.endpoints[member.endpoint.label]
+            if stats.aside_until is not None and (stats.aside_until > now or stats.assigned):
                 continue
-            load = busy / limiter.limit
+            load = stats.assigned / member.limiter.limit
             if best is None or load < best_load:
                 best, best_load = member, load
         if best is not None:
@@ -317,6 +318,8 @@ class Replicas:
             def leave(label: str = label) -> bool:
                 return pool.set_aside(label) and pool.others_live(label, members)
 
+            stats = pool.live.endpoints[label]
+            stats.assigned += 1
             try:
                 result = await member.complete(model, messages, leave=leave, **request)
             except ChatError as exc:
@@ -325,5 +328,7 @@ class Replicas:
                 if exc.kind in TRANSIENT_KINDS and leave() and spent < member.max_attempts * len(members):
                     continue
                 raise
+            finally:
+                stats.assigned -= 1
             result.attempts += spent
             return result
