@@ -375,3 +375,39 @@ async def test_calls_handed_out_at_once_are_spread_before_any_is_sent(server, se
     finally:
         await pool.aclose()
     assert Counter(result.endpoint for result in results) == {server.base_url: 4, second_server.base_url: 4}
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_monitors_endpoints_panel_as_pictured(snap_compare, tmp_path, size):
+    import os
+    import socket
+    import time
+
+    from hbtui.tui.app import HBTuiApp
+    from hbtui.tui.screens.monitor import MonitorScreen
+    from tests.support.synth import synthesize_run
+    from tests.support.tui import wait_for
+
+    db = tmp_path / "hbtui.sqlite"
+    figures = {"calls": 90, "successes": 90}
+    endpoints = {
+        "http://gpu1.example:8000/v1": {"in_flight": 7, "limit": 8, "rate": 12.5, "state": "live", **figures},
+        "http://gpu2.example:8000/v1": {"in_flight": 0, "limit": 8, "rate": 0.0, "state": "set aside", **figures},
+        "http://gpu3.example:8000/v1": {"in_flight": 8, "limit": 8, "rate": 13.1, "state": "live", **figures},
+    }
+
+    async def make() -> str:
+        async with await Store.open(db) as store:
+            run_id = await synthesize_run(store, conversations=5, criteria_per=2)
+            lease = await store.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}")
+            await store.heartbeat(run_id, lease, {"paused": False, "started_at": time.time(), "endpoints": endpoints})
+            return (await store.get_run(run_id)).name
+
+    name = asyncio.run(make())
+    app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run=name)
+
+    async def ready(pilot):
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=size, run_before=ready)

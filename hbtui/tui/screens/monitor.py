@@ -298,7 +298,7 @@ class MonitorScreen(ResponsiveScreen):
 
     def _stats(self, view: MonitorView) -> Table:
         grid = Table.grid(padding=(0, 1))
-        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(style="bold", no_wrap=True, min_width=len("in flight"))  # endpoint rows must not squeeze it
         grid.add_column(no_wrap=True, overflow="ellipsis")
         if view.ended:
             rate = "– (the run has ended)"
