@@ -13,8 +13,17 @@ from dataclasses import dataclass
 
 import httpx
 
-from hbtui.client import AUTH, NOT_FOUND, ChatClient, ChatError, Endpoint, list_models, unreachable_reason
-from hbtui.config import Settings
+from hbtui.client import (
+    AUTH,
+    NOT_FOUND,
+    ChatClient,
+    ChatError,
+    Endpoint,
+    endpoints_of,
+    list_models,
+    unreachable_reason,
+)
+from hbtui.config import Settings, SettingsError
 from hbtui.grading import VERDICT_FORMAT
 from hbtui.limiter import AdaptiveLimiter
 from hbtui.redact import redact
@@ -56,12 +65,14 @@ def _chat_error(exc: ChatError, model: str) -> str:
 
 
 async def _check_endpoint(
-    role: str, url: str, key: str | None, models: list[tuple[str, str]], timeout: float
+    role: str, endpoint: Endpoint, models: list[tuple[str, str]], timeout: float, named: bool = False
 ) -> list[CheckResult]:
-    """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader"."""
+    """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader".
+    ``named``: one of several endpoints, so each line says which (its URL, never its key)."""
+    url, key = endpoint.base_url, endpoint.api_key
+    where = f" at {endpoint.label}" if named else ""
     results: list[CheckResult] = []
-    name = f"{role} endpoint"
-    endpoint = Endpoint(url, key)
+    name = f"{role} endpoint{where}"
     served: list[str] | None = None
     try:
         served = await list_models(endpoint, timeout=timeout)
@@ -80,7 +91,7 @@ async def _check_endpoint(
     client = ChatClient(endpoint, limiter=AdaptiveLimiter(1), timeout=timeout, max_attempts=2, backoff_base=0.2)
     try:
         for purpose, model in models:
-            label = f"{purpose} model {model}"
+            label = f"{purpose} model {model}{where}"
             if served is not None and served and model not in served:
                 shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
                 results.append(CheckResult(label, False, f"model {model} not served (served: {shown})"))
@@ -110,6 +121,13 @@ async def _check_endpoint(
     return results
 
 
+def _roles(test, grader, test_models, grader_models):
+    """(role, endpoints, models) to check: one role when the grader shares the test's endpoints."""
+    if test == grader:
+        return [("test", test, test_models + grader_models)]
+    return [("test", test, test_models), ("grader", grader, grader_models)]
+
+
 async def check_connection(settings: Settings) -> list[CheckResult]:
     """Every check, in order; never raises for a network or provider problem."""
     if not settings.base_url:
@@ -117,17 +135,15 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
     timeout = min(settings.timeout, 20.0)
     test_models = [("test", settings.model_test)] if settings.model_test else []
     grader_models = [("grader", settings.model_grader)] if settings.model_grader else []
-    grader_url = settings.effective_grader_base_url
+    try:
+        test_endpoints, grader_endpoints = settings.test_endpoints, settings.grader_endpoints
+    except SettingsError as exc:
+        return [CheckResult("endpoints", False, str(exc))]
     results: list[CheckResult] = []
-    if grader_url == settings.base_url:
-        results += await _check_endpoint(
-            "test", settings.base_url, settings.api_key, test_models + grader_models, timeout
-        )
-    else:
-        results += await _check_endpoint("test", settings.base_url or "", settings.api_key, test_models, timeout)
-        results += await _check_endpoint(
-            "grader", grader_url or "", settings.effective_grader_api_key, grader_models, timeout
-        )
+    # Each endpoint is asked on its own: one replica down or with a wrong key is named.
+    for role, endpoints, models in _roles(test_endpoints, grader_endpoints, test_models, grader_models):
+        for endpoint in endpoints_of(endpoints):
+            results += await _check_endpoint(role, endpoint, models, timeout, named=len(endpoints) > 1)
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
     if not settings.model_grader:

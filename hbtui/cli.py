@@ -257,6 +257,12 @@ def build_parser() -> argparse.ArgumentParser:
         control = sub.add_parser(name, parents=[common], help=text)
         control.add_argument("run", metavar="RUN")
 
+    sub.add_parser(
+        "check",
+        parents=[common, settings_flags],
+        help="ask each endpoint, before a run, whether it answers, takes its key and serves the models",
+    )
+
     monitor = sub.add_parser("monitor", parents=[common], help="watch a run live in the app")
     monitor.add_argument("run", metavar="RUN", nargs="?", default="latest")
     monitor.add_argument("--no-mouse", action="store_true")
@@ -532,6 +538,18 @@ def open_for_reading(settings: Settings):
     return Store.open(settings.db_path, create=False, read_only=True)
 
 
+async def cmd_check(settings: Settings) -> int:
+    """The configuration screen's connection check, one line per check (each endpoint named when
+    there are several); exit 0 when every check passed."""
+    from hbtui.checks import check_connection
+
+    settings.test_endpoints, settings.grader_endpoints  # noqa: B018 - keys that match no endpoint: one line, exit 2
+    results = await check_connection(settings)
+    for result in results:
+        say(f"{'ok  ' if result.ok else 'FAIL'} {result.name}: {result.message}")
+    return EXIT_OK if all(result.ok for result in results) else EXIT_FAILED
+
+
 async def cmd_runs(settings: Settings) -> int:
     try:
         store = await open_for_reading(settings)
@@ -778,6 +796,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "regrade-errors": lambda: cmd_resume(args, settings, regrade=True),
             "regrade": lambda: cmd_regrade(args, settings),
             "runs": lambda: cmd_runs(settings),
+            "check": lambda: cmd_check(settings),
             "show": lambda: cmd_show(args, settings),
             "compare": lambda: cmd_compare(args, settings),
             "export": lambda: cmd_export(args, settings),

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 # Error kinds live in hbtui.errors (the store needs them without the client); named here too
 # for the modules that take them from the client.
@@ -66,6 +66,14 @@ def replace_lone_surrogates(text: str) -> tuple[str, bool]:
 class Endpoint:
     base_url: str
     api_key: str | None = field(default=None, repr=False)
+    # Which of several keys of one URL this is (1-based), so that they are told apart; None
+    # when the URL is listed once. Never the key itself: the label is shown and stored.
+    key_number: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The endpoint as screens, logs and the database name it: its URL (and key's position)."""
+        return self.base_url if self.key_number is None else f"{self.base_url} (key {self.key_number})"
 
     @property
     def chat_url(self) -> str:
@@ -82,6 +90,31 @@ class Endpoint:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
+
+
+class Completes(Protocol):
+    """What asks a model: one endpoint's ChatClient, or several endpoints of one model."""
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        response_format: dict | None = None,
+        priority: int = GENERATION,
+    ) -> ChatResult: ...
+
+
+def endpoints_of(pairs: list[tuple[str, str | None]]) -> list[Endpoint]:
+    """The endpoints of (URL, key) pairs in order: a URL listed more than once is told apart by
+    its key's position."""
+    urls = [url for url, _ in pairs]
+    return [
+        Endpoint(url, key, number if urls.count(url) > 1 else None) for number, (url, key) in enumerate(pairs, start=1)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +142,7 @@ class ChatResult:
     invalid_text: bool = False
     # Reasoning in <think> at the start of the content was taken out (the reference keeps it).
     think_stripped: bool = False
+    endpoint: str = ""  # the label of the endpoint that answered
 
 
 class ChatError(Exception):
@@ -321,18 +355,21 @@ class ChatClient:
         reasoning_effort: str | None = None,
         response_format: dict | None = None,
         priority: int = GENERATION,
+        leave: Callable[[], bool] | None = None,
     ) -> ChatResult:
+        """``leave``: asked after a failed attempt, before the next; True gives up on this
+        endpoint at once (the call is not answered, so another endpoint may take it)."""
         request = ChatRequest(model, messages, temperature, max_tokens, reasoning_effort, response_format, priority)
         quirks = self.quirks.get(model) or self.quirks.setdefault(model, ModelQuirks())
         shape = response_format is not None
         if shape not in quirks.settled:
             async with quirks.first_call:
                 if shape not in quirks.settled:
-                    result = await self._complete(request, quirks)
+                    result = await self._complete(request, quirks, leave)
                     quirks.settled.add(shape)
                     return result
             # Settled while we waited: go now, without holding the lock (it would serialise us).
-        return await self._complete(request, quirks)
+        return await self._complete(request, quirks, leave)
 
     async def _acquire(self, priority: int) -> None:
         while True:
@@ -343,7 +380,9 @@ class ChatClient:
                 return
             self.limiter.release()  # paused while we queued for the slot: wait for the resume
 
-    async def _complete(self, request: ChatRequest, quirks: ModelQuirks) -> ChatResult:
+    async def _complete(
+        self, request: ChatRequest, quirks: ModelQuirks, leave: Callable[[], bool] | None = None
+    ) -> ChatResult:
         model = request.model
         attempts = 0
         adjustments = 0
@@ -352,6 +391,12 @@ class ChatClient:
             body = self._body(request, quirks)
             retry_after: float | None = None
             await self._acquire(request.priority)
+            if leave is not None and leave():
+                # Set aside while this call waited for its turn: it goes elsewhere, unsent.
+                self.limiter.release()
+                moved = ChatError(CONNECTION, "endpoint set aside before the call was sent", attempts=attempts - 1)
+                moved.endpoint = self.endpoint.label
+                raise moved
             started = time.perf_counter()
             try:
                 response = await self._post(body)
@@ -370,7 +415,8 @@ class ChatClient:
                         error = exc
                     else:
                         self.limiter.succeeded()
-                        self.on_call(CallRecord(self.endpoint.base_url, True, None, latency_ms))
+                        self.on_call(CallRecord(self.endpoint.label, True, None, latency_ms))
+                        result.endpoint = self.endpoint.label
                         return result
                 else:
                     message, param, code = _error_message(response, self.endpoint.secrets)
@@ -401,9 +447,9 @@ class ChatClient:
                             continue
                         error = ChatError(REFUSED, message, status, attempts)
             error.attempts = attempts
-            error.endpoint = self.endpoint.base_url
-            self.on_call(CallRecord(self.endpoint.base_url, False, error.kind, latency_ms, error.message))
-            if error.kind not in TRANSIENT_KINDS or attempts >= self.max_attempts:
+            error.endpoint = self.endpoint.label
+            self.on_call(CallRecord(self.endpoint.label, False, error.kind, latency_ms, error.message))
+            if error.kind not in TRANSIENT_KINDS or attempts >= self.max_attempts or (leave is not None and leave()):
                 raise error
             await asyncio.sleep(self._delay(attempts, retry_after))
 

@@ -26,7 +26,18 @@ from typing import Any
 
 from dotenv import dotenv_values
 
-from hbtui.setting_kinds import Bool, Choice, Kind, NamedNumber, NameOrPath, Number, SettingsError, Url, WholeNumber
+from hbtui.setting_kinds import (
+    Bool,
+    Choice,
+    Kind,
+    ListOf,
+    NamedNumber,
+    NameOrPath,
+    Number,
+    SettingsError,
+    Url,
+    WholeNumber,
+)
 
 __all__ = ["SETTINGS", "Section", "Setting", "Settings", "SettingsError", "load_settings", "setting_for"]
 
@@ -42,6 +53,8 @@ LENGTH_CENTRE = 2000.0
 TEXT = Kind()
 PATH = Kind(shape="a path")
 URL = Url(shape="an http(s) URL")
+URLS = ListOf(item=Url(), what="endpoint", shape="http(s) URLs, comma-separated")
+KEYS = ListOf(item=Kind(), what="key")
 EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="minimal, low, medium, high")
 TEMPERATURE = Number(at_most=2.0, shape="0 to 2")
 WHOLE = WholeNumber(shape="a whole number, at least 1")
@@ -128,21 +141,24 @@ def _described(key: str, kind: Kind, section: Section, help: str, default: Any =
 
 @dataclass(frozen=True)
 class Settings:
-    base_url: str | None = _described(
+    base_url: tuple[str, ...] | None = _described(
         "BASE_URL",
-        URL,
+        URLS,
         ENDPOINT,
-        "endpoint of the model under test",
+        "endpoint of the model under test, or several of its replicas, comma-separated",
         required=True,
         example="http://127.0.0.1:8080/v1",
+        note="Several: BASE_URL=http://gpu1:8000/v1,http://gpu2:8000/v1 with API_KEY=key1,key2 in the same order"
+        " (or one key for all, or one URL twice with two keys); each endpoint gets CONCURRENCY calls in flight",
         label="Base URL",
         placeholder="http://127.0.0.1:8080/v1",
     )
-    api_key: str | None = _described(
+    api_key: tuple[str, ...] | None = _described(
         "API_KEY",
-        TEXT,
+        KEYS,
         ENDPOINT,
-        "API key of the model under test (never a flag: it would land in shell history)",
+        "API key of the model under test, or one per BASE_URL endpoint, comma-separated (never a flag:"
+        " it would land in shell history)",
         secret=True,
         flag=None,
         example="",
@@ -183,21 +199,21 @@ class Settings:
         label="Model",
         placeholder="model id",
     )
-    grader_base_url: str | None = _described(
+    grader_base_url: tuple[str, ...] | None = _described(
         "GRADER_BASE_URL",
-        URL,
+        URLS,
         GRADER,
-        "grader endpoint when it differs; empty: BASE_URL (and API_KEY)",
+        "grader endpoint(s) when they differ, comma-separated; empty: BASE_URL (and API_KEY)",
         example="",
         default_text="BASE_URL",
         label="Base URL",
         placeholder="same as the model under test",
     )
-    grader_api_key: str | None = _described(
+    grader_api_key: tuple[str, ...] | None = _described(
         "GRADER_API_KEY",
-        TEXT,
+        KEYS,
         GRADER,
-        "API key of a grader on its own endpoint",
+        "API key of a grader on its own endpoint, or one per GRADER_BASE_URL endpoint",
         secret=True,
         flag=None,
         example="",
@@ -347,12 +363,20 @@ class Settings:
         flag=None,
     )
 
+    def __post_init__(self) -> None:
+        # A list setting given as text (a stored run's settings, a test, a demo's one URL) is
+        # read as its kind reads it, so that nothing downstream iterates over a URL's letters.
+        for setting in LIST_SETTINGS:
+            value = getattr(self, setting.attribute)
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, setting.attribute, setting.parse(value, origin="given"))
+
     @property
-    def effective_grader_base_url(self) -> str | None:
+    def effective_grader_base_url(self) -> tuple[str, ...] | None:
         return self.grader_base_url or self.base_url
 
     @property
-    def effective_grader_api_key(self) -> str | None:
+    def effective_grader_api_key(self) -> tuple[str, ...] | None:
         # A grader on its own endpoint has its own key; on the same endpoint it shares it.
         if self.grader_base_url and self.grader_base_url != self.base_url:
             return self.grader_api_key
@@ -371,6 +395,19 @@ class Settings:
         }
         return replace(self, **given)
 
+    @property
+    def test_endpoints(self) -> list[tuple[str, str | None]]:
+        """(URL, key) of each endpoint of the model under test, in BASE_URL's order."""
+        return pair_endpoints(self.base_url, self.api_key, "BASE_URL", "API_KEY")
+
+    @property
+    def grader_endpoints(self) -> list[tuple[str, str | None]]:
+        own = self.grader_base_url and self.grader_base_url != self.base_url
+        url_key, key_key = ("GRADER_BASE_URL", "GRADER_API_KEY") if own else ("BASE_URL", "API_KEY")
+        if not own and self.grader_api_key:
+            key_key = "GRADER_API_KEY"
+        return pair_endpoints(self.effective_grader_base_url, self.effective_grader_api_key, url_key, key_key)
+
     def require_models(self) -> None:
         """The checks that only a run needs (browsing a database needs no endpoint). A run of the
         records' own completions calls no model under test: the grader's endpoint is enough."""
@@ -382,14 +419,38 @@ class Settings:
             if self.completions and setting.attribute == "base_url" and self.grader_base_url:
                 continue
             raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
+        self.test_endpoints, self.grader_endpoints  # noqa: B018 - raise on keys that match no endpoint
 
     def public_dict(self) -> dict[str, Any]:
         """Settings as stored with a run and shown on screen: keys reduced to a mask."""
         out: dict[str, Any] = {}
         for setting in SETTINGS:
             value = getattr(self, setting.attribute)
-            out[setting.attribute] = mask_secret(value) if setting.secret else value
+            if setting.secret:
+                value = ",".join(mask_secret(key) or "" for key in value) if isinstance(value, tuple) else None
+            elif isinstance(value, tuple):
+                value = setting.kind.text(value)  # stored as typed: a run made before lists reads the same
+            out[setting.attribute] = value
         return out
+
+
+def pair_endpoints(
+    urls: tuple[str, ...] | None, keys: tuple[str, ...] | None, url_key: str, key_key: str
+) -> list[tuple[str, str | None]]:
+    """Each URL with its key: none, one key for every URL, or one key per URL in the same order.
+
+    The message names counts and keys, never a key itself."""
+    urls, keys = urls or (), keys or ()
+    if urls and len(keys) > 1 and len(keys) != len(urls):
+        plural = "s" if len(urls) != 1 else ""
+        problem = "more keys than endpoints" if len(keys) > len(urls) else "neither one key nor one per endpoint"
+        raise SettingsError(
+            f"{key_key} lists {len(keys)} keys for {len(urls)} endpoint{plural} in {url_key} ({problem}):"
+            f" give one key for every endpoint, or one per endpoint in the same order"
+        )
+    if urls and len(keys) == len(urls):
+        return list(zip(urls, keys, strict=True))
+    return [(url, keys[0] if keys else None) for url in urls]
 
 
 def _flag(attribute: str, described: Setting) -> str | None:
@@ -403,6 +464,7 @@ SETTINGS: tuple[Setting, ...] = tuple(
     for f in fields(Settings)
 )
 BY_KEY = {setting.key: setting for setting in SETTINGS}
+LIST_SETTINGS = tuple(setting for setting in SETTINGS if isinstance(setting.kind, ListOf))
 BY_ATTRIBUTE = {setting.attribute: setting for setting in SETTINGS}
 # Older .env files of the single-script harness spell some keys otherwise.
 ALIASES = {alias: setting.key for setting in SETTINGS for alias in setting.aliases}

@@ -48,7 +48,7 @@ def demo_settings(settings: Settings, base_url: str, db_path: str) -> Settings:
         Settings(),
         cache_dir=settings.cache_dir,
         grader_template=settings.grader_template,
-        base_url=base_url,
+        base_url=(base_url,),
         model_test=MODEL_ALIAS,
         model_grader=MODEL_ALIAS,
         max_tokens_test=MAX_TOKENS_TEST,

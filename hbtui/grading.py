@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from hbtui.client import UNPARSEABLE, ChatClient, replace_lone_surrogates
+from hbtui.client import UNPARSEABLE, Completes, replace_lone_surrogates
 from hbtui.files import read_user_file
 from hbtui.limiter import GRADING
 
@@ -213,6 +213,7 @@ class GradeOutcome:
     unparsed: int = 0  # answers that held no verdict (each one asked again, if tries were left)
     enlarged: bool = False  # a cut-off answer was asked again with a larger budget (not as the reference asks)
     invalid_text: bool = False  # the kept answer or its verdict held lone surrogates, replaced
+    endpoint: str | None = None  # the label of the endpoint whose answer was kept
 
 
 def grader_messages(prompt: str, system: str | None) -> list[dict]:
@@ -225,7 +226,7 @@ def grader_messages(prompt: str, system: str | None) -> list[dict]:
 
 
 async def grade_criterion(
-    client: ChatClient,
+    client: Completes,
     model: str,
     prompt: str,
     *,
@@ -261,6 +262,7 @@ async def grade_criterion(
         outcome.prompt_tokens += result.prompt_tokens
         outcome.completion_tokens += result.completion_tokens
         outcome.raw_output = result.content
+        outcome.endpoint = result.endpoint or None
         outcome.reasoning = result.reasoning
         outcome.invalid_text = result.invalid_text
         verdict = parse_verdict(result.content)

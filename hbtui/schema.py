@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -176,6 +176,14 @@ ALTER TABLE conversations ADD COLUMN completion_group TEXT;
 ALTER TABLE conversations ADD COLUMN completion TEXT;
 """
 
+# Version 9: which endpoint answered each call, when a model has several (replicas, or several
+# keys of one URL): its URL, and the key's position when one URL is listed with several keys.
+# Never a key. NULL for calls made before, verdicts from the cache and calls never answered.
+MIGRATE_ADD_ENDPOINTS = """
+ALTER TABLE conversations ADD COLUMN endpoint TEXT;
+ALTER TABLE verdicts ADD COLUMN endpoint TEXT;
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
@@ -184,6 +192,7 @@ MIGRATIONS = {
     5: MIGRATE_V5_TO_V6,
     6: MIGRATE_ADD_DRIVER_LOG,
     7: MIGRATE_ADD_COMPLETIONS,
+    8: MIGRATE_ADD_ENDPOINTS,
 }
 
 

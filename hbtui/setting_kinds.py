@@ -4,11 +4,10 @@ The same text is read the same way from `.env`, the environment, a command-line 
 and a field on the configuration screen, and every problem is a :class:`SettingsError` naming
 ``where`` it came from (``KEY (.env:4)``, ``KEY (command line)``). An empty text means "not set".
 
-Extension point, for list-valued settings (several endpoints or keys): a ``ListOf(item)`` kind
-whose ``parse`` splits the text on commas, parses each part with ``item`` (naming the part's
-position in its error) and returns a tuple; ``text`` joins them with commas. The ``Settings``
-field is then a ``tuple[...]`` and every source, flag and form field follows from the kind. No
-setting takes a list yet, so it is not written.
+List-valued settings (several endpoints, or their keys) are ``ListOf(item)``: the text is split
+on commas, each part read by ``item`` (its error naming the part's position), and the value is a
+tuple; ``text`` joins them with commas. The ``Settings`` field is then a ``tuple[...]`` and every
+source, flag and form field follows from the kind.
 """
 
 from __future__ import annotations
@@ -167,3 +166,33 @@ class NamedNumber(Kind):
         if not math.isfinite(value) or value < 0:
             raise SettingsError(problem)
         return value
+
+
+@dataclass(frozen=True)
+class ListOf(Kind):
+    """Several values of ``item``, separated by commas; an empty part is an error (a stray comma
+    would otherwise quietly drop an endpoint, or shift every key after it onto the wrong one)."""
+
+    item: Kind = Kind()
+    what: str = "entry"
+
+    def parse(self, raw: Any, where: str) -> tuple[Any, ...] | None:
+        if isinstance(raw, (tuple, list)):
+            raw = ",".join(str(part) for part in raw)
+        text = _stripped(raw)
+        if text == "":
+            return None
+        parts = text.split(",")
+        values = []
+        for number, part in enumerate(parts, start=1):
+            if part.strip() == "":
+                raise SettingsError(f"{where}: {self.what} {number} of {len(parts)} is empty (a stray comma?)")
+            values.append(self.item.parse(part, f"{where}, {self.what} {number}" if len(parts) > 1 else where))
+        return tuple(values)
+
+    def text(self, value: Any) -> str:
+        if value is None:
+            return ""
+        if isinstance(value, (tuple, list)):
+            return ",".join(self.item.text(part) for part in value)
+        return self.item.text(value)

@@ -82,7 +82,7 @@ class RequestKeys:
     def prefix(self, digest: str, repeat: int) -> hashlib._Hash:
         settings = self.settings
         return request_prefix(
-            endpoint=settings.effective_grader_base_url or "",
+            endpoint=",".join(settings.effective_grader_base_url or ()),
             model=settings.model_grader or "",
             template_sha256=self.template.sha256,
             system=settings.system_message_grader,

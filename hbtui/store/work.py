@@ -71,6 +71,7 @@ class ReplyResult:
     latency_ms: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    endpoint: str | None = None  # the label of the endpoint that answered (never a key)
 
 
 @dataclass(slots=True, frozen=True)
@@ -92,6 +93,7 @@ class VerdictResult:
     completion_tokens: int = 0
     graded_at: float = 0.0
     from_cache: int = 0
+    endpoint: str | None = None  # the label of the endpoint that answered (never a key)
 
 
 @dataclass(slots=True, frozen=True)

@@ -33,7 +33,9 @@ SPENT_COLUMNS = (
 )
 SPENT = ("error", "error_kind", "attempts", "latency_ms", "prompt_tokens", "completion_tokens")
 # The records' fields in the order of the statements' parameters in write_batch.
-REPLY_PARAMS = attrgetter("status", "reply", "reasoning", "finish_reason", *SPENT, "generated_at", "conversation_id")
+REPLY_PARAMS = attrgetter(
+    "status", "reply", "reasoning", "finish_reason", *SPENT, "generated_at", "endpoint", "conversation_id"
+)
 VERDICT_PARAMS = attrgetter(
     "status",
     "explanation",
@@ -43,6 +45,7 @@ VERDICT_PARAMS = attrgetter(
     "graded_at",
     "cache_key",
     "from_cache",
+    "endpoint",
     "conversation_id",
     "idx",
 )
@@ -580,13 +583,14 @@ class StoreWrites(Connection):
             if batch.replies:
                 await db.executemany(
                     f"UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, {SPENT_COLUMNS},"
-                    " generated_at = ? WHERE id = ?",
+                    " generated_at = ?, endpoint = ? WHERE id = ?",
                     [REPLY_PARAMS(item) for item in batch.replies],
                 )
             if batch.verdicts:
                 await db.executemany(
                     f"UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, {SPENT_COLUMNS},"
-                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ? WHERE conversation_id = ? AND idx = ?",
+                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ?, endpoint = ?"
+                    " WHERE conversation_id = ? AND idx = ?",
                     [VERDICT_PARAMS(item) for item in batch.verdicts],
                 )
             paid = [v for v in batch.verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]

@@ -48,7 +48,8 @@ class MonitorView:
     tally: Tally = field(default_factory=Tally)  # counted as the headless lines count
     calls_per_second: float = 0.0
     eta_seconds: float | None = None
-    endpoints: dict[str, tuple[int, int]] = field(default_factory=dict)  # url -> (in flight, limit)
+    # label (its URL) -> (in flight, limit, answers per second, "live" or "set aside")
+    endpoints: dict[str, tuple[int, int, float, str]] = field(default_factory=dict)
     scores: list[float] = field(default_factory=list)
     errors_by_kind: dict[str, int] = field(default_factory=dict)  # final failures, as stored
     retried_by_kind: dict[str, int] = field(default_factory=dict)  # failed attempts, retried or not
@@ -211,6 +212,15 @@ class RunCounters:
         return calls / max(sum(b - a for a, b in spans), 1.0)
 
 
+def endpoint_figures(live: dict) -> dict[str, tuple[int, int, float, str]]:
+    """Each endpoint's figures from the live snapshot (a heartbeat row of an older hbtui has no
+    rate or state: its endpoints read as live)."""
+    return {
+        url: (s.get("in_flight", 0), s.get("limit", 0), s.get("rate", 0.0), s.get("state", "live"))
+        for url, s in live.get("endpoints", {}).items()
+    }
+
+
 def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> MonitorView:
     """The view of a run of this process; ``snapshot`` is ``engine.live_snapshot()``."""
     rate = counters.calls_per_second(pauses=snapshot.get("pauses"))
@@ -226,7 +236,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
         tally=Tally(**vars(counters.tally)),
         calls_per_second=rate,
         eta_seconds=None if finished else eta(remaining, rate),
-        endpoints={url: (s["in_flight"], s["limit"]) for url, s in snapshot.get("endpoints", {}).items()},
+        endpoints=endpoint_figures(snapshot),
         scores=list(counters.scores),  # a copy: a view compared with the last must not share its list
         errors_by_kind=dict(counters.errors_by_kind),
         retried_by_kind=dict(counters.retried_by_kind),
@@ -271,9 +281,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         tally=tally,
         calls_per_second=rate,
         eta_seconds=eta(remaining, rate) if running else None,
-        endpoints={
-            url: (s.get("in_flight", 0), s.get("limit", 0)) for url, s in (live or {}).get("endpoints", {}).items()
-        },
+        endpoints=endpoint_figures(live or {}),
         scores=await store.conversation_scores(run_id),
         errors_by_kind=progress.errors_by_kind,
         retried_by_kind=dict((run.live or {}).get("call_errors", {})),

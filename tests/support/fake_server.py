@@ -213,6 +213,12 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # Keep the body of every chat request as received (GET /__requests), to compare requests
     # byte for byte with what the reference sends. Cleared by /__reset_stats.
     "capture_requests": False,
+    # A file to which every chat request answered 200 adds one line, {"kind", "sha256"} of its
+    # body, flushed at once: what was paid for, still readable after the server is gone.
+    "answers_log": None,
+    # After this many chat requests answered 200, the server drops every request and its process
+    # exits a moment later (a replica that dies mid-run: refused connections from then on).
+    "die_after_answers": None,
     # Each generation reply ends with the number of its call and a padding that varies with it,
     # so the repeats of one prompt get replies of different text and length (and so different
     # verdicts on criteria without a marker): what repeats measure.
@@ -328,6 +334,7 @@ class ServerState:
     def __init__(self, api_key: str | None, models: list[str], config: dict[str, Any]) -> None:
         self.api_key = api_key
         self.expected_auth = f"Bearer {api_key}" if api_key else None
+        self.answered_200 = 0
         self.models = models
         self.known_models = frozenset(models)
         self.restrict_models = False  # only when --models was given explicitly
@@ -463,6 +470,10 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
     stats.in_flight += 1
     if stats.in_flight > stats.max_in_flight:
         stats.max_in_flight = stats.in_flight
+    config = state.config
+    if state.answered_200 >= (config.get("die_after_answers") or float("inf")):
+        request.transport.close()  # dying: no answer, as from a process killed mid-request
+        return web.Response(status=204)
     try:
         response = await _chat_completion(state, request)
     except asyncio.CancelledError:
@@ -473,10 +484,24 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
         stats.in_flight -= 1
     if response is not None:
         stats.by_status[str(response.status)] += 1
+        if response.status == 200:
+            _answered(state, request, response)
         return response
     # Deliberate drop: the transport is already closed; aiohttp ignores the
     # failed write of this placeholder, so the client sees no response at all.
     return web.Response(status=204)
+
+
+def _answered(state: ServerState, request: web.Request, response: web.Response) -> None:
+    state.answered_200 += 1
+    config = state.config
+    if config.get("answers_log"):
+        body = request.get("raw_body", b"")
+        kind = "grader" if GRADER_MARKER in body.decode("utf-8", "replace") else "generation"
+        with open(config["answers_log"], "a", encoding="utf-8") as log:
+            log.write(json.dumps({"kind": kind, "sha256": hashlib.sha256(body).hexdigest()}) + "\n")
+    if state.answered_200 == config.get("die_after_answers"):
+        asyncio.get_running_loop().call_later(0.2, os._exit, 0)
 
 
 async def _chat_completion(state: ServerState, request: web.Request) -> web.Response | None:
@@ -489,6 +514,7 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
         return auth_error
 
     raw = await request.read()
+    request["raw_body"] = raw
     if config.get("capture_requests"):
         state.captured.append(raw.decode("utf-8", "replace"))
     try:

@@ -307,7 +307,7 @@ class MonitorScreen(ResponsiveScreen):
 
     def _stats(self, view: MonitorView) -> Table:
         grid = Table.grid(padding=(0, 1))
-        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(style="bold", no_wrap=True, min_width=len("in flight"))  # endpoint rows must not squeeze it
         grid.add_column(no_wrap=True, overflow="ellipsis")
         if view.ended:
             rate = "– (the run has ended)"
@@ -316,9 +316,8 @@ class MonitorScreen(ResponsiveScreen):
         else:
             rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration_text(view.eta_seconds)}"
         grid.add_row("calls/s", Text(rate))
-        for index, (url, (in_flight, limit)) in enumerate(sorted(view.endpoints.items())):
-            # The limit is the adaptive one: below the configured concurrency after 429s.
-            grid.add_row("in flight" if index == 0 else "", Text(f"{in_flight}/{limit}  ") + safe(url, 40))
+        for label, row in endpoint_rows(view.endpoints):
+            grid.add_row(label, row)
         if not view.endpoints:
             grid.add_row("in flight", Text("–" if view.in_process or view.ended else "– (no heartbeat yet)"))
         p50 = "–" if view.latency_p50 is None else f"{view.latency_p50:.0f} ms"
@@ -455,3 +454,37 @@ class MonitorScreen(ResponsiveScreen):
 
     def action_browse(self) -> None:
         self.app.open_run(self.run_id)
+
+
+ENDPOINT_ROWS = 3  # at most, so that the panel fits 80x24 however many replicas a run has
+
+
+def endpoint_rows(endpoints: dict[str, tuple[int, int, float, str]]) -> list[tuple[str, Text]]:
+    """One row per endpoint: in flight for its (adaptive) limit, its answers per second, and
+    whether it is set aside; with several, those set aside first (they are what to look at), and
+    beyond a few, one row that counts the rest."""
+    several = len(endpoints) > 1
+    ordered = sorted(endpoints.items(), key=lambda item: (item[1][3] == "live", item[0]))
+    shown = ordered if len(ordered) <= ENDPOINT_ROWS else ordered[: ENDPOINT_ROWS - 1]
+    rows = []
+    for index, (url, (in_flight, limit, rate, state)) in enumerate(shown):
+        figures = f"{in_flight}/{limit}"
+        if several:  # the scheme left out: at 80 columns the host and port are what tell them apart
+            figures += f" {rate:.1f}/s {state}"
+            url = url.split("://", 1)[-1]
+        text = Text(figures + "  ", style="bold red" if state != "live" else "") + safe(url, 40)
+        rows.append(("in flight" if index == 0 else "", text))
+    rest = ordered[len(shown) :]
+    if rest:
+        aside = sum(1 for _, figures in rest if figures[3] != "live")
+        in_flight = sum(figures[0] for _, figures in rest)
+        rate = sum(figures[2] for _, figures in rest)
+        rows.append(
+            (
+                "",
+                Text(
+                    f"{in_flight} {rate:.1f}/s  {len(rest)} more endpoints" + (f", {aside} set aside" if aside else "")
+                ),
+            )
+        )
+    return rows
