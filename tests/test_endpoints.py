@@ -222,8 +222,6 @@ def test_one_endpoint_is_never_set_aside():
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_the_monitor_shows_each_endpoints_rate_and_state(tmp_path, size):
-    import os
-    import socket
     import time
 
     from hbtui.tui.app import HBTuiApp
@@ -240,7 +238,7 @@ async def test_the_monitor_shows_each_endpoints_rate_and_state(tmp_path, size):
     endpoints["http://gpu2.example:8000/v1"]["state"] = "set aside"
     async with await Store.open(db) as store:
         run_id = await synthesize_run(store, conversations=5, criteria_per=2)
-        lease = await store.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}")
+        lease = await store.claim_run(run_id, "gpu-box:4242")
         await store.heartbeat(run_id, lease, {"paused": False, "started_at": time.time(), "endpoints": endpoints})
         run = await store.get_run(run_id)
     app = HBTuiApp(settings=Settings(db_path=str(db)), env_file=None, monitor_run=run.name)
@@ -251,7 +249,7 @@ async def test_the_monitor_shows_each_endpoints_rate_and_state(tmp_path, size):
     lines = text.splitlines()
     gpu1 = next(line for line in lines if "gpu1.exam" in line)
     gpu2 = next(line for line in lines if "gpu2.exam" in line)
-    assert "7/8 12.5/s live  gpu1.exam" in gpu1 and "0/8 0.0/s set aside  gpu2.exam" in gpu2
+    assert "7/8 12.5/s live gpu1.example:8000" in gpu1 and "0/8 set aside gpu2.example:8000" in gpu2
     assert lines.index(gpu2) < lines.index(gpu1)  # set aside first: what to look at
 
 
@@ -262,7 +260,7 @@ def test_many_endpoints_take_three_rows_at_most():
     endpoints["http://gpu5:8000/v1"] = (0, 8, 0.0, "set aside")
     rows = [text.plain for _, text in endpoint_rows(endpoints)]
     assert len(rows) == 3
-    assert rows[0].startswith("0/8 0.0/s set aside  gpu5:8000")
+    assert rows[0].startswith("0/8 set aside gpu5:8000")
     assert rows[2] == "16 40.0/s  4 more endpoints"
 
 
@@ -379,8 +377,6 @@ async def test_calls_handed_out_at_once_are_spread_before_any_is_sent(server, se
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=lambda s: f"{s[0]}x{s[1]}")
 def test_the_monitors_endpoints_panel_as_pictured(snap_compare, tmp_path, size):
-    import os
-    import socket
     import time
 
     from hbtui.tui.app import HBTuiApp
@@ -399,7 +395,9 @@ def test_the_monitors_endpoints_panel_as_pictured(snap_compare, tmp_path, size):
     async def make() -> str:
         async with await Store.open(db) as store:
             run_id = await synthesize_run(store, conversations=5, criteria_per=2)
-            lease = await store.claim_run(run_id, f"{socket.gethostname()}:{os.getpid()}")
+            # A driver named the same on every machine: this host's name and a pid would make the
+            # picture differ from one run of the test to the next.
+            lease = await store.claim_run(run_id, "gpu-box:4242")
             await store.heartbeat(run_id, lease, {"paused": False, "started_at": time.time(), "endpoints": endpoints})
             return (await store.get_run(run_id)).name
 
@@ -411,3 +409,14 @@ def test_the_monitors_endpoints_panel_as_pictured(snap_compare, tmp_path, size):
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=ready)
+
+
+def test_the_monitor_names_endpoints_by_what_tells_them_apart():
+    """At 80 columns the host and port must show whole: the scheme and a path every endpoint
+    shares are left out, a path that differs is kept, and a key's position stays."""
+    from hbtui.tui.screens.monitor import endpoint_names
+
+    shared = ["http://gpu1.example:8000/v1", "http://gpu2.example:8000/v1 (key 2)"]
+    assert list(endpoint_names(shared).values()) == ["gpu1.example:8000", "gpu2.example:8000 (key 2)"]
+    differing = ["http://a:1/v1", "https://b:1/openai/v1"]
+    assert list(endpoint_names(differing).values()) == ["a:1/v1", "b:1/openai/v1"]

@@ -459,6 +459,16 @@ class MonitorScreen(ResponsiveScreen):
 ENDPOINT_ROWS = 3  # at most, so that the panel fits 80x24 however many replicas a run has
 
 
+def endpoint_names(urls: list[str]) -> dict[str, str]:
+    """Each endpoint by what tells it apart at 80 columns: its host and port, without the scheme
+    and without a path every endpoint shares ("/v1"), which would push the port off the screen."""
+    bare = {url: url.split("://", 1)[-1] for url in urls}
+    paths = {name.partition("/")[2].partition(" ")[0] for name in bare.values()}
+    if len(paths) == 1 and (shared := paths.pop()):
+        bare = {url: name.replace("/" + shared, "", 1) for url, name in bare.items()}
+    return bare
+
+
 def endpoint_rows(endpoints: dict[str, tuple[int, int, float, str]]) -> list[tuple[str, Text]]:
     """One row per endpoint: in flight for its (adaptive) limit, its answers per second, and
     whether it is set aside; with several, those set aside first (they are what to look at), and
@@ -467,12 +477,12 @@ def endpoint_rows(endpoints: dict[str, tuple[int, int, float, str]]) -> list[tup
     ordered = sorted(endpoints.items(), key=lambda item: (item[1][3] == "live", item[0]))
     shown = ordered if len(ordered) <= ENDPOINT_ROWS else ordered[: ENDPOINT_ROWS - 1]
     rows = []
+    names = endpoint_names(list(endpoints)) if several else {}
     for index, (url, (in_flight, limit, rate, state)) in enumerate(shown):
         figures = f"{in_flight}/{limit}"
-        if several:  # the scheme left out: at 80 columns the host and port are what tell them apart
-            figures += f" {rate:.1f}/s {state}"
-            url = url.split("://", 1)[-1]
-        text = Text(figures + "  ", style="bold red" if state != "live" else "") + safe(url, 40)
+        if several:  # one set aside answers nothing: its state takes the rate's place, to fit 80 columns
+            figures += f" {rate:.1f}/s live" if state == "live" else f" {state}"
+        text = Text(figures + " ", style="bold red" if state != "live" else "") + safe(names.get(url, url), 40)
         rows.append(("in flight" if index == 0 else "", text))
     rest = ordered[len(shown) :]
     if rest:
