@@ -6,7 +6,9 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+import sqlite3
+
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -161,12 +163,36 @@ MIGRATE_V5_TO_V6 = """
 ALTER TABLE runs ADD COLUMN control TEXT;
 """
 
+# Version 7: criterion texts and grader explanations searchable (the browser's `/`), in an FTS5
+# index over the verdicts table (external content: the text is stored once, in verdicts).
+# Triggers keep it in step with every insert, delete and change of either text, so verdicts
+# written as a run goes are found at once; the rebuild indexes the runs made before.
+MIGRATE_ADD_VERDICT_SEARCH = """
+CREATE VIRTUAL TABLE verdict_text USING fts5(
+    criterion, explanation, content='verdicts', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER verdict_text_insert AFTER INSERT ON verdicts BEGIN
+    INSERT INTO verdict_text (rowid, criterion, explanation) VALUES (new.id, new.criterion, new.explanation);
+END;
+CREATE TRIGGER verdict_text_delete AFTER DELETE ON verdicts BEGIN
+    INSERT INTO verdict_text (verdict_text, rowid, criterion, explanation)
+        VALUES ('delete', old.id, old.criterion, old.explanation);
+END;
+CREATE TRIGGER verdict_text_update AFTER UPDATE OF criterion, explanation ON verdicts BEGIN
+    INSERT INTO verdict_text (verdict_text, rowid, criterion, explanation)
+        VALUES ('delete', old.id, old.criterion, old.explanation);
+    INSERT INTO verdict_text (rowid, criterion, explanation) VALUES (new.id, new.criterion, new.explanation);
+END;
+INSERT INTO verdict_text (verdict_text) VALUES ('rebuild');
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
     3: MIGRATE_V3_TO_V4,
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
+    6: MIGRATE_ADD_VERDICT_SEARCH,
 }
 
 
@@ -187,4 +213,16 @@ def holds_our_header(path) -> bool:
 
 
 def statements(script: str) -> list[str]:
-    return [s.strip() for s in script.split(";") if s.strip()]
+    """The statements of ``script`` one by one; a trigger's body (``BEGIN ...; ...; END``) holds
+    semicolons of its own, so a piece ends only where SQLite says a statement is complete."""
+    found: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                found.append(pending.strip().removesuffix(";").strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        found.append(pending.strip().removesuffix(";").strip())
+    return found

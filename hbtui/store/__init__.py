@@ -20,6 +20,7 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
+from hbtui.store.browse_reads import CriterionStats, SearchMatches, StoreBrowse
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -109,6 +110,7 @@ __all__ = [
     "ConversationOutcome",
     "ConversationScore",
     "ConversationSummary",
+    "CriterionStats",
     "ImportedReply",
     "ImportedVerdict",
     "LogLine",
@@ -122,6 +124,7 @@ __all__ = [
     "RunNotFound",
     "RunRow",
     "RunTakenOver",
+    "SearchMatches",
     "Store",
     "StoreError",
     "VerdictResult",
@@ -133,7 +136,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreWrites):
+class Store(StoreReads, StoreBrowse, StoreWrites):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

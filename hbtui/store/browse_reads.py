@@ -1,0 +1,114 @@
+"""Reads of the results browser beyond the list's pages: where a search matched, the tags a
+run's criteria carry, and every distinct criterion of a run with its outcomes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from hbtui.store.connection import Connection
+from hbtui.store.search import like_pattern, match_expression
+
+# What the criteria view groups by: the same text with the same tags is one rubric item, which
+# HealthBench's consensus criteria repeat across prompts.
+CRITERIA_GROUP = "criterion, tags"
+
+
+@dataclass(slots=True, frozen=True)
+class SearchMatches:
+    """Where a search matched in one run: conversations whose prompt, reply or prompt_id holds
+    it, criteria whose text has its words, and explanations that have them."""
+
+    in_text: int
+    criteria: int
+    explanations: int
+
+
+@dataclass(slots=True, frozen=True)
+class CriterionStats:
+    """One distinct criterion of a run and its outcomes over the conversations that have it."""
+
+    criterion: str
+    tags_json: str  # as stored: the key, with the text, of the conversations behind it
+    points: float
+    conversations: int
+    met: int  # for a penalty: triggered
+    not_met: int
+    errors: int
+
+    @property
+    def tags(self) -> list[str]:
+        return json.loads(self.tags_json)
+
+    @property
+    def graded(self) -> int:
+        return self.met + self.not_met
+
+    @property
+    def met_fraction(self) -> float | None:
+        return self.met / self.graded if self.graded else None
+
+
+class StoreBrowse(Connection):
+    async def search_matches(self, run_id: int, text: str) -> SearchMatches:
+        pattern = like_pattern(text)
+        in_text = (
+            await self._one(
+                "SELECT count(*) FROM conversations WHERE run_id = ? AND (preview LIKE ? ESCAPE '\\'"
+                " OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\')",
+                (run_id, pattern, pattern, pattern),
+            )
+        )[0]
+        counts = []
+        for column in ("criterion", "explanation"):
+            expression = match_expression(text, column)
+            if expression is None:
+                counts.append(0)
+                continue
+            row = await self._one(
+                "SELECT count(*) FROM verdicts WHERE run_id = ?"
+                " AND id IN (SELECT rowid FROM verdict_text WHERE verdict_text MATCH ?)",
+                (run_id, expression),
+            )
+            counts.append(row[0])
+        return SearchMatches(in_text, counts[0], counts[1])
+
+    async def matching_criteria(self, conversation_id: int, text: str) -> list[int]:
+        """Indexes of the conversation's criteria whose text or explanation has the words of ``text``."""
+        expression = match_expression(text)
+        if expression is None:
+            return []
+        rows = await self._all(
+            "SELECT idx FROM verdicts WHERE conversation_id = ?"
+            " AND id IN (SELECT rowid FROM verdict_text WHERE verdict_text MATCH ?) ORDER BY idx",
+            (conversation_id, expression),
+        )
+        return [r[0] for r in rows]
+
+    async def criterion_tags(self, run_id: int) -> list[str]:
+        """Every tag some criterion of the run carries, axis first, then cluster, level, others."""
+        rows = await self._all("SELECT DISTINCT tags FROM verdicts WHERE run_id = ?", (run_id,))
+        tags = {tag for (text,) in rows for tag in json.loads(text)}
+        order = {"axis": 0, "cluster": 1, "level": 2}
+        return sorted(tags, key=lambda tag: (order.get(tag.partition(":")[0], 3), tag))
+
+    async def criteria_stats(self, run_id: int) -> list[CriterionStats]:
+        rows = await self._all(
+            f"SELECT criterion, tags, max(points), count(*), sum(status = 'met'), sum(status = 'not_met'),"
+            f" sum(status = 'error') FROM verdicts WHERE run_id = ? GROUP BY {CRITERIA_GROUP}",
+            (run_id,),
+        )
+        return [
+            CriterionStats(text, tags, float(points), n, met, not_met, errors)
+            for text, tags, points, n, met, not_met, errors in rows
+        ]
+
+    async def criterion_conversations(self, run_id: int, criterion: str, tags_json: str) -> list[tuple[int, int]]:
+        """(conversation id, criterion index) of every conversation of the run with this criterion,
+        in position order."""
+        rows = await self._all(
+            "SELECT c.id, v.idx FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
+            " WHERE v.run_id = ? AND v.criterion = ? AND v.tags = ? ORDER BY c.position",
+            (run_id, criterion, tags_json),
+        )
+        return [(r[0], r[1]) for r in rows]
