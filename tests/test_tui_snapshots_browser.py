@@ -74,7 +74,9 @@ def test_run_summary(snap_compare, snapshot_db, size):
 def test_run_conversation_list(snap_compare, snapshot_db, size):
     """Worst first, cursor on the third row."""
     db, run_id = snapshot_db
-    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "s", "s", "j", "j"))
+    assert snap_compare(
+        browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "s", "down", "enter", "j", "j")
+    )
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])

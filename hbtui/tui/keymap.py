@@ -22,6 +22,8 @@ KEY_NAMES = {
     "slash": "/",
     "left_square_bracket": "[",
     "right_square_bracket": "]",
+    "greater_than_sign": ">",
+    "less_than_sign": "<",
     "escape": "esc",
     "pagedown": "pgdn",
     "pageup": "pgup",

@@ -140,6 +140,8 @@ class ConversationScreen(ResponsiveScreen):
         Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
+        Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="conversation.next_match"),
+        Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="conversation.previous_match"),
     ]
 
     reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
@@ -155,6 +157,7 @@ class ConversationScreen(ResponsiveScreen):
         self.detail: ConversationDetail | None = None
         self.loaded = False
         self._preloaded = detail
+        self.search_text: str | None = None  # the run screen's search: > and < step through its matches
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -245,6 +248,31 @@ class ConversationScreen(ResponsiveScreen):
             return
         self.loaded = False
         self.show_conversation(target)
+
+    @work(group="conversation-match", exclusive=True)
+    async def action_match(self, delta: int) -> None:
+        """The next (or previous) criterion whose text or explanation matches the search, on into
+        the next conversations of the list (all of them matches: the list was searched)."""
+        text = self.search_text
+        if not text or self.detail is None:
+            self.say("no search: / on the run screen searches everything")
+            return
+        store = self.app.db
+        verdicts = self.query_one(VerdictList)
+        index, selected = self.index, verdicts.selected
+        while 0 <= index < len(self.conversation_ids):
+            found = await store.matching_criteria(self.conversation_ids[index], text)
+            if index != self.index:
+                selected = -1 if delta > 0 else len(verdicts.items) + 10**6
+            after = [i for i in found if (i > selected if delta > 0 else i < selected)]
+            if after:
+                target = after[0] if delta > 0 else after[-1]
+                if index != self.index:
+                    self._show(await store.conversation_detail(self.conversation_ids[index]), index)
+                self.query_one(VerdictList).select(target)
+                return
+            index += delta
+        self.say("no further match in the list" if delta > 0 else "no earlier match in the list")
 
     def action_criterion(self, delta: int) -> None:
         verdicts = self.query_one(VerdictList)

@@ -1,0 +1,37 @@
+"""Pictures of the browser's search, sort picker and filter menu at 80x24 and 120x40, on the
+fixed synthetic run of test_tui_snapshots_browser (its fixtures, imported)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.browser_harness import browser_app
+from tests.test_tui_snapshots_browser import browse, snapshot_db, utc  # noqa: F401 - fixtures
+
+SIZES = [(80, 24), (120, 40)]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_search_everything_says_where_it_matched(snap_compare, snapshot_db, size):  # noqa: F811
+    db, run_id = snapshot_db
+    keys = ("2", "slash", *"fabricated", "enter")
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, *keys))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_sort_picker(snap_compare, snapshot_db, size):  # noqa: F811
+    db, run_id = snapshot_db
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "s", "down"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_filter_menu(snap_compare, snapshot_db, size):  # noqa: F811
+    db, run_id = snapshot_db
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "2", "f"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_filtered_by_tag_and_verdict_state(snap_compare, snapshot_db, size):  # noqa: F811
+    db, run_id = snapshot_db
+    keys = ("2", "f", "down", "enter", "down", "enter", "f", "down", "down", "enter", "down", "down", "enter")
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, *keys))
