@@ -35,3 +35,9 @@ def test_filtered_by_tag_and_verdict_state(snap_compare, snapshot_db, size):  # 
     db, run_id = snapshot_db
     keys = ("2", "f", "down", "enter", "down", "enter", "f", "down", "down", "enter", "down", "down", "enter")
     assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, *keys))
+
+
+@pytest.mark.parametrize("size", [*SIZES, (160, 48)])
+def test_criteria_view(snap_compare, snapshot_db, size):  # noqa: F811
+    db, run_id = snapshot_db
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "V", "j"))

@@ -37,6 +37,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.config import ConfigScreen
     from hbtui.tui.screens.confirm import ConfirmModal
     from hbtui.tui.screens.conversation import ConversationScreen
+    from hbtui.tui.screens.criteria import CriteriaScreen
     from hbtui.tui.screens.help import HelpModal
     from hbtui.tui.screens.monitor import MonitorScreen
     from hbtui.tui.screens.pair import PairScreen
@@ -57,6 +58,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("filter picker", [PickerModal]),
         ("grade again", [RegradeModal]),
         ("conversation", [ConversationScreen]),
+        ("criteria", [CriteriaScreen, FilterInput]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

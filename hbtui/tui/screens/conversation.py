@@ -158,6 +158,7 @@ class ConversationScreen(ResponsiveScreen):
         self.loaded = False
         self._preloaded = detail
         self.search_text: str | None = None  # the run screen's search: > and < step through its matches
+        self.criterion_of: dict[int, int] = {}  # opened from the criteria view: its criterion in each
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -215,6 +216,8 @@ class ConversationScreen(ResponsiveScreen):
         verdicts.show(detail.verdicts, detail.tokens.verdicts)
         if keep_place and 0 <= selected < len(verdicts.items):
             verdicts.selected = selected
+        elif detail.summary.id in self.criterion_of:
+            verdicts.select(self.criterion_of[detail.summary.id])
         counts = {kind: 0 for kind in KINDS}
         for item in verdicts.items:
             counts[item.kind] += 1

@@ -237,6 +237,7 @@ class RunScreen(ResponsiveScreen):
         Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="run.next_match"),
         Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="run.previous_match"),
         Binding("x", "clear_filters", "Clear filters", show=False, id="run.clear"),
+        Binding("V", "criteria_view", "Criteria view", id="run.criteria"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
         Binding("a", "regrade", "Grade again", id="run.regrade"),
     ]
@@ -555,6 +556,11 @@ class RunScreen(ResponsiveScreen):
 
         labels = [(label, key) for key, (label, _) in SORT_CHOICES.items()]
         self.app.push_screen(PickerModal("Sort the conversations by", labels, self.sort), picked)
+
+    async def action_criteria_view(self) -> None:
+        from hbtui.tui.screens.criteria import CriteriaScreen
+
+        await self.app.push_screen(await CriteriaScreen.read(self.app.db, self.run_id))
 
     def action_filter_menu(self) -> None:
         from hbtui.tui.filter_menu import open_filter_menu
