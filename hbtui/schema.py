@@ -163,11 +163,15 @@ MIGRATE_V5_TO_V6 = """
 ALTER TABLE runs ADD COLUMN control TEXT;
 """
 
-# Version 7: criterion texts and grader explanations searchable (the browser's `/`), in an FTS5
-# index over the verdicts table (external content: the text is stored once, in verdicts).
-# Triggers keep it in step with every insert, delete and change of either text, so verdicts
-# written as a run goes are found at once; the rebuild indexes the runs made before.
-MIGRATE_ADD_VERDICT_SEARCH = """
+# Version 7: the results browser's indexes.
+# - Criterion texts and grader explanations searchable (`/`), in an FTS5 index over the verdicts
+#   table (external content: the text is stored once, in verdicts). Triggers keep it in step
+#   with every insert, delete and change of either text, so verdicts written as a run goes are
+#   found at once; the rebuild indexes the runs made before.
+# - The criteria view's grouping of a run's verdicts by text and tags read from a covering index
+#   (a fifth of the time of reading the rows, which carry the grader's whole output).
+MIGRATE_ADD_BROWSER_INDEXES = """
+CREATE INDEX verdicts_by_criterion ON verdicts(run_id, criterion, tags, points, status);
 CREATE VIRTUAL TABLE verdict_text USING fts5(
     criterion, explanation, content='verdicts', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
 );
@@ -192,7 +196,7 @@ MIGRATIONS = {
     3: MIGRATE_V3_TO_V4,
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
-    6: MIGRATE_ADD_VERDICT_SEARCH,
+    6: MIGRATE_ADD_BROWSER_INDEXES,
 }
 
 

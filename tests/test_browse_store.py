@@ -150,7 +150,7 @@ def test_criterion_tags_axis_first(synth_db):
 
 def database_before_search(db: Path) -> None:
     """A database at the schema version just before the search index, holding one verdict."""
-    before = next(v for v, script in schema.MIGRATIONS.items() if script is schema.MIGRATE_ADD_VERDICT_SEARCH)
+    before = next(v for v, script in schema.MIGRATIONS.items() if script is schema.MIGRATE_ADD_BROWSER_INDEXES)
     with sqlite3.connect(db) as conn:
         conn.executescript(schema.SCHEMA_V1)
         for version in range(1, before):
@@ -207,3 +207,16 @@ def test_changed_and_deleted_verdicts_leave_the_index(tmp_path):
         assert conn.execute("SELECT count(*) FROM verdict_text WHERE verdict_text MATCH 'adrenaline'").fetchone() == (
             0,
         )
+
+
+def test_the_criteria_view_reads_an_index_not_the_rows(synth_db):
+    """The verdict rows carry the grader's whole output: grouping 60,000 of them from the rows
+    took five times as long as from the covering index."""
+    db, run_id = synth_db
+    plan = rows(
+        db,
+        "EXPLAIN QUERY PLAN SELECT criterion, tags, max(points), count(*), sum(status = 'met')"
+        " FROM verdicts WHERE run_id = ? GROUP BY criterion, tags",
+        (run_id,),
+    )
+    assert any("COVERING INDEX verdicts_by_criterion" in step[-1] for step in plan)

@@ -41,3 +41,10 @@ def test_filtered_by_tag_and_verdict_state(snap_compare, snapshot_db, size):  # 
 def test_criteria_view(snap_compare, snapshot_db, size):  # noqa: F811
     db, run_id = snapshot_db
     assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "V", "j"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_conversation_without_an_ideal_completion(snap_compare, snapshot_db, size):  # noqa: F811
+    db, run_id = snapshot_db
+    keys = ("2", "enter", "i")
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, *keys, conversation=True))

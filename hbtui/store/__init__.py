@@ -20,7 +20,7 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
-from hbtui.store.browse_reads import CriterionStats, SearchMatches, StoreBrowse
+from hbtui.store.browse_reads import CriterionStats, IdealCompletions, SearchMatches, StoreBrowse
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -111,6 +111,7 @@ __all__ = [
     "ConversationScore",
     "ConversationSummary",
     "CriterionStats",
+    "IdealCompletions",
     "ImportedReply",
     "ImportedVerdict",
     "LogLine",

@@ -49,7 +49,41 @@ class CriterionStats:
         return self.met / self.graded if self.graded else None
 
 
+@dataclass(slots=True, frozen=True)
+class IdealCompletions:
+    """A record's ``ideal_completions_data``: the physician's completion, its completion group,
+    and the reference completions it was written from (HealthBench gives none for some records)."""
+
+    ideal: str | None
+    group: str | None
+    references: tuple[str, ...]
+
+
+def ideal_completions(body: str) -> IdealCompletions | None:
+    """From a record's JSON as stored; None when it has no ideal completion (or an unreadable one)."""
+    data = json.loads(body).get("ideal_completions_data")
+    if not isinstance(data, dict):
+        return None
+    ideal, group = data.get("ideal_completion"), data.get("ideal_completions_group")
+    references = data.get("ideal_completions_ref_completions") or []
+    found = IdealCompletions(
+        ideal if isinstance(ideal, str) and ideal.strip() else None,
+        str(group) if group is not None else None,
+        tuple(r for r in references if isinstance(r, str)) if isinstance(references, list) else (),
+    )
+    return found if found.ideal or found.references else None
+
+
 class StoreBrowse(Connection):
+    async def ideal_completions(self, conversation_id: int) -> IdealCompletions | None:
+        """The ideal completion of a conversation's record: read from the record as the run
+        stored it (the dataset line, whole), so runs made before this view have it too."""
+        row = await self._one(
+            "SELECT r.body FROM conversations c JOIN records r ON r.id = c.record_id WHERE c.id = ?",
+            (conversation_id,),
+        )
+        return ideal_completions(row[0]) if row else None
+
     async def search_matches(self, run_id: int, text: str) -> SearchMatches:
         pattern = like_pattern(text)
         in_text = (

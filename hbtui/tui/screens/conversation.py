@@ -19,7 +19,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from hbtui.prices import tokens_text
-from hbtui.store import ConversationDetail
+from hbtui.store import ConversationDetail, IdealCompletions
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
@@ -116,6 +116,31 @@ def reply_text(detail: ConversationDetail) -> Text:
     return text
 
 
+def ideal_text(ideal: IdealCompletions | None) -> Text:
+    text = Text()
+    text.append("IDEAL COMPLETION", style="bold")
+    text.append("  (i hides it)", style="dim")
+    text.append("\n")
+    if ideal is None:
+        text.append("This record has no ideal completion in the dataset.", style="bold yellow")
+        return text
+    if ideal.group:
+        text.append("completion group ", style="dim")
+        text.append(visible_controls(ideal.group))
+        text.append("\n")
+    text.append("Physician's completion", style="bold")
+    text.append("\n")
+    if ideal.ideal:
+        text.append(visible_controls(ideal.ideal))
+    else:
+        text.append("none in the record", style="dim")
+    for number, reference in enumerate(ideal.references, start=1):
+        text.append(f"\n\nReference completion {number} of {len(ideal.references)}", style="bold")
+        text.append("\n")
+        text.append(visible_controls(reference))
+    return text
+
+
 class ConversationScreen(ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
 
@@ -138,6 +163,7 @@ class ConversationScreen(ResponsiveScreen):
         Binding("p", "jump('penalty')", "Next penalty", id="conversation.penalty"),
         Binding("e", "jump('grader-error')", "Next error", id="conversation.error"),
         Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
+        Binding("i", "toggle_ideal", "Ideal completion", id="conversation.ideal"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
         Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="conversation.next_match"),
@@ -159,6 +185,7 @@ class ConversationScreen(ResponsiveScreen):
         self._preloaded = detail
         self.search_text: str | None = None  # the run screen's search: > and < step through its matches
         self.criterion_of: dict[int, int] = {}  # opened from the criteria view: its criterion in each
+        self.ideal_shown = False  # i: the record's ideal completion below the reply, kept open by n/N
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -167,6 +194,7 @@ class ConversationScreen(ResponsiveScreen):
             with VerticalScroll(id="transcript", can_focus=False):
                 yield Static(id="messages")
                 yield Static(id="reply", classes="reply")
+                yield Static(id="ideal", classes="reply")
                 yield Static(id="reasoning")
             with VerticalScroll(id="criteria", can_focus=False):
                 yield Static(Text("RUBRIC", style="bold"), id="criteria-title")
@@ -174,6 +202,7 @@ class ConversationScreen(ResponsiveScreen):
         yield KeyBar()
 
     def on_mount(self) -> None:
+        self.query_one("#ideal").display = False
         self.set_interval(LIVE_SECONDS, self._follow)
         if self._preloaded is not None:
             # Filled before the first layout: one layout pass, and no "Loading…" frame.
@@ -208,6 +237,8 @@ class ConversationScreen(ResponsiveScreen):
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
+        if self.ideal_shown and not keep_place:
+            self.show_ideal(detail.summary.id)
         if not keep_place:
             self.set_reactive(ConversationScreen.reasoning_shown, False)  # folded again, drawn just below
         self._show_reasoning()
@@ -323,6 +354,26 @@ class ConversationScreen(ResponsiveScreen):
             return
         self.app.copy_to_clipboard(self.detail.reply)
         self.say("copied the reply")
+
+    def action_toggle_ideal(self) -> None:
+        self.ideal_shown = not self.ideal_shown
+        panel = self.query_one("#ideal", Static)
+        if not self.ideal_shown:
+            panel.display = False
+            return
+        if self.detail is not None:
+            self.show_ideal(self.detail.summary.id, reveal=True)
+
+    @work(group="conversation-ideal", exclusive=True)
+    async def show_ideal(self, conversation_id: int, reveal: bool = False) -> None:
+        ideal = await self.app.db.ideal_completions(conversation_id)
+        if not self.ideal_shown or self.detail is None or self.detail.summary.id != conversation_id:
+            return
+        panel = self.query_one("#ideal", Static)
+        panel.update(ideal_text(ideal))
+        panel.display = True
+        if reveal:  # where it is seen, not below the fold
+            self.call_after_refresh(lambda: panel.scroll_visible(top=True, animate=False))
 
     def action_toggle_reasoning(self) -> None:
         if self.detail is None or not self.detail.reasoning:
