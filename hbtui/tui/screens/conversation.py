@@ -166,6 +166,10 @@ class ConversationScreen(ResponsiveScreen):
         Binding("i", "toggle_ideal", "Ideal completion", id="conversation.ideal"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
+        Binding("T", "copy('criterion')", "Copy criterion text", show=False, id="conversation.copy_criterion"),
+        Binding("P", "copy('prompt')", "Copy the prompt", show=False, id="conversation.copy_prompt"),
+        Binding("I", "copy('prompt_id')", "Copy the prompt_id", show=False, id="conversation.copy_prompt_id"),
+        Binding("M", "copy('markdown')", "Copy as Markdown with verdicts", show=False, id="conversation.copy_markdown"),
         Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="conversation.next_match"),
         Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="conversation.previous_match"),
     ]
@@ -354,6 +358,30 @@ class ConversationScreen(ResponsiveScreen):
             return
         self.app.copy_to_clipboard(self.detail.reply)
         self.say("copied the reply")
+
+    def action_copy(self, what: str) -> None:
+        """T, P, I, M: the criterion text, the prompt, the prompt_id, the conversation as Markdown."""
+        from hbtui.conversation_markdown import conversation_markdown, prompt_text
+
+        detail = self.detail
+        if detail is None:
+            return
+        if what == "criterion":
+            verdicts = self.query_one(VerdictList)
+            item = verdicts.current or verdicts.select(0)
+            if item is None:
+                self.say("no criterion to copy")
+                return
+            text, said = item.verdict.criterion, f"copied criterion {item.number}'s text"
+        elif what == "prompt":
+            text, said = prompt_text(detail), "copied the prompt"
+        elif what == "prompt_id":
+            text, said = detail.summary.prompt_id, "copied the prompt_id"
+        else:
+            text = conversation_markdown(detail, self.run_id, self.index + 1)
+            said = "copied the conversation and its verdicts as Markdown"
+        self.app.copy_to_clipboard(text)
+        self.say(said)
 
     def action_toggle_ideal(self) -> None:
         self.ideal_shown = not self.ideal_shown
