@@ -170,8 +170,15 @@ ALTER TABLE runs ADD COLUMN control TEXT;
 #   found at once; the rebuild indexes the runs made before.
 # - The criteria view's grouping of a run's verdicts by text and tags read from a covering index
 #   (a fifth of the time of reading the rows, which carry the grader's whole output).
+# - Where the reviewer left each run: the last conversation and criterion, opened there again.
 MIGRATE_ADD_BROWSER_INDEXES = """
 CREATE INDEX verdicts_by_criterion ON verdicts(run_id, criterion, tags, points, status);
+CREATE TABLE review_positions (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    criterion INTEGER NOT NULL,
+    at REAL NOT NULL
+);
 CREATE VIRTUAL TABLE verdict_text USING fts5(
     criterion, explanation, content='verdicts', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
 );

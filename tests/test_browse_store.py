@@ -183,9 +183,12 @@ def test_an_older_database_is_migrated_and_its_verdicts_indexed(tmp_path):
             await store.search_matches(1, "anaphylaxis"),
             await store.search_matches(1, "epineph"),
             await store.conversation_ids(1, ConversationFilter(text="epinephrine")),
+            await store.remember_review_position(1, 1, 0),
+            await store.review_position(1),
         )
 
-    criteria, explanations, ids = asyncio.run(with_store(db, search))
+    criteria, explanations, ids, remembered, position = asyncio.run(with_store(db, search))
+    assert remembered and position.conversation_id == 1  # the table of review positions is there
     assert (criteria.criteria, criteria.explanations) == (1, 0)
     assert (explanations.criteria, explanations.explanations) == (0, 1)
     assert ids == [1]

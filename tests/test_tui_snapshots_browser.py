@@ -49,6 +49,10 @@ def browse(run_id: int, *keys: str, conversation: bool = False):
     async def run_before(pilot) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
+        # Each picture from a fresh review: the conversations an earlier picture opened are
+        # remembered in the database, and the run would open on the last of them.
+        await app.store.db.execute("DELETE FROM review_positions")
+        await app.store.db.commit()
         screen = RunScreen(run_id)
         await app.push_screen(screen)
         await wait_for(

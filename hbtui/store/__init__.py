@@ -20,7 +20,7 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
-from hbtui.store.browse_reads import CriterionStats, IdealCompletions, SearchMatches, StoreBrowse
+from hbtui.store.browse_reads import CriterionStats, IdealCompletions, ReviewPosition, SearchMatches, StoreBrowse
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -121,6 +121,7 @@ __all__ = [
     "ReadOnlyDatabase",
     "ReplyResult",
     "ResultBatch",
+    "ReviewPosition",
     "RunBusy",
     "RunNotFound",
     "RunRow",

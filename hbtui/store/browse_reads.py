@@ -1,9 +1,12 @@
 """Reads of the results browser beyond the list's pages: where a search matched, the tags a
-run's criteria carry, and every distinct criterion of a run with its outcomes."""
+run's criteria carry, every distinct criterion of a run with its outcomes, a record's ideal
+completion; and its one write, where the reviewer left each run."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from dataclasses import dataclass
 
 from hbtui.store.connection import Connection
@@ -74,7 +77,40 @@ def ideal_completions(body: str) -> IdealCompletions | None:
     return found if found.ideal or found.references else None
 
 
+@dataclass(slots=True, frozen=True)
+class ReviewPosition:
+    """Where the reviewer was in a run: a conversation (and its list position) and a criterion
+    index (-1: none selected)."""
+
+    conversation_id: int
+    position: int
+    criterion: int
+
+
 class StoreBrowse(Connection):
+    async def review_position(self, run_id: int) -> ReviewPosition | None:
+        row = await self._one(
+            "SELECT p.conversation_id, c.position, p.criterion FROM review_positions p"
+            " JOIN conversations c ON c.id = p.conversation_id WHERE p.run_id = ?",
+            (run_id,),
+        )
+        return ReviewPosition(*row) if row else None
+
+    async def remember_review_position(self, run_id: int, conversation_id: int, criterion: int) -> bool:
+        """Stored for the next opening; False where it cannot be (a read-only database): the
+        place is a convenience, never a reason to interrupt a review."""
+        try:
+            async with self._transaction(immediate=False):
+                await self.db.execute(
+                    "INSERT INTO review_positions (run_id, conversation_id, criterion, at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (run_id) DO UPDATE SET conversation_id = excluded.conversation_id,"
+                    " criterion = excluded.criterion, at = excluded.at",
+                    (run_id, conversation_id, criterion, time.time()),
+                )
+        except sqlite3.Error:
+            return False
+        return True
+
     async def ideal_completions(self, conversation_id: int) -> IdealCompletions | None:
         """The ideal completion of a conversation's record: read from the record as the run
         stored it (the dataset line, whole), so runs made before this view have it too."""

@@ -190,6 +190,7 @@ class ConversationScreen(ResponsiveScreen):
         self.search_text: str | None = None  # the run screen's search: > and < step through its matches
         self.criterion_of: dict[int, int] = {}  # opened from the criteria view: its criterion in each
         self.ideal_shown = False  # i: the record's ideal completion below the reply, kept open by n/N
+        self._last_selected = -1  # the criterion selected, kept as it changes: stored as the screen closes
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -207,6 +208,7 @@ class ConversationScreen(ResponsiveScreen):
 
     def on_mount(self) -> None:
         self.query_one("#ideal").display = False
+        self.watch(self.query_one(VerdictList), "selected", self._selected_changed, init=False)
         self.set_interval(LIVE_SECONDS, self._follow)
         if self._preloaded is not None:
             # Filled before the first layout: one layout pass, and no "Loading…" frame.
@@ -253,6 +255,8 @@ class ConversationScreen(ResponsiveScreen):
             verdicts.selected = selected
         elif detail.summary.id in self.criterion_of:
             verdicts.select(self.criterion_of[detail.summary.id])
+        if not keep_place:
+            self._remember()
         counts = {kind: 0 for kind in KINDS}
         for item in verdicts.items:
             counts[item.kind] += 1
@@ -264,6 +268,27 @@ class ConversationScreen(ResponsiveScreen):
                 title.append(f"{count} {label.split(' ', 1)[1]}", style=style)
         self.query_one("#criteria-title", Static).update(title)
         self.loaded = True
+
+    def _remember(self) -> None:
+        """Where the reviewer is, stored for the run's next opening (app-wide: it outlives the screen)."""
+        if self.detail is None:
+            return
+        selected = self._last_selected = self.query_one(VerdictList).selected
+        self.app.run_worker(
+            self.app.db.remember_review_position(self.run_id, self.detail.summary.id, selected),
+            group="remember-review-position",
+        )
+
+    def _selected_changed(self, selected: int) -> None:
+        self._last_selected = selected
+
+    def on_unmount(self) -> None:
+        store = self.app.store
+        if self.detail is not None and store is not None:
+            self.app.run_worker(
+                store.remember_review_position(self.run_id, self.detail.summary.id, self._last_selected),
+                group="remember-review-position",
+            )
 
     def _show_reasoning(self) -> None:
         """The model's reasoning, folded to one line until `r` unfolds it."""

@@ -29,7 +29,15 @@ from hbtui.prices import cost_text, total_cost, usage_line
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
-from hbtui.store import ConversationFilter, ConversationSummary, RunRow, SearchMatches, Store, StoreError
+from hbtui.store import (
+    ConversationFilter,
+    ConversationSummary,
+    ReviewPosition,
+    RunRow,
+    SearchMatches,
+    Store,
+    StoreError,
+)
 from hbtui.store.search import SORT_CHOICES
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
@@ -184,15 +192,19 @@ class RunData:
     total: int  # conversations listed
     first_page: list[ConversationSummary]
     scores: list[float]
+    resume: ReviewPosition | None = None  # where the reviewer left the run
 
 
 async def read_run(store: Store, run_id: int, query: Query, cursor: int = 0) -> RunData:
     # Asked together, the reads queue on the connection's thread at once, instead of each waiting
     # for the event loop to hand the next one over (half the time of the read, on a busy machine).
-    run, (total, rows), scores = await asyncio.gather(
-        store.get_run(run_id), ConversationPages(store).first_page(query, cursor), store.conversation_scores(run_id)
+    run, (total, rows), scores, resume = await asyncio.gather(
+        store.get_run(run_id),
+        ConversationPages(store).first_page(query, cursor),
+        store.conversation_scores(run_id),
+        store.review_position(run_id),
     )
-    return RunData(run, total, rows, scores)
+    return RunData(run, total, rows, scores, resume)
 
 
 class FilterInput(Input):
@@ -260,6 +272,8 @@ class RunScreen(ResponsiveScreen):
         self._report_at = 0.0  # monotonic time the last report computation started
         self.stats: RunStatistics | None = None
         self.matches: SearchMatches | None = None  # where the search matched, read as it is applied
+        self.resume: ReviewPosition | None = None  # where the reviewer left this run, offered as it opens
+        self._resume_offered = False
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -310,12 +324,24 @@ class RunScreen(ResponsiveScreen):
             if time.monotonic() - self._report_at >= (LIVE_REPORT_SECONDS if running else 0):
                 self.compute()
         self.conversation_list.show_first_page(self._query(), data.total, data.first_page, keep_cursor)
+        if not self._resume_offered:
+            self._offer_resume(data.resume)
         self.query_one(ScoreHistogram).update_scores(data.scores)
         if running and self._live_timer is None:
             self._live_timer = self.set_interval(LIVE_SECONDS, self._follow)
         elif not running and self._live_timer is not None:
             self._live_timer.stop()
             self._live_timer = None
+
+    def _offer_resume(self, resume: ReviewPosition | None) -> None:
+        """The list's cursor on the conversation the reviewer left (enter opens it on the criterion)."""
+        self._resume_offered = True
+        self.resume = resume
+        if resume is None or self.filter != ConversationFilter() or self.sort != "position":
+            return
+        self.conversation_list.cursor = resume.position  # the unfiltered list is in position order
+        where = f"#{resume.position + 1}" + (f", criterion {resume.criterion + 1}" if resume.criterion >= 0 else "")
+        self.say(f"you left this run at {where}: 2 then enter opens it there")
 
     @work(group="run-report", exclusive=True)
     async def compute(self) -> None:
@@ -444,6 +470,10 @@ class RunScreen(ResponsiveScreen):
         detail = await store.conversation_detail(event.conversation_id)
         self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail)
         self._opened.search_text = self.filter.text
+        resume = self.resume
+        if resume is not None and resume.conversation_id == event.conversation_id and resume.criterion >= 0:
+            self._opened.criterion_of = {resume.conversation_id: resume.criterion}
+        self.resume = None  # offered once: from here the list is the reviewer's
         await self.app.push_screen(self._opened)
 
     def on_screen_resume(self) -> None:
