@@ -3,8 +3,11 @@ fixed synthetic run of test_tui_snapshots_browser (its fixtures, imported)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from tests.conftest import run_engine, settings_for
 from tests.support.browser_harness import browser_app
 from tests.test_tui_snapshots_browser import browse, snapshot_db, utc  # noqa: F401 - fixtures
 
@@ -48,3 +51,20 @@ def test_conversation_without_an_ideal_completion(snap_compare, snapshot_db, siz
     db, run_id = snapshot_db
     keys = ("2", "enter", "i")
     assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, *keys, conversation=True))
+
+
+@pytest.fixture
+def repeats_db(server, small_dataset, tmp_path):
+    """The small dataset run three times over by the real engine (the fake server answers the
+    same request the same way: the scores are the same each time)."""
+    db = tmp_path / "hbtui.sqlite"
+    run_id, _status = asyncio.run(
+        run_engine(settings_for(server, db, grader_template="builtin"), small_dataset, repeats=3, name="thrice")
+    )
+    return db, run_id
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_repeats_grouped(snap_compare, repeats_db, size):
+    db, run_id = repeats_db
+    assert snap_compare(browser_app(db), terminal_size=size, run_before=browse(run_id, "K"))

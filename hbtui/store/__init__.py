@@ -20,7 +20,14 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
-from hbtui.store.browse_reads import CriterionStats, IdealCompletions, ReviewPosition, SearchMatches, StoreBrowse
+from hbtui.store.browse_reads import (
+    CriterionStats,
+    IdealCompletions,
+    RepeatGroup,
+    ReviewPosition,
+    SearchMatches,
+    StoreBrowse,
+)
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -119,6 +126,7 @@ __all__ = [
     "PlannedConversation",
     "Progress",
     "ReadOnlyDatabase",
+    "RepeatGroup",
     "ReplyResult",
     "ResultBatch",
     "ReviewPosition",

@@ -78,6 +78,32 @@ def ideal_completions(body: str) -> IdealCompletions | None:
 
 
 @dataclass(slots=True, frozen=True)
+class RepeatGroup:
+    """One prompt of a run made with ``--repeats K``: its K conversations and scores, by repeat."""
+
+    prompt_id: str
+    theme: str | None
+    position: int  # of its first repeat
+    conversations: tuple[int, ...]
+    scores: tuple[float | None, ...]
+
+    @property
+    def scored(self) -> list[float]:
+        return [s for s in self.scores if s is not None]
+
+    @property
+    def spread(self) -> float | None:
+        """Highest minus lowest score of its repeats (None below two scores)."""
+        scored = self.scored
+        return max(scored) - min(scored) if len(scored) >= 2 else None
+
+    @property
+    def mean(self) -> float | None:
+        scored = self.scored
+        return sum(scored) / len(scored) if scored else None
+
+
+@dataclass(slots=True, frozen=True)
 class ReviewPosition:
     """Where the reviewer was in a run: a conversation (and its list position) and a criterion
     index (-1: none selected)."""
@@ -88,6 +114,26 @@ class ReviewPosition:
 
 
 class StoreBrowse(Connection):
+    async def repeat_groups(self, run_id: int) -> list[RepeatGroup]:
+        """The run's conversations grouped by record (its repeats), in the order of first position."""
+        groups: dict[int, list[tuple]] = {}
+        for row in await self._all(
+            "SELECT record_id, prompt_id, theme, position, repeat, id, score FROM conversations"
+            " WHERE run_id = ? ORDER BY position",
+            (run_id,),
+        ):
+            groups.setdefault(row[0], []).append(row)
+        found = []
+        for rows in groups.values():
+            rows.sort(key=lambda r: r[4])
+            _, prompt_id, theme, *_ = rows[0]
+            found.append(
+                RepeatGroup(
+                    prompt_id, theme, min(r[3] for r in rows), tuple(r[5] for r in rows), tuple(r[6] for r in rows)
+                )
+            )
+        return found
+
     async def review_position(self, run_id: int) -> ReviewPosition | None:
         row = await self._one(
             "SELECT p.conversation_id, c.position, p.criterion FROM review_positions p"

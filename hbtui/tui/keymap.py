@@ -44,6 +44,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.picker import PickerModal
     from hbtui.tui.screens.presets import PresetNameModal, PresetPickerModal
     from hbtui.tui.screens.regrade import RegradeModal
+    from hbtui.tui.screens.repeats import RepeatsScreen
     from hbtui.tui.screens.run import FilterInput, RunScreen
     from hbtui.tui.screens.runs import RunsScreen
     from hbtui.tui.widgets.conversation_list import ConversationList
@@ -59,6 +60,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("grade again", [RegradeModal]),
         ("conversation", [ConversationScreen]),
         ("criteria", [CriteriaScreen, FilterInput]),
+        ("repeats", [RepeatsScreen]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

@@ -2,24 +2,19 @@
 and tags, with how often it was met, missed or triggered; sortable (s), exportable to CSV (e),
 and enter opens the conversations behind the criterion under the cursor, on that criterion.
 
-A run of HealthBench holds up to ~48,000 distinct criteria: the table renders only the lines
-on screen (Textual's Line API), from the list read once as the view opens.
+A run of HealthBench holds up to ~48,000 distinct criteria: the table (a LineTable) renders
+only the lines on screen, from the list read once as the view opens.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rich.cells import cell_len
-from rich.segment import Segment
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.geometry import Region, Size
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 from textual.widgets import Input, Static
 
 from hbtui.criteria_table import CRITERIA_SORTS, sorted_criteria, write_criteria_csv
@@ -28,6 +23,7 @@ from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.screens.run import FilterInput
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.line_table import LineTable
 
 HEADER = f"{'met%':>6} {'met':>5} {'miss':>5} {'err':>4} {'pts':>4}  criterion  [tags]"
 
@@ -39,90 +35,11 @@ def row_text(c: CriterionStats) -> str:
     return f"{share} {c.met:>5} {c.not_met:>5} {c.errors:>4} {c.points:>+4g}  {one_line(c.criterion, 400)}  [{tags}]"
 
 
-class CriteriaTable(ScrollView, can_focus=True):
-    """The distinct criteria, one line each, with a cursor (j/k, g/G, page keys)."""
-
-    BINDINGS = [
-        Binding("j,down", "move(1)", "Down", show=False),
-        Binding("k,up", "move(-1)", "Up", show=False),
-        Binding("g,home", "top", "Top", show=False),
-        Binding("G,end", "bottom", "Bottom", show=False),
-        Binding("pagedown,space", "page(1)", "Page down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-    ]
-    COMPONENT_CLASSES = {"criteria-table--cursor", "criteria-table--header", "criteria-table--penalty"}
-    DEFAULT_CSS = """
-    CriteriaTable {
-        height: 1fr;
-        & > .criteria-table--cursor { background: $accent 40%; }
-        & > .criteria-table--header { color: $text-muted; text-style: bold; }
-        & > .criteria-table--penalty { color: $error; }
-    }
-    """
-
-    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+class CriteriaTable(LineTable[CriterionStats]):
+    """The distinct criteria, one line each; penalties in the error colour."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.rows: list[CriterionStats] = []
-
-    def show(self, rows: list[CriterionStats]) -> None:
-        self.rows = rows
-        self.virtual_size = Size(self.size.width, len(rows) + 1)
-        self.cursor = 0
-        self.scroll_to(y=0, animate=False, immediate=True)
-        self.refresh()
-
-    @property
-    def current(self) -> CriterionStats | None:
-        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
-
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        if y == 0:
-            style = self.rich_style + self.get_component_rich_style("criteria-table--header", partial=True)
-            return Strip([Segment(HEADER, style)]).extend_cell_length(width, style).crop(0, width)
-        index = self.scroll_offset.y + y - 1
-        if index >= len(self.rows):
-            return Strip.blank(width, self.rich_style)
-        c = self.rows[index]
-        style = self.rich_style
-        if c.points < 0:
-            style = style + self.get_component_rich_style("criteria-table--penalty", partial=True)
-        if index == self.cursor:
-            style = style + self.get_component_rich_style("criteria-table--cursor", partial=True)
-        text = row_text(c)
-        if cell_len(text) > width:
-            text = text[: max(width - 1, 0)] + "…"
-        return Strip([Segment(text, style)]).extend_cell_length(width, style).crop(0, width)
-
-    def watch_cursor(self, old: int, new: int) -> None:
-        clamped = max(0, min(new, len(self.rows) - 1)) if self.rows else 0
-        if clamped != new:
-            self.cursor = clamped
-            return
-        for index in (old, new):
-            line = index - self.scroll_offset.y + 1
-            if 1 <= line < self.size.height:
-                self.refresh(Region(0, line, self.size.width, 1))
-        height = max(self.scrollable_content_region.height - 1, 1)
-        top = self.scroll_offset.y
-        if new < top:
-            self.scroll_to(y=new, animate=False, immediate=True)
-        elif new >= top + height:
-            self.scroll_to(y=new - height + 1, animate=False, immediate=True)
-
-    def action_move(self, delta: int) -> None:
-        self.cursor += delta
-
-    def action_top(self) -> None:
-        self.cursor = 0
-
-    def action_bottom(self) -> None:
-        self.cursor = max(len(self.rows) - 1, 0)
-
-    def action_page(self, direction: int) -> None:
-        self.cursor += direction * max(self.scrollable_content_region.height - 2, 1)
+        super().__init__(HEADER, row_text, lambda c: c.points < 0, id=id)
 
 
 class CriteriaScreen(ResponsiveScreen):

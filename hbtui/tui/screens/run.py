@@ -250,6 +250,7 @@ class RunScreen(ResponsiveScreen):
         Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="run.previous_match"),
         Binding("x", "clear_filters", "Clear filters", show=False, id="run.clear"),
         Binding("V", "criteria_view", "Criteria view", id="run.criteria"),
+        Binding("K", "repeats_view", "Repeats grouped", show=False, id="run.repeats"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
         Binding("a", "regrade", "Grade again", id="run.regrade"),
     ]
@@ -591,6 +592,15 @@ class RunScreen(ResponsiveScreen):
         from hbtui.tui.screens.criteria import CriteriaScreen
 
         await self.app.push_screen(await CriteriaScreen.read(self.app.db, self.run_id))
+
+    async def action_repeats_view(self) -> None:
+        from hbtui.tui.screens.repeats import RepeatsScreen
+
+        repeats = int((self.run.plan or {}).get("repeats") or 1) if self.run else 1
+        if repeats < 2:
+            self.say("no repeats in this run (--repeats K)")
+            return
+        await self.app.push_screen(await RepeatsScreen.read(self.app.db, self.run_id))
 
     def action_filter_menu(self) -> None:
         from hbtui.tui.filter_menu import open_filter_menu
