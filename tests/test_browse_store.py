@@ -13,18 +13,12 @@ import pytest
 from hbtui import schema
 from hbtui.store import ConversationFilter, Store
 from hbtui.store.search import SORT_CHOICES, match_expression
-from tests.support.synth import synthesize_run
+from tests.support.browse import synthetic_db
 
 
 @pytest.fixture(scope="module")
 def synth_db(tmp_path_factory) -> tuple[Path, int]:
-    db = tmp_path_factory.mktemp("browse") / "hbtui.sqlite"
-
-    async def make():
-        async with await Store.open(db) as store:
-            return await synthesize_run(store, conversations=120, criteria_per=8, seed=5)
-
-    return db, asyncio.run(make())
+    return synthetic_db(tmp_path_factory.mktemp("browse") / "hbtui.sqlite", conversations=120, criteria_per=8, seed=5)
 
 
 def rows(db: Path, sql: str, args=()) -> list[tuple]:

@@ -3,21 +3,20 @@ driven by keys on a synthetic run at 80x24 and 120x40."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from hbtui.store import ConversationFilter, Store
+from hbtui.store import ConversationFilter
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.verdict_list import VerdictList
+from tests.support.browse import open_run, synthetic_db
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
-from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 
 SIZES = [(80, 24), (120, 40)]
@@ -25,13 +24,13 @@ SIZES = [(80, 24), (120, 40)]
 
 @pytest.fixture(scope="module")
 def search_db(tmp_path_factory) -> tuple[Path, int]:
-    db = tmp_path_factory.mktemp("search") / "hbtui.sqlite"
-
-    async def make():
-        async with await Store.open(db) as store:
-            return await synthesize_run(store, conversations=60, criteria_per=12, seed=3, name="synthetic-60")
-
-    return db, asyncio.run(make())
+    return synthetic_db(
+        tmp_path_factory.mktemp("search") / "hbtui.sqlite",
+        conversations=60,
+        criteria_per=12,
+        seed=3,
+        name="synthetic-60",
+    )
 
 
 def rows(db: Path, sql: str, args=()) -> list[tuple]:
@@ -40,11 +39,7 @@ def rows(db: Path, sql: str, args=()) -> list[tuple]:
 
 
 async def open_list(pilot, run_id: int) -> RunScreen:
-    app = pilot.app
-    await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-    screen = RunScreen(run_id)
-    await app.push_screen(screen)
-    await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+    screen = await open_run(pilot, run_id)
     await pilot.press("2")
     return screen
 

@@ -10,23 +10,16 @@ import pytest
 
 from hbtui.conversation_markdown import conversation_markdown
 from hbtui.store import Store
-from hbtui.tui.screens.conversation import ConversationScreen
-from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.verdict_list import VerdictList
+from tests.support.browse import open_conversation, open_run, synthetic_db
 from tests.support.browser_harness import browser_app
-from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 
 
-@pytest.fixture(scope="module")
-def hostile_db(tmp_path_factory) -> tuple[Path, int]:
-    db = tmp_path_factory.mktemp("copy") / "hbtui.sqlite"
-
-    async def make():
-        async with await Store.open(db) as store:
-            return await synthesize_run(store, conversations=6, criteria_per=5, seed=2, hostile=True)
-
-    return db, asyncio.run(make())
+@pytest.fixture
+def hostile_db(tmp_path) -> tuple[Path, int]:
+    """Each test its own: a review's place is remembered, and the run would open where it was left."""
+    return synthetic_db(tmp_path / "hbtui.sqlite", conversations=6, criteria_per=5, seed=2, hostile=True)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
@@ -34,13 +27,8 @@ async def test_copy_criterion_prompt_prompt_id_and_markdown(hostile_db, size):
     db, run_id = hostile_db
     app = browser_app(db)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-        screen = RunScreen(run_id)
-        await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
-        await pilot.press("2", "j", "enter")  # the second: plain text
-        await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
-        conversation = app.screen
+        await open_run(pilot, run_id)
+        conversation = await open_conversation(pilot, "2", "j", "enter")  # the second: plain text
         detail = conversation.detail
         await pilot.press("j", "j", "T")
         assert app.clipboard == detail.verdicts[1].criterion

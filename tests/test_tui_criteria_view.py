@@ -18,11 +18,10 @@ from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.criteria import CriteriaScreen, CriteriaTable
 from hbtui.tui.screens.picker import PickerModal
-from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.verdict_list import VerdictList
+from tests.support.browse import open_run, synthetic_db
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
-from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 
 SIZES = [(80, 24), (120, 40)]
@@ -30,13 +29,7 @@ SIZES = [(80, 24), (120, 40)]
 
 @pytest.fixture(scope="module")
 def criteria_db(tmp_path_factory) -> tuple[Path, int]:
-    db = tmp_path_factory.mktemp("criteria") / "hbtui.sqlite"
-
-    async def make():
-        async with await Store.open(db) as store:
-            return await synthesize_run(store, conversations=80, criteria_per=10, seed=7)
-
-    return db, asyncio.run(make())
+    return synthetic_db(tmp_path_factory.mktemp("criteria") / "hbtui.sqlite", conversations=80, criteria_per=10, seed=7)
 
 
 def scanned(db: Path, run_id: int) -> dict[tuple[str, str], dict[str, int]]:
@@ -90,10 +83,7 @@ def test_most_missed_first_and_the_csv_holds_every_row(criteria_db):
 
 async def open_criteria(pilot, run_id: int) -> CriteriaScreen:
     app = pilot.app
-    await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-    screen = RunScreen(run_id)
-    await app.push_screen(screen)
-    await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
+    await open_run(pilot, run_id)
     await pilot.press("V")
     await wait_for(pilot, lambda: isinstance(app.screen, CriteriaScreen) and app.screen.loaded)
     return app.screen

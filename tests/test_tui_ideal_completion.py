@@ -3,20 +3,16 @@ stored: the physician's completion, its group and the reference completions, or 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from hbtui.store import Store
 from hbtui.store.browse_reads import ideal_completions
-from hbtui.tui.screens.conversation import ConversationScreen
-from hbtui.tui.screens.run import RunScreen
+from tests.support.browse import open_conversation, open_run, synthetic_db
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
-from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 
 MAIN = Path("/work/shared/healthbench/healthbench_main_subset.jsonl")
@@ -27,15 +23,10 @@ IDEAL = {
 }
 
 
-@pytest.fixture(scope="module")
-def ideal_db(tmp_path_factory) -> tuple[Path, int]:
-    db = tmp_path_factory.mktemp("ideal") / "hbtui.sqlite"
-
-    async def make():
-        async with await Store.open(db) as store:
-            return await synthesize_run(store, conversations=5, criteria_per=4, seed=9)
-
-    run_id = asyncio.run(make())
+@pytest.fixture
+def ideal_db(tmp_path) -> tuple[Path, int]:
+    """Each test its own: a review's place is remembered, and the run would open where it was left."""
+    db, run_id = synthetic_db(tmp_path / "hbtui.sqlite", conversations=5, criteria_per=4, seed=9)
     with sqlite3.connect(db) as conn:  # the first conversation's record gets one, as HealthBench's do
         conn.execute(
             "UPDATE records SET body = json_set(body, '$.ideal_completions_data', json(?)) WHERE id ="
@@ -57,13 +48,8 @@ async def test_i_shows_the_ideal_completion_and_says_when_there_is_none(ideal_db
     db, run_id = ideal_db
     app = browser_app(db)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-        screen = RunScreen(run_id)
-        await app.push_screen(screen)
-        await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
-        await pilot.press("2", "enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
-        conversation = app.screen
+        await open_run(pilot, run_id)
+        conversation = await open_conversation(pilot, "2", "enter")
         panel = conversation.query_one("#ideal")
         assert not panel.display
         await pilot.press("i")

@@ -10,9 +10,9 @@ import pytest
 from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.repeats import RepeatsScreen
-from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.line_table import LineTable
 from tests.conftest import run_engine, settings_for
+from tests.support.browse import open_run
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
 from tests.support.tui import wait_for
@@ -23,15 +23,6 @@ def repeats_db(server, small_dataset, tmp_path):
     db = tmp_path / "hbtui.sqlite"
     run_id, _status = asyncio.run(run_engine(settings_for(server, db), small_dataset, repeats=3, name="thrice"))
     return db, run_id
-
-
-async def open_run(pilot, run_id: int) -> RunScreen:
-    app = pilot.app
-    await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-    screen = RunScreen(run_id)
-    await app.push_screen(screen)
-    await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
-    return screen
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])

@@ -11,22 +11,15 @@ import pytest
 
 from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
-from hbtui.tui.screens.run import RunScreen
 from hbtui.tui.widgets.verdict_list import VerdictList
+from tests.support.browse import open_run, synthetic_db
 from tests.support.browser_harness import browser_app
-from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 
 
 @pytest.fixture
 def resume_db(tmp_path) -> tuple[Path, int]:
-    db = tmp_path / "hbtui.sqlite"
-
-    async def make():
-        async with await Store.open(db) as store:
-            return await synthesize_run(store, conversations=12, criteria_per=6, seed=4)
-
-    return db, asyncio.run(make())
+    return synthetic_db(tmp_path / "hbtui.sqlite", conversations=12, criteria_per=6, seed=4)
 
 
 def stored(db: Path) -> list[tuple]:
@@ -54,21 +47,12 @@ def test_the_position_is_one_row_a_run_and_goes_with_the_run(resume_db):
     assert stored(db) == []
 
 
-async def open_run(pilot, run_id: int) -> RunScreen:
-    app = pilot.app
-    await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
-    screen = await RunScreen.read(app.store, run_id)  # as the runs list opens a run
-    await app.push_screen(screen)
-    await wait_for(pilot, lambda: screen.conversation_list.loaded and screen.report is not None)
-    return screen
-
-
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 async def test_reopening_a_run_offers_the_conversation_and_criterion_left(resume_db, size):
     db, run_id = resume_db
     app = browser_app(db)
     async with app.run_test(size=size) as pilot:
-        screen = await open_run(pilot, run_id)
+        screen = await open_run(pilot, run_id, read_first=True)
         assert screen.conversation_list.cursor == 0  # nothing stored yet
         await pilot.press("2", "j", "j", "j", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
@@ -81,7 +65,7 @@ async def test_reopening_a_run_offers_the_conversation_and_criterion_left(resume
 
     app = browser_app(db)  # another session, days later
     async with app.run_test(size=size) as pilot:
-        screen = await open_run(pilot, run_id)
+        screen = await open_run(pilot, run_id, read_first=True)
         assert screen.conversation_list.cursor == 3
         await pilot.pause()
         assert "you left this run at #4, criterion 3" in str(screen.query_one("KeyBar").render())
