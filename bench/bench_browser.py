@@ -34,6 +34,7 @@ from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.criteria import CriteriaScreen, CriteriaTable
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run import RunScreen
+from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app
 from tests.support.synth import synthesize_run
@@ -243,6 +244,46 @@ async def browse_keys(app, timer: FrameTimer, screen: RunScreen, db: Path, run_i
         await timed(key("escape"), lambda: app.screen is criteria)
     print(f"enter -> the conversations behind a criterion: median {ms(statistics.median(behind))}")
     await timed(key("escape"), lambda: app.screen is screen)
+    await conversation_keys(app, timer, screen)
+
+
+async def conversation_keys(app, timer: FrameTimer, screen: RunScreen) -> None:
+    """In a conversation: the ideal completion, the copy keys, and > through a search's matches."""
+    timed, key, laid_out = timer.timed, timer.key, timer.laid_out
+    lst = screen.conversation_list
+    await timed(key("slash"), lambda: app.focused is not None and app.focused.id == "search-input")
+    app.focused.value = "fabricated"
+    await timed(key("enter"), lambda: screen.matches is not None and app.focused is lst)
+    await timed(key("enter"), conversation_shown_on(app, laid_out))
+    conversation = app.screen
+    verdicts = conversation.query_one(VerdictList)
+    ideal = conversation.query_one("#ideal")
+    shows = []
+    for _ in range(4):
+        shows.append(await timed(key("i"), lambda: ideal.display and laid_out(ideal)))
+        await timed(key("i"), lambda: not ideal.display)
+    print(f"i -> ideal completion on screen x4: median {ms(statistics.median(shows))}, max {ms(max(shows))}")
+    bar = conversation.query_one(KeyBar)
+    for name in "TPIM":
+        copies = []
+        for _ in range(3):
+            bar.status = ""  # each copy's confirmation from an empty bar
+            copies.append(await timed(key(name), lambda: bar.status.startswith("copied")))
+        print(f"{name} (copy) -> said on the key bar x3: median {ms(statistics.median(copies))}")
+    matches = []
+    for _ in range(10):
+        before = (conversation.index, verdicts.selected)
+        matches.append(
+            await timed(
+                key("greater_than_sign"),
+                lambda before=before: conversation.loaded and (conversation.index, verdicts.selected) != before,
+            )
+        )
+    print(
+        f"> (next criterion matching the search) x10: median {ms(statistics.median(matches))}, max {ms(max(matches))}"
+    )
+    await timed(key("escape"), lambda: app.screen is screen)
+    await timed(key("x"), lambda: screen.filter.text is None)
 
 
 def conversation_shown_on(app, laid_out):
