@@ -163,7 +163,7 @@ class ConversationScreen(ResponsiveScreen):
         Binding("p", "jump('penalty')", "Next penalty", id="conversation.penalty"),
         Binding("e", "jump('grader-error')", "Next error", id="conversation.error"),
         Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
-        Binding("i", "toggle_ideal", "Ideal completion", id="conversation.ideal"),
+        Binding("i", "toggle_ideal", "Ideal completion", show=False, id="conversation.ideal"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
         Binding("T", "copy('criterion')", "Copy criterion text", show=False, id="conversation.copy_criterion"),
