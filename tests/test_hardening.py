@@ -70,8 +70,10 @@ def test_database_that_stops_taking_writes_stops_the_run_resumable(
             " + (SELECT count(*) FROM conversations WHERE status != 'pending')"
         ).fetchone()[0]
     # Stopped at the first failed commit: lost are that batch, the calls that completed while it
-    # failed, and the calls in flight (8 at most each); not the rest of the run (220 calls).
-    assert calls_before - stored <= 3 * 8
+    # failed, and the calls in flight; not the rest of the run (220 calls). The batch holds what
+    # completed while the commit before it was written (up to a few rounds of 8 calls: the search
+    # index of the verdicts makes a commit a little longer), hence the margin.
+    assert calls_before - stored <= 6 * 8
     # Once the fault is gone, the run resumes and finishes with the right score.
 
     async def resume():

@@ -91,11 +91,15 @@ async def test_summary_list_sort_and_conversation(finished_run_db):
         assert app.focused is screen.conversation_list
         assert screen.conversation_list.total == 3
 
-        await pilot.press("s")  # position -> best first
+        await pilot.press("s")  # the sort picker, on "position": two down is best first
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal))
+        await pilot.press("down", "down", "enter")
         await wait_for(pilot, lambda: screen.sort == "-score" and screen.conversation_list.row(0) is not None)
         shown = [screen.conversation_list.row(i).score for i in range(3)]
         assert shown == sorted(shown, reverse=True)
-        await pilot.press("s")  # worst first
+        await pilot.press("s")  # worst first: one up from best first
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal))
+        await pilot.press("up", "enter")
         await wait_for(pilot, lambda: screen.sort == "score" and screen.conversation_list.row(0) is not None)
         shown = [screen.conversation_list.row(i).score for i in range(3)]
         assert shown == sorted(shown)

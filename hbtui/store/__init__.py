@@ -20,6 +20,14 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
+from hbtui.store.browse_reads import (
+    CriterionStats,
+    IdealCompletions,
+    RepeatGroup,
+    ReviewPosition,
+    SearchMatches,
+    StoreBrowse,
+)
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -110,7 +118,9 @@ __all__ = [
     "ConversationOutcome",
     "ConversationScore",
     "ConversationSummary",
+    "CriterionStats",
     "Deleted",
+    "IdealCompletions",
     "ImportedReply",
     "ImportedVerdict",
     "LogLine",
@@ -118,13 +128,16 @@ __all__ = [
     "PlannedConversation",
     "Progress",
     "ReadOnlyDatabase",
+    "RepeatGroup",
     "ReplyResult",
     "ResultBatch",
+    "ReviewPosition",
     "RunBusy",
     "RunInUse",
     "RunNotFound",
     "RunRow",
     "RunTakenOver",
+    "SearchMatches",
     "Store",
     "StoreError",
     "VerdictResult",
@@ -136,7 +149,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreWrites, StoreRunActions):
+class Store(StoreReads, StoreBrowse, StoreWrites, StoreRunActions):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

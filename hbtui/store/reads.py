@@ -17,7 +17,6 @@ from hbtui.store.rows import (
     MET,
     PENDING,
     RUN_COLUMNS,
-    SORTS,
     SUMMARY_COLUMNS,
     ConversationDetail,
     ConversationFilter,
@@ -33,6 +32,7 @@ from hbtui.store.rows import (
     run_from_row,
     verdict_met,
 )
+from hbtui.store.search import SORTS
 from hbtui.store.work import CachedVerdict, WorkItem
 
 

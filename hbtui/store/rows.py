@@ -13,6 +13,7 @@ from hbtui.run_kinds import MODEL_RUN
 from hbtui.run_report import StoredReport
 from hbtui.scoring import conversation_score
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
+from hbtui.store.search import text_clause, verdict_clause
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
@@ -212,6 +213,8 @@ class ConversationFilter:
     has_errors: bool = False
     has_penalties: bool = False
     text: str | None = None
+    tag: str | None = None  # a criterion tag (axis:, cluster:, level:) some criterion carries
+    verdict_state: str | None = None  # a key of search.VERDICT_STATES some criterion is in
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -230,17 +233,14 @@ class ConversationFilter:
         if self.has_penalties:
             clauses.append("penalties > 0")
         if self.text:
-            pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            clauses.append("(preview LIKE ? ESCAPE '\\' OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\')")
-            args.extend([pattern, pattern, pattern])
+            clause, more = text_clause(self.text)
+            clauses.append(clause)
+            args.extend(more)
+        if self.tag or self.verdict_state:
+            clause, more = verdict_clause(self.tag, self.verdict_state)
+            clauses.append(clause)
+            args.extend(more)
         return (" AND " + " AND ".join(clauses)) if clauses else "", args
-
-
-SORTS = {
-    "position": "position",
-    "score": "score IS NULL, score, position",
-    "-score": "score IS NULL, score DESC, position",
-}
 
 
 @dataclass(slots=True)

@@ -22,6 +22,8 @@ KEY_NAMES = {
     "slash": "/",
     "left_square_bracket": "[",
     "right_square_bracket": "]",
+    "greater_than_sign": ">",
+    "less_than_sign": "<",
     "escape": "esc",
     "pagedown": "pgdn",
     "pageup": "pgup",
@@ -35,6 +37,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.config import ConfigScreen
     from hbtui.tui.screens.confirm import ConfirmModal
     from hbtui.tui.screens.conversation import ConversationScreen
+    from hbtui.tui.screens.criteria import CriteriaScreen
     from hbtui.tui.screens.help import HelpModal
     from hbtui.tui.screens.monitor import MonitorScreen
     from hbtui.tui.screens.pair import PairScreen
@@ -42,6 +45,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.presets import PresetNameModal, PresetPickerModal
     from hbtui.tui.screens.quit import QuitModal
     from hbtui.tui.screens.regrade import RegradeModal
+    from hbtui.tui.screens.repeats import RepeatsScreen
     from hbtui.tui.screens.run import FilterInput, RunScreen
     from hbtui.tui.screens.runs import RunsScreen
     from hbtui.tui.widgets.conversation_list import ConversationList
@@ -56,6 +60,8 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("filter picker", [PickerModal]),
         ("grade again", [RegradeModal]),
         ("conversation", [ConversationScreen]),
+        ("criteria", [CriteriaScreen, FilterInput]),
+        ("repeats", [RepeatsScreen]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

@@ -20,7 +20,7 @@ from textual.widgets import Static
 
 from hbtui.numbering import repeat_label
 from hbtui.prices import tokens_text
-from hbtui.store import ConversationDetail
+from hbtui.store import ConversationDetail, IdealCompletions
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
 from hbtui.tui.fit import fitted
@@ -115,6 +115,31 @@ def reply_text(detail: ConversationDetail) -> Text:
     return text
 
 
+def ideal_text(ideal: IdealCompletions | None) -> Text:
+    text = Text()
+    text.append("IDEAL COMPLETION", style="bold")
+    text.append("  (i hides it)", style="dim")
+    text.append("\n")
+    if ideal is None:
+        text.append("This record has no ideal completion in the dataset.", style="bold yellow")
+        return text
+    if ideal.group:
+        text.append("completion group ", style="dim")
+        text.append(visible_controls(ideal.group))
+        text.append("\n")
+    text.append("Physician's completion", style="bold")
+    text.append("\n")
+    if ideal.ideal:
+        text.append(visible_controls(ideal.ideal))
+    else:
+        text.append("none in the record", style="dim")
+    for number, reference in enumerate(ideal.references, start=1):
+        text.append(f"\n\nReference completion {number} of {len(ideal.references)}", style="bold")
+        text.append("\n")
+        text.append(visible_controls(reference))
+    return text
+
+
 class ConversationScreen(ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
 
@@ -137,8 +162,15 @@ class ConversationScreen(ResponsiveScreen):
         Binding("p", "jump('penalty')", "Next penalty", id="conversation.penalty"),
         Binding("e", "jump('grader-error')", "Next error", id="conversation.error"),
         Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
+        Binding("i", "toggle_ideal", "Ideal completion", show=False, id="conversation.ideal"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
+        Binding("T", "copy('criterion')", "Copy criterion text", show=False, id="conversation.copy_criterion"),
+        Binding("P", "copy('prompt')", "Copy the prompt", show=False, id="conversation.copy_prompt"),
+        Binding("I", "copy('prompt_id')", "Copy the prompt_id", show=False, id="conversation.copy_prompt_id"),
+        Binding("M", "copy('markdown')", "Copy as Markdown with verdicts", show=False, id="conversation.copy_markdown"),
+        Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="conversation.next_match"),
+        Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="conversation.previous_match"),
     ]
 
     reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
@@ -161,6 +193,10 @@ class ConversationScreen(ResponsiveScreen):
         self.detail: ConversationDetail | None = None
         self.loaded = False
         self._preloaded = detail
+        self.search_text: str | None = None  # the run screen's search: > and < step through its matches
+        self.criterion_of: dict[int, int] = {}  # opened from the criteria view: its criterion in each
+        self.ideal_shown = False  # i: the record's ideal completion below the reply, kept open by n/N
+        self._last_selected = -1  # the criterion selected, kept as it changes: stored as the screen closes
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -169,6 +205,7 @@ class ConversationScreen(ResponsiveScreen):
             with VerticalScroll(id="transcript", can_focus=False):
                 yield Static(id="messages")
                 yield Static(id="reply", classes="reply")
+                yield Static(id="ideal", classes="reply")
                 yield Static(id="reasoning")
             with VerticalScroll(id="criteria", can_focus=False):
                 yield Static(Text("RUBRIC", style="bold"), id="criteria-title")
@@ -184,6 +221,8 @@ class ConversationScreen(ResponsiveScreen):
             self.query_one("#conversation-title", Static).update(header)
 
     def on_mount(self) -> None:
+        self.query_one("#ideal").display = False
+        self.watch(self.query_one(VerdictList), "selected", self._selected_changed, init=False)
         self.set_interval(LIVE_SECONDS, self._follow)
         if self._preloaded is not None:
             # Filled before the first layout: one layout pass, and no "Loading…" frame.
@@ -220,6 +259,8 @@ class ConversationScreen(ResponsiveScreen):
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
+        if self.ideal_shown and not keep_place:
+            self.show_ideal(detail.summary.id)
         if not keep_place:
             self.set_reactive(ConversationScreen.reasoning_shown, False)  # folded again, drawn just below
         self._show_reasoning()
@@ -228,6 +269,10 @@ class ConversationScreen(ResponsiveScreen):
         verdicts.show(detail.verdicts, detail.tokens.verdicts)
         if keep_place and 0 <= selected < len(verdicts.items):
             verdicts.selected = selected
+        elif detail.summary.id in self.criterion_of:
+            verdicts.select(self.criterion_of[detail.summary.id])
+        if not keep_place:
+            self._remember()
         counts = {kind: 0 for kind in KINDS}
         for item in verdicts.items:
             counts[item.kind] += 1
@@ -239,6 +284,27 @@ class ConversationScreen(ResponsiveScreen):
                 title.append(f"{count} {label.split(' ', 1)[1]}", style=style)
         self.query_one("#criteria-title", Static).update(title)
         self.loaded = True
+
+    def _remember(self) -> None:
+        """Where the reviewer is, stored for the run's next opening (app-wide: it outlives the screen)."""
+        if self.detail is None:
+            return
+        selected = self._last_selected = self.query_one(VerdictList).selected
+        self.app.run_worker(
+            self.app.db.remember_review_position(self.run_id, self.detail.summary.id, selected),
+            group="remember-review-position",
+        )
+
+    def _selected_changed(self, selected: int) -> None:
+        self._last_selected = selected
+
+    def on_unmount(self) -> None:
+        store = self.app.store
+        if self.detail is not None and store is not None:
+            self.app.run_worker(
+                store.remember_review_position(self.run_id, self.detail.summary.id, self._last_selected),
+                group="remember-review-position",
+            )
 
     def _show_reasoning(self) -> None:
         """The model's reasoning, folded to one line until `r` unfolds it."""
@@ -261,6 +327,31 @@ class ConversationScreen(ResponsiveScreen):
             return
         self.loaded = False
         self.show_conversation(target)
+
+    @work(group="conversation-match", exclusive=True)
+    async def action_match(self, delta: int) -> None:
+        """The next (or previous) criterion whose text or explanation matches the search, on into
+        the next conversations of the list (all of them matches: the list was searched)."""
+        text = self.search_text
+        if not text or self.detail is None:
+            self.say("no search: / on the run screen searches everything")
+            return
+        store = self.app.db
+        verdicts = self.query_one(VerdictList)
+        index, selected = self.index, verdicts.selected
+        while 0 <= index < len(self.conversation_ids):
+            found = await store.matching_criteria(self.conversation_ids[index], text)
+            if index != self.index:
+                selected = -1 if delta > 0 else len(verdicts.items) + 10**6
+            after = [i for i in found if (i > selected if delta > 0 else i < selected)]
+            if after:
+                target = after[0] if delta > 0 else after[-1]
+                if index != self.index:
+                    self._show(await store.conversation_detail(self.conversation_ids[index]), index)
+                self.query_one(VerdictList).select(target)
+                return
+            index += delta
+        self.say("no further match in the list" if delta > 0 else "no earlier match in the list")
 
     def action_criterion(self, delta: int) -> None:
         verdicts = self.query_one(VerdictList)
@@ -308,6 +399,50 @@ class ConversationScreen(ResponsiveScreen):
             return
         self.app.copy_to_clipboard(self.detail.reply)
         self.say("copied the reply")
+
+    def action_copy(self, what: str) -> None:
+        """T, P, I, M: the criterion text, the prompt, the prompt_id, the conversation as Markdown."""
+        from hbtui.conversation_markdown import conversation_markdown, prompt_text
+
+        detail = self.detail
+        if detail is None:
+            return
+        if what == "criterion":
+            verdicts = self.query_one(VerdictList)
+            item = verdicts.current or verdicts.select(0)
+            if item is None:
+                self.say("no criterion to copy")
+                return
+            text, said = item.verdict.criterion, f"copied criterion {item.number}'s text"
+        elif what == "prompt":
+            text, said = prompt_text(detail), "copied the prompt"
+        elif what == "prompt_id":
+            text, said = detail.summary.prompt_id, "copied the prompt_id"
+        else:
+            text = conversation_markdown(detail, self.run_id, self.index + 1)
+            said = "copied the conversation and its verdicts as Markdown"
+        self.app.copy_to_clipboard(text)
+        self.say(said)
+
+    def action_toggle_ideal(self) -> None:
+        self.ideal_shown = not self.ideal_shown
+        panel = self.query_one("#ideal", Static)
+        if not self.ideal_shown:
+            panel.display = False
+            return
+        if self.detail is not None:
+            self.show_ideal(self.detail.summary.id, reveal=True)
+
+    @work(group="conversation-ideal", exclusive=True)
+    async def show_ideal(self, conversation_id: int, reveal: bool = False) -> None:
+        ideal = await self.app.db.ideal_completions(conversation_id)
+        if not self.ideal_shown or self.detail is None or self.detail.summary.id != conversation_id:
+            return
+        panel = self.query_one("#ideal", Static)
+        panel.update(ideal_text(ideal))
+        panel.display = True
+        if reveal:  # where it is seen, not below the fold
+            self.call_after_refresh(lambda: panel.scroll_visible(top=True, animate=False))
 
     def action_toggle_reasoning(self) -> None:
         if self.detail is None or not self.detail.reasoning:

@@ -30,7 +30,16 @@ from hbtui.run_metadata import duration_text, run_duration
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
-from hbtui.store import ConversationFilter, ConversationSummary, RunRow, Store, StoreError
+from hbtui.store import (
+    ConversationFilter,
+    ConversationSummary,
+    ReviewPosition,
+    RunRow,
+    SearchMatches,
+    Store,
+    StoreError,
+)
+from hbtui.store.search import SORT_CHOICES
 from hbtui.text import middle_cut, one_line
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
@@ -48,13 +57,11 @@ if TYPE_CHECKING:  # imported where it is opened: the conversation screen import
 LIVE_SECONDS = 2.0
 LIVE_REPORT_SECONDS = 10.0
 
-SORT_ORDER = ("position", "-score", "score")
 # The inputs of the filter bar, by id: mounted the first time one is asked for (see _open_input).
 FILTER_INPUTS = {
-    "search-input": "search prompt, preview, reply (enter applies, esc clears)",
+    "search-input": "search replies, prompts, criteria, explanations (enter applies)",
     "range-input": "score range min..max, e.g. 0..0.3 or 0.8.. (enter applies)",
 }
-SORT_LABELS = {"position": "position", "score": "score ↑ (worst first)", "-score": "score ↓ (best first)"}
 
 
 def parse_range(text: str) -> tuple[float | None, float | None]:
@@ -66,6 +73,17 @@ def parse_range(text: str) -> tuple[float | None, float | None]:
     if not sep:
         return float(text), None
     return (float(low) if low.strip() else None), (float(high) if high.strip() else None)
+
+
+def matches_text(matches: SearchMatches) -> str:
+    """Where a search matched, the places with none left out (the filter bar is one line):
+    "40 criteria, 7 explanations"."""
+    places = (
+        (matches.criteria, "criterion", "criteria"),
+        (matches.explanations, "explanation", "explanations"),
+        (matches.in_text, "reply/prompt", "replies/prompts"),
+    )
+    return ", ".join(f"{n:,} {plural if n != 1 else one}" for n, one, plural in places if n) or "no match"
 
 
 def percent(part: int, whole: int) -> str:
@@ -202,15 +220,19 @@ class RunData:
     total: int  # conversations listed
     first_page: list[ConversationSummary]
     scores: list[float]
+    resume: ReviewPosition | None = None  # where the reviewer left the run
 
 
 async def read_run(store: Store, run_id: int, query: Query, cursor: int = 0) -> RunData:
     # Asked together, the reads queue on the connection's thread at once, instead of each waiting
     # for the event loop to hand the next one over (half the time of the read, on a busy machine).
-    run, (total, rows), scores = await asyncio.gather(
-        store.get_run(run_id), ConversationPages(store).first_page(query, cursor), store.conversation_scores(run_id)
+    run, (total, rows), scores, resume = await asyncio.gather(
+        store.get_run(run_id),
+        ConversationPages(store).first_page(query, cursor),
+        store.conversation_scores(run_id),
+        store.review_position(run_id),
     )
-    return RunData(run, total, rows, scores)
+    return RunData(run, total, rows, scores, resume)
 
 
 class FilterInput(Input):
@@ -245,13 +267,18 @@ class RunScreen(ResponsiveScreen):
     BINDINGS = [
         Binding("1", "show_tab('summary')", "Summary", show=False, id="run.summary"),
         Binding("2", "show_tab('conversations')", "List", show=False, id="run.conversations"),
-        Binding("s", "cycle_sort", "Change sort order", id="run.sort"),
+        Binding("s", "pick_sort", "Sort by…", id="run.sort"),
+        Binding("f", "filter_menu", "Filter by…", id="run.filter_menu"),
         Binding("t", "filter_theme", "Filter by theme", id="run.theme"),
         Binding("r", "score_range", "Filter by score", id="run.range"),
         Binding("p", "toggle_penalties", "Only with penalties", id="run.penalties"),
         Binding("e", "toggle_errors", "Only with errors", id="run.errors"),
-        Binding("slash", "search", "Search text", id="run.search"),
+        Binding("slash", "search", "Search everything", id="run.search"),
+        Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="run.next_match"),
+        Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="run.previous_match"),
         Binding("x", "clear_filters", "Clear filters", show=False, id="run.clear"),
+        Binding("V", "criteria_view", "Criteria view", id="run.criteria"),
+        Binding("K", "repeats_view", "Repeats grouped", show=False, id="run.repeats"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
         Binding("a", "regrade", "Grade again", id="run.regrade"),
     ]
@@ -273,6 +300,9 @@ class RunScreen(ResponsiveScreen):
         self._live_timer: Timer | None = None  # while the run is running: reads it again every LIVE_SECONDS
         self._report_at = 0.0  # monotonic time the last report computation started
         self.stats: RunStatistics | None = None
+        self.matches: SearchMatches | None = None  # where the search matched, read as it is applied
+        self.resume: ReviewPosition | None = None  # where the reviewer left this run, offered as it opens
+        self._resume_offered = False
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -323,12 +353,24 @@ class RunScreen(ResponsiveScreen):
             if time.monotonic() - self._report_at >= (LIVE_REPORT_SECONDS if running else 0):
                 self.compute()
         self.conversation_list.show_first_page(self._query(), data.total, data.first_page, keep_cursor)
+        if not self._resume_offered:
+            self._offer_resume(data.resume)
         self.query_one(ScoreHistogram).update_scores(data.scores)
         if running and self._live_timer is None:
             self._live_timer = self.set_interval(LIVE_SECONDS, self._follow)
         elif not running and self._live_timer is not None:
             self._live_timer.stop()
             self._live_timer = None
+
+    def _offer_resume(self, resume: ReviewPosition | None) -> None:
+        """The list's cursor on the conversation the reviewer left (enter opens it on the criterion)."""
+        self._resume_offered = True
+        self.resume = resume
+        if resume is None or self.filter != ConversationFilter() or self.sort != "position":
+            return
+        self.conversation_list.cursor = resume.position  # the unfiltered list is in position order
+        where = f"#{resume.position + 1}" + (f", criterion {resume.criterion + 1}" if resume.criterion >= 0 else "")
+        self.say(f"last reviewed: {where} (2, enter opens it)")  # short: whole at 80 columns
 
     @work(group="run-report", exclusive=True)
     async def compute(self) -> None:
@@ -396,7 +438,7 @@ class RunScreen(ResponsiveScreen):
         bar.append(f"{self.total:,} of {total:,}", style="bold")  # first: at 80 columns the end is cut
         bar.append("  ·  ")
         bar.append("sort ", style="dim")
-        bar.append(SORT_LABELS[self.sort], style="bold")
+        bar.append(SORT_CHOICES[self.sort][0], style="bold")
         parts: list[tuple[str, str]] = []
         if f.theme:
             parts.append(("theme ", one_line(f.theme, 30)))
@@ -408,8 +450,13 @@ class RunScreen(ResponsiveScreen):
             parts.append(("", "with errors"))
         if f.has_penalties:
             parts.append(("", "with penalties"))
+        if f.tag:
+            parts.append(("tag ", one_line(f.tag, 40)))
+        if f.verdict_state:  # short: one line at 80 columns ("verdict missed")
+            parts.append(("verdict ", f.verdict_state))
         if f.text:
-            parts.append(("search ", repr(one_line(f.text, 30))))
+            found = f": {matches_text(self.matches)}" if self.matches is not None else ""
+            parts.append(("search ", repr(one_line(f.text, 30)) + found))
         for label, value in parts:
             bar.append("  ·  ")
             bar.append(label, style="dim")
@@ -421,8 +468,19 @@ class RunScreen(ResponsiveScreen):
         self.total = event.total
         self._update_filter_bar()
 
-    def watch_filter(self) -> None:
+    def watch_filter(self, old: ConversationFilter, new: ConversationFilter) -> None:
         self.reload()
+        if new.text != old.text:
+            self.matches = None
+            if new.text:
+                self.count_matches(new.text)
+
+    @work(group="run-matches", exclusive=True)
+    async def count_matches(self, text: str) -> None:
+        matches = await self.app.db.search_matches(self.run_id, text)
+        if self.filter.text == text:
+            self.matches = matches
+            self._update_filter_bar()
 
     def watch_sort(self) -> None:
         self.reload()
@@ -446,6 +504,11 @@ class RunScreen(ResponsiveScreen):
         detail = await store.conversation_detail(event.conversation_id)
         repeats = int(self.run.plan.get("repeats") or 1) if self.run else 1
         self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail, repeats=repeats)
+        self._opened.search_text = self.filter.text
+        resume = self.resume
+        if resume is not None and resume.conversation_id == event.conversation_id and resume.criterion >= 0:
+            self._opened.criterion_of = {resume.conversation_id: resume.criterion}
+        self.resume = None  # offered once: from here the list is the reviewer's
         await self.app.push_screen(self._opened)
 
     def on_resize(self) -> None:
@@ -553,9 +616,48 @@ class RunScreen(ResponsiveScreen):
         self.query_one(TabbedContent).active = "conversations"
         self.set_focus(self.conversation_list)
 
-    def action_cycle_sort(self) -> None:
+    def action_pick_sort(self) -> None:
+        from hbtui.tui.screens.picker import PickerModal
+
+        def picked(choice: tuple[str] | None) -> None:
+            if choice is not None:
+                self._to_list()
+                self.sort = choice[0]
+
+        labels = [(label, key) for key, (label, _) in SORT_CHOICES.items()]
+        self.app.push_screen(PickerModal("Sort the conversations by", labels, self.sort), picked)
+
+    async def action_criteria_view(self) -> None:
+        from hbtui.tui.screens.criteria import CriteriaScreen
+
+        await self.app.push_screen(await CriteriaScreen.read(self.app.db, self.run_id))
+
+    async def action_repeats_view(self) -> None:
+        from hbtui.tui.screens.repeats import RepeatsScreen
+
+        repeats = int((self.run.plan or {}).get("repeats") or 1) if self.run else 1
+        if repeats < 2:
+            self.say("no repeats in this run (--repeats K)")
+            return
+        await self.app.push_screen(await RepeatsScreen.read(self.app.db, self.run_id))
+
+    def action_filter_menu(self) -> None:
+        from hbtui.tui.filter_menu import open_filter_menu
+
+        open_filter_menu(self)
+
+    def action_match(self, delta: int) -> None:
+        """The list holds only the matches of a search: the next (or previous) one is the next row."""
+        if not self.filter.text:
+            self.say("no search: / searches replies, prompts, criteria and explanations")
+            return
         self._to_list()
-        self.sort = SORT_ORDER[(SORT_ORDER.index(self.sort) + 1) % len(SORT_ORDER)]
+        lst = self.conversation_list
+        target = lst.cursor + delta
+        if not 0 <= target < lst.total:
+            self.say("last match" if delta > 0 else "first match")
+            return
+        lst.cursor = target
 
     async def action_filter_theme(self) -> None:
         from hbtui.tui.screens.picker import MOST_CYCLED, PickerModal
