@@ -18,6 +18,9 @@ MEANINGS = {
     IMPORTED: "replies and verdicts imported from another harness's files; hbtui sent none of their requests",
 }
 
+# What a run's score is, where it is not a HealthBench score.
+META_EVAL_SCORE = "score is the grader's pairwise balanced F1 against physicians' labels, not a HealthBench score"
+
 
 def kind_label(kind: str, imported: dict | None = None) -> str:
     """``imported`` (with its format when known) or the kind as stored."""
@@ -32,5 +35,22 @@ def not_repeatable(run_id: int, kind: str) -> str | None:
         return (
             f"run {run_id} is imported: hbtui never sent its requests, so there are none to repeat;"
             f" its stored replies can be graded again with: hbtui regrade {run_id}"
+        )
+    return None
+
+
+def refusal(run_id: int, kind: str, action: str) -> str | None:
+    """Why ``action`` (compare, export) makes no sense for a run of ``kind``, or None."""
+    if kind != META_EVAL:
+        return None
+    if action == "compare":
+        return (
+            f"run {run_id} is a meta-eval ({MEANINGS[META_EVAL]}): it has no HealthBench score to compare;"
+            f" its grader's F1 beside the physicians' range: hbtui show {run_id}"
+        )
+    if action == "export":
+        return (
+            f"run {run_id} is a meta-eval: export writes a model run's conversations and verdicts;"
+            f" its report and metrics as JSON: hbtui show {run_id} --json"
         )
     return None

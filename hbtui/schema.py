@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -161,12 +161,54 @@ MIGRATE_V5_TO_V6 = """
 ALTER TABLE runs ADD COLUMN control TEXT;
 """
 
+# Version 7: meta-eval runs (hbtui.meta_eval). Their rows are judgements of a completion against a
+# rubric text, with physicians' labels and no points, so they get their own table rather than
+# conversations and verdicts. A conversation and completion rated under many rubrics is stored
+# once (meta_eval_texts, by the sha256 of both). A meta-eval's report (agreement metrics, the
+# physicians' distribution) is kept in runs.meta_eval_json, its headline F1 in runs.score.
+MIGRATE_ADD_META_EVAL_ROWS = """
+CREATE TABLE meta_eval_texts (
+    id INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL UNIQUE,
+    prompt_json TEXT NOT NULL,
+    completion TEXT NOT NULL
+);
+CREATE TABLE meta_eval_rows (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    line INTEGER NOT NULL,
+    text_id INTEGER NOT NULL REFERENCES meta_eval_texts(id),
+    rubric TEXT NOT NULL,
+    category TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    physician_ids TEXT NOT NULL,
+    prompt_id TEXT,
+    completion_id TEXT,
+    status TEXT NOT NULL DEFAULT 'pending',
+    explanation TEXT,
+    raw_output TEXT,
+    reasoning TEXT,
+    error TEXT,
+    error_kind TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    graded_at REAL,
+    UNIQUE (run_id, position)
+);
+CREATE INDEX meta_eval_rows_by_status ON meta_eval_rows(run_id, status);
+ALTER TABLE runs ADD COLUMN meta_eval_json TEXT;
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
     3: MIGRATE_V3_TO_V4,
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
+    6: MIGRATE_ADD_META_EVAL_ROWS,
 }
 
 

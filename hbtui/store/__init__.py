@@ -20,6 +20,7 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
+from hbtui.store.meta_eval import MetaEvalResult, MetaEvalRowView, MetaEvalWork, StoreMetaEval
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -54,7 +55,6 @@ from hbtui.store.work import (
     VerdictResult,
     WorkItem,
 )
-from hbtui.store.writes import StoreWrites
 
 # How long one statement waits for another connection's write lock before SQLite gives up with
 # "database is locked". The engine's writer then keeps what it holds and tries again (see
@@ -112,6 +112,9 @@ __all__ = [
     "ImportedReply",
     "ImportedVerdict",
     "LogLine",
+    "MetaEvalResult",
+    "MetaEvalRowView",
+    "MetaEvalWork",
     "NoRunsYet",
     "PlannedConversation",
     "Progress",
@@ -133,7 +136,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreWrites):
+class Store(StoreReads, StoreMetaEval):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

@@ -96,6 +96,7 @@ class RunRow:
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
     kind: str = MODEL_RUN  # hbtui.run_kinds
     imported: dict | None = None  # an imported run: its format, file and what the file stated
+    meta_eval: dict | None = None  # a meta-eval run's report (hbtui.meta_eval.summary), once computed
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -145,7 +146,8 @@ class RunRow:
 RUN_COLUMNS = (
     "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
     " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json"
+    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json,"
+    " meta_eval_json"
 )
 
 
@@ -153,7 +155,7 @@ def run_from_row(row: Sequence[Any]) -> RunRow:
     values = list(row)
     for i in (10, 11):
         values[i] = json.loads(values[i])
-    for i in (20, 21, 24):
+    for i in (20, 21, 24, 25):
         values[i] = json.loads(values[i]) if values[i] else None
     values[16] = StoredReport.from_json(json.loads(values[16])) if values[16] else None
     return RunRow(*values)

@@ -1,0 +1,278 @@
+"""`hbtui meta-eval`: a grader judged against physicians' labels, end to end against the test
+server, stored as a run of kind meta-eval, resumable, shown beside the physicians' range."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from hbtui import cli, schema
+from hbtui.grading import load_template
+from hbtui.meta_eval.data import chosen, read_rows
+from hbtui.meta_eval.grading import meta_grader_prompt
+from hbtui.meta_eval.headless import drive_meta_eval
+from hbtui.meta_eval.runner import MetaEvalDriver, labelled_rows
+from hbtui.meta_eval.summary import meta_eval_summary
+from hbtui.store import Store
+from tests.conftest import REFERENCE_EVAL, settings_for, user_folder
+from tests.support.fake_server import expected_verdict
+from tests.support.reference_modules import reference_modules
+
+CATEGORIES = ("cluster_emergency_referrals", "cluster_hedging", "cluster_communication")
+
+
+def meta_rows(count: int, seed: int = 0, physicians: int = 8) -> list[dict]:
+    """Rows shaped as the official file's, written for the tests; a conversation is rated under
+    several rubrics, as in the real file."""
+    rng = random.Random(seed)
+    rows = []
+    for number in range(count):
+        raters = rng.sample([f"phys-{i}" for i in range(physicians)], rng.randint(1, 4))
+        rows.append(
+            {
+                "prompt": [
+                    {"role": "user", "content": f"Question {number // 3}: my knee hurts <<rubric_item>>"},
+                    {"role": "assistant", "content": "Since when?"},
+                    {"role": "user", "content": "Two days."},
+                ],
+                "completion": f"Completion {number // 3}: rest it; see a doctor if it swells.",
+                "rubric": f"Rubric {number}: advises seeing a doctor if it swells",
+                "category": rng.choice(CATEGORIES),
+                "binary_labels": [rng.random() < 0.6 for _ in raters],
+                "anonymized_physician_ids": raters,
+                "prompt_id": f"pid-{number // 3}",
+                "completion_id": f"cid-{number // 3}",
+            }
+        )
+    return rows
+
+
+def write_rows(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def db_rows(db: Path, sql: str, args=()) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def test_a_meta_eval_grades_every_row_as_asked_and_shows_the_graders_f1_beside_the_physicians(
+    server, tmp_path, monkeypatch, capsys, reference_cache
+):
+    user_folder(tmp_path, monkeypatch, server)
+    rows = meta_rows(60)
+    data = write_rows(tmp_path / "meta.jsonl", rows)
+    assert cli.main(["meta-eval", "--data", str(data), "--name", "audit", "--physician-labels-over", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "grader F1" in out and "physicians' own F1" in out and "grader " in out
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    assert db_rows(db, "SELECT kind, status, n_conversations FROM runs") == [("meta-eval", "finished", 60)]
+    # Each stored verdict is the one the test server gives the prompt hbtui means to send.
+    template = load_template("reference" if REFERENCE_EVAL.exists() else "builtin", reference_cache)
+    stored = db_rows(db, "SELECT position, status, explanation FROM meta_eval_rows ORDER BY position")
+    for (position, status, explanation), row in zip(stored, rows, strict=True):
+        prompt = meta_grader_prompt(template, row["prompt"], row["completion"], row["rubric"])
+        assert status == ("met" if expected_verdict(prompt) else "not_met"), position
+        assert explanation
+    # A conversation rated under three rubrics is stored once.
+    assert db_rows(db, "SELECT count(*) FROM meta_eval_texts") == [(20,)]
+
+    assert cli.main(["show", "audit", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["run"]["kind"] == "meta-eval"
+    graded = [{**row, "grader": status == "met"} for row, (_, status, _) in zip(rows, stored, strict=True)]
+    expected = meta_eval_summary(
+        labelled_rows(
+            [
+                (
+                    json.dumps(r["binary_labels"]),
+                    json.dumps(r["anonymized_physician_ids"]),
+                    r["category"],
+                    "met" if r["grader"] else "not_met",
+                )
+                for r in graded
+            ]
+        ),
+        labels_over=5,
+    )
+    assert document["meta_eval"] == json.loads(json.dumps(expected))
+    assert document["meta_eval"]["physician_distribution"]["physicians"] == 8
+    assert cli.main(["show", "audit", "--json", "--physician-labels-over", "1000"]) == 0
+    assert json.loads(capsys.readouterr().out)["meta_eval"]["physician_distribution"]["physicians"] == 0
+
+    assert cli.main(["runs"]) == 0
+    listed = capsys.readouterr().out
+    assert "F1 " in listed and "meta-eval runs: score is the grader's pairwise balanced F1" in listed
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("{not json", "invalid JSON"),
+        ('{"prompt": [], "completion": "c"}', "prompt: is empty"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
+)
+def test_a_malformed_line_is_named_by_file_and_line_and_nothing_is_stored(
+    server, tmp_path, monkeypatch, capsys, line, named
+):
+    user_folder(tmp_path, monkeypatch, server)
+    good = [json.dumps(r) for r in meta_rows(5)]
+    data = tmp_path / "meta.jsonl"
+    data.write_text("\n".join([*good[:3], line, *good[3:]]) + "\n", encoding="utf-8")
+    assert cli.main(["meta-eval", "--data", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"hbtui: error: {data}:4: ") and named in err and "\n" not in err
+    assert not (tmp_path / "runs" / "hbtui.sqlite").exists()
+    assert server.stats()["grader"] == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda r: r.update(binary_labels=[True, "yes"], anonymized_physician_ids=["a", "b"]), "binary_labels[1]"),
+        (
+            lambda r: r.update(anonymized_physician_ids=r["anonymized_physician_ids"] + ["x"]),
+            "anonymized_physician_ids",
+        ),
+        (lambda r: r.pop("rubric"), "rubric: missing"),
+        (lambda r: r.update(category=3), "category: must be text"),
+        (lambda r: r.update(binary_labels=[], anonymized_physician_ids=[]), "binary_labels: is empty"),
+    ],
+)
+def test_each_bad_field_is_named(tmp_path, monkeypatch, capsys, change, named):
+    monkeypatch.chdir(tmp_path)
+    rows = meta_rows(3)
+    change(rows[1])
+    data = write_rows(tmp_path / "meta.jsonl", rows)
+    assert (
+        cli.main(
+            ["meta-eval", "--data", str(data), "--model-grader", "g", "--grader-base-url", "http://127.0.0.1:9/v1"]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert f"{data}:2: {named}" in err and err.count("\n") == 1
+
+
+def test_the_rows_sampled_are_the_references_sample_in_its_order(tmp_path):
+    rows = meta_rows(50, seed=3)
+    data = write_rows(tmp_path / "meta.jsonl", rows)
+    for seed in (0, 1, 42):
+        theirs = random.Random(seed).sample(rows, 12)  # the reference: rng.sample(examples, n)
+        picked = dict(read_rows(data, chosen(len(rows), 12, seed)))
+        assert [picked[i].rubric for i in range(12)] == [r["rubric"] for r in theirs]
+    assert chosen(50, 50, 0) == chosen(50, None, 0) == list(range(50))  # no sampling at or above the size
+
+
+async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_kept(server, tmp_path, monkeypatch):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(90))
+    settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=2, grader_concurrency=2)
+    server.control(latency_ms=20)
+    from hbtui.meta_eval.runner import plan_meta_eval
+
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="stop-me")
+        run = await store.get_run(run_id)
+        task: asyncio.Task | None = None
+
+        def stop_after_some(progress):
+            if progress.done >= 20 and task is not None:
+                task.cancel()
+
+        driver = MetaEvalDriver(store, run, settings, stop_after_some, backoff_base=0.01)
+        task = asyncio.ensure_future(driver.execute())
+        assert await task == "interrupted"
+        kept = (await store.meta_eval_counts(run_id))["met"] + (await store.meta_eval_counts(run_id))["not_met"]
+        assert 20 <= kept < 90
+        assert (await store.get_run(run_id)).status == "interrupted"
+    asked_before = server.stats()["grader"]
+    async with await Store.open(settings.db_path) as store:  # what `hbtui resume` does with a meta-eval
+        assert await drive_meta_eval(store, await store.get_run(run_id), settings, lambda *a, **k: None) == 0
+    assert server.stats()["grader"] - asked_before == 90 - kept
+    assert db_rows(settings.db_path, "SELECT count(*) FROM meta_eval_rows WHERE status IN ('met', 'not_met')") == [
+        (90,)
+    ]
+    assert db_rows(settings.db_path, "SELECT status FROM runs") == [("finished",)]
+
+
+def test_compare_and_export_refuse_a_meta_eval_and_say_why_and_regrade_judges_the_same_rows_again(
+    server, tmp_path, monkeypatch, capsys
+):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(9))
+    assert cli.main(["meta-eval", "--data", str(data), "--name", "m"]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", "m", "m"]) == 2
+    assert "is a meta-eval" in capsys.readouterr().err
+    assert cli.main(["export", "m", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "hbtui show 1 --json" in capsys.readouterr().err
+    assert cli.main(["regrade", "m", "--model-grader", "test-model"]) == 0
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    assert db_rows(db, "SELECT kind, model_grader, source_run_id, status FROM runs WHERE id = 2") == [
+        ("meta-eval", "test-model", 1, "finished")
+    ]
+    same = "SELECT position, line, text_id, rubric, labels FROM meta_eval_rows WHERE run_id = ? ORDER BY position"
+    assert db_rows(db, same, (1,)) == db_rows(db, same, (2,))
+
+
+def test_a_database_of_the_previous_schema_migrates_and_keeps_its_runs(tmp_path):
+    db = tmp_path / "old.sqlite"
+    with sqlite3.connect(db) as conn:
+        for statement in schema.statements(schema.SCHEMA_V1):
+            conn.execute(statement)
+        for version in range(1, schema.SCHEMA_VERSION - 1):
+            for statement in schema.statements(schema.MIGRATIONS[version]):
+                conn.execute(statement)
+        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION - 1}")
+        conn.execute(
+            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
+            " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
+            " ('old', 'finished', 0, 'd', 'x', 'm', 'g', '{}', '{}', 0, 0)"
+        )
+
+    async def read():
+        async with await Store.open(db) as store:
+            return [(r.name, r.kind, r.meta_eval) for r in await store.list_runs()]
+
+    assert asyncio.run(read()) == [("old", "model", None)]
+    assert db_rows(db, "PRAGMA user_version") == [(schema.SCHEMA_VERSION,)]
+    assert db_rows(db, "SELECT count(*) FROM meta_eval_rows") == [(0,)]
+
+
+needs_reference = pytest.mark.skipif(
+    not REFERENCE_EVAL.exists(), reason=f"the reference's files are not at {REFERENCE_EVAL.parent} (../shared absent)"
+)
+
+
+@needs_reference
+def test_with_the_reference_preset_the_requests_on_the_wire_are_the_references(server, tmp_path, monkeypatch, capsys):
+    user_folder(tmp_path, monkeypatch, server)
+    rows = meta_rows(12, seed=9)
+    data = write_rows(tmp_path / "meta.jsonl", rows)
+    server.control(capture_requests=True)
+    assert cli.main(["meta-eval", "--data", str(data), "--preset", "reference", "--grader-concurrency", "1"]) == 0
+    sent = [json.dumps(body["messages"]) for body in server.captured_requests()]
+
+    theirs = []
+
+    def sampler(messages):
+        theirs.append(json.dumps([{"role": "system", "content": "You are a helpful assistant."}, *messages]))
+        # Both verdicts, else the reference finds no balanced F1 to report.
+        text = json.dumps({"explanation": "x", "criteria_met": len(theirs) % 2 == 0})
+        return type("Answer", (), {"response_text": text, "actual_queried_message_list": messages})()
+
+    with reference_modules(REFERENCE_EVAL.parent, "healthbench_eval", "healthbench_meta_eval") as (_, meta):
+        evaluation = object.__new__(meta.HealthBenchMetaEval)
+        evaluation.examples, evaluation.n_threads = rows, 1
+        evaluation(sampler)
+    assert sent == theirs
+    assert "requests: reference-identical" in capsys.readouterr().out
