@@ -244,3 +244,24 @@ def test_with_the_reference_preset_the_requests_on_the_wire_are_the_references(s
         evaluation(sampler)
     assert sent == theirs
     assert "requests: reference-identical" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_a_meta_eval_of_a_thousand_rows_runs_end_to_end_as_a_process(server, tmp_path, monkeypatch):
+    from tests.test_cli import hbtui
+
+    user_folder(tmp_path, monkeypatch, server)
+    rows = meta_rows(1000, seed=11, physicians=20, labels=(1, 5))
+    data = write_rows(tmp_path / "meta.jsonl", rows)
+    done = hbtui("meta-eval", "--data", str(data), "--name", "thousand", "--physician-labels-over", "50", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "grader F1" in done.stdout and "physicians' own F1" in done.stdout
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    counts = dict(db_rows(db, "SELECT status, count(*) FROM meta_eval_rows GROUP BY status"))
+    assert counts["met"] + counts["not_met"] == 1000 and counts["met"] and counts["not_met"]
+    assert server.stats()["grader"] == 1000
+    shown = hbtui("show", "thousand", "--json", cwd=tmp_path)
+    summary = json.loads(shown.stdout)["meta_eval"]
+    assert summary["rows"] == summary["judged"] == 1000
+    assert summary["physician_distribution"]["physicians"] == 20
+    assert summary["pairwise_model_f1_balanced"] == db_rows(db, "SELECT score FROM runs")[0][0]
