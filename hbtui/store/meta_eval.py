@@ -96,6 +96,10 @@ VIEW_COLUMNS = (
 )
 
 
+# The physicians who said met, of a row's labels (JSON true is 1 to json_each).
+MET_LABELS = "(SELECT count(*) FROM json_each(r.labels) WHERE json_each.value = 1)"
+
+
 def _view(row: Sequence) -> MetaEvalRowView:
     return MetaEvalRowView(
         row[0],
@@ -273,10 +277,20 @@ class StoreMetaEval(StoreWrites):
             (run_id,),
         )
 
-    async def meta_eval_rows(self, run_id: int, offset: int = 0, limit: int = 100) -> list[MetaEvalRowView]:
+    async def meta_eval_rows(
+        self, run_id: int, offset: int = 0, limit: int = 100, *, disagreements_only: bool = False
+    ) -> list[MetaEvalRowView]:
+        """A page of rows in order; ``disagreements_only``: those whose verdict goes against
+        the physicians' majority (a tie is no majority)."""
+        against = (
+            f" AND ((r.status = '{MET}' AND 2 * {MET_LABELS} < json_array_length(r.labels))"
+            f" OR (r.status = '{NOT_MET}' AND 2 * {MET_LABELS} > json_array_length(r.labels)))"
+            if disagreements_only
+            else ""
+        )
         rows = await self._all(
             f"SELECT {VIEW_COLUMNS} FROM meta_eval_rows r JOIN meta_eval_texts t ON t.id = r.text_id"
-            " WHERE r.run_id = ? ORDER BY r.position LIMIT ? OFFSET ?",
+            f" WHERE r.run_id = ?{against} ORDER BY r.position LIMIT ? OFFSET ?",
             (run_id, limit, offset),
         )
         return [_view(r) for r in rows]

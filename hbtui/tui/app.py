@@ -25,6 +25,7 @@ from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
 from hbtui.envfile import env_file_values
+from hbtui.run_kinds import META_EVAL
 from hbtui.services import Engine, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -67,6 +68,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         self.monitor_run = monitor_run
         self.store: Store | None = None
         self.live_runs: dict[int, LiveRun] = {}
+        self.meta_eval_runs: dict[int, Worker] = {}  # meta-evals graded in this process (screens.meta_eval)
         # Problems found while reading .env (bad values left at their defaults), shown once up.
         self.startup_problems: list[str] = []
         self._gc_threshold: tuple[int, int, int] | None = None
@@ -325,10 +327,14 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
     @work(group="open-run", exclusive=True)
     async def _open_run(self, run_id: int) -> None:
+        from hbtui.tui.screens.meta_eval import MetaEvalScreen
         from hbtui.tui.screens.run import RunScreen
 
         try:
-            screen = await RunScreen.read(self.db, run_id)
+            if (await self.db.get_run(run_id)).kind == META_EVAL:
+                screen: Screen = await MetaEvalScreen.read(self.db, run_id)
+            else:
+                screen = await RunScreen.read(self.db, run_id)
         except StoreError as exc:  # deleted meanwhile, or the file broke
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return

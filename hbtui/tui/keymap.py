@@ -36,6 +36,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.confirm import ConfirmModal
     from hbtui.tui.screens.conversation import ConversationScreen
     from hbtui.tui.screens.help import HelpModal
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
     from hbtui.tui.screens.monitor import MonitorScreen
     from hbtui.tui.screens.pair import PairScreen
     from hbtui.tui.screens.picker import PickerModal
@@ -55,6 +56,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("filter picker", [PickerModal]),
         ("grade again", [RegradeModal]),
         ("conversation", [ConversationScreen]),
+        ("meta-eval", [MetaEvalScreen]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Header, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.compare import NothingToCompare
-from hbtui.run_kinds import MODEL_RUN, not_repeatable
+from hbtui.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
@@ -206,6 +206,11 @@ class RunsScreen(AppScreen):
             self.app.open_monitor(run_id)
             return
         run = await store.get_run(run_id)
+        if run.kind == META_EVAL and run.shown_status() in RESUMABLE:
+            from hbtui.tui.screens.meta_eval import continue_in_app
+
+            continue_in_app(self.app, run)
+            return
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             self.notify(refusal, markup=False)
