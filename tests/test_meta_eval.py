@@ -265,3 +265,80 @@ def test_a_meta_eval_of_a_thousand_rows_runs_end_to_end_as_a_process(server, tmp
     assert summary["rows"] == summary["judged"] == 1000
     assert summary["physician_distribution"]["physicians"] == 20
     assert summary["pairwise_model_f1_balanced"] == db_rows(db, "SELECT score FROM runs")[0][0]
+
+
+@pytest.mark.slow
+async def test_planning_streams_the_file_rather_than_holding_it(tmp_path):
+    import tracemalloc
+
+    from hbtui.config import Settings
+    from hbtui.meta_eval.runner import plan_meta_eval
+
+    rows = meta_rows(6000, seed=1)
+    for number, row in enumerate(rows):
+        row["completion"] = f"{number} " + "x" * 2000  # a real file's rows run to a few kB
+    data = write_rows(tmp_path / "meta.jsonl", rows)
+    del rows
+    async with await Store.open(tmp_path / "hbtui.sqlite") as store:
+        tracemalloc.start()
+        try:
+            run_id = await plan_meta_eval(
+                store, Settings(model_grader="g"), data, official=False, limit=None, seed=0, name=None
+            )
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert (await store.get_run(run_id)).n_conversations == 6000
+    assert peak < data.stat().st_size / 2  # a few hundred rows at a time, never the file's 12 MB
+
+
+@pytest.fixture
+def meta_mirror(tmp_path, monkeypatch):
+    """A local HTTP server holding a small meta-eval file under the official name, its sha256 pinned."""
+    import hashlib
+    import http.server
+    import threading
+    from functools import partial
+
+    from hbtui.dataset import OfficialFile
+    from hbtui.meta_eval import data as meta_data
+
+    served = tmp_path / "served"
+    served.mkdir()
+    path = write_rows(served / meta_data.OFFICIAL.filename, meta_rows(9))
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setattr(meta_data, "OFFICIAL", OfficialFile(path.name, digest, 9))
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    handler.log_message = lambda *args: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    monkeypatch.setenv("HBTUI_DATA_URL", f"http://127.0.0.1:{httpd.server_address[1]}/")
+    yield path
+    httpd.shutdown()
+
+
+def test_without_data_the_official_file_is_downloaded_once_checked_and_cached(
+    server, meta_mirror, tmp_path, monkeypatch, capsys, reference_cache
+):
+    import shutil
+
+    user_folder(tmp_path, monkeypatch, server)
+    cache = tmp_path / "cache"
+    shutil.copytree(reference_cache, cache)  # the reference's prompt, and no meta-eval file yet
+    monkeypatch.setenv("HBTUI_CACHE", str(cache))
+    assert cli.main(["meta-eval", "--name", "first"]) == 0
+    captured = capsys.readouterr()
+    assert f"downloading the official meta-eval file (136 MB), once: it is kept in {cache}" in captured.out
+    assert (cache / meta_mirror.name).read_bytes() == meta_mirror.read_bytes()
+    meta_mirror.write_text("changed upstream\n")  # a second run must not fetch again
+    assert cli.main(["meta-eval", "--name", "second"]) == 0
+    assert "downloading" not in capsys.readouterr().out
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    assert db_rows(db, "SELECT name, dataset_name, dataset_path, n_conversations FROM runs ORDER BY id") == [
+        ("first", "meta-eval", None, 9),
+        ("second", "meta-eval", None, 9),
+    ]
+    (cache / meta_mirror.name).write_text("corrupted\n")  # a cached copy that fails its check is fetched again
+    assert cli.main(["meta-eval", "--name", "third"]) == 2  # the mirror's copy changed: refused, not used
+    assert "sha256" in capsys.readouterr().err
+    assert not (cache / meta_mirror.name).exists()

@@ -48,7 +48,13 @@ class MetaRow:
 
 
 def official_path(cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
+    """The official file, downloaded once into ``cache_dir`` and sha256-checked (a copy that
+    fails the check is fetched again)."""
     return download_file(OFFICIAL, cache_dir, progress)
+
+
+def official_cached(cache_dir: str | Path) -> bool:
+    return (Path(cache_dir) / OFFICIAL.filename).exists()
 
 
 def _shown(value: Any) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from hbtui.config import Settings, SettingsError
 from hbtui.grading import load_template
-from hbtui.meta_eval.data import check_file, official_path
+from hbtui.meta_eval import data as meta_data
+from hbtui.meta_eval.data import check_file, official_cached, official_path
 from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
 from hbtui.meta_eval.report import render_meta_eval
 from hbtui.meta_eval.runner import (
@@ -64,6 +65,9 @@ async def start_meta_eval(
     """Plans the run (the file checked whole first) and drives it; returns the exit status."""
     require_grader(settings)
     load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
+    if data is None and not official_cached(settings.cache_dir):
+        size = f"{meta_data.OFFICIAL_BYTES / 1e6:.0f} MB"
+        say(f"downloading the official meta-eval file ({size}), once: it is kept in {settings.cache_dir}")
     path = Path(data) if data else official_path(settings.cache_dir, download_progress)
     count = await asyncio.to_thread(check_file, path)  # a bad line: before the database is even opened
     async with await Store.open(settings.db_path) as store:

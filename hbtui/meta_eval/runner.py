@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from hbtui import reference
@@ -22,11 +23,12 @@ from hbtui.dataset import sha256_file
 from hbtui.errors import TRANSIENT_KINDS
 from hbtui.grading import VERDICT_FORMAT, Template, grade_criterion, load_template
 from hbtui.limiter import AdaptiveLimiter
-from hbtui.meta_eval.data import NAME, OFFICIAL, check_file, chosen, read_rows
+from hbtui.meta_eval import data as meta_data
+from hbtui.meta_eval.data import NAME, MetaRow, check_file, chosen, read_rows
 from hbtui.meta_eval.grading import meta_grader_prompt
 from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS, LabelledRow
 from hbtui.meta_eval.summary import meta_eval_summary
-from hbtui.store import ERROR, MET, NOT_MET, MetaEvalResult, MetaEvalWork, RunRow, Store
+from hbtui.store import ERROR, INSERT_CHUNK, MET, NOT_MET, MetaEvalResult, MetaEvalWork, RunRow, Store
 from hbtui.store.owners import this_owner
 
 FLUSH_SECONDS = 0.5  # results reach the database at least this often
@@ -89,8 +91,7 @@ async def plan_meta_eval(
     if count is None:
         count = await asyncio.to_thread(check_file, path)
     indices = chosen(count, limit, seed)
-    digest = OFFICIAL.sha256 if official else await asyncio.to_thread(sha256_file, path)
-    rows = await asyncio.to_thread(lambda: list(read_rows(path, indices)))
+    digest = meta_data.OFFICIAL.sha256 if official else await asyncio.to_thread(sha256_file, path)
     return await store.create_meta_eval_run(
         name=name,
         name_base=NAME,
@@ -100,8 +101,16 @@ async def plan_meta_eval(
         model_grader=settings.model_grader or "",
         settings=settings.public_dict(),
         plan={"limit": limit, "seed": seed, "rows_in_file": count, "labels_over": labels_over},
-        rows=rows,
+        chunks=_chunks(path, indices),
     )
+
+
+async def _chunks(path: Path, indices: list[int]) -> AsyncIterator[list[tuple[int, MetaRow]]]:
+    """The chosen rows a few thousand at a time, read and parsed off the event loop: the file
+    is never held whole, nor its rows all at once."""
+    rows = read_rows(path, indices)
+    while chunk := await asyncio.to_thread(lambda: list(islice(rows, INSERT_CHUNK))):
+        yield chunk
 
 
 @dataclass(slots=True)

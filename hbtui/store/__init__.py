@@ -20,7 +20,7 @@ from urllib.request import pathname2url
 import aiosqlite
 
 from hbtui import schema
-from hbtui.store.meta_eval import MetaEvalResult, MetaEvalRowView, MetaEvalWork, StoreMetaEval
+from hbtui.store.meta_eval import INSERT_CHUNK, MetaEvalResult, MetaEvalRowView, MetaEvalWork, StoreMetaEval
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -100,6 +100,7 @@ def _read_only_uri(path: Path) -> str:
 __all__ = [
     "ERROR",
     "HEARTBEAT_STALE_SECONDS",
+    "INSERT_CHUNK",
     "MET",
     "NOT_MET",
     "PENDING",

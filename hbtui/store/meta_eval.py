@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -15,7 +15,7 @@ from hbtui.run_kinds import META_EVAL
 from hbtui.store.rows import ERROR, MET, NOT_MET, PENDING
 from hbtui.store.writes import StoreWrites
 
-INSERT_CHUNK = 2_000  # rows per executemany: bounds what a 29,511-row file holds in memory at once
+INSERT_CHUNK = 500  # rows read, parsed and inserted at a time: what a 29,511-row file holds in memory at once
 
 
 class PlannedMetaRow(Protocol):
@@ -136,10 +136,11 @@ class StoreMetaEval(StoreWrites):
         model_grader: str,
         settings: dict,
         plan: dict,
-        rows: Iterable[tuple[int, PlannedMetaRow]],
+        chunks: AsyncIterable[Sequence[tuple[int, PlannedMetaRow]]],
     ) -> int:
-        """The run and every row, in one transaction: a file that fails halfway (a bad line
-        found late, a full disk) leaves nothing behind."""
+        """The run and every row (given a chunk at a time, as they are read), in one
+        transaction: a file that fails halfway (a bad line found late, a full disk) leaves
+        nothing behind."""
         db = self.db
         async with self._transaction():
             name = await self._free_name(name, name_base)
@@ -162,17 +163,12 @@ class StoreMetaEval(StoreWrites):
             run_id = cursor.lastrowid
             assert run_id is not None
             count = 0
-            chunk: list[tuple[int, PlannedMetaRow]] = []
-            for item in rows:
-                chunk.append(item)
-                if len(chunk) >= INSERT_CHUNK:
-                    count += await self._insert_meta_rows(run_id, chunk)
-                    chunk = []
-            count += await self._insert_meta_rows(run_id, chunk)
+            async for chunk in chunks:
+                count += await self._insert_meta_rows(run_id, chunk)
             await db.execute("UPDATE runs SET n_conversations = ?, n_criteria = ? WHERE id = ?", (count, count, run_id))
         return run_id
 
-    async def _insert_meta_rows(self, run_id: int, chunk: list[tuple[int, PlannedMetaRow]]) -> int:
+    async def _insert_meta_rows(self, run_id: int, chunk: Sequence[tuple[int, PlannedMetaRow]]) -> int:
         if not chunk:
             return 0
         db = self.db
