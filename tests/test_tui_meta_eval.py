@@ -54,7 +54,12 @@ async def test_a_meta_eval_opens_from_the_runs_list_with_the_graders_f1_beside_t
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
         await wait_for(pilot, lambda: app.screen.query_one(DataTable).row_count == 1, what="the run")
-        assert "meta-eval" in screen_text(app)
+        listed = screen_text(app)
+        assert "meta-eval" in listed and "F1 0." in listed and "60/60" in listed
+        await pilot.press("m")  # a meta-eval's own screen is its monitor
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="m opens the meta-eval screen")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="the meta-eval screen")
         screen = app.screen

@@ -105,6 +105,8 @@ class RunRow:
 
     @property
     def n_scored(self) -> int | None:
+        if self.meta_eval is not None:  # a meta-eval: its rows with a verdict
+            return self.meta_eval.get("judged")
         return self.report.conversations.scored if self.report else None
 
     def shown_status(self, now: float | None = None) -> str:

@@ -107,6 +107,9 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
                 return
             await self.push_screen(RunsScreen())
+            if run.kind == META_EVAL:  # its own screen follows it as it goes
+                self.open_run(run.id)
+                return
             await self.push_screen(MonitorScreen(run.id, follow_latest=self.monitor_run == "latest"))
             return
         # The runs list is always the root, so Back from the configuration screen lands there.

@@ -51,6 +51,8 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     shown = f"{status} {ago}" if ago else status
     shown = shown if run.kind == MODEL_RUN else f"{shown} · {run.kind}"
     score = f"{run.score:.3f}" if run.score is not None else ""
+    if run.kind == META_EVAL and score:
+        score = f"F1 {score}"  # the grader's agreement with physicians, not a HealthBench score
     ci = run.ci95
     errors = error_count(run)
     return (
@@ -187,10 +189,14 @@ class RunsScreen(AppScreen):
         if run_id is not None:
             self.app.open_run(run_id)
 
-    def action_monitor(self) -> None:
+    async def action_monitor(self) -> None:
         run_id = self.selected_run_id()
         if run_id is None:
             self.say("no run selected")
+            return
+        store = self.app.store
+        if store is not None and (await store.get_run(run_id)).kind == META_EVAL:
+            self.app.open_run(run_id)  # a meta-eval's own screen follows it as it goes
             return
         self.app.open_monitor(run_id)
 
