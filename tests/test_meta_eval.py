@@ -342,3 +342,44 @@ def test_without_data_the_official_file_is_downloaded_once_checked_and_cached(
     assert cli.main(["meta-eval", "--name", "third"]) == 2  # the mirror's copy changed: refused, not used
     assert "sha256" in capsys.readouterr().err
     assert not (cache / meta_mirror.name).exists()
+
+
+def test_rows_the_grader_never_answered_in_shape_make_it_incomplete_and_regrade_errors_completes_it(
+    server, tmp_path, monkeypatch, capsys
+):
+    user_folder(tmp_path, monkeypatch, server, extra="GRADER_PARSE_ATTEMPTS=1\n")
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(8))
+    server.control(grader_format="broken")
+    assert cli.main(["meta-eval", "--data", str(data), "--name", "m"]) == 3
+    assert "8 rows got no verdict" in capsys.readouterr().err
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    assert db_rows(db, "SELECT status, error_kind, count(*) FROM meta_eval_rows GROUP BY 1, 2") == [
+        ("error", "unparseable", 8)
+    ]
+    assert cli.main(["resume", "m"]) == 3  # an answer without a verdict is an answer: not asked again
+    server.control(grader_format="json")
+    asked = server.stats()["grader"]
+    assert cli.main(["regrade-errors", "m"]) == 0
+    assert "retrying 8 rows that got no verdict" in capsys.readouterr().out
+    assert server.stats()["grader"] - asked == 8
+    assert db_rows(db, "SELECT status FROM runs") == [("finished",)]
+
+
+async def test_cancel_from_another_process_ends_a_meta_eval_as_cancelled_and_it_resumes(server, tmp_path, monkeypatch):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(200))
+    settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=1, grader_concurrency=1)
+    server.control(latency_ms=30)
+    from hbtui.meta_eval.runner import plan_meta_eval
+
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="c")
+        driver = MetaEvalDriver(store, await store.get_run(run_id), settings, backoff_base=0.01)
+        task = asyncio.ensure_future(driver.execute())
+        while (await store.meta_eval_counts(run_id))["met"] == 0:
+            await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(cli.main, ["cancel", str(run_id)]) == 0  # as another process would
+        assert await task == "cancelled"
+        counts = await store.meta_eval_counts(run_id)
+        assert counts["pending"] > 0
+        assert (await store.get_run(run_id)).status == "cancelled"
