@@ -34,6 +34,7 @@ from hbtui.grading import TemplateError, load_template
 from hbtui.imports.common import ImportProblem
 from hbtui.llama_server import LlamaServerError
 from hbtui.local_model import LocalModelError
+from hbtui.meta_eval.compare import NoRowsInCommon
 from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
@@ -618,10 +619,18 @@ async def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
 
     async with await open_for_reading(settings) as store:
         run_a, run_b = await store.resolve_run(args.run_a), await store.resolve_run(args.run_b)
-        for run in (run_a, run_b):
-            refused = refusal(run.id, run.kind, "compare")
+        for run, other in ((run_a, run_b), (run_b, run_a)):
+            refused = refusal(run.id, run.kind, "compare", other.kind)
             if refused:
                 raise UsageError(refused)
+        if run_a.kind == META_EVAL:
+            from hbtui.meta_eval.compare import compare_meta_evals, render_meta_comparison
+
+            meta = await compare_meta_evals(store, run_a, run_b)
+            print(json.dumps({"meta_eval_comparison": meta}, indent=2)) if args.json else say(
+                render_meta_comparison(meta)
+            )
+            return EXIT_OK
         result = await compare_runs(store, run_a, run_b)
     if args.json:  # JSON escapes control characters itself, and keeps the text exact
         print(json.dumps(result.as_json(), indent=2))
@@ -777,6 +786,7 @@ def _main(argv: Sequence[str] | None) -> int:
         PriceError,
         NothingToCompare,
         ImportProblem,
+        NoRowsInCommon,
     ) as exc:
         _complain("error", exc)
         return EXIT_USAGE

@@ -39,14 +39,16 @@ def not_repeatable(run_id: int, kind: str) -> str | None:
     return None
 
 
-def refusal(run_id: int, kind: str, action: str) -> str | None:
-    """Why ``action`` (compare, export) makes no sense for a run of ``kind``, or None."""
+def refusal(run_id: int, kind: str, action: str, other_kind: str | None = None) -> str | None:
+    """Why ``action`` (compare, export) makes no sense for a run of ``kind``, or None. A
+    comparison (``other_kind``: the other run's) pairs a meta-eval with another meta-eval only."""
     if kind != META_EVAL:
         return None
-    if action == "compare":
+    if action == "compare" and other_kind != META_EVAL:
         return (
-            f"run {run_id} is a meta-eval ({MEANINGS[META_EVAL]}): it has no HealthBench score to compare;"
-            f" its grader's F1 beside the physicians' range: hbtui show {run_id}"
+            f"run {run_id} is a meta-eval ({MEANINGS[META_EVAL]}): it has no HealthBench score to compare with"
+            f" a {other_kind} run; compare it with another meta-eval of the same rows, or see its grader's F1"
+            f" beside the physicians' range: hbtui show {run_id}"
         )
     if action == "export":
         return (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sqlite3
 from pathlib import Path
@@ -179,16 +180,52 @@ def test_compare_and_export_refuse_a_meta_eval_and_say_why_and_regrade_judges_th
     assert cli.main(["meta-eval", "--data", str(data), "--name", "m"]) == 0
     capsys.readouterr()
     assert cli.main(["compare", "m", "m"]) == 2
-    assert "is a meta-eval" in capsys.readouterr().err
+    assert "compared with itself" in capsys.readouterr().err
     assert cli.main(["export", "m", "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "hbtui show 1 --json" in capsys.readouterr().err
-    assert cli.main(["regrade", "m", "--model-grader", "test-model"]) == 0
+    # Another prompt too: the test server's verdicts then differ between the two.
+    other = "reference" if load_template_name() == "builtin" else "builtin"
+    assert cli.main(["regrade", "m", "--model-grader", "test-model", "--grader-template", other]) == 0
     db = tmp_path / "runs" / "hbtui.sqlite"
     assert db_rows(db, "SELECT kind, model_grader, source_run_id, status FROM runs WHERE id = 2") == [
         ("meta-eval", "test-model", 1, "finished")
     ]
     same = "SELECT position, line, text_id, rubric, labels FROM meta_eval_rows WHERE run_id = ? ORDER BY position"
     assert db_rows(db, same, (1,)) == db_rows(db, same, (2,))
+    capsys.readouterr()
+    # Two graders on the same rows: side by side, and how often they agree with each other.
+    assert cli.main(["compare", "1", "2", "--json"]) == 0
+    both = json.loads(capsys.readouterr().out)["meta_eval_comparison"]
+    first, second = (json.loads(_show(n, capsys)) for n in ("1", "2"))
+    assert both["rows"] == 9 and both["a"]["grader"] == "grader-model" and both["b"]["grader"] == "test-model"
+    assert both["a"]["pairwise_model_f1_balanced"] == first["meta_eval"]["pairwise_model_f1_balanced"]
+    assert both["b"]["pairwise_model_f1_balanced"] == second["meta_eval"]["pairwise_model_f1_balanced"]
+    verdicts = "SELECT status FROM meta_eval_rows WHERE run_id = ? ORDER BY position"
+    same_verdicts = sum(x == y for x, y in zip(db_rows(db, verdicts, (1,)), db_rows(db, verdicts, (2,))))
+    assert both["graders_agree"] == pytest.approx(same_verdicts / 9) and same_verdicts < 9
+    assert cli.main(["compare", "1", "2"]) == 0
+    assert "the two graders give the same verdict on" in capsys.readouterr().out
+    # A model run has no rows of a meta-eval: refused, saying why.
+    assert cli.main(["run", "--data", str(write_model_records(tmp_path)), "--name", "model"]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", "model", "m"]) == 2
+    assert "has no HealthBench score to compare with a model run" in capsys.readouterr().err
+
+
+def load_template_name() -> str:
+    return os.environ.get("GRADER_TEMPLATE", "reference")
+
+
+def _show(run: str, capsys) -> str:
+    assert cli.main(["show", run, "--json"]) == 0
+    return capsys.readouterr().out
+
+
+def write_model_records(folder: Path) -> Path:
+    from tests.conftest import small_records
+    from tests.conftest import write_jsonl as write_records
+
+    return write_records(folder / "small.jsonl", small_records())
 
 
 def test_a_database_of_the_previous_schema_migrates_and_keeps_its_runs(tmp_path):

@@ -15,7 +15,7 @@ from hbtui.meta_eval.runner import MetaEvalDriver, plan_meta_eval
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
-from hbtui.tui.screens.meta_eval import MetaEvalScreen
+from hbtui.tui.screens.meta_eval import MetaComparisonScreen, MetaEvalScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import offline_settings, settings_for
 from tests.support.meta_rows import meta_rows, write_rows
@@ -134,3 +134,27 @@ def test_meta_eval_screen(snap_compare, meta_eval_db, utc, size):
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=size, run_before=ready)
+
+
+async def test_two_meta_evals_marked_and_compared_show_side_by_side_and_a_model_run_is_refused(
+    meta_eval_db, server, finished_run_db
+):
+    assert finished_run_db == meta_eval_db  # one database: the meta-eval (run 1) and a model run (run 2)
+    settings = settings_for(server, meta_eval_db, grader_template="builtin", model_grader="test-model")
+    async with await Store.open(meta_eval_db) as store:
+        second = await store.create_meta_eval_regrade(
+            1, name="again", name_base="again", model_grader="test-model", settings=settings.public_dict()
+        )
+        await MetaEvalDriver(store, await store.get_run(second), settings, backoff_base=0.01).execute()
+        model_run = await store.get_run(2)
+        assert model_run.kind == "model"
+        with pytest.raises(ValueError, match="has no HealthBench score to compare with a model run"):
+            await MetaComparisonScreen.read(store, await store.get_run(1), model_run)
+    app = make_app(meta_eval_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3)
+        await pilot.press("space", "j", "j", "space", "C")  # runs 3 and 1, the model run between them
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaComparisonScreen), what="the comparison")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert "meta-evals on the 60 rows both graded" in text and "grader F1 (pairwise, balanced)" in text

@@ -334,3 +334,12 @@ class StoreMetaEval(StoreWrites):
                 (run_id, source_id),
             )
         return run_id
+
+    async def meta_eval_pairing(self, run_id: int) -> list[tuple[str, str, str, str, str]]:
+        """(key, labels, physician ids, category, status) of each row; the key is the same for the
+        same row in any meta-eval (its conversation and completion, line and rubric)."""
+        return await self._all(
+            "SELECT text_id || ':' || line || ':' || rubric, labels, physician_ids, category, status"
+            " FROM meta_eval_rows WHERE run_id = ? ORDER BY position",
+            (run_id,),
+        )

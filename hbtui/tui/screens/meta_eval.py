@@ -17,11 +17,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
 from hbtui.config import Settings, SettingsError
+from hbtui.meta_eval.compare import compare_meta_evals, render_meta_comparison
 from hbtui.meta_eval.headless import current_summary
 from hbtui.meta_eval.metrics import HEADLINE
 from hbtui.meta_eval.report import placement, strip
 from hbtui.meta_eval.runner import MetaEvalDriver, require_grader
-from hbtui.run_kinds import MEANINGS, META_EVAL
+from hbtui.run_kinds import MEANINGS, META_EVAL, refusal
 from hbtui.services import settings_for_run
 from hbtui.store import MetaEvalRowView, RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -230,6 +231,31 @@ class MetaEvalScreen(AppScreen):
     def action_cursor(self, step: int) -> None:
         table = self.query_one("#meta-rows", DataTable)
         table.action_cursor_down() if step > 0 else table.action_cursor_up()
+
+
+class MetaComparisonScreen(AppScreen):
+    """Two meta-evals of the same rows side by side (`hbtui compare` with two meta-evals)."""
+
+    SUB_TITLE = "meta-eval comparison"
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+    @classmethod
+    async def read(cls, store: Store, run_a: RunRow, run_b: RunRow) -> MetaComparisonScreen:
+        """Refused (ValueError, its message saying why) unless both are meta-evals with rows in common."""
+        for run, other in ((run_a, run_b), (run_b, run_a)):
+            refused = refusal(run.id, run.kind, "compare", other.kind)
+            if refused:
+                raise ValueError(refused)
+        return cls(render_meta_comparison(await compare_meta_evals(store, run_a, run_b)))
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(Text(self.text))
+        yield KeyBar()
 
 
 async def drive_in_app(app: HBTuiApp, run_id: int, settings: Settings) -> None:

@@ -324,8 +324,14 @@ class RunsScreen(AppScreen):
         from hbtui.tui.screens.compare import CompareScreen
 
         try:
+            a, b = await self.app.db.get_run(run_a), await self.app.db.get_run(run_b)
+            if META_EVAL in (a.kind, b.kind):
+                from hbtui.tui.screens.meta_eval import MetaComparisonScreen
+
+                await self.app.push_screen(await MetaComparisonScreen.read(self.app.db, a, b))
+                return
             screen = await CompareScreen.read(self.app.db, run_a, run_b)
-        except (StoreError, NothingToCompare) as exc:
+        except (StoreError, NothingToCompare, ValueError) as exc:
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return
         await self.app.push_screen(screen)
