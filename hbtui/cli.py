@@ -467,12 +467,14 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         if run.kind == META_EVAL:
-            from hbtui.meta_eval.headless import drive_meta_eval
+            from hbtui.meta_eval.headless import drive_meta_eval, refuse_grader_changes
 
             if regrade:
                 asked = await store.reset_meta_eval_failures(run.id, None)
                 say(f"run {run.id}: retrying {asked} rows that got no verdict")
-            return await drive_meta_eval(store, run, settings_for_run(run, settings, **_overrides(args)), say)
+            meta_settings = settings_for_run(run, settings, **_overrides(args))
+            await refuse_grader_changes(store, run, meta_settings)
+            return await drive_meta_eval(store, run, meta_settings, say)
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             raise UsageError(refusal)

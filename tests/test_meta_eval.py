@@ -162,6 +162,9 @@ async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_
         kept = (await store.meta_eval_counts(run_id))["met"] + (await store.meta_eval_counts(run_id))["not_met"]
         assert 20 <= kept < 90
         assert (await store.get_run(run_id)).status == "interrupted"
+    # Another grader would mix two graders in one F1: refused once rows have a verdict.
+    assert await asyncio.to_thread(cli.main, ["resume", str(run_id), "--model-grader", "test-model"]) == 2
+    assert "a resume may change how the grader is reached, not which grader" in capsys.readouterr().err
     asked_before = server.stats()["grader"]
     async with await Store.open(settings.db_path) as store:  # what `hbtui resume` does with a meta-eval
         assert await drive_meta_eval(store, await store.get_run(run_id), settings, lambda *a, **k: None) == 0

@@ -186,3 +186,25 @@ async def regrade_meta_eval(
         f" again by {one_line(run.model_grader)}"
     )
     return await drive_meta_eval(store, run, settings, say)
+
+
+async def refuse_grader_changes(store: Store, run: RunRow, settings: Settings) -> None:
+    """A resume may change how a meta-eval reaches its grader, never which grader or how it is
+    asked (one verdict of another grader would mix two graders in one F1); the grader's name may
+    be corrected while no row has a verdict, as a model run's may."""
+    from hbtui.config import attribute_key
+    from hbtui.engine.run_settings import MEASURED_GRADER
+
+    counts = await store.meta_eval_counts(run.id)
+    graded = counts["met"] + counts["not_met"]
+    for name in MEASURED_GRADER:
+        if name not in run.settings:
+            continue
+        before, now = run.settings[name], getattr(settings, name)
+        if before == now or (name == "model_grader" and not graded):
+            continue
+        raise SettingsError(
+            f"{attribute_key(name)} {now!r}: meta-eval {run.id} was made with {before!r}; a resume may change how"
+            f" the grader is reached, not which grader it is or how it is asked: judge its rows with"
+            f" {now!r} as a new run (hbtui regrade {run.id})"
+        )
