@@ -140,7 +140,9 @@ def test_the_rows_sampled_are_the_references_sample_in_its_order(tmp_path):
     assert chosen(50, 50, 0) == chosen(50, None, 0) == list(range(50))  # no sampling at or above the size
 
 
-async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_kept(server, tmp_path, monkeypatch):
+async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_kept(
+    server, tmp_path, monkeypatch, capsys
+):
     user_folder(tmp_path, monkeypatch, server)
     data = write_rows(tmp_path / "meta.jsonl", meta_rows(90))
     settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=2, grader_concurrency=2)
