@@ -140,13 +140,11 @@ def test_the_rows_sampled_are_the_references_sample_in_its_order(tmp_path):
     assert chosen(50, 50, 0) == chosen(50, None, 0) == list(range(50))  # no sampling at or above the size
 
 
-async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_kept(
-    server, tmp_path, monkeypatch, capsys
-):
+async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_kept(server, tmp_path, monkeypatch):
     user_folder(tmp_path, monkeypatch, server)
-    data = write_rows(tmp_path / "meta.jsonl", meta_rows(90))
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(240))
     settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=2, grader_concurrency=2)
-    server.control(latency_ms=20)
+    server.control(latency_ms=25)  # 240 rows, 2 at a time: 3 s, stopped after the first writes
     from hbtui.meta_eval.runner import plan_meta_eval
 
     async with await Store.open(settings.db_path) as store:
@@ -162,17 +160,19 @@ async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_
         task = asyncio.ensure_future(driver.execute())
         assert await task == "interrupted"
         kept = (await store.meta_eval_counts(run_id))["met"] + (await store.meta_eval_counts(run_id))["not_met"]
-        assert 20 <= kept < 90
+        assert 20 <= kept < 240
         assert (await store.get_run(run_id)).status == "interrupted"
     # Another grader would mix two graders in one F1: refused once rows have a verdict.
-    assert await asyncio.to_thread(cli.main, ["resume", str(run_id), "--model-grader", "test-model"]) == 2
-    assert "a resume may change how the grader is reached, not which grader" in capsys.readouterr().err
+    from tests.test_cli import hbtui
+
+    refused = await asyncio.to_thread(hbtui, "resume", str(run_id), "--model-grader", "test-model", cwd=tmp_path)
+    assert refused.returncode == 2 and "a resume may change how the grader is reached, not which" in refused.stderr
     asked_before = server.stats()["grader"]
     async with await Store.open(settings.db_path) as store:  # what `hbtui resume` does with a meta-eval
         assert await drive_meta_eval(store, await store.get_run(run_id), settings, lambda *a, **k: None) == 0
-    assert server.stats()["grader"] - asked_before == 90 - kept
+    assert server.stats()["grader"] - asked_before == 240 - kept
     assert db_rows(settings.db_path, "SELECT count(*) FROM meta_eval_rows WHERE status IN ('met', 'not_met')") == [
-        (90,)
+        (240,)
     ]
     assert db_rows(settings.db_path, "SELECT status FROM runs") == [("finished",)]
 
