@@ -23,6 +23,7 @@ from hbtui.store import Store
 from tests.conftest import REFERENCE_EVAL, settings_for, user_folder
 from tests.support.fake_server import expected_verdict
 from tests.support.meta_rows import meta_rows, write_rows
+from tests.support.old_schema import database_at
 from tests.support.reference_modules import reference_modules
 
 
@@ -234,20 +235,7 @@ def write_model_records(folder: Path) -> Path:
 
 
 def test_a_database_of_the_previous_schema_migrates_and_keeps_its_runs(tmp_path):
-    db = tmp_path / "old.sqlite"
-    with sqlite3.connect(db) as conn:
-        for statement in schema.statements(schema.SCHEMA_V1):
-            conn.execute(statement)
-        for version in range(1, schema.SCHEMA_VERSION - 1):
-            for statement in schema.statements(schema.MIGRATIONS[version]):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={schema.SCHEMA_VERSION - 1}")
-        conn.execute(
-            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
-            " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
-            " ('old', 'finished', 0, 'd', 'x', 'm', 'g', '{}', '{}', 0, 0)"
-        )
+    db = database_at(tmp_path / "old.sqlite", schema.SCHEMA_VERSION - 1)
 
     async def read():
         async with await Store.open(db) as store:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import time
 
 import pytest
 from textual.widgets import DataTable, Input, Select
@@ -20,6 +19,7 @@ from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import offline_settings, settings_for
 from tests.support.meta_rows import meta_rows, write_rows
 from tests.support.tui import screen_text, wait_for
+from tests.test_tui_snapshots_app import utc  # noqa: F401 (its autouse fixture: times in UTC)
 
 CREATED = 1767225600.0  # 2026-01-01 00:00 UTC
 
@@ -114,17 +114,8 @@ async def test_a_meta_eval_started_from_the_configuration_screen_runs_to_the_end
 SIZES = [(80, 24), (120, 40)]
 
 
-@pytest.fixture
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_meta_eval_screen(snap_compare, meta_eval_db, utc, size):
+def test_meta_eval_screen(snap_compare, meta_eval_db, size):
     app = HBTuiApp(settings=Settings(db_path=str(meta_eval_db)), env_file=None)
 
     async def ready(pilot):

@@ -21,7 +21,7 @@ from hbtui.client import ChatClient, ChatError, Endpoint
 from hbtui.config import Settings, SettingsError
 from hbtui.dataset import sha256_file
 from hbtui.errors import TRANSIENT_KINDS
-from hbtui.grading import VERDICT_FORMAT, Template, grade_criterion, load_template
+from hbtui.grading import Template, grade_as_configured, load_template
 from hbtui.limiter import AdaptiveLimiter
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import NAME, MetaRow, check_file, chosen, read_rows
@@ -199,17 +199,7 @@ class MetaEvalDriver:
             item = queue.get_nowait()
             prompt = meta_grader_prompt(template, item.prompt, item.completion, item.rubric)
             try:
-                outcome = await grade_criterion(
-                    client,
-                    settings.model_grader or "",
-                    prompt,
-                    temperature=settings.temperature_grader,
-                    max_tokens=settings.max_tokens_grader,
-                    reasoning_effort=settings.reasoning_grader,
-                    parse_attempts=settings.grader_parse_attempts,
-                    system=settings.system_message_grader,
-                    response_format=VERDICT_FORMAT if settings.grader_json_schema else None,
-                )
+                outcome = await grade_as_configured(client, settings, prompt)
             except ChatError as exc:
                 if exc.fatal:
                     self._fatal = exc
