@@ -149,3 +149,29 @@ async def test_two_meta_evals_marked_and_compared_show_side_by_side_and_a_model_
         await pilot.pause(0.2)
         text = screen_text(app)
         assert "meta-evals on the 60 rows both graded" in text and "grader F1 (pairwise, balanced)" in text
+
+
+async def test_quitting_while_a_meta_eval_goes_on_asks_then_keeps_what_was_graded(server, tmp_path):
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(400, seed=8))
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    server.control(latency_ms=50)
+    app = make_app(db, base_url=server.base_url, model_grader="grader-model", grader_concurrency=2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+        screen = app.screen
+        screen.query_one("#field-run_kind", Select).value = "meta-eval"
+        screen.query_one("#field-subset", Select).value = "file"
+        screen.query_one("#field-data_path", Input).value = str(data)
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="the meta-eval screen")
+        meta = app.screen
+        await wait_for(pilot, lambda: meta.counts.get("met", 0) > 0, what="the first verdicts")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: "still going" in screen_text(app), what="the question")
+        await pilot.press("y")  # stop and quit
+        await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the app to quit")
+    with sqlite3.connect(db) as conn:
+        status = conn.execute("SELECT status FROM runs").fetchone()[0]
+        graded = conn.execute("SELECT count(*) FROM meta_eval_rows WHERE status IN ('met', 'not_met')").fetchone()[0]
+    assert status == "interrupted" and 0 < graded < 400

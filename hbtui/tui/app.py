@@ -275,8 +275,10 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         for live in list(self.live_runs.values()):
             if live.worker is not None:
                 live.worker.cancel()
+        for worker in list(self.meta_eval_runs.values()):
+            worker.cancel()  # its driver keeps what was answered and ends the run interrupted
         waited = 0.0
-        while self.live_runs and waited < STOP_TIMEOUT_SECONDS:
+        while (self.live_runs or self.meta_eval_runs) and waited < STOP_TIMEOUT_SECONDS:
             await asyncio.sleep(0.05)
             waited += 0.05
 
@@ -300,12 +302,12 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         return True
 
     async def action_quit(self) -> None:
-        if not self.live_runs:
+        if not self.live_runs and not self.meta_eval_runs:
             self.exit()
             return
         from hbtui.tui.screens.confirm import ConfirmModal
 
-        names = ", ".join(str(run_id) for run_id in self.live_runs)
+        names = ", ".join(str(run_id) for run_id in [*self.live_runs, *self.meta_eval_runs])
         question = (
             f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
             "continue later with `hbtui resume`."
