@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import statistics
 import types
 
 import pytest
@@ -153,7 +154,22 @@ def test_a_whole_meta_eval_equals_the_references_requests_grader_and_physician_m
     assert set(means) == set(theirs_means)
     for name, value in theirs_means.items():
         assert means[name] == pytest.approx(value, abs=1e-12), name
-    assert result.score == pytest.approx(meta_eval_summary(ours)["pairwise_model_f1_balanced"], abs=1e-12)
+    # Per category, the grader's F1 beside the median of the reference's own per-physician F1 there,
+    # over the physicians with more labels in all than the median physician (some left out).
+    given = {}
+    for row in rows:
+        for physician in row["anonymized_physician_ids"]:
+            given[physician] = given.get(physician, 0) + 1
+    threshold = sorted(given.values())[len(given) // 2]
+    summary = meta_eval_summary(ours, labels_over=threshold)
+    assert result.score == pytest.approx(summary["pairwise_model_f1_balanced"], abs=1e-12)
+    for category in CATEGORIES:
+        theirs_category = theirs_physicians[f"{category}: pairwise_physician_f1_balanced"]
+        kept = [m["value"] for p, m in theirs_category.items() if given[p] > threshold and m["value"] is not None]
+        shown = summary["by_category"][category]
+        assert shown["physicians"] == len(kept) > 0 and len(kept) < len(theirs_category)
+        assert shown["physicians_median"] == pytest.approx(statistics.median(kept), abs=1e-12)
+        assert shown["grader"] == pytest.approx(result.metrics[f"{category}: pairwise_model_f1_balanced"], abs=1e-12)
 
 
 def test_the_bootstrap_is_seeded_and_spreads_like_the_standard_error():

@@ -103,7 +103,9 @@ def render_meta_eval(run: RunRow, summary: dict | None) -> str:
         )
     if summary["by_category"]:
         lines.append("")
-        lines.append(f"  {'by category':<54} {'grader F1':>9}")
+        lines.append(f"  {'by category':<54} {'grader F1':>9} {'physicians (median)':>22}")
         for category, value in summary["by_category"].items():
-            lines.append(f"  {one_line(category, 54):<54} {_f(value['grader']):>9}")
+            median = value.get("physicians_median")
+            physicians = f"{_f(median)} of {value.get('physicians', 0)}" if median is not None else "-"
+            lines.append(f"  {one_line(category, 54):<54} {_f(value['grader']):>9} {physicians:>22}")
     return "\n".join(lines)

@@ -27,6 +27,23 @@ def categories_of(metrics: dict[str, dict], name: str = HEADLINE) -> dict[str, d
     return {key[: -len(suffix)]: value for key, value in sorted(metrics.items()) if key.endswith(suffix)}
 
 
+def category_physicians(
+    per_physician: dict[str, dict[str, dict]], labels: dict[str, int], labels_over: int, category: str
+) -> dict:
+    """The median of the physicians' own F1 in ``category``, over the physicians of the shown
+    distribution (more than ``labels_over`` labels in all) who rated in it: the grader's
+    per-category F1 beside its like."""
+    import statistics
+
+    name = f"{category}: {PHYSICIAN_HEADLINE}"
+    values = [
+        metrics[name]["value"]
+        for physician, metrics in per_physician.items()
+        if labels.get(physician, 0) > labels_over and metrics.get(name, {}).get("value") is not None
+    ]
+    return {"physicians": len(values), "physicians_median": statistics.median(values) if values else None}
+
+
 def meta_eval_summary(rows: Sequence[LabelledRow], labels_over: int = MIN_PHYSICIAN_LABELS, seed: int = 0) -> dict:
     """The report of a meta-eval's rows, graded or not (rows without a verdict are counted and
     left out of the grader's metrics; the physicians' agreement uses every row)."""
@@ -43,7 +60,12 @@ def meta_eval_summary(rows: Sequence[LabelledRow], labels_over: int = MIN_PHYSIC
         HEADLINE: grader_f1,
         "model_agreement": model,
         "by_category": {
-            category: {"grader": value["value"], "n": value["n"]} for category, value in categories_of(model).items()
+            category: {
+                "grader": value["value"],
+                "n": value["n"],
+                **category_physicians(per_physician, labels, labels_over, category),
+            }
+            for category, value in categories_of(model).items()
         },
         "row_aggregates": row_aggregates(row_values(rows), seed),
         "physicians": {
