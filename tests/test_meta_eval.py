@@ -413,3 +413,28 @@ async def test_cancel_from_another_process_ends_a_meta_eval_as_cancelled_and_it_
         counts = await store.meta_eval_counts(run_id)
         assert counts["pending"] > 0
         assert (await store.get_run(run_id)).status == "cancelled"
+
+
+async def test_verdicts_being_written_when_the_last_row_is_graded_are_kept(server, tmp_path, monkeypatch):
+    """The writer was cancelled in the middle of a slow write at the end, and its batch lost."""
+    from hbtui.meta_eval.runner import plan_meta_eval
+
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30))
+    settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=1, grader_concurrency=1)
+    server.control(latency_ms=30)  # the rows take about a second, the first write starts at 0.5 s
+    write = Store.write_meta_eval_results
+    writes = []
+
+    async def slow_first_write(self, run_id, lease, results):
+        writes.append(len(results))
+        if len(writes) == 1:
+            await asyncio.sleep(1.0)  # a disk or a lock slow for a moment, while the last rows come in
+        await write(self, run_id, lease, results)
+
+    monkeypatch.setattr(Store, "write_meta_eval_results", slow_first_write)
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="w")
+        status = await MetaEvalDriver(store, await store.get_run(run_id), settings, backoff_base=0.01).execute()
+        counts = await store.meta_eval_counts(run_id)
+    assert (status, counts["met"] + counts["not_met"], sum(writes)) == ("finished", 30, 30)

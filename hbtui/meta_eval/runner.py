@@ -9,6 +9,7 @@ process) keeps every verdict already paid for and `hbtui resume` grades only the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -31,8 +32,7 @@ from hbtui.meta_eval.summary import meta_eval_summary
 from hbtui.store import ERROR, INSERT_CHUNK, MET, NOT_MET, MetaEvalResult, MetaEvalWork, RunRow, Store
 from hbtui.store.owners import this_owner
 
-FLUSH_SECONDS = 0.5  # results reach the database at least this often
-FLUSH_ROWS = 256
+FLUSH_SECONDS = 0.5  # results reach the database this often (the workers never write: see execute)
 HEARTBEAT_SECONDS = 2.0
 FINISHED, INCOMPLETE, INTERRUPTED, FAILED, CANCELLED = "finished", "incomplete", "interrupted", "failed", "cancelled"
 
@@ -146,6 +146,7 @@ class MetaEvalDriver:
         self._gate.set()
         self._fatal: ChatError | None = None
         self._cancelled = False
+        self._stop = asyncio.Event()  # the keeper's last flush, then its end
 
     async def execute(self) -> str:
         settings, run_id = self.settings, self.run.id
@@ -181,11 +182,17 @@ class MetaEvalDriver:
         except asyncio.CancelledError:
             status = INTERRUPTED
         finally:
-            keeper.cancel()
             for task in workers:
                 task.cancel()
-            await asyncio.gather(*workers, keeper, return_exceptions=True)
+            await asyncio.gather(*workers, return_exceptions=True)
+            # Asked to stop, never cancelled: cancelled in the middle of a write, the keeper
+            # rolled back a batch it had taken, and those verdicts were lost (seen under load).
+            self._stop.set()
+            await asyncio.gather(keeper, return_exceptions=True)
             await client.aclose()
+        failure = keeper.exception() if not keeper.cancelled() else None
+        if failure is not None:
+            raise failure  # taken over by another process: the caller says so
         if self._fatal is not None:
             status, self.error = FAILED, f"the grader refused: {self._fatal}"
         if self._cancelled:
@@ -232,8 +239,6 @@ class MetaEvalDriver:
             self.progress.done += result.status != ERROR
             self.progress.errors += result.status == ERROR
             self.progress.paid_calls += 1
-            if len(self._pending) >= FLUSH_ROWS:
-                await self._flush()
 
     async def _flush(self) -> None:
         if self._pending:
@@ -244,8 +249,9 @@ class MetaEvalDriver:
     async def _keep(self, workers: list[asyncio.Task]) -> None:
         """Writes what is pending, beats the heart, and applies a pause or cancel asked by any process."""
         beat = time.monotonic()
-        while True:
-            await asyncio.sleep(FLUSH_SECONDS)
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), FLUSH_SECONDS)
             await self._flush()
             if time.monotonic() - beat >= HEARTBEAT_SECONDS:
                 beat = time.monotonic()
