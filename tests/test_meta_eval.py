@@ -87,6 +87,11 @@ def test_a_meta_eval_grades_every_row_as_asked_and_shows_the_graders_f1_beside_t
         ("{not json", "invalid JSON"),
         ('{"prompt": [], "completion": "c"}', "prompt: is empty"),
         ("[1, 2]", "must be a JSON object"),
+        (
+            '{"prompt": [{"role": "user", "content": "a"}], "completion": "\\ud800", "rubric": "r", "category": "c",'
+            ' "binary_labels": [true], "anonymized_physician_ids": ["p"]}',
+            "completion: holds a lone surrogate",
+        ),
     ],
 )
 def test_a_malformed_line_is_named_by_file_and_line_and_nothing_is_stored(

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hbtui.dataset import ROLES, DatasetError, OfficialFile, ProgressCallback, download_file
+from hbtui.dataset import (
+    ROLES,
+    SURROGATE_ESCAPE,
+    DatasetError,
+    OfficialFile,
+    ProgressCallback,
+    _lone_surrogate_field,
+    download_file,
+)
 
 OFFICIAL = OfficialFile(
     "2025-05-07-06-14-12_oss_meta_eval.jsonl",
@@ -74,6 +82,10 @@ def parse_row(path: Path, line: int, text: bytes | str) -> MetaRow:
         raise MetaEvalDataError(f"{where}: invalid JSON: nested too deeply") from None
     if not isinstance(value, dict):
         raise MetaEvalDataError(f"{where}: must be a JSON object (is {_shown(value)})")
+    if SURROGATE_ESCAPE.search(text if isinstance(text, str) else text.decode("utf-8", "replace")):
+        bad = _lone_surrogate_field(value)  # no file or database can hold one
+        if bad:
+            raise MetaEvalDataError(f"{where}: {bad}: holds a lone surrogate (\\ud800-\\udfff), which is not text")
 
     def field(key: str, kind: type, what: str) -> Any:
         if key not in value:
