@@ -30,11 +30,12 @@ from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
 from hbtui.export_reference import write_reference
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
+from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
 from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
 from hbtui.report import driver_lines, render_report, render_runs, stated_score_note
-from hbtui.run_kinds import IMPORTED, not_repeatable
+from hbtui.run_kinds import IMPORTED, META_EVAL, not_repeatable, refusal
 from hbtui.run_stats import run_statistics
 from hbtui.schema import holds_our_header
 from hbtui.services import (
@@ -167,6 +168,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-cache", action="store_true", help="ask the grader even where an identical request's verdict is cached"
     )
 
+    meta = sub.add_parser(
+        "meta-eval",
+        parents=[common, grader_flags],
+        help="judge a grader against physicians' labels (the reference's meta-evaluation): a run of kind meta-eval",
+    )
+    meta.add_argument("--data", help="a local meta-eval JSONL file (default: the official file, downloaded once)")
+    meta.add_argument("--limit", type=int, help="sample this many rows (as the reference samples)")
+    meta.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    meta.add_argument("--name", help="a unique name for the run")
+    meta.add_argument("--preset", help="the grader's settings of a preset (reference: simple-evals' grader requests)")
+    meta.add_argument(
+        "--physician-labels-over",
+        type=int,
+        default=MIN_PHYSICIAN_LABELS,
+        metavar="N",
+        help=f"the physicians' distribution keeps those with more than N labels (default {MIN_PHYSICIAN_LABELS})",
+    )
+
     sub.add_parser("runs", parents=[common], help="list the runs in the database")
 
     show = sub.add_parser(
@@ -176,6 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("run", metavar="RUN")
     show.add_argument("--json", action="store_true", help="the full metrics as JSON")
+    show.add_argument(
+        "--physician-labels-over",
+        type=int,
+        metavar="N",
+        help="a meta-eval: the physicians' distribution keeps those with more than N labels (default: the run's)",
+    )
 
     compare = sub.add_parser(
         "compare",
@@ -437,11 +462,41 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
 
 
+async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.meta_eval.headless import start_meta_eval
+
+    check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
+    if args.preset:  # the grader's side of it, and flags still win
+        grader_side = {k: v for k, v in preset_settings(args.preset).items() if k in GRADER_SETTINGS}
+        settings = replace(settings, **grader_side).with_overrides(**_overrides(args))
+    if args.physician_labels_over < 0:
+        raise UsageError(f"--physician-labels-over {args.physician_labels_over}: must be 0 or more")
+    return await start_meta_eval(
+        settings,
+        data=args.data,
+        limit=args.limit,
+        seed=args.seed,
+        name=args.name,
+        labels_over=args.physician_labels_over,
+        say=say,
+        download_progress=_download_progress,
+    )
+
+
 async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
     prices = load_prices()
     load_http_in_background()
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
+        if run.kind == META_EVAL:
+            from hbtui.meta_eval.headless import drive_meta_eval, refuse_grader_changes
+
+            if regrade:
+                asked = await store.reset_meta_eval_failures(run.id, None)
+                say(f"run {run.id}: retrying {asked} rows that got no verdict")
+            meta_settings = settings_for_run(run, settings, **_overrides(args))
+            await refuse_grader_changes(store, run, meta_settings)
+            return await drive_meta_eval(store, run, meta_settings, say)
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             raise UsageError(refusal)
@@ -465,6 +520,10 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
             grader_side = {k: v for k, v in preset_settings(args.preset).items() if k in GRADER_SETTINGS}
             regrade_settings = replace(regrade_settings, **grader_side).with_overrides(**flags)
         load_template(regrade_settings.grader_template, regrade_settings.cache_dir)  # before anything is written
+        if source.kind == META_EVAL:
+            from hbtui.meta_eval.headless import regrade_meta_eval
+
+            return await regrade_meta_eval(store, source, regrade_settings, args.name, say)
         prices = load_prices()
         run_id = await plan_regrade(store, source, regrade_settings, args.name)
         run = await store.get_run(run_id)
@@ -572,11 +631,14 @@ async def cmd_runs(settings: Settings) -> int:
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
     """The run's report, with the statistics computed now: the length adjustment of the current
     settings (`.env` < environment < flags of `show`) and the current price table."""
+    from hbtui.meta_eval.headless import show_meta_eval
     from hbtui.services import compute_report
 
     prices = load_prices()
     async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
+        if run.kind == META_EVAL:
+            return await show_meta_eval(store, run, args.json, args.physician_labels_over, say)
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
@@ -616,6 +678,18 @@ async def cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
 
     async with await open_for_reading(settings) as store:
         run_a, run_b = await store.resolve_run(args.run_a), await store.resolve_run(args.run_b)
+        for run, other in ((run_a, run_b), (run_b, run_a)):
+            refused = refusal(run.id, run.kind, "compare", other.kind)
+            if refused:
+                raise UsageError(refused)
+        if run_a.kind == META_EVAL:
+            from hbtui.meta_eval.compare import compare_meta_evals, render_meta_comparison
+
+            meta = await compare_meta_evals(store, run_a, run_b)
+            print(json.dumps({"meta_eval_comparison": meta}, indent=2)) if args.json else say(
+                render_meta_comparison(meta)
+            )
+            return EXIT_OK
         result = await compare_runs(store, run_a, run_b)
     if args.json:  # JSON escapes control characters itself, and keeps the text exact
         print(json.dumps(result.as_json(), indent=2))
@@ -644,6 +718,9 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
     async with await open_for_reading(settings) as store:
         run = await store.resolve_run(args.run)
+        refused = refusal(run.id, run.kind, "export")
+        if refused:
+            raise UsageError(refused)
         out = Path(args.out)
         if not out.parent.is_dir():
             raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
@@ -795,6 +872,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "resume": lambda: cmd_resume(args, settings),
             "regrade-errors": lambda: cmd_resume(args, settings, regrade=True),
             "regrade": lambda: cmd_regrade(args, settings),
+            "meta-eval": lambda: cmd_meta_eval(args, settings),
             "runs": lambda: cmd_runs(settings),
             "check": lambda: cmd_check(settings),
             "show": lambda: cmd_show(args, settings),
@@ -834,6 +912,7 @@ def _main(argv: Sequence[str] | None) -> int:
         PriceError,
         "hbtui.compare:NothingToCompare",
         "hbtui.imports.common:ImportProblem",
+        "hbtui.meta_eval.compare:NoRowsInCommon",
     ) as exc:
         _complain("error", exc)
         return EXIT_USAGE

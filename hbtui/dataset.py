@@ -266,14 +266,19 @@ class DownloadFailed(DatasetError):
 
 
 def download_official(subset: str, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
-    """The official file for ``subset``, downloaded once into ``cache_dir`` and sha256-checked.
+    """The official file for ``subset``, downloaded once into ``cache_dir`` and sha256-checked."""
+    if subset not in SUBSETS:
+        raise DatasetError(f"unknown subset {subset!r} (main, hard, consensus)")
+    return download_file(SUBSETS[subset], cache_dir, progress)
+
+
+def download_file(official: OfficialFile, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
+    """An official file (a subset, the meta-eval's), downloaded once into ``cache_dir`` and
+    sha256-checked.
 
     The download goes to a temporary name and is renamed only once verified, so an interrupted
     or corrupted download is never mistaken for the real file.
     """
-    if subset not in SUBSETS:
-        raise DatasetError(f"unknown subset {subset!r} (main, hard, consensus)")
-    official = SUBSETS[subset]
     cache = Path(cache_dir)
     target = cache / official.filename
     if target.exists():

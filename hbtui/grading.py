@@ -10,10 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hbtui.client import UNPARSEABLE, Completes, replace_lone_surrogates
 from hbtui.files import read_user_file
 from hbtui.limiter import GRADING
+
+if TYPE_CHECKING:
+    from hbtui.config import Settings
 
 CONVERSATION_SLOT = "<<conversation>>"
 CRITERION_SLOT = "<<criterion>>"
@@ -278,3 +282,18 @@ async def grade_criterion(
     outcome.error_kind = UNPARSEABLE
     outcome.error = f"no verdict in the grader's answer after {parse_attempts} tries"
     return outcome
+
+
+async def grade_as_configured(client: Completes, settings: Settings, prompt: str) -> GradeOutcome:
+    """``grade_criterion`` with the grader's settings of a run (a model run's, a meta-eval's)."""
+    return await grade_criterion(
+        client,
+        settings.model_grader or "",
+        prompt,
+        temperature=settings.temperature_grader,
+        max_tokens=settings.max_tokens_grader,
+        reasoning_effort=settings.reasoning_grader,
+        parse_attempts=settings.grader_parse_attempts,
+        system=settings.system_message_grader,
+        response_format=VERDICT_FORMAT if settings.grader_json_schema else None,
+    )

@@ -7,7 +7,7 @@ import time
 from hbtui.completion_groups import group_description, skipped_line
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
-from hbtui.run_kinds import IMPORTED, MODEL_RUN, kind_label
+from hbtui.run_kinds import IMPORTED, META_EVAL, META_EVAL_SCORE, MODEL_RUN, kind_label
 from hbtui.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
 from hbtui.run_stats import RunStatistics, WorstAtKScores, penalty_label
 from hbtui.score_bins import histogram
@@ -73,16 +73,17 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     rows = []
     for run in runs:
         overall = run.report.overall if run.report else None
+        meta = run.kind == META_EVAL  # its score is the grader's F1, its n its rows; it tests no model
         rows.append(
             [
                 str(run.id),
                 one_line(run.name, 64),
                 _status(run),
                 *([one_line(kind_label(run.kind, run.imported), 40)] if kinds else []),
-                _fmt(run.score),
+                f"F1 {_fmt(run.score)}" if meta else _fmt(run.score),
                 _ci(overall),
-                str(overall.n) if overall else "-",
-                one_line(run.model_test, 24),
+                str(run.n_conversations) if meta else str(overall.n) if overall else "-",
+                "-" if meta else one_line(run.model_test, 24),
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
                 one_line(run.model_grader, 24),
                 one_line(run.dataset_name, 16),
@@ -105,6 +106,8 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     for r in table:
         cells = [middle_cut(r[i], widths[i]) if i == name else r[i] for i in columns]
         lines.append("  ".join(cell.ljust(widths[i]) for cell, i in zip(cells, columns)).rstrip())
+    if any(run.kind == META_EVAL for run in runs):
+        lines.append(f"meta-eval runs: {META_EVAL_SCORE}; n is their rows")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -220,6 +220,47 @@ END;
 INSERT INTO verdict_text (verdict_text) VALUES ('rebuild');
 """
 
+# Version 11: meta-eval runs (hbtui.meta_eval). Their rows are judgements of a completion against a
+# rubric text, with physicians' labels and no points, so they get their own table rather than
+# conversations and verdicts. A conversation and completion rated under many rubrics is stored
+# once (meta_eval_texts, by the sha256 of both). A meta-eval's report (agreement metrics, the
+# physicians' distribution) is kept in runs.meta_eval_json, its headline F1 in runs.score.
+MIGRATE_ADD_META_EVAL_ROWS = """
+CREATE TABLE meta_eval_texts (
+    id INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL UNIQUE,
+    prompt_json TEXT NOT NULL,
+    completion TEXT NOT NULL
+);
+CREATE TABLE meta_eval_rows (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    line INTEGER NOT NULL,
+    text_id INTEGER NOT NULL REFERENCES meta_eval_texts(id),
+    rubric TEXT NOT NULL,
+    category TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    physician_ids TEXT NOT NULL,
+    prompt_id TEXT,
+    completion_id TEXT,
+    status TEXT NOT NULL DEFAULT 'pending',
+    explanation TEXT,
+    raw_output TEXT,
+    reasoning TEXT,
+    error TEXT,
+    error_kind TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    latency_ms REAL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    graded_at REAL,
+    UNIQUE (run_id, position)
+);
+CREATE INDEX meta_eval_rows_by_status ON meta_eval_rows(run_id, status);
+ALTER TABLE runs ADD COLUMN meta_eval_json TEXT;
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
@@ -230,6 +271,7 @@ MIGRATIONS = {
     7: MIGRATE_ADD_COMPLETIONS,
     8: MIGRATE_ADD_ENDPOINTS,
     9: MIGRATE_ADD_BROWSER_INDEXES,
+    10: MIGRATE_ADD_META_EVAL_ROWS,
 }
 
 

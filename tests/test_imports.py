@@ -15,6 +15,7 @@ from hbtui.scoring import conversation_score
 from hbtui.store import Store
 from tests import test_reference
 from tests.conftest import small_records, user_folder, write_jsonl
+from tests.support.old_schema import database_at
 
 reference_module = test_reference.ref  # the reference's module under stubs, as that file loads it
 needs_reference = test_reference.needs_reference
@@ -368,20 +369,7 @@ def test_an_import_that_fails_while_it_is_written_leaves_nothing(tmp_path):
 
 
 def test_runs_made_before_kinds_are_model_runs(tmp_path):
-    db = tmp_path / "old.sqlite"
-    with sqlite3.connect(db) as conn:
-        for statement in schema.statements(schema.SCHEMA_V1):
-            conn.execute(statement)
-        for version in (1, 2, 3):
-            for statement in schema.statements(schema.MIGRATIONS[version]):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-        conn.execute("PRAGMA user_version=4")
-        conn.execute(
-            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
-            " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
-            " ('old', 'finished', 0, 'd', 'x', 'm', 'g', '{}', '{}', 0, 0)"
-        )
+    db = database_at(tmp_path / "old.sqlite", 4)
 
     async def read():
         async with await Store.open(db) as store:

@@ -7,10 +7,8 @@ them, with the system message its ChatCompletionSampler would put first.
 """
 
 import asyncio
-import importlib.util
 import json
 import sqlite3
-import sys
 import types
 
 import pytest
@@ -26,6 +24,7 @@ from hbtui.presets import built_in_presets
 from hbtui.store import Store
 from hbtui.verdict_cache import RequestKeys
 from tests.conftest import MAIN_SUBSET, REFERENCE_EVAL, needs_shared, settings_for
+from tests.support.reference_modules import reference_modules
 
 needs_reference = pytest.mark.skipif(
     not REFERENCE_EVAL.exists(), reason=f"the reference's files are not at {REFERENCE_EVAL.parent} (../shared absent)"
@@ -35,42 +34,8 @@ needs_reference = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def ref():
     """simple-evals' healthbench_eval module, imported by path under stub siblings."""
-    package = types.ModuleType("simple_evals_stub")
-    package.__path__ = []
-    common = types.ModuleType("simple_evals_stub.common")
-    common.HTML_JINJA = ""
-    common.map_with_progress = lambda fn, items, pbar=False: [fn(item) for item in items]
-    stub_types = types.ModuleType("simple_evals_stub.types")
-    for name in ("Eval", "EvalResult", "SamplerBase", "SingleEvalResult"):
-        setattr(stub_types, name, type(name, (), {}))
-    stub_types.MessageList = list
-    sampler = types.ModuleType("simple_evals_stub.sampler")
-    sampler.__path__ = []
-    chat = types.ModuleType("simple_evals_stub.sampler.chat_completion_sampler")
-    chat.OPENAI_SYSTEM_MESSAGE_API = reference.SYSTEM_MESSAGE  # the value its sampler module defines
-    chat.ChatCompletionSampler = type("ChatCompletionSampler", (), {})
-    modules = {
-        "simple_evals_stub": package,
-        "simple_evals_stub.common": common,
-        "simple_evals_stub.types": stub_types,
-        "simple_evals_stub.sampler": sampler,
-        "simple_evals_stub.sampler.chat_completion_sampler": chat,
-        "blobfile": types.ModuleType("blobfile"),
-        "pandas": types.ModuleType("pandas"),
-    }
-    saved = {name: sys.modules.get(name) for name in modules}
-    sys.modules.update(modules)
-    try:
-        spec = importlib.util.spec_from_file_location("simple_evals_stub.healthbench_eval", REFERENCE_EVAL)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with reference_modules(REFERENCE_EVAL.parent, "healthbench_eval") as (module,):
         yield module
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = value
 
 
 class RecordingGrader:

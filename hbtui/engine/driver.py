@@ -43,7 +43,7 @@ from hbtui.events import (
     RunStarted,
 )
 from hbtui.fidelity import describe_requests
-from hbtui.grading import VERDICT_FORMAT, fill_template, grade_criterion, graded_conversation, load_template
+from hbtui.grading import fill_template, grade_as_configured, graded_conversation, load_template
 from hbtui.limiter import GENERATION
 from hbtui.numbering import conversation_label, criterion_label
 from hbtui.store import (
@@ -640,17 +640,7 @@ class Engine:
         settings = self.settings
         prompt = fill_template(self._template, rendered, points, text)
         try:
-            outcome = await grade_criterion(
-                client,
-                settings.model_grader or "",
-                prompt,
-                temperature=settings.temperature_grader,
-                max_tokens=settings.max_tokens_grader,
-                reasoning_effort=settings.reasoning_grader,
-                parse_attempts=settings.grader_parse_attempts,
-                system=settings.system_message_grader,
-                response_format=VERDICT_FORMAT if settings.grader_json_schema else None,
-            )
+            outcome = await grade_as_configured(client, settings, prompt)
         except ChatError as exc:
             if self._check_fatal(exc):
                 return

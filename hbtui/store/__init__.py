@@ -28,6 +28,7 @@ from hbtui.store.browse_reads import (
     SearchMatches,
     StoreBrowse,
 )
+from hbtui.store.meta_eval import INSERT_CHUNK, MetaEvalResult, MetaEvalRowView, MetaEvalWork, StoreMetaEval
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.rows import (
@@ -63,7 +64,6 @@ from hbtui.store.work import (
     VerdictResult,
     WorkItem,
 )
-from hbtui.store.writes import StoreWrites
 
 # How long one statement waits for another connection's write lock before SQLite gives up with
 # "database is locked". The engine's writer then keeps what it holds and tries again (see
@@ -109,6 +109,7 @@ def _read_only_uri(path: Path) -> str:
 __all__ = [
     "ERROR",
     "HEARTBEAT_STALE_SECONDS",
+    "INSERT_CHUNK",
     "MET",
     "NOT_MET",
     "PENDING",
@@ -124,6 +125,9 @@ __all__ = [
     "ImportedReply",
     "ImportedVerdict",
     "LogLine",
+    "MetaEvalResult",
+    "MetaEvalRowView",
+    "MetaEvalWork",
     "NoRunsYet",
     "PlannedConversation",
     "Progress",
@@ -149,7 +153,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreBrowse, StoreWrites, StoreRunActions):
+class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

@@ -106,6 +106,7 @@ class RunRow:
     kind: str = MODEL_RUN  # hbtui.run_kinds
     imported: dict | None = None  # an imported run: its format, file and what the file stated
     driver_log: str | None = None  # the output of its detached driver (hbtui.engine.detached), if it had one
+    meta_eval: dict | None = None  # a meta-eval run's report (hbtui.meta_eval.summary), once computed
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -114,6 +115,8 @@ class RunRow:
 
     @property
     def n_scored(self) -> int | None:
+        if self.meta_eval is not None:  # a meta-eval: its rows with a verdict
+            return self.meta_eval.get("judged")
         return self.report.conversations.scored if self.report else None
 
     def shown_status(self, now: float | None = None) -> str:
@@ -168,17 +171,30 @@ class RunRow:
 RUN_COLUMNS = (
     "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
     " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json, driver_log"
+    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json, driver_log,"
+    " meta_eval_json"
 )
+
+
+# Columns read by name, not position: branches that each add a column to runs would otherwise
+# shift one another's indices (a log path read as JSON).
+_RUN_COLUMN_INDEX = {name.strip(): index for index, name in enumerate(RUN_COLUMNS.split(","))}
+_JSON_COLUMNS = [_RUN_COLUMN_INDEX[name] for name in ("settings_json", "plan_json")]
+_OPTIONAL_JSON_COLUMNS = [
+    _RUN_COLUMN_INDEX[name] for name in ("live_json", "requests_json", "import_json", "meta_eval_json")
+]
+_REPORT_COLUMN = _RUN_COLUMN_INDEX["report_json"]
 
 
 def run_from_row(row: Sequence[Any]) -> RunRow:
     values = list(row)
-    for i in (10, 11):
+    for i in _JSON_COLUMNS:
         values[i] = json.loads(values[i])
-    for i in (20, 21, 24):
+    for i in _OPTIONAL_JSON_COLUMNS:
         values[i] = json.loads(values[i]) if values[i] else None
-    values[16] = StoredReport.from_json(json.loads(values[16])) if values[16] else None
+    values[_REPORT_COLUMN] = (
+        StoredReport.from_json(json.loads(values[_REPORT_COLUMN])) if values[_REPORT_COLUMN] else None
+    )
     return RunRow(*values)
 
 

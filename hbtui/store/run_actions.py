@@ -14,7 +14,7 @@ from hbtui.store.connection import Connection
 from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
 # Every table holding a run's rows, children first (another owner's table joins this list).
-RUN_TABLES = ("review_positions", "verdicts", "conversations", "run_log")
+RUN_TABLES = ("review_positions", "meta_eval_rows", "verdicts", "conversations", "run_log")
 
 
 class RunInUse(StoreError):
@@ -70,6 +70,10 @@ class StoreRunActions(Connection):
             # A record (a prompt and its rubric) is shared by every run of it: gone with the last.
             await self.db.execute(
                 "DELETE FROM records WHERE NOT EXISTS (SELECT 1 FROM conversations c WHERE c.record_id = records.id)"
+            )
+            await self.db.execute(  # so is a meta-eval's conversation and completion, by its rows
+                "DELETE FROM meta_eval_texts WHERE NOT EXISTS"
+                " (SELECT 1 FROM meta_eval_rows r WHERE r.text_id = meta_eval_texts.id)"
             )
         return Deleted(run.id, run.name, conversations, verdicts, run.folder)
 

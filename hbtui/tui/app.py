@@ -30,6 +30,7 @@ from textual.worker import Worker
 
 from hbtui.config import Settings, SettingsError
 from hbtui.envfile import env_file_values
+from hbtui.run_kinds import META_EVAL
 from hbtui.services import DetachedRun, Engine, launch_detached, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.text import one_line
@@ -79,6 +80,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         self.store: Store | None = None
         self.live_runs: dict[int, LiveRun] = {}  # the demo's: driven in this process
         self.detached_runs: dict[int, DetachedRun] = {}  # started here, driven by processes of their own
+        self.meta_eval_runs: dict[int, Worker] = {}  # meta-evals graded in this process (screens.meta_eval)
         # Problems found while reading .env (bad values left at their defaults), shown once up.
         self.startup_problems: list[str] = []
         self._gc_threshold: tuple[int, int, int] | None = None
@@ -119,6 +121,9 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 self.exit(return_code=2, message=Text(f"hbtui: error: {one_line(str(exc), 300)}"))
                 return
             await self.push_screen(RunsScreen())
+            if run.kind == META_EVAL:  # its own screen follows it as it goes
+                self.open_run(run.id)
+                return
             await self.push_screen(MonitorScreen(run.id, follow_latest=self.monitor_run == "latest"))
             return
         # The runs list is always the root, so Back from the configuration screen lands there.
@@ -317,8 +322,10 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         for live in list(self.live_runs.values()):
             if live.worker is not None:
                 live.worker.cancel()
+        for worker in list(self.meta_eval_runs.values()):
+            worker.cancel()  # its driver keeps what was answered and ends the run interrupted
         waited = 0.0
-        while self.live_runs and waited < STOP_TIMEOUT_SECONDS:
+        while (self.live_runs or self.meta_eval_runs) and waited < STOP_TIMEOUT_SECONDS:
             await asyncio.sleep(0.05)
             waited += 0.05
 
@@ -345,12 +352,12 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         if self.drivers_going():
             await self._ask_about_drivers()
             return
-        if not self.live_runs:
+        if not self.live_runs and not self.meta_eval_runs:
             self.exit()
             return
         from hbtui.tui.screens.confirm import ConfirmModal
 
-        names = ", ".join(str(run_id) for run_id in self.live_runs)
+        names = ", ".join(str(run_id) for run_id in [*self.live_runs, *self.meta_eval_runs])
         question = (
             f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
             "continue later with `hbtui resume`."
@@ -419,10 +426,14 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
     @work(group="open-run", exclusive=True)
     async def _open_run(self, run_id: int) -> None:
+        from hbtui.tui.screens.meta_eval import MetaEvalScreen
         from hbtui.tui.screens.run import RunScreen
 
         try:
-            screen = await RunScreen.read(self.db, run_id)
+            if (await self.db.get_run(run_id)).kind == META_EVAL:
+                screen: Screen = await MetaEvalScreen.read(self.db, run_id)
+            else:
+                screen = await RunScreen.read(self.db, run_id)
         except StoreError as exc:  # deleted meanwhile, or the file broke
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return

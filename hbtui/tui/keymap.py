@@ -39,6 +39,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.conversation import ConversationScreen
     from hbtui.tui.screens.criteria import CriteriaScreen
     from hbtui.tui.screens.help import HelpModal
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
     from hbtui.tui.screens.monitor import MonitorScreen
     from hbtui.tui.screens.pair import PairScreen
     from hbtui.tui.screens.picker import PickerModal
@@ -62,6 +63,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("conversation", [ConversationScreen]),
         ("criteria", [CriteriaScreen, FilterInput]),
         ("repeats", [RepeatsScreen]),
+        ("meta-eval", [MetaEvalScreen]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

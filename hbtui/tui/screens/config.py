@@ -25,6 +25,7 @@ from textual.widgets import Button, Header, Input, Label, Select, Static
 from hbtui.config import TEMPLATE, TEMPLATE_NAMES, Setting, Settings, SettingsError, setting_for
 from hbtui.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
 from hbtui.grading import TemplateError, load_template
+from hbtui.run_kinds import META_EVAL, MODEL_RUN
 from hbtui.services import plan_run, run_name_problem
 from hbtui.setting_kinds import Bool, Choice
 from hbtui.store import StoreError
@@ -104,6 +105,7 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
     (
         "Data and run",
         [
+            FormField("run_kind", "Run kind", "run_kind"),
             FormField("subset", "Subset", "choice"),
             FormField("data_path", "Local JSONL file", "data_file", "path (when the subset is a local file)"),
             setting_field("completions"),
@@ -126,7 +128,7 @@ RUN_OPTION_FLAGS = {
 }
 SETTING_NAMES = [name for name, form_field in FIELDS.items() if form_field.setting is not None]
 SECRET_NAMES = frozenset(name for name in SETTING_NAMES if setting_for(name).secret)
-RUN_OPTIONS = ("endpoint", "subset", "data_path", "limit", "seed", "repeats", "run_name")
+RUN_OPTIONS = ("endpoint", "run_kind", "subset", "data_path", "limit", "seed", "repeats", "run_name")
 # What a connection check depends on: its result is out of date once one of these changes.
 CHECKED_FIELDS = ("base_url", "api_key", "model_test", "grader_base_url", "grader_api_key", "model_grader")
 
@@ -165,7 +167,7 @@ def check_field(form_field: FormField, raw: str, subset: str) -> tuple[Any, str 
         if kind == "positive_int":
             return 1, None
         return None, None
-    if kind in ("choice", "endpoint"):
+    if kind in ("choice", "endpoint", "run_kind"):
         return raw, None
     if kind in ("optional_int", "int", "positive_int"):
         try:
@@ -224,7 +226,14 @@ def form_wording(message: str) -> str:
 
 def initial_text(settings: Settings, name: str, remembered: dict[str, str]) -> str:
     if name in RUN_OPTIONS:
-        defaults = {"endpoint": OWN_ENDPOINT, "subset": "main", "seed": "0", "repeats": "1", **remembered}
+        defaults = {
+            "endpoint": OWN_ENDPOINT,
+            "run_kind": MODEL_RUN,
+            "subset": "main",
+            "seed": "0",
+            "repeats": "1",
+            **remembered,
+        }
         return defaults.get(name, "")
     return field_text(name, getattr(settings, name))
 
@@ -294,6 +303,12 @@ class ConfigScreen(Screen):
                 )
             elif form_field.kind == "endpoint":
                 options = [("your own endpoint (below)", OWN_ENDPOINT), ("local demo model", DEMO_CHOICE)]
+                yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
+            elif form_field.kind == "run_kind":
+                options = [
+                    ("model run: replies generated and graded", MODEL_RUN),
+                    ("meta-eval: the grader against physicians (subset: the official meta-eval file)", META_EVAL),
+                ]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             elif form_field.kind == "choice":
                 options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
@@ -470,6 +485,9 @@ class ConfigScreen(Screen):
         if self._starting:
             return
         values, problems = self.validate_all()
+        if values["run_kind"] == META_EVAL:
+            await self._start_meta_eval(values, problems)
+            return
         if values["endpoint"] == DEMO_CHOICE:
             self._start_demo(values, [name for name in problems if name in RUN_OPTIONS])
             return
@@ -505,6 +523,52 @@ class ConfigScreen(Screen):
         self.show_status("")
         # The monitor replaces this screen: Back from it goes to the runs list.
         await self.app.switch_screen(MonitorScreen(run_id))
+
+    async def _start_meta_eval(self, values: dict[str, Any], problems: list[str]) -> None:
+        """A meta-eval of the grader set here: the official meta-eval file (a subset chosen
+        means it), or the local file given; Conversations counts its rows."""
+        from hbtui.meta_eval.data import check_file, official_path
+        from hbtui.meta_eval.runner import plan_meta_eval, require_grader
+        from hbtui.tui.screens.meta_eval import MetaEvalScreen, drive_in_app
+
+        if values["endpoint"] == DEMO_CHOICE:
+            self.show_status("a meta-eval needs a grader of your own endpoint, not the local demo model", error=True)
+            return
+        # The model under test plays no part: its fields' problems do not stop a meta-eval.
+        problems = [name for name in problems if name not in ("model_test", "repeats")]
+        if problems:
+            self._first_problem(problems)
+            return
+        settings = self.form_settings(values)
+        self._starting = True
+        self.show_status("checking the meta-eval file…")
+        try:
+            require_grader(settings)
+            await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
+            local = values["subset"] == LOCAL_FILE
+            path = Path(values["data_path"]) if local else await asyncio.to_thread(official_path, settings.cache_dir)
+            count = await asyncio.to_thread(check_file, path)
+            self.show_status("planning the meta-eval…")
+            store = await self.app.store_for_a_run(settings.db_path)
+            run_id = await plan_meta_eval(
+                store,
+                settings,
+                path,
+                official=not local,
+                limit=values["limit"],
+                seed=values["seed"],
+                name=values["run_name"],
+                count=count,
+            )
+            await drive_in_app(self.app, run_id, settings)
+            screen = await MetaEvalScreen.read(store, run_id)
+        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
+            return
+        finally:
+            self._starting = False
+        self.show_status("")
+        await self.app.switch_screen(screen)
 
     async def _dataset(self, settings: Settings, values: dict[str, Any]) -> Dataset:
         """The run's records, and its grader prompt checked (the reference's fetched once)."""

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Header, Input, Static
 
 from hbtui.client import TRANSIENT_KINDS
 from hbtui.compare import NothingToCompare
-from hbtui.run_kinds import MODEL_RUN, not_repeatable
+from hbtui.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.text import middle_cut, one_line
@@ -67,6 +67,8 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     shown = f"{status} {ago}" if ago else status
     shown = shown if run.kind == MODEL_RUN else f"{shown} · {run.kind}"
     score = f"{run.score:.3f}" if run.score is not None else ""
+    if run.kind == META_EVAL and score:
+        score = f"F1 {score}"  # the grader's agreement with physicians, not a HealthBench score
     ci = run.ci95
     errors = error_count(run)
     return (
@@ -296,10 +298,14 @@ class RunsScreen(RunActions):
         if run_id is not None:
             self.app.open_run(run_id)
 
-    def action_monitor(self) -> None:
+    async def action_monitor(self) -> None:
         run_id = self.selected_run_id()
         if run_id is None:
             self.say("no run selected")
+            return
+        store = self.app.store
+        if store is not None and (await store.get_run(run_id)).kind == META_EVAL:
+            self.app.open_run(run_id)  # a meta-eval's own screen follows it as it goes
             return
         self.app.open_monitor(run_id)
 
@@ -316,6 +322,11 @@ class RunsScreen(RunActions):
             self.app.open_monitor(run_id)
             return
         run = await store.get_run(run_id)
+        if run.kind == META_EVAL and run.shown_status() in RESUMABLE:
+            from hbtui.tui.screens.meta_eval import continue_in_app
+
+            continue_in_app(self.app, run)
+            return
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             self.notify(refusal, markup=False)
@@ -423,8 +434,14 @@ class RunsScreen(RunActions):
         from hbtui.tui.screens.compare import CompareScreen
 
         try:
+            a, b = await self.app.db.get_run(run_a), await self.app.db.get_run(run_b)
+            if META_EVAL in (a.kind, b.kind):
+                from hbtui.tui.screens.meta_eval import MetaComparisonScreen
+
+                await self.app.push_screen(await MetaComparisonScreen.read(self.app.db, a, b))
+                return
             screen = await CompareScreen.read(self.app.db, run_a, run_b)
-        except (StoreError, NothingToCompare) as exc:
+        except (StoreError, NothingToCompare, ValueError) as exc:
             self.notify(one_line(str(exc), 300), severity="error", markup=False)
             return
         await self.app.push_screen(screen)
