@@ -6,7 +6,7 @@ inside the caller's transaction, so an upgrade either happens whole or not at al
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -161,12 +161,36 @@ MIGRATE_V5_TO_V6 = """
 ALTER TABLE runs ADD COLUMN control TEXT;
 """
 
+# Version 7: human review (hbtui.reviews). A reviewer's flips, flags and undos, an append-only
+# history beside the verdicts, never written into them: who, when, what, the note, and the
+# grader's verdict as it was reviewed. ``subject`` (the prompt, reply and criterion, hashed) finds
+# an earlier review of the same reply and criterion when it is graded again in another run.
+MIGRATE_ADD_REVIEWS = """
+CREATE TABLE reviews (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    reviewer TEXT NOT NULL,
+    at REAL NOT NULL,
+    action TEXT NOT NULL CHECK (action IN ('flip', 'flag', 'undo')),
+    met INTEGER,
+    note TEXT,
+    undoes INTEGER REFERENCES reviews(id),
+    graded_status TEXT NOT NULL,
+    subject TEXT NOT NULL
+);
+CREATE INDEX reviews_by_verdict ON reviews(run_id, conversation_id, idx);
+CREATE INDEX reviews_by_subject ON reviews(subject);
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
     3: MIGRATE_V3_TO_V4,
     4: MIGRATE_V4_TO_V5,
     5: MIGRATE_V5_TO_V6,
+    6: MIGRATE_ADD_REVIEWS,
 }
 
 

@@ -22,6 +22,7 @@ import aiosqlite
 from hbtui import schema
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
+from hbtui.store.review_store import NothingToReview, StoreReviews
 from hbtui.store.rows import (
     ERROR,
     HEARTBEAT_STALE_SECONDS,
@@ -113,6 +114,7 @@ __all__ = [
     "ImportedVerdict",
     "LogLine",
     "NoRunsYet",
+    "NothingToReview",
     "PlannedConversation",
     "Progress",
     "ReadOnlyDatabase",
@@ -133,7 +135,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreWrites):
+class Store(StoreReads, StoreWrites, StoreReviews):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod
