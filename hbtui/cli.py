@@ -38,6 +38,7 @@ from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
 from hbtui.report import render_report, render_runs, stated_score_note
+from hbtui.review_report import review_lines, review_of_run
 from hbtui.run_kinds import IMPORTED, not_repeatable
 from hbtui.run_stats import run_statistics
 from hbtui.schema import holds_our_header
@@ -175,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("run", metavar="RUN")
     show.add_argument("--json", action="store_true", help="the full metrics as JSON")
+    show.add_argument(
+        "--reviewed",
+        action="store_true",
+        help="the score as reviewed beside the score as graded, each reviewer's, the review's progress and agreement",
+    )
 
     compare = sub.add_parser(
         "compare",
@@ -528,6 +534,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
+        review = await review_of_run(store, run, args.reviewed)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
             print(
                 json.dumps(
@@ -543,12 +550,15 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                         "requests": run.requests,
                         **run.report.to_json(),
                         **stats.as_json(),
+                        **({"review": review.as_json()} if review else {}),
                     },
                     indent=2,
                 )
             )
         else:
             say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats))
+            if review:
+                say("\n".join(["", *review_lines(review)]))
     return EXIT_OK
 
 

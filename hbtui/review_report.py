@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from hbtui import reviews as rv
 from hbtui.run_report import StoredReport
+from hbtui.store import RunRow
 from hbtui.text import one_line
 
 
@@ -55,6 +56,15 @@ async def run_review(store, run_id: int, from_cache: int = 0) -> RunReview:
         )
 
     return await asyncio.to_thread(computed)
+
+
+async def review_of_run(store, run: RunRow, asked: bool) -> RunReview | None:
+    """The run's review when asked for (`show --reviewed`) or when the run has reviews (then
+    `show --json` carries it under ``review`` unasked); None otherwise: `show` prints as before."""
+    if not asked and not await store.run_reviews(run.id):
+        return None
+    from_cache = run.report.criteria.from_cache if run.report else 0
+    return await run_review(store, run.id, from_cache or 0)
 
 
 def score_text(value: float | None) -> str:
