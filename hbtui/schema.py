@@ -180,7 +180,9 @@ CREATE TABLE reviews (
     graded_status TEXT NOT NULL,
     subject TEXT NOT NULL
 );
-CREATE INDEX reviews_by_verdict ON reviews(run_id, conversation_id, idx);
+CREATE INDEX reviews_by_run ON reviews(run_id);
+CREATE INDEX reviews_by_verdict ON reviews(conversation_id, idx);
+CREATE INDEX reviews_undone ON reviews(undoes) WHERE undoes IS NOT NULL;
 CREATE INDEX reviews_by_subject ON reviews(subject);
 """
 

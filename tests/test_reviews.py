@@ -179,3 +179,37 @@ def test_cohen_kappa_of_the_review_is_the_textbook_one():
     pairs = [(True, True)] * 20 + [(True, False)] * 5 + [(False, True)] * 10 + [(False, False)] * 15
     observed, chance = 35 / 50, (25 / 50) * (30 / 50) + (25 / 50) * (20 / 50)
     assert kappa_of(pairs).kappa == pytest.approx((observed - chance) / (1 - chance), abs=1e-12)
+
+
+def test_the_review_filters_find_flagged_flipped_and_not_yet_reviewed_conversations(finished_run_db):
+    from hbtui.store import ConversationFilter
+
+    async def scenario():
+        async with await Store.open(finished_run_db) as store:
+            ids = await store.conversation_ids(1)
+            keys = {conv: [idx for c, idx, *_ in await verdict_rows(store, 1) if c == conv] for conv in ids}
+            first, second, third = ids
+
+            async def listed():
+                return {
+                    name: await store.conversation_ids(1, ConversationFilter(review=name)) for name in rv.REVIEW_FILTERS
+                }
+
+            seen = [await listed()]
+            await store.add_review(first, keys[first][0], "alice", rv.FLIP)
+            await store.add_review(second, keys[second][0], "alice", rv.FLIP)
+            await store.add_review(second, keys[second][0], "bob", rv.FLIP)  # flipped back: kept
+            await store.add_review(third, keys[third][1], "bob", rv.FLAG, note="?")
+            for idx in keys[third]:
+                await store.add_review(third, idx, "bob", rv.FLAG)
+            await store.add_review(third, keys[third][1], "bob", rv.UNDO)  # one flag of two taken back
+            seen.append(await listed())
+            for idx in keys[third]:
+                await store.add_review(third, idx, "bob", rv.UNDO)
+            seen.append(await listed())
+            return ids, seen
+
+    (first, second, third), (none, some, undone) = run(scenario())
+    assert none == {rv.FLAGGED: [], rv.FLIPPED: [], rv.NOT_REVIEWED: [first, second, third]}
+    assert some == {rv.FLAGGED: [third], rv.FLIPPED: [first], rv.NOT_REVIEWED: [first, second]}
+    assert undone[rv.FLAGGED] == [] and undone[rv.NOT_REVIEWED] == [first, second, third]

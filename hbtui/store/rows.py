@@ -190,6 +190,7 @@ class ConversationFilter:
     has_errors: bool = False
     has_penalties: bool = False
     text: str | None = None
+    review: str | None = None  # flagged, flipped, not-reviewed (hbtui.store.review_filter)
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -211,6 +212,10 @@ class ConversationFilter:
             pattern = "%" + self.text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
             clauses.append("(preview LIKE ? ESCAPE '\\' OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\')")
             args.extend([pattern, pattern, pattern])
+        if self.review:
+            from hbtui.store.review_filter import REVIEW_CLAUSES
+
+            clauses.append(REVIEW_CLAUSES[self.review])
         return (" AND " + " AND ".join(clauses)) if clauses else "", args
 
 
