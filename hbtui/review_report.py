@@ -14,24 +14,62 @@ from hbtui.text import one_line
 
 
 @dataclass(slots=True)
-class RunReview:
-    graded: StoredReport
-    reviewed: StoredReport
+class ReviewGlance:
+    """What the run screen shows of a review: its scores without the bootstraps (drawn at once)."""
+
+    graded_score: float | None
+    reviewed_score: float | None
     by_reviewer: dict[str, float | None]  # each reviewer's own reviewed score (their reviews alone)
     reviews_by: dict[str, int]  # reviews standing, by reviewer
     progress: rv.Progress
     agreements: list[rv.Agreement]
+    reviews: int  # the history's rows, undos included: none means nothing to show
+
+
+def glance(conversations: list[rv.ScoredConversation], history: list[rv.Review]) -> ReviewGlance:
+    standing = rv.standing(history)
+    reviewers = rv.reviewers_of(history)
+    return ReviewGlance(
+        graded_score=rv.overall_of(rv.reviewed_scores(conversations, {})),
+        reviewed_score=rv.overall_of(rv.reviewed_scores(conversations, rv.states(history))),
+        by_reviewer={
+            name: rv.overall_of(rv.reviewed_scores(conversations, rv.states(history, name))) for name in reviewers
+        },
+        reviews_by={name: sum(r.reviewer == name for r in standing) for name in reviewers},
+        progress=rv.review_progress(conversations, history),
+        agreements=rv.agreements(conversations, history),
+        reviews=len(history),
+    )
+
+
+async def run_glance(store, run_id: int) -> ReviewGlance | None:
+    """None for a run without reviews, read without its verdicts (a run screen opens as fast)."""
+    history = await store.run_reviews(run_id)
+    if not history:
+        return None
+    conversations = await store.review_inputs(run_id)
+    return await asyncio.to_thread(glance, conversations, history)
+
+
+@dataclass(slots=True)
+class RunReview:
+    """The review with the full reports (metrics, bootstraps) as graded and as reviewed."""
+
+    graded: StoredReport
+    reviewed: StoredReport
+    glance: ReviewGlance
 
     def as_json(self) -> dict:
+        g = self.glance
         return {
             "graded_score": self.graded.score,
             "reviewed_score": self.reviewed.score,
-            "progress": self.progress.as_json(),
+            "progress": g.progress.as_json(),
             "reviewers": {
-                name: {"reviewed_score": score, "reviews": self.reviews_by.get(name, 0)}
-                for name, score in self.by_reviewer.items()
+                name: {"reviewed_score": score, "reviews": g.reviews_by.get(name, 0)}
+                for name, score in g.by_reviewer.items()
             },
-            "agreement": [a.as_json() for a in self.agreements],
+            "agreement": [a.as_json() for a in g.agreements],
             "reviewed": self.reviewed.to_json(),
         }
 
@@ -42,17 +80,10 @@ async def run_review(store, run_id: int, from_cache: int = 0) -> RunReview:
     history = await store.run_reviews(run_id)
 
     def computed() -> RunReview:
-        standing = rv.standing(history)
-        reviewers = rv.reviewers_of(history)
         return RunReview(
             graded=StoredReport.of(rv.reviewed_report(conversations, []), from_cache),
             reviewed=StoredReport.of(rv.reviewed_report(conversations, history), from_cache),
-            by_reviewer={
-                name: rv.overall_of(rv.reviewed_scores(conversations, rv.states(history, name))) for name in reviewers
-            },
-            reviews_by={name: sum(r.reviewer == name for r in standing) for name in reviewers},
-            progress=rv.review_progress(conversations, history),
-            agreements=rv.agreements(conversations, history),
+            glance=glance(conversations, history),
         )
 
     return await asyncio.to_thread(computed)
@@ -90,14 +121,15 @@ def review_lines(review: RunReview) -> list[str]:
         "Review",
         f"  score as graded    {score_text(review.graded.score)}",
         f"  score as reviewed  {score_text(review.reviewed.score)}",
-        f"  {tally_text(review.progress.overall)}",
+        f"  {tally_text(review.glance.progress.overall)}",
     ]
-    for axis, tally in sorted(review.progress.by_axis.items()):
+    g = review.glance
+    for axis, tally in sorted(g.progress.by_axis.items()):
         lines.append(f"    {one_line(axis.removeprefix('axis:'), 30):<22} {tally_text(tally)}")
-    for name, score in review.by_reviewer.items():
+    for name, score in g.by_reviewer.items():
         lines.append(
             f"  reviewer {one_line(name, 40)}: reviewed score {score_text(score)}"
-            f" ({review.reviews_by.get(name, 0):,} reviews)"
+            f" ({g.reviews_by.get(name, 0):,} reviews)"
         )
-    lines += [f"  {agreement_text(a)}" for a in review.agreements]
+    lines += [f"  {agreement_text(a)}" for a in g.agreements]
     return lines

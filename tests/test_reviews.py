@@ -144,8 +144,8 @@ def test_reviewed_score_is_the_reference_score_of_the_reviewed_verdicts(finished
     expected = [ref.calculate_score(items, grades) for items, grades in by_conversation.values()]
     assert review.reviewed.score == pytest.approx(sum(expected) / len(expected), abs=1e-12)
     assert review.reviewed.score != review.graded.score
-    assert review.progress.overall.reviewed == 3 and review.progress.overall.flipped == 1
-    assert review.progress.overall.flagged == 1
+    assert review.glance.progress.overall.reviewed == 3 and review.glance.progress.overall.flipped == 1
+    assert review.glance.progress.overall.flagged == 1
 
 
 def test_each_reviewer_has_a_reviewed_score_and_two_reviewers_their_agreement(finished_run_db):
@@ -163,16 +163,16 @@ def test_each_reviewer_has_a_reviewed_score_and_two_reviewers_their_agreement(fi
             return await run_review(store, 1)
 
     review = run(scenario())
-    (agreement,) = review.agreements
+    (agreement,) = review.glance.agreements
     assert (agreement.first, agreement.second) == ("alice", "bob")
     # Both reviewed keys 0, 1, 2: alice flipped 0, bob held it as graded; they agree on 1 and 2.
     assert agreement.kappa == kappa_of([(False, True), (False, False), (True, True)])
     assert agreement.percent == pytest.approx(2 / 3)
-    assert set(review.by_reviewer) == {"alice", "bob"}
-    assert review.by_reviewer["alice"] != review.by_reviewer["bob"]
+    assert set(review.glance.by_reviewer) == {"alice", "bob"}
+    assert review.glance.by_reviewer["alice"] != review.glance.by_reviewer["bob"]
     assert review.reviewed.score is not None
-    by_axis = review.progress.as_json()["by_axis"]
-    assert sum(t["flipped"] for t in by_axis.values()) >= review.progress.overall.flipped == 1
+    by_axis = review.glance.progress.as_json()["by_axis"]
+    assert sum(t["flipped"] for t in by_axis.values()) >= review.glance.progress.overall.flipped == 1
 
 
 def test_cohen_kappa_of_the_review_is_the_textbook_one():

@@ -41,6 +41,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.picker import PickerModal
     from hbtui.tui.screens.presets import PresetNameModal, PresetPickerModal
     from hbtui.tui.screens.regrade import RegradeModal
+    from hbtui.tui.screens.review_question import ReviewQuestion
     from hbtui.tui.screens.run import FilterInput, RunScreen
     from hbtui.tui.screens.runs import RunsScreen
     from hbtui.tui.widgets.conversation_list import ConversationList
@@ -55,6 +56,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("filter picker", [PickerModal]),
         ("grade again", [RegradeModal]),
         ("conversation", [ConversationScreen]),
+        ("review note or name", [ReviewQuestion]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

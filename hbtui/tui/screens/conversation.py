@@ -22,6 +22,7 @@ from hbtui.prices import tokens_text
 from hbtui.store import ConversationDetail
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
+from hbtui.tui.reviewing import ReviewActions
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
@@ -65,7 +66,7 @@ def short_id(prompt_id: str) -> str:
     return flat if len(flat) <= 12 else flat[:8] + "…"
 
 
-def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
+def header_text(detail: ConversationDetail, index: int, count: int, reviewed: Text | None = None) -> Text:
     s = detail.summary
     text = Text()
     text.append(f"Conversation {index + 1}/{count}", style="bold")
@@ -80,6 +81,8 @@ def header_text(detail: ConversationDetail, index: int, count: int) -> Text:
         text.append("— no reply", style="bold red")
     else:
         text.append("err" if s.n_errors else "—", style="bold magenta")
+    if reviewed is not None:
+        text.append_text(reviewed)
     met = s.n_met if s.n_met is not None else 0
     positives = sum(1 for v in detail.verdicts if v.points > 0)
     text.append(f"  {met}/{positives} met", style="green")
@@ -116,7 +119,7 @@ def reply_text(detail: ConversationDetail) -> Text:
     return text
 
 
-class ConversationScreen(ResponsiveScreen):
+class ConversationScreen(ReviewActions, ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
 
     BINDINGS = [
@@ -140,6 +143,9 @@ class ConversationScreen(ResponsiveScreen):
         Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),
         Binding("c", "copy_explanation", "Copy why", id="conversation.copy_explanation"),
         Binding("y", "copy_reply", "Copy reply", id="conversation.copy_reply"),
+        Binding("w", "review('flip')", "Mark the verdict wrong (flip it)", show=False, id="conversation.review_flip"),
+        Binding("f", "review('flag')", "Flag the verdict with a note", show=False, id="conversation.review_flag"),
+        Binding("u", "review('undo')", "Undo my last review of the verdict", show=False, id="conversation.review_undo"),
     ]
 
     reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
@@ -171,6 +177,7 @@ class ConversationScreen(ResponsiveScreen):
 
     def on_mount(self) -> None:
         self.set_interval(LIVE_SECONDS, self._follow)
+        self.load_ledger()
         if self._preloaded is not None:
             # Filled before the first layout: one layout pass, and no "Loading…" frame.
             self._show(self._preloaded, self.index)
@@ -200,7 +207,7 @@ class ConversationScreen(ResponsiveScreen):
         """Fill the screen with ``detail``; ``keep_place`` keeps the selected criterion (a refresh)."""
         self.index = index
         self.detail = detail
-        self.query_one("#conversation-title", Static).update(header_text(detail, index, len(self.conversation_ids)))
+        self.refresh_title()
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
@@ -222,7 +229,15 @@ class ConversationScreen(ResponsiveScreen):
                 title.append("  ")
                 title.append(f"{count} {label.split(' ', 1)[1]}", style=style)
         self.query_one("#criteria-title", Static).update(title)
+        self.show_reviews()
+        if not keep_place:
+            self.load_hints(detail.summary.id)
         self.loaded = True
+
+    def refresh_title(self) -> None:
+        if self.detail is not None:
+            title = header_text(self.detail, self.index, len(self.conversation_ids), self.review_score())
+            self.query_one("#conversation-title", Static).update(title)
 
     def _show_reasoning(self) -> None:
         """The model's reasoning, folded to one line until `r` unfolds it."""

@@ -26,6 +26,8 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.review_report import run_glance
+from hbtui.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.services import compute_report
@@ -37,6 +39,7 @@ from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.review_summary import ReviewSummary
 from hbtui.tui.widgets.worst_at_k import WorstAtK
 
 if TYPE_CHECKING:  # imported where it is opened: the conversation screen imports this module
@@ -226,6 +229,13 @@ class RunScreen(ResponsiveScreen):
         Binding("x", "clear_filters", "Clear filters", show=False, id="run.clear"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
         Binding("a", "regrade", "Grade again", id="run.regrade"),
+        Binding(
+            "v",
+            "cycle_review_filter",
+            "Filter by review: flagged, flipped, not yet reviewed",
+            show=False,
+            id="run.review",
+        ),
     ]
 
     # What the list shows; each change reloads it (replace a filter, never mutate it in place).
@@ -253,6 +263,7 @@ class RunScreen(ResponsiveScreen):
             with TabPane("1 Summary", id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static(Text("Loading…", style="dim"), id="run-summary")
+                    yield ReviewSummary(id="run-review")
                     yield WorstAtK(id="run-worst")
                     yield ScoreHistogram(id="run-histogram")
                     with Horizontal(id="breakdowns"):
@@ -377,6 +388,8 @@ class RunScreen(ResponsiveScreen):
             parts.append(("", "with penalties"))
         if f.text:
             parts.append(("search ", repr(one_line(f.text, 30))))
+        if f.review:
+            parts.append(("review ", REVIEW_FILTER_LABELS[f.review]))
         for label, value in parts:
             bar.append("  ·  ")
             bar.append(label, style="dim")
@@ -415,6 +428,7 @@ class RunScreen(ResponsiveScreen):
         await self.app.push_screen(self._opened)
 
     def on_screen_resume(self) -> None:
+        self.compute_review()  # back from a conversation: its reviews count now
         if self._opened is not None:
             self.conversation_list.cursor = self._opened.index
             self._opened = None
@@ -544,6 +558,15 @@ class RunScreen(ResponsiveScreen):
     def action_toggle_errors(self) -> None:
         self._to_list()
         self.filter = replace(self.filter, has_errors=not self.filter.has_errors)
+
+    def action_cycle_review_filter(self) -> None:
+        steps = (None, *REVIEW_FILTERS)
+        self.filter = replace(self.filter, review=steps[(steps.index(self.filter.review) + 1) % len(steps)])
+        self._to_list()
+
+    @work(group="run-review", exclusive=True)
+    async def compute_review(self) -> None:
+        self.query_one(ReviewSummary).update_glance(await run_glance(self.app.db, self.run_id))
 
     def action_clear_filters(self) -> None:
         for field in self.query(FilterInput):
