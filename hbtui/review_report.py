@@ -109,10 +109,10 @@ def tally_text(tally: rv.Tally) -> str:
 def agreement_text(agreement: rv.Agreement) -> str:
     kappa = agreement.kappa
     first, second = one_line(agreement.first, 40), one_line(agreement.second, 40)
-    if not kappa.n:
+    if not kappa.n or kappa.observed is None:
         return f"{first} and {second}: no verdict reviewed by both"
     cohen = f"Cohen's kappa {kappa.kappa:.3f}" if kappa.kappa is not None else f"kappa undefined ({kappa.undefined})"
-    return f"{first} and {second}: {kappa.observed:.1%} agreement on {kappa.n:,} verdicts both reviewed, {cohen}"
+    return f"{first} and {second} agree on {kappa.observed:.1%} of {kappa.n:,} verdicts both reviewed, {cohen}"
 
 
 def review_lines(review: RunReview) -> list[str]:

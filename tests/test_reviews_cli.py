@@ -9,6 +9,7 @@ import pytest
 
 from hbtui import cli
 from hbtui import reviews as rv
+from hbtui.compare import kappa_of
 from hbtui.export import CSV_COLUMNS
 from hbtui.export_reviews import REVIEW_CSV_COLUMNS
 from hbtui.store import Store
@@ -100,3 +101,20 @@ def test_exports_carry_the_reviews_in_new_columns_after_the_graders(finished_run
     assert lines[0]["rubrics"][1]["review"]["note"] == "the reply does advise rest\x1b[31m"  # JSON keeps it exact
     assert [h["action"] for h in review["history"]] == ["flip"]
     assert "review" not in lines[0]["rubrics"][2] and "reviewed_score" not in lines[1]
+
+
+def test_show_reviewed_gives_two_reviewers_agreement_on_what_both_reviewed(finished_run_db, capsys):
+    async def scenario():
+        async with await Store.open(finished_run_db) as store:
+            rows = await store._all("SELECT conversation_id, idx FROM verdicts WHERE run_id = 1 ORDER BY id")
+            for key in rows[:4]:
+                await store.add_review(*key, "alice", rv.FLAG)
+            await store.add_review(*rows[0], "alice", rv.FLIP)
+            for key in rows[:3]:
+                await store.add_review(*key, "bob", rv.FLAG)
+
+    asyncio.run(scenario())
+    text = show(finished_run_db, capsys, "--reviewed")
+    # Both reviewed three verdicts; alice flipped one of them, bob kept all three as graded.
+    expected = kappa_of([(False, True), (False, False), (True, True)])
+    assert f"alice and bob agree on 66.7% of 3 verdicts both reviewed, Cohen's kappa {expected.kappa:.3f}" in text

@@ -140,6 +140,7 @@ async def test_run_summary_shows_both_scores_and_the_review_filter_lists(finishe
         summary = screen.query_one(ReviewSummary)
         await wait_for(pilot, lambda: summary.display, what="the review summary")
         text = flat(app)
+        assert f"score 0.625 reviewed {FLIPPED_RUN:.3f} finished" in text  # the title: both scores at once
         assert f"Score as reviewed {FLIPPED_RUN:.3f} as graded 0.625" in text
         assert "Reviewed 2 of 8 verdicts, 1 flipped, 2 flagged" in text
         listed = []

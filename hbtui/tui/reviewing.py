@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -237,4 +236,4 @@ class ReviewActions:
             self.ledger.add(review)
         self.show_reviews()
         done = {rv.FLIP: "marked wrong (flipped)", rv.FLAG: "flagged", rv.UNDO: "your last review undone"}[action]
-        self.say(f"{done} by {one_line(name, 40)} at {time.strftime('%H:%M')}")
+        self.say(f"{done} by {one_line(name, 40)}")

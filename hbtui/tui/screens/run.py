@@ -26,7 +26,7 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
-from hbtui.review_report import run_glance
+from hbtui.review_report import ReviewGlance, run_glance
 from hbtui.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
@@ -39,7 +39,7 @@ from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
-from hbtui.tui.widgets.review_summary import ReviewSummary
+from hbtui.tui.widgets.review_summary import ReviewSummary, reviewed_title
 from hbtui.tui.widgets.worst_at_k import WorstAtK
 
 if TYPE_CHECKING:  # imported where it is opened: the conversation screen imports this module
@@ -255,6 +255,7 @@ class RunScreen(ResponsiveScreen):
         self._live_timer: Timer | None = None  # while the run is running: reads it again every LIVE_SECONDS
         self._report_at = 0.0  # monotonic time the last report computation started
         self.stats: RunStatistics | None = None
+        self.review_glance: ReviewGlance | None = None  # the run's reviews, None without any
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -355,6 +356,7 @@ class RunScreen(ResponsiveScreen):
         if overall is not None:
             title.append("  score ")
             title.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
+        title.append_text(reviewed_title(self.review_glance))
         title.append(f"  {status}", style="dim")
         self.query_one("#run-title", Static).update(title)
         self.query_one("#run-summary", Static).update(summary_text(run, report, status, self.stats))
@@ -566,7 +568,10 @@ class RunScreen(ResponsiveScreen):
 
     @work(group="run-review", exclusive=True)
     async def compute_review(self) -> None:
-        self.query_one(ReviewSummary).update_glance(await run_glance(self.app.db, self.run_id))
+        self.review_glance = await run_glance(self.app.db, self.run_id)
+        self.query_one(ReviewSummary).update_glance(self.review_glance)
+        if self.run is not None:
+            self._show_run(self.run, self.report)  # the title's reviewed score
 
     def action_clear_filters(self) -> None:
         for field in self.query(FilterInput):

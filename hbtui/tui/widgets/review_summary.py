@@ -42,8 +42,17 @@ def glance_text(g: ReviewGlance) -> Text:
             )
         )
     for agreement in g.agreements:
-        text.append("\nAgreement ", style="bold")
+        text.append("\n")
         text.append(agreement_text(agreement))
+    return text
+
+
+def reviewed_title(g: ReviewGlance | None) -> Text:
+    """The run title's second score, beside the graded one, once the run has a review."""
+    text = Text()
+    if g is not None and g.reviews and g.reviewed_score is not None:
+        text.append("  reviewed ")
+        text.append(f"{g.reviewed_score:.3f}", style=f"bold {score_style(g.reviewed_score)}")
     return text
 
 
