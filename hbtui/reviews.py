@@ -28,7 +28,7 @@ from hbtui.scoring import (
     GradedCriterion,
     RunReport,
     clipped_mean,
-    conversation_metrics,
+    conversation_score,
     run_report,
 )
 
@@ -169,19 +169,36 @@ def reviewed_report(
     return run_report(c.reviewed(by_key) for c in conversations)
 
 
+def reviewed_score_of(conversation: ScoredConversation, by_key: Mapping[VerdictKey, ReviewState]) -> float | None:
+    """One conversation's reviewed score, as run_report scores it: none without a reply, or with a
+    verdict missing; otherwise the reference's conversation score over the reviewed verdicts."""
+    if conversation.excluded:
+        return None
+    criteria = conversation.reviewed(by_key).criteria
+    if any(c.met is None for c in criteria):
+        return None
+    return conversation_score([c.points for c in criteria], [bool(c.met) for c in criteria])
+
+
 def reviewed_scores(
-    conversations: Sequence[ScoredConversation], by_key: Mapping[VerdictKey, ReviewState]
+    conversations: Sequence[ScoredConversation],
+    by_key: Mapping[VerdictKey, ReviewState],
+    graded: Mapping[int, float] | None = None,
 ) -> dict[int, float]:
-    """Each scored conversation's reviewed score by id: the reference's conversation score over the
-    reviewed verdicts. Without the bootstraps, so a flip's new score is drawn at once."""
-    out = {}
+    """Each scored conversation's reviewed score by id, in the run's order. Without the bootstraps,
+    so a flip's new score is drawn at once; with ``graded`` (these scores without reviews), only
+    the conversations with a review are scored again (a review never makes a score appear or go:
+    that depends on which verdicts exist and on points, not on met)."""
+    if graded is None:
+        scored = ((c.conversation_id, reviewed_score_of(c, by_key)) for c in conversations)
+        return {conversation_id: score for conversation_id, score in scored if score is not None}
+    touched = {conversation_id for conversation_id, _ in by_key}
+    out = dict(graded)
     for conversation in conversations:
-        if conversation.excluded:
-            continue
-        reviewed = conversation.reviewed(by_key)
-        result = conversation_metrics(reviewed.example_tags, reviewed.criteria)
-        if result is not None:
-            out[conversation.conversation_id] = result.score
+        if conversation.conversation_id in touched and conversation.conversation_id in out:
+            score = reviewed_score_of(conversation, by_key)
+            if score is not None:
+                out[conversation.conversation_id] = score
     return out
 
 

@@ -183,3 +183,27 @@ async def test_a_regrade_shows_the_earlier_review_as_a_hint_without_applying_it(
         assert "hint: in run 1, alice held it NOT MET; bob flagged it: check again (not applied)" in text
         assert "reviewed" not in " ".join(text.split("RUBRIC")[0].split())  # nothing applied to the score
         assert conversation.ledger is not None and conversation.ledger.history == []
+
+
+async def test_the_screens_run_score_after_each_flip_is_the_reviewed_report_to_the_bit(tmp_path):
+    """The conversation screen scores one conversation again per review; the run's reviewed score
+    it draws is still the reviewed report's overall score, bit for bit."""
+    from hbtui.review_report import run_review
+    from hbtui.tui.reviewing import ReviewLedger
+    from tests.support.synth import synthesize_run
+
+    async with await Store.open(tmp_path / "hbtui.sqlite") as store:
+        run_id = await synthesize_run(store, conversations=300, criteria_per=7, seed=11)
+        keys = await store._all(
+            "SELECT conversation_id, idx FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met')"
+            " ORDER BY conversation_id, idx",
+            (run_id,),
+        )
+        ledger = ReviewLedger(await store.review_inputs(run_id), [])
+        for n, key in enumerate(keys[::97][:20]):
+            ledger.add(await store.add_review(*key, "alice" if n % 2 else "bob", rv.FLIP))
+            if n % 5 == 4:
+                ledger.add(await store.add_review(*key, "alice" if n % 2 else "bob", rv.UNDO))
+        review = await run_review(store, run_id)
+    assert ledger.run_score == review.reviewed.score
+    assert ledger.run_score != review.graded.score

@@ -12,6 +12,8 @@ server's account, whose $USER is not the person at the browser: the tab asks onc
 
 from __future__ import annotations
 
+import asyncio
+import getpass
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -40,7 +42,11 @@ def configured_reviewer(app) -> str | None:
 
 
 def own_account() -> str | None:
-    return os.environ.get("USER") or os.environ.get("LOGNAME") or None
+    """$USER, else the account's name as the system knows it (a service or a container may set no $USER)."""
+    try:
+        return os.environ.get("USER") or getpass.getuser() or None
+    except (OSError, KeyError):  # no name for this uid at all: the reviewer is asked
+        return None
 
 
 class ReviewLedger:
@@ -49,7 +55,8 @@ class ReviewLedger:
     def __init__(self, conversations: Sequence[rv.ScoredConversation], history: Sequence[rv.Review]) -> None:
         self.conversations = {c.conversation_id: c for c in conversations}
         self.history = list(history)
-        self.scores = rv.reviewed_scores(conversations, rv.states(history))
+        self.graded = rv.reviewed_scores(conversations, {})
+        self.scores = rv.reviewed_scores(conversations, rv.states(history), self.graded)
 
     def of_conversation(self, conversation_id: int) -> list[rv.Review]:
         return [r for r in self.history if r.conversation_id == conversation_id]
@@ -60,9 +67,9 @@ class ReviewLedger:
         conversation = self.conversations.get(review.conversation_id)
         if conversation is None:
             return
-        score = rv.reviewed_scores([conversation], rv.states(self.of_conversation(review.conversation_id)))
-        self.scores.pop(review.conversation_id, None)
-        self.scores.update(score)
+        score = rv.reviewed_score_of(conversation, rv.states(self.of_conversation(review.conversation_id)))
+        if score is not None:  # keeps its place in the run's order: the mean sums in that order
+            self.scores[review.conversation_id] = score
 
     @property
     def run_score(self) -> float | None:
@@ -135,7 +142,9 @@ class ReviewActions:
     @work(group="review-ledger", exclusive=True)
     async def load_ledger(self) -> None:
         store = self.app.db
-        self.ledger = ReviewLedger(await store.review_inputs(self.run_id), await store.run_reviews(self.run_id))
+        conversations, history = await store.review_inputs(self.run_id), await store.run_reviews(self.run_id)
+        # Scoring 5,000 conversations takes a good part of a second: off the event loop, keys keep working.
+        self.ledger = await asyncio.to_thread(ReviewLedger, conversations, history)
         self.show_reviews()
 
     @work(group="review-hints", exclusive=True)
