@@ -74,14 +74,15 @@ class RunReview:
         }
 
 
-async def run_review(store, run_id: int, from_cache: int = 0) -> RunReview:
-    """Reads the run's verdicts and reviews once; the scorings run off the event loop."""
+async def run_review(store, run_id: int, from_cache: int = 0, graded: StoredReport | None = None) -> RunReview:
+    """Reads the run's verdicts and reviews once; the scorings run off the event loop. ``graded``:
+    the run's report as it stands (`show` has it), else it is computed as the reviewed one is."""
     conversations = await store.review_inputs(run_id)
     history = await store.run_reviews(run_id)
 
     def computed() -> RunReview:
         return RunReview(
-            graded=StoredReport.of(rv.reviewed_report(conversations, []), from_cache),
+            graded=graded or StoredReport.of(rv.reviewed_report(conversations, []), from_cache),
             reviewed=StoredReport.of(rv.reviewed_report(conversations, history), from_cache),
             glance=glance(conversations, history),
         )
@@ -95,7 +96,7 @@ async def review_of_run(store, run: RunRow, asked: bool) -> RunReview | None:
     if not asked and not await store.run_reviews(run.id):
         return None
     from_cache = run.report.criteria.from_cache if run.report else 0
-    return await run_review(store, run.id, from_cache or 0)
+    return await run_review(store, run.id, from_cache or 0, graded=run.report)
 
 
 def score_text(value: float | None) -> str:
