@@ -5,6 +5,7 @@ summary and its review filter (v); a regrade's hint."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,13 @@ def flat(app) -> str:
     return " ".join(screen_text(app).replace("▌", " ").replace("█", " ").split())
 
 
+async def first_conversation(pilot, run_id: int = 1):
+    """The run's list, and its first conversation opened."""
+    screen = await open_run(pilot, run_id)
+    await pilot.press("2")
+    return await open_conversation(pilot, screen)
+
+
 async def reviews_of(db):
     return await read(db, lambda store: store.run_reviews(1))
 
@@ -40,9 +48,7 @@ async def reviews_of(db):
 async def test_flip_flag_and_undo_by_keyboard(finished_run_db):
     app = browser_app(finished_run_db)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_run(pilot, 1)
-        await pilot.press("2")
-        conversation = await open_conversation(pilot, screen)
+        conversation = await first_conversation(pilot)
         await wait_for(pilot, lambda: conversation.ledger is not None, what="the run's reviews read")
         assert "reviewed" not in flat(app)  # no review yet: the header as before
 
@@ -81,9 +87,7 @@ async def test_flip_flag_and_undo_by_keyboard(finished_run_db):
 async def test_escape_on_the_note_flags_nothing(finished_run_db):
     app = browser_app(finished_run_db)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_run(pilot, 1)
-        await pilot.press("2")
-        await open_conversation(pilot, screen)
+        await first_conversation(pilot)
         await pilot.press("j", "f")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewQuestion))
         await pilot.press("x", "escape")
@@ -95,9 +99,7 @@ async def test_served_the_name_is_asked_once_per_tab(finished_run_db, monkeypatc
     monkeypatch.setattr(reviewing, "served", lambda app: True)
     app = browser_app(finished_run_db)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_run(pilot, 1)
-        await pilot.press("2")
-        await open_conversation(pilot, screen)
+        await first_conversation(pilot)
         await pilot.press("j", "w")
         await wait_for(pilot, lambda: isinstance(app.screen, ReviewQuestion), what="the name asked")
         assert "Your name on your reviews" in flat(app)
@@ -117,9 +119,7 @@ async def test_the_reviewer_setting_names_the_review(finished_run_db):
 
     app = HBTuiApp(Settings(db_path=str(finished_run_db), reviewer="dr-house"), env_file=None)
     async with app.run_test(size=SIZE) as pilot:
-        screen = await open_run(pilot, 1)
-        await pilot.press("2")
-        await open_conversation(pilot, screen)
+        await first_conversation(pilot)
         await pilot.press("j", "w")
         await wait_for(pilot, lambda: "flipped by dr-house" in flat(app))
 
@@ -207,3 +207,13 @@ async def test_the_screens_run_score_after_each_flip_is_the_reviewed_report_to_t
         review = await run_review(store, run_id)
     assert ledger.run_score == review.reviewed.score
     assert ledger.run_score != review.graded.score
+
+
+def test_the_app_knows_it_is_served_from_its_driver():
+    """textual-serve runs each tab's app with its web driver (TEXTUAL_DRIVER), which Textual reports
+    as ``App.is_web``: that, not $USER, decides whether the reviewer is asked."""
+    from types import SimpleNamespace
+
+    assert reviewing.served(SimpleNamespace(is_web=True))
+    assert not reviewing.served(SimpleNamespace(is_web=False))
+    assert not reviewing.served(browser_app(Path("unused.sqlite")))  # a terminal's app (not running: no driver)
