@@ -117,11 +117,13 @@ async def test_the_reviewer_setting_names_the_review(finished_run_db):
     from hbtui.config import Settings
     from hbtui.tui.app import HBTuiApp
 
-    app = HBTuiApp(Settings(db_path=str(finished_run_db), reviewer="dr-house"), env_file=None)
+    # A name is data: its markup and escapes are shown, never obeyed.
+    app = HBTuiApp(Settings(db_path=str(finished_run_db), reviewer="dr-[bold]house\x1b[31m"), env_file=None)
     async with app.run_test(size=SIZE) as pilot:
         await first_conversation(pilot)
         await pilot.press("j", "w")
-        await wait_for(pilot, lambda: "flipped by dr-house" in flat(app))
+        await wait_for(pilot, lambda: "flipped by dr-[bold]house␛[31m" in flat(app))
+    assert [r.reviewer for r in await reviews_of(finished_run_db)] == ["dr-[bold]house\x1b[31m"]
 
 
 async def add_reviews(db):
