@@ -191,7 +191,7 @@ async def test_the_screens_run_score_after_each_flip_is_the_reviewed_report_to_t
     """The conversation screen scores one conversation again per review; the run's reviewed score
     it draws is still the reviewed report's overall score, bit for bit."""
     from hbtui.review_report import run_review
-    from hbtui.tui.reviewing import ReviewLedger
+    from hbtui.tui.reviewing import ReviewLedger, scored_conversation
     from tests.support.synth import synthesize_run
 
     async with await Store.open(tmp_path / "hbtui.sqlite") as store:
@@ -201,13 +201,15 @@ async def test_the_screens_run_score_after_each_flip_is_the_reviewed_report_to_t
             " ORDER BY conversation_id, idx",
             (run_id,),
         )
-        ledger = ReviewLedger(await store.review_inputs(run_id), [])
+        ledger = await ReviewLedger.read(store, run_id)
         for n, key in enumerate(keys[::97][:20]):
-            ledger.add(await store.add_review(*key, "alice" if n % 2 else "bob", rv.FLIP))
+            detail = await store.conversation_detail(key[0])  # the conversation on screen
+            ledger.add(await store.add_review(*key, "alice" if n % 2 else "bob", rv.FLIP), scored_conversation(detail))
             if n % 5 == 4:
                 ledger.add(await store.add_review(*key, "alice" if n % 2 else "bob", rv.UNDO))
         review = await run_review(store, run_id)
-    assert ledger.run_score == review.reviewed.score
+        again = await ReviewLedger.read(store, run_id)  # another screen opened on the reviewed run
+    assert ledger.run_score == review.reviewed.score == again.run_score
     assert ledger.run_score != review.graded.score
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 from hbtui.reviews import FLAG, FLIP, UNDO, Review, ScoredConversation, last_standing_of, standing, subject_of
 from hbtui.scoring import GradedCriterion
@@ -141,19 +142,30 @@ class StoreReviews(Connection):
             out.setdefault(subjects[subject], []).append(review_from_row(row))
         return out
 
-    async def review_inputs(self, run_id: int) -> list[ScoredConversation]:
+    async def review_inputs(
+        self, run_id: int, conversation_ids: Sequence[int] | None = None
+    ) -> list[ScoredConversation]:
         """The run's conversations as scoring reads them (hbtui.store.reads.scoring_inputs), with
-        the key of each criterion, so that reviews can be laid over the verdicts."""
+        the key of each criterion, so that reviews can be laid over the verdicts; ``conversation_ids``:
+        those alone (the conversation screen reads the reviewed ones, not the run)."""
         from hbtui.store.reads import parsed_tags
 
+        only, args = "", [run_id]
+        if conversation_ids is not None:
+            only = f" AND {{column}} IN ({','.join('?' * len(conversation_ids))})"
+            args += list(conversation_ids)
         conversations = await self._all(
-            "SELECT id, status, example_tags FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+            "SELECT id, status, example_tags FROM conversations WHERE run_id = ?"
+            + only.format(column="id")
+            + " ORDER BY position",
+            args,
         )
         criteria: dict[int, tuple[list[int], list[GradedCriterion], list[int]]] = {}
         for conv_id, idx, points, tags, status in await self._all(
             "SELECT conversation_id, idx, points, tags, status FROM verdicts WHERE run_id = ?"
-            " ORDER BY conversation_id, idx",
-            (run_id,),
+            + only.format(column="conversation_id")
+            + " ORDER BY conversation_id, idx",
+            args,
         ):
             indexes, graded, errors = criteria.setdefault(conv_id, ([], [], [0]))
             indexes.append(idx)
@@ -164,3 +176,13 @@ class StoreReviews(Connection):
             indexes, graded, errors = criteria.get(conv_id, ([], [], [0]))
             out.append(ScoredConversation(conv_id, json.loads(tags), indexes, graded, status == "failed", errors[0]))
         return out
+
+    async def graded_scores(self, run_id: int) -> dict[int, float]:
+        """Each scored conversation's score as graded, by id in the run's order: the score its row
+        keeps (hbtui.store.rows.conversation_outcome, the same scoring as review_inputs gives)."""
+        return dict(
+            await self._all(
+                "SELECT id, score FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position",
+                (run_id,),
+            )
+        )

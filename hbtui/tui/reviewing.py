@@ -12,7 +12,6 @@ server's account, whose $USER is not the person at the browser: the tab asks onc
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import os
 import sqlite3
@@ -21,9 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
+from textual.css.query import NoMatches
 
 from hbtui import reviews as rv
-from hbtui.store import MET, NOT_MET, NothingToReview, StoreError
+from hbtui.scoring import GradedCriterion
+from hbtui.store import ERROR, MET, NOT_MET, NothingToReview, StoreError, verdict_met
 from hbtui.text import one_line
 from hbtui.tui.screens.review_question import ReviewQuestion
 from hbtui.tui.widgets.breakdown import score_style
@@ -50,30 +51,60 @@ def own_account() -> str | None:
 
 
 class ReviewLedger:
-    """The run's verdicts and reviews as the conversation screen holds them."""
+    """The run's scores as graded and its reviews, as the conversation screen holds them: the
+    verdicts of the reviewed conversations alone are read (a run's 60,000 are not), the others
+    keep the score their row holds, which is the same scoring's."""
 
-    def __init__(self, conversations: Sequence[rv.ScoredConversation], history: Sequence[rv.Review]) -> None:
-        self.conversations = {c.conversation_id: c for c in conversations}
+    def __init__(
+        self,
+        graded: dict[int, float],
+        reviewed: Sequence[rv.ScoredConversation],
+        history: Sequence[rv.Review],
+    ) -> None:
+        self.conversations = {c.conversation_id: c for c in reviewed}
         self.history = list(history)
-        self.graded = rv.reviewed_scores(conversations, {})
-        self.scores = rv.reviewed_scores(conversations, rv.states(history), self.graded)
+        self.graded = graded
+        self.scores = rv.reviewed_scores(reviewed, rv.states(history), graded)
+
+    @classmethod
+    async def read(cls, store, run_id: int) -> ReviewLedger:
+        history = await store.run_reviews(run_id)
+        reviewed = sorted({r.conversation_id for r in history})
+        conversations = await store.review_inputs(run_id, reviewed) if reviewed else []
+        return cls(await store.graded_scores(run_id), conversations, history)
 
     def of_conversation(self, conversation_id: int) -> list[rv.Review]:
         return [r for r in self.history if r.conversation_id == conversation_id]
 
-    def add(self, review: rv.Review) -> None:
-        """A new review, and the reviewed score of its conversation again (the others keep theirs)."""
+    def add(self, review: rv.Review, conversation: rv.ScoredConversation | None = None) -> None:
+        """A new review, and the reviewed score of its conversation again (the others keep theirs);
+        ``conversation``: its verdicts, where the ledger does not hold them yet."""
         self.history.append(review)
-        conversation = self.conversations.get(review.conversation_id)
-        if conversation is None:
+        if conversation is not None:
+            self.conversations.setdefault(conversation.conversation_id, conversation)
+        held = self.conversations.get(review.conversation_id)
+        if held is None or review.conversation_id not in self.scores:
             return
-        score = rv.reviewed_score_of(conversation, rv.states(self.of_conversation(review.conversation_id)))
+        score = rv.reviewed_score_of(held, rv.states(self.of_conversation(review.conversation_id)))
         if score is not None:  # keeps its place in the run's order: the mean sums in that order
             self.scores[review.conversation_id] = score
 
     @property
     def run_score(self) -> float | None:
         return rv.overall_of(self.scores)
+
+
+def scored_conversation(detail) -> rv.ScoredConversation:
+    """A conversation on screen as scoring reads it (its verdicts are the detail's)."""
+    verdicts = detail.verdicts
+    return rv.ScoredConversation(
+        detail.summary.id,
+        detail.example_tags,
+        [v.idx for v in verdicts],
+        [GradedCriterion(v.points, tuple(v.tags), verdict_met(v.status)) for v in verdicts],
+        detail.summary.status == "failed",
+        sum(v.status == ERROR for v in verdicts),
+    )
 
 
 def review_lines(state: rv.ReviewState, graded: bool | None) -> list[Text]:
@@ -141,10 +172,7 @@ class ReviewActions:
 
     @work(group="review-ledger", exclusive=True)
     async def load_ledger(self) -> None:
-        store = self.app.db
-        conversations, history = await store.review_inputs(self.run_id), await store.run_reviews(self.run_id)
-        # Scoring 5,000 conversations takes a good part of a second: off the event loop, keys keep working.
-        self.ledger = await asyncio.to_thread(ReviewLedger, conversations, history)
+        self.ledger = await ReviewLedger.read(self.app.db, self.run_id)
         self.show_reviews()
 
     @work(group="review-hints", exclusive=True)
@@ -180,8 +208,11 @@ class ReviewActions:
                 found.append(hint)
             if found:
                 lines[verdict.idx] = found
-        self.query_one(VerdictList).set_notes(lines)
-        self.refresh_title()
+        try:
+            self.query_one(VerdictList).set_notes(lines)
+            self.refresh_title()
+        except NoMatches:  # the screen was closed while its reviews were read or written
+            pass
 
     # ---- the keys ------------------------------------------------------------------------
     def action_review(self, action: str) -> None:
@@ -242,7 +273,9 @@ class ReviewActions:
             self.say(f"the review was not saved: {exc}")
             return
         if self.ledger is not None:
-            self.ledger.add(review)
+            shown = self.detail
+            on_screen = shown is not None and shown.summary.id == review.conversation_id
+            self.ledger.add(review, scored_conversation(shown) if on_screen else None)
         self.show_reviews()
         done = {rv.FLIP: "marked wrong (flipped)", rv.FLAG: "flagged", rv.UNDO: "your last review undone"}[action]
         self.say(f"{done} by {one_line(name, 40)}")

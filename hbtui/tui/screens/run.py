@@ -569,9 +569,12 @@ class RunScreen(ResponsiveScreen):
     @work(group="run-review", exclusive=True)
     async def compute_review(self) -> None:
         self.review_glance = await run_glance(self.app.db, self.run_id)
-        self.query_one(ReviewSummary).update_glance(self.review_glance)
-        if self.run is not None:
-            self._show_run(self.run, self.report)  # the title's reviewed score
+        try:
+            self.query_one(ReviewSummary).update_glance(self.review_glance)
+            if self.run is not None:
+                self._show_run(self.run, self.report)  # the title's reviewed score
+        except NoMatches:  # the screen was closed while the reviews were read
+            pass
 
     def action_clear_filters(self) -> None:
         for field in self.query(FilterInput):

@@ -160,6 +160,8 @@ class VerdictList(Widget):
 
     def set_notes(self, notes: dict[int, list[Text]]) -> None:
         """Lines under each criterion's text by criterion index (its reviews), the others without."""
+        if not notes and not any(item.notes for item in self.items):
+            return  # nothing before, nothing now: no layout (each conversation shown asks)
         for item in self.items:
             item.notes = notes.get(item.verdict.idx, [])
         self._width = -1
