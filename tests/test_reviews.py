@@ -213,3 +213,16 @@ def test_the_review_filters_find_flagged_flipped_and_not_yet_reviewed_conversati
     assert none == {rv.FLAGGED: [], rv.FLIPPED: [], rv.NOT_REVIEWED: [first, second, third]}
     assert some == {rv.FLAGGED: [third], rv.FLIPPED: [first], rv.NOT_REVIEWED: [first, second]}
     assert undone[rv.FLAGGED] == [] and undone[rv.NOT_REVIEWED] == [first, second, third]
+
+
+def test_deleting_a_run_takes_its_reviews_and_their_undos_with_it(finished_run_db):
+    async def scenario():
+        async with await Store.open(finished_run_db) as store:
+            conv, idx, *_ = (await verdict_rows(store, 1))[0]
+            await store.add_review(conv, idx, "alice", rv.FLIP)
+            await store.add_review(conv, idx, "alice", rv.UNDO)
+            async with store._transaction():
+                await store.db.execute("DELETE FROM runs WHERE id = 1")
+            return await store._all("SELECT count(*) FROM reviews")
+
+    assert run(scenario()) == [(0,)]
