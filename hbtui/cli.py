@@ -35,6 +35,7 @@ from hbtui.presets import PresetError, preset_settings
 from hbtui.prices import PriceError, load_prices
 from hbtui.printer import ProgressPrinter
 from hbtui.report import driver_lines, render_report, render_runs, stated_score_note
+from hbtui.review_report import review_lines, review_of_run
 from hbtui.run_kinds import IMPORTED, META_EVAL, not_repeatable, refusal
 from hbtui.run_stats import run_statistics
 from hbtui.schema import holds_our_header
@@ -200,6 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="a meta-eval: the physicians' distribution keeps those with more than N labels (default: the run's)",
+    )
+    show.add_argument(
+        "--reviewed",
+        action="store_true",
+        help="the score as reviewed beside the score as graded, each reviewer's, the review's progress and agreement",
     )
 
     compare = sub.add_parser(
@@ -642,6 +648,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         if run.report is None or run.status != "finished":
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
+        review = await review_of_run(store, run, args.reviewed)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
             from hbtui.run_metadata import SHOW_JSON_VERSION, run_metadata
 
@@ -663,12 +670,15 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                         "requests": run.requests,
                         **run.report.to_json(),
                         **stats.as_json(),
+                        **({"review": review.as_json()} if review else {}),
                     },
                     indent=2,
                 )
             )
         else:
             say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats))
+            if review:
+                say("\n".join(["", *review_lines(review)]))
     return EXIT_OK
 
 

@@ -99,8 +99,12 @@ REPORTING = Section(
     "time): each conversation loses LENGTH_PENALTY per 500 reply characters beyond LENGTH_CENTRE\n"
     "(and gains below it). Upstream simple-evals' defaults (2026) as reported by third parties.",
 )
+REVIEW = Section(
+    "review",
+    "Human review of the grader's verdicts in the app (flip, flag, undo): the name each review carries.",
+)
 STORAGE = Section("storage", "Where runs are kept, and where the official HealthBench files are cached.")
-SECTIONS = (ENDPOINT, GRADER, SAMPLING, RUN, PROTOCOL, REPORTING, STORAGE)
+SECTIONS = (ENDPOINT, GRADER, SAMPLING, RUN, PROTOCOL, REPORTING, REVIEW, STORAGE)
 
 FLAG_FROM_NAME = "derived"  # the flag is the attribute's name: --max-tokens-test
 
@@ -351,6 +355,15 @@ class Settings:
     )
     length_centre: float = _described(
         "LENGTH_CENTRE", CENTRE, REPORTING, "reply characters at which the length adjustment is 0", LENGTH_CENTRE
+    )
+    reviewer: str | None = _described(
+        "REVIEWER",
+        TEXT,
+        REVIEW,
+        "the reviewer's name on each review made in the app; under `hbtui serve` each browser tab asks"
+        " (offering this name), since $USER there is the server's account",
+        default_text="$USER",
+        flag=None,
     )
     db_path: str = _described("HBTUI_DB", PATH, STORAGE, "the database", "runs/hbtui.sqlite", flag="--db")
     cache_dir: str = _described(

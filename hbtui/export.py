@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hbtui.completion_groups import group_description, skipped_line
 from hbtui.config import LENGTH_CENTRE, Settings
+from hbtui.export_reviews import REVIEW_CSV_COLUMNS, ExportReviews
 from hbtui.fidelity import requests_line
 from hbtui.files import private_file
 from hbtui.numbering import conversation_number, criterion_number
@@ -48,12 +49,14 @@ CSV_COLUMNS = [
     "conversation_number",
     "repeat_number",
     "criterion_number",
+    *REVIEW_CSV_COLUMNS,  # after the grader's: hbtui.export_reviews
 ]
 
 
 async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     count = 0
     prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
+    reviews = await ExportReviews.of(store, run_id)
     with private_file(out) as handle:
         async for conv, verdicts in store.export_rows(run_id):
             body = conv.record_body
@@ -69,9 +72,11 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
                         **rubric_item(v),
                         **({"error": f"{v.error_kind}: {v.error}"} if v.status == ERROR else {}),
                         "criterion_number": criterion_number(v.idx),
+                        **reviews.rubric_fields(v),
                     }
                     for v in verdicts
                 ],
+                **reviews.conversation_fields(conv, verdicts),
             }
             if conv.reasoning:
                 line["reasoning"] = conv.reasoning
@@ -89,10 +94,12 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
 
 async def write_csv(store: Store, run_id: int, out: Path) -> int:
     count = 0
+    reviews = await ExportReviews.of(store, run_id)
     with private_file(out, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         async for conv, verdicts in store.export_rows(run_id):
+            reviewed_score = reviews.reviewed_score(conv, verdicts)
             for v in verdicts:
                 met = verdict_met(v.status)
                 writer.writerow(
@@ -115,6 +122,7 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                             conversation_number(conv.position),
                             conv.repeat + 1,
                             criterion_number(v.idx),
+                            *reviews.csv_cells(v, reviewed_score),
                         )
                     ]
                 )

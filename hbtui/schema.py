@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -261,6 +261,31 @@ CREATE INDEX meta_eval_rows_by_status ON meta_eval_rows(run_id, status);
 ALTER TABLE runs ADD COLUMN meta_eval_json TEXT;
 """
 
+# Version 12: human review (hbtui.reviews). A reviewer's flips, flags and undos, an append-only
+# history beside the verdicts, never written into them: who, when, what, the note, and the
+# grader's verdict as it was reviewed. ``subject`` (the prompt, reply and criterion, hashed) finds
+# an earlier review of the same reply and criterion when it is graded again in another run.
+MIGRATE_ADD_REVIEWS = """
+CREATE TABLE reviews (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    idx INTEGER NOT NULL,
+    reviewer TEXT NOT NULL,
+    at REAL NOT NULL,
+    action TEXT NOT NULL CHECK (action IN ('flip', 'flag', 'undo')),
+    met INTEGER,
+    note TEXT,
+    undoes INTEGER REFERENCES reviews(id),
+    graded_status TEXT NOT NULL,
+    subject TEXT NOT NULL
+);
+CREATE INDEX reviews_by_run ON reviews(run_id);
+CREATE INDEX reviews_by_verdict ON reviews(conversation_id, idx);
+CREATE INDEX reviews_undone ON reviews(undoes) WHERE undoes IS NOT NULL;
+CREATE INDEX reviews_by_subject ON reviews(subject);
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
@@ -272,6 +297,7 @@ MIGRATIONS = {
     8: MIGRATE_ADD_ENDPOINTS,
     9: MIGRATE_ADD_BROWSER_INDEXES,
     10: MIGRATE_ADD_META_EVAL_ROWS,
+    11: MIGRATE_ADD_REVIEWS,
 }
 
 

@@ -31,6 +31,7 @@ from hbtui.store.browse_reads import (
 from hbtui.store.meta_eval import INSERT_CHUNK, MetaEvalResult, MetaEvalRowView, MetaEvalWork, StoreMetaEval
 from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
+from hbtui.store.review_store import NothingToReview, StoreReviews
 from hbtui.store.rows import (
     ERROR,
     HEARTBEAT_STALE_SECONDS,
@@ -129,6 +130,7 @@ __all__ = [
     "MetaEvalRowView",
     "MetaEvalWork",
     "NoRunsYet",
+    "NothingToReview",
     "PlannedConversation",
     "Progress",
     "ReadOnlyDatabase",
@@ -153,7 +155,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions):
+class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions, StoreReviews):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

@@ -231,6 +231,7 @@ class ConversationFilter:
     text: str | None = None
     tag: str | None = None  # a criterion tag (axis:, cluster:, level:) some criterion carries
     verdict_state: str | None = None  # a key of search.VERDICT_STATES some criterion is in
+    review: str | None = None  # flagged, flipped, not-reviewed (hbtui.store.review_filter)
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -256,6 +257,10 @@ class ConversationFilter:
             clause, more = verdict_clause(self.tag, self.verdict_state)
             clauses.append(clause)
             args.extend(more)
+        if self.review:
+            from hbtui.store.review_filter import REVIEW_CLAUSES
+
+            clauses.append(REVIEW_CLAUSES[self.review])
         return (" AND " + " AND ".join(clauses)) if clauses else "", args
 
 

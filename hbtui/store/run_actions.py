@@ -14,7 +14,7 @@ from hbtui.store.connection import Connection
 from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
 # Every table holding a run's rows, children first (another owner's table joins this list).
-RUN_TABLES = ("review_positions", "meta_eval_rows", "verdicts", "conversations", "run_log")
+RUN_TABLES = ("reviews", "review_positions", "meta_eval_rows", "verdicts", "conversations", "run_log")
 
 
 class RunInUse(StoreError):

@@ -47,6 +47,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.quit import QuitModal
     from hbtui.tui.screens.regrade import RegradeModal
     from hbtui.tui.screens.repeats import RepeatsScreen
+    from hbtui.tui.screens.review_question import ReviewQuestion
     from hbtui.tui.screens.run import FilterInput, RunScreen
     from hbtui.tui.screens.runs import RunsScreen
     from hbtui.tui.widgets.conversation_list import ConversationList
@@ -64,6 +65,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
         ("criteria", [CriteriaScreen, FilterInput]),
         ("repeats", [RepeatsScreen]),
         ("meta-eval", [MetaEvalScreen]),
+        ("review note or name", [ReviewQuestion]),
         ("compare", [CompareScreen, PairList]),
         ("pair (both replies)", [PairScreen]),
         ("question", [ConfirmModal]),

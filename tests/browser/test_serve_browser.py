@@ -66,3 +66,41 @@ def test_the_printed_url_opens_the_app_and_the_keyboard_reaches_a_verdict_and_it
             shutil.copy(tmp_path / "serve.png", README_SCREENSHOT)
         assert replay.sockets == 1
         browser.close()
+
+
+def test_a_served_tab_asks_its_reviewer_once_since_user_is_the_servers_account(finished_run_db):
+    """Under `hbtui serve` $USER is the server's account: the first review of a tab asks for a
+    name, and the tab's later reviews carry it without asking again."""
+    replay = TerminalReplay(pyte)
+    env = {**os.environ, "USER": "server-account"}
+    with ServedApp(finished_run_db, env=env) as served, playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox"] if os.geteuid() == 0 else []
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.on("websocket", replay.attach)
+        page.goto(served.url)
+        wait_for_text(page, replay, "small-run")
+        page.click("#terminal")
+        page.keyboard.press("Enter")
+        wait_for_text(page, replay, "Score")
+        page.keyboard.press("2")
+        page.keyboard.press("Enter")
+        wait_for_text(page, replay, "RUBRIC")
+        page.keyboard.press("j")
+        page.keyboard.press("w")
+        wait_for_text(page, replay, "Your name on your reviews")
+        page.keyboard.type("Dr Who")
+        page.keyboard.press("Enter")
+        wait_for_text(page, replay, "flipped by Dr Who")
+        page.keyboard.press("j")
+        page.keyboard.press("f")
+        wait_for_text(page, replay, "Flag this verdict")  # the note, not the name: asked once
+        page.keyboard.press("Enter")
+        wait_for_text(page, replay, "flagged by Dr Who")
+        browser.close()
+    with sqlite3.connect(finished_run_db) as db:
+        assert db.execute("SELECT reviewer, action FROM reviews ORDER BY id").fetchall() == [
+            ("Dr Who", "flip"),
+            ("Dr Who", "flag"),
+        ]

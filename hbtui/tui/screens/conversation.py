@@ -24,6 +24,7 @@ from hbtui.store import ConversationDetail, IdealCompletions
 from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
 from hbtui.tui.fit import fitted
+from hbtui.tui.reviewing import ReviewActions
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
@@ -67,9 +68,17 @@ def short_id(prompt_id: str) -> str:
     return flat if len(flat) <= 12 else flat[:8] + "…"
 
 
-def header_text(detail: ConversationDetail, index: int, count: int, repeats: int = 1, width: int | None = None) -> Text:
+def header_text(
+    detail: ConversationDetail,
+    index: int,
+    count: int,
+    repeats: int = 1,
+    width: int | None = None,
+    reviewed: Text | None = None,
+) -> Text:
     """The conversation's one-line header, its parts by importance: given a ``width``, a part
-    that does not fit is left out whole (the next may still fit), never cut mid-word."""
+    that does not fit is left out whole (the next may still fit), never cut mid-word. The
+    reviewed score, once there is a review, stays with the graded one."""
     s = detail.summary
     where = Text(f"#{s.position + 1}", style="dim")
     if repeats > 1:
@@ -81,6 +90,8 @@ def header_text(detail: ConversationDetail, index: int, count: int, repeats: int
         score.append("— no reply", style="bold red")
     else:
         score.append("err" if s.n_errors else "—", style="bold magenta")
+    if reviewed is not None:
+        score.append_text(reviewed)
     met = s.n_met if s.n_met is not None else 0
     positives = sum(1 for v in detail.verdicts if v.points > 0)
     parts = [Text(f"Conversation {index + 1}/{count}", style="bold"), where, score]
@@ -140,7 +151,7 @@ def ideal_text(ideal: IdealCompletions | None) -> Text:
     return text
 
 
-class ConversationScreen(ResponsiveScreen):
+class ConversationScreen(ReviewActions, ResponsiveScreen):
     """A conversation's transcript, reply and verdicts; n/N step through the list."""
 
     BINDINGS = [
@@ -171,6 +182,9 @@ class ConversationScreen(ResponsiveScreen):
         Binding("M", "copy('markdown')", "Copy as Markdown with verdicts", show=False, id="conversation.copy_markdown"),
         Binding("greater_than_sign", "match(1)", "Next search match", show=False, id="conversation.next_match"),
         Binding("less_than_sign", "match(-1)", "Previous search match", show=False, id="conversation.previous_match"),
+        Binding("w", "review('flip')", "Mark the verdict wrong (flip it)", show=False, id="conversation.review_flip"),
+        Binding("f", "review('flag')", "Flag the verdict with a note", show=False, id="conversation.review_flag"),
+        Binding("u", "review('undo')", "Undo my last review of the verdict", show=False, id="conversation.review_undo"),
     ]
 
     reasoning_shown: reactive[bool] = reactive(False, init=False)  # the model's reasoning unfolded (r)
@@ -224,6 +238,7 @@ class ConversationScreen(ResponsiveScreen):
         self.query_one("#ideal").display = False
         self.watch(self.query_one(VerdictList), "selected", self._selected_changed, init=False)
         self.set_interval(LIVE_SECONDS, self._follow)
+        self.load_ledger()
         if self._preloaded is not None:
             # Filled before the first layout: one layout pass, and no "Loading…" frame.
             self._show(self._preloaded, self.index)
@@ -253,9 +268,7 @@ class ConversationScreen(ResponsiveScreen):
         """Fill the screen with ``detail``; ``keep_place`` keeps the selected criterion (a refresh)."""
         self.index = index
         self.detail = detail
-        self.query_one("#conversation-title", Static).update(
-            header_text(detail, index, len(self.conversation_ids), self.repeats, self.app.size.width - 2)
-        )
+        self.refresh_title()
         messages = Text("\n\n").join(message_text(m.get("role", "?"), m.get("content", "")) for m in detail.prompt)
         self.query_one("#messages", Static).update(messages)
         self.query_one("#reply", Static).update(reply_text(detail))
@@ -283,6 +296,9 @@ class ConversationScreen(ResponsiveScreen):
                 title.append("  ")
                 title.append(f"{count} {label.split(' ', 1)[1]}", style=style)
         self.query_one("#criteria-title", Static).update(title)
+        self.show_reviews()
+        if not keep_place:
+            self.load_hints(detail.summary.id)
         self.loaded = True
 
     def _remember(self) -> None:
@@ -305,6 +321,18 @@ class ConversationScreen(ResponsiveScreen):
                 store.remember_review_position(self.run_id, self.detail.summary.id, self._last_selected),
                 group="remember-review-position",
             )
+
+    def refresh_title(self) -> None:
+        if self.detail is not None:
+            title = header_text(
+                self.detail,
+                self.index,
+                len(self.conversation_ids),
+                self.repeats,
+                self.app.size.width - 2,
+                self.review_score(),
+            )
+            self.query_one("#conversation-title", Static).update(title)
 
     def _show_reasoning(self) -> None:
         """The model's reasoning, folded to one line until `r` unfolds it."""

@@ -26,6 +26,8 @@ from textual.widgets import Input, Static, TabbedContent, TabPane
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.review_report import ReviewGlance, run_glance
+from hbtui.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.run_metadata import duration_text, run_duration
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
@@ -47,6 +49,7 @@ from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.review_summary import ReviewSummary, reviewed_title
 from hbtui.tui.widgets.worst_at_k import WorstAtK
 
 if TYPE_CHECKING:  # imported where it is opened: the conversation screen imports this module
@@ -281,6 +284,13 @@ class RunScreen(ResponsiveScreen):
         Binding("K", "repeats_view", "Repeats grouped", show=False, id="run.repeats"),
         Binding("R", "regrade_errors", "Retry errors", id="run.regrade_errors"),
         Binding("a", "regrade", "Grade again", id="run.regrade"),
+        Binding(
+            "v",
+            "cycle_review_filter",
+            "Filter by review: flagged, flipped, not yet reviewed",
+            show=False,
+            id="run.review",
+        ),
     ]
 
     # What the list shows; each change reloads it (replace a filter, never mutate it in place).
@@ -303,6 +313,7 @@ class RunScreen(ResponsiveScreen):
         self.matches: SearchMatches | None = None  # where the search matched, read as it is applied
         self.resume: ReviewPosition | None = None  # where the reviewer left this run, offered as it opens
         self._resume_offered = False
+        self.review_glance: ReviewGlance | None = None  # the run's reviews, None without any
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -311,6 +322,7 @@ class RunScreen(ResponsiveScreen):
             with TabPane("1 Summary", id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static(Text("Loading…", style="dim"), id="run-summary")
+                    yield ReviewSummary(id="run-review")
                     yield WorstAtK(id="run-worst")
                     yield ScoreHistogram(id="run-histogram")
                     with Horizontal(id="breakdowns"):
@@ -414,6 +426,7 @@ class RunScreen(ResponsiveScreen):
         if overall is not None:
             rest.append("  score ")
             rest.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
+        rest.append_text(reviewed_title(self.review_glance))
         rest.append(f"  {status}", style="dim")
         # The name gives way (cut in its middle: names differ at their end, the time), so that the
         # score and the status are never cut at 80 columns.
@@ -457,6 +470,8 @@ class RunScreen(ResponsiveScreen):
         if f.text:
             found = f": {matches_text(self.matches)}" if self.matches is not None else ""
             parts.append(("search ", repr(one_line(f.text, 30)) + found))
+        if f.review:
+            parts.append(("review ", REVIEW_FILTER_LABELS[f.review]))
         for label, value in parts:
             bar.append("  ·  ")
             bar.append(label, style="dim")
@@ -517,6 +532,7 @@ class RunScreen(ResponsiveScreen):
             self._show_run(self.run, self.report)
 
     def on_screen_resume(self) -> None:
+        self.compute_review()  # back from a conversation: its reviews count now
         if self._opened is not None:
             self.conversation_list.cursor = self._opened.index
             self._opened = None
@@ -685,6 +701,21 @@ class RunScreen(ResponsiveScreen):
     def action_toggle_errors(self) -> None:
         self._to_list()
         self.filter = replace(self.filter, has_errors=not self.filter.has_errors)
+
+    def action_cycle_review_filter(self) -> None:
+        steps = (None, *REVIEW_FILTERS)
+        self.filter = replace(self.filter, review=steps[(steps.index(self.filter.review) + 1) % len(steps)])
+        self._to_list()
+
+    @work(group="run-review", exclusive=True)
+    async def compute_review(self) -> None:
+        self.review_glance = await run_glance(self.app.db, self.run_id)
+        try:
+            self.query_one(ReviewSummary).update_glance(self.review_glance)
+            if self.run is not None:
+                self._show_run(self.run, self.report)  # the title's reviewed score
+        except NoMatches:  # the screen was closed while the reviews were read
+            pass
 
     def action_clear_filters(self) -> None:
         for field in self.query(FilterInput):

@@ -9,7 +9,7 @@ under-50 ms a key press to the next screen should take).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.segment import Segment
 from rich.style import Style
@@ -63,6 +63,7 @@ class Criterion:
     number: int
     kind: str
     tokens: tuple[int, int] = (0, 0)  # (prompt, completion) of its grading, retries included
+    notes: list[Text] = field(default_factory=list)  # its reviews and hints (hbtui.tui.reviewing)
 
     def paragraphs(self) -> list[Text]:
         """What is written right of the label, one paragraph a row (each wraps on its own)."""
@@ -70,7 +71,7 @@ class Criterion:
         head = Text()
         head.append(f"[{v.points:+g}] ", style="bold red" if v.points < 0 else "bold")
         head.append_text(_data(v.criterion))
-        rows = [head]
+        rows = [head, *self.notes]
         # Tokens first, then the tags on the same row: a row of its own would cost a line per
         # criterion, and tags that wrap read better than a count cut in two.
         detail = Text()
@@ -154,6 +155,15 @@ class VerdictList(Widget):
             for number, v in enumerate(verdicts, start=1)
         ]
         self.selected = -1
+        self._width = -1
+        self.refresh(layout=True)
+
+    def set_notes(self, notes: dict[int, list[Text]]) -> None:
+        """Lines under each criterion's text by criterion index (its reviews), the others without."""
+        if not notes and not any(item.notes for item in self.items):
+            return  # nothing before, nothing now: no layout (each conversation shown asks)
+        for item in self.items:
+            item.notes = notes.get(item.verdict.idx, [])
         self._width = -1
         self.refresh(layout=True)
 
