@@ -56,3 +56,19 @@ async def test_ctrl_c_in_an_input_copies_and_does_not_quit(tmp_path):
         await pilot.pause()
         assert not app._exit
         assert app.clipboard == "http://copied.example/v1"
+
+
+async def test_a_widget_that_misses_its_parts_while_the_app_quits_is_no_internal_error(tmp_path):
+    """Quit while the configuration screen is still being built ahead (a loaded machine), Textual's
+    Select mounts after its overlay was taken down and raises NoMatches: the app is ending, the
+    user lost nothing, so it ends quietly. Before it is ending, the same error is a crash."""
+    from textual.css.query import NoMatches
+
+    from hbtui.config import Settings
+
+    app = HBTuiApp(settings=Settings(db_path=str(tmp_path / "hbtui.sqlite")), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.exit()
+        app._handle_exception(NoMatches("No nodes match 'SelectOverlay'"))
+    assert app._exception is None and app.return_code in (0, None)

@@ -173,6 +173,18 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 store, self.store = self.store, None
                 await store.close()
 
+    def _handle_exception(self, error: Exception) -> None:
+        # The configuration screen is built ahead, off screen (prebuild_config). Quit while its
+        # widgets still mount (a loaded machine), the teardown takes them away under Textual's
+        # Select, whose mount then misses its own overlay: nothing of the user's is at stake, the
+        # app is ending, so that is no "internal error". Seen once in the slow tier, not made
+        # to happen on purpose.
+        from textual.css.query import NoMatches
+
+        if self._exit and isinstance(error, NoMatches):
+            return
+        super()._handle_exception(error)
+
     def _fatal_error(self) -> None:
         """An unexpected error: one line on the terminal, the traceback in a file.
 
