@@ -175,3 +175,31 @@ async def test_quitting_while_a_meta_eval_goes_on_asks_then_keeps_what_was_grade
         status = conn.execute("SELECT status FROM runs").fetchone()[0]
         graded = conn.execute("SELECT count(*) FROM meta_eval_rows WHERE status IN ('met', 'not_met')").fetchone()[0]
     assert status == "interrupted" and 0 < graded < 400
+
+
+def test_a_meta_eval_rows_text_is_data_never_terminal_control():
+    """The file's conversation, completion and rubric, and the grader's explanation, are shown with
+    their control characters visible: an escape sequence there must not colour the screen or set
+    the terminal's title (a new user's trial found both on this screen)."""
+    from hbtui.store.meta_eval import MetaEvalRowView
+    from hbtui.tui.screens.meta_eval import row_detail
+
+    hostile = "\x1b[31mRED\x1b[0m \x1b]0;TITLE\x07 [bold]markup[/bold]"
+    row = MetaEvalRowView(
+        row_id=1,
+        position=0,
+        line=1,
+        prompt=[{"role": "user", "content": "prompt " + hostile}],
+        completion="completion " + hostile,
+        rubric="rubric " + hostile,
+        category="cat",
+        labels=(True, False),
+        physician_ids=("a", "b"),
+        status="met",
+        explanation="because " + hostile,
+        error=None,
+    )
+    shown = row_detail(row).plain
+    assert "\x1b" not in shown and "\x07" not in shown
+    for what in ("prompt", "completion", "rubric", "because"):
+        assert f"{what} ␛[31mRED␛[0m ␛]0;TITLE␇ [bold]markup[/bold]" in shown

@@ -25,7 +25,7 @@ from hbtui.meta_eval.runner import MetaEvalDriver, require_grader
 from hbtui.run_kinds import MEANINGS, META_EVAL, refusal
 from hbtui.services import settings_for_run
 from hbtui.store import MetaEvalRowView, RunRow, Store, StoreError
-from hbtui.text import one_line
+from hbtui.text import one_line, visible_controls
 from hbtui.tui.handle import AppScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -70,13 +70,15 @@ def row_detail(row: MetaEvalRowView) -> Text:
     text = Text()
     text.append(f"row {row.position + 1} (line {row.line}) · {one_line(row.category, 60)}\n", style="bold")
     text.append("rubric: ", style="bold")
-    text.append(row.rubric + "\n")
+    text.append(visible_controls(row.rubric) + "\n")
     text.append("grader: ", style="bold")
     if row.status == "error":
         text.append(f"no verdict ({one_line(row.error or '', 200)})\n", style="red")
     else:
         text.append(VERDICT_WORDS[row.grader], style="bold")
-        text.append(f" · {row.explanation or ''}\n" if row.grader is not None else " (not graded yet)\n")
+        text.append(
+            f" · {visible_controls(row.explanation or '')}\n" if row.grader is not None else " (not graded yet)\n"
+        )
     text.append("physicians: ", style="bold")
     text.append(
         " · ".join(
@@ -86,9 +88,9 @@ def row_detail(row: MetaEvalRowView) -> Text:
     text.append(f"  ({physicians_cell(row.labels)}; grader agrees with the majority: {agreement(row)})\n")
     for message in row.prompt:
         text.append(f"{one_line(str(message.get('role')), 20)}: ", style="bold")
-        text.append(str(message.get("content")) + "\n")
+        text.append(visible_controls(str(message.get("content"))) + "\n")
     text.append("completion (judged): ", style="bold")
-    text.append(row.completion)
+    text.append(visible_controls(row.completion))
     return text
 
 
