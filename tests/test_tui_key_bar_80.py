@@ -78,6 +78,23 @@ def test_the_conversation_header_leaves_out_whole_parts_at_80_columns_never_half
     assert "communication" in whole and "communication" not in fitted
 
 
+def test_reviewing_at_80_columns_the_header_keeps_both_scores_before_the_counts():
+    """A reviewer at 80 columns watches the reviewed score move as they flip verdicts: with repeats
+    and a review, the graded and the reviewed score stay; the run's reviewed score, the counts
+    and the prompt_id give way first (a new user's trial saw both scores dropped)."""
+    from hbtui.store.rows import ConversationDetail, ConversationSummary
+    from hbtui.tui.reviewing import score_part
+    from hbtui.tui.screens.conversation import header_text
+
+    summary = ConversationSummary(40, 39, 0, "ace28a77-bbbb", "emergency", "", "generated", 0.032, 6, 6, 0, 12, None)
+    detail = ConversationDetail(summary, [], [], "reply", None, None, None)
+    fitted = header_text(detail, 39, 80, 2, width=78, reviewed=score_part(0.086, 0.348)).plain
+    assert len(fitted) <= 78
+    assert fitted.startswith("Conversation 40/80  #40 (repeat 1 of 2)  score 0.032  reviewed 0.086")
+    whole = header_text(detail, 39, 80, 2, reviewed=score_part(0.086, 0.348)).plain
+    assert "(run reviewed 0.348)" in whole and "ace28a77" in whole
+
+
 async def test_a_long_run_name_gives_way_to_the_score_and_status_in_the_run_header(finished_run_db):
     import sqlite3
 

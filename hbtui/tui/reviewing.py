@@ -142,16 +142,17 @@ def hint_line(earlier: Sequence[rv.Review]) -> Text | None:
     return text
 
 
-def score_part(conversation_score: float | None, run_score: float | None) -> Text:
-    """The header's reviewed scores, after the graded one."""
-    text = Text("  reviewed ")
+def score_part(conversation_score: float | None, run_score: float | None) -> list[Text]:
+    """The header's reviewed scores, after the graded one: the conversation's (kept with the
+    graded score as long as the width allows) and the run's (given way first)."""
+    mine = Text("reviewed ")
     if conversation_score is None:
-        text.append("—", style="bold magenta")
+        mine.append("—", style="bold magenta")
     else:
-        text.append(f"{conversation_score:.3f}", style=f"bold {score_style(conversation_score)}")
-    if run_score is not None:
-        text.append(f" (run {run_score:.3f})", style="dim")
-    return text
+        mine.append(f"{conversation_score:.3f}", style=f"bold {score_style(conversation_score)}")
+    if run_score is None:
+        return [mine]
+    return [mine, Text(f"(run reviewed {run_score:.3f})", style="dim")]
 
 
 class ReviewActions:
@@ -182,7 +183,7 @@ class ReviewActions:
             self.hints, self.hints_for = hints, conversation_id
             self.show_reviews()
 
-    def review_score(self) -> Text | None:
+    def review_score(self) -> list[Text] | None:
         """The header's reviewed part, where the conversation or the run has a review."""
         ledger, detail = self.ledger, self.detail
         if ledger is None or detail is None or not ledger.history:

@@ -74,7 +74,7 @@ def header_text(
     count: int,
     repeats: int = 1,
     width: int | None = None,
-    reviewed: Text | None = None,
+    reviewed: list[Text] | None = None,
 ) -> Text:
     """The conversation's one-line header, its parts by importance: given a ``width``, a part
     that does not fit is left out whole (the next may still fit), never cut mid-word. The
@@ -90,17 +90,18 @@ def header_text(
         score.append("— no reply", style="bold red")
     else:
         score.append("err" if s.n_errors else "—", style="bold magenta")
-    if reviewed is not None:
-        score.append_text(reviewed)
     met = s.n_met if s.n_met is not None else 0
     positives = sum(1 for v in detail.verdicts if v.points > 0)
+    mine, run_reviewed = (reviewed[0], reviewed[1:]) if reviewed else (None, [])
     parts = [Text(f"Conversation {index + 1}/{count}", style="bold"), where, score]
+    if mine is not None:  # reviewing, the reviewed score is what moves: it goes right after the graded one
+        parts.append(mine)
     parts.append(Text(f"{met}/{positives} met", style="green"))
     if s.penalties:
         parts.append(Text(f"{s.penalties} penalt{'y' if s.penalties == 1 else 'ies'}", style="red"))
     if s.n_errors:
         parts.append(Text(f"{s.n_errors} grader error{'s' if s.n_errors != 1 else ''}", style="magenta"))
-    parts += [Text(short_id(s.prompt_id), style="dim"), Text(one_line(s.theme or "-", 30))]
+    parts += [*run_reviewed, Text(short_id(s.prompt_id), style="dim"), Text(one_line(s.theme or "-", 30))]
     return fitted(parts, width)
 
 
