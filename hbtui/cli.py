@@ -27,6 +27,7 @@ from hbtui import __version__
 from hbtui.client import ChatError, load_http_in_background
 from hbtui.config import REPORTING, SETTINGS, STORAGE, Setting, Settings, SettingsError, load_settings, setting_for
 from hbtui.dataset import SUBSETS, DatasetError, load_jsonl, load_subset
+from hbtui.errors import TRANSIENT_KINDS
 from hbtui.export_reference import write_reference
 from hbtui.files import open_to_others, stdout_to_devnull
 from hbtui.grading import TemplateError, load_template
@@ -506,6 +507,14 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             raise UsageError(refusal)
+        if not regrade and run.shown_status() == "finished":
+            # As the app's `c`: a finished run is left as it is (its end time and duration are
+            # what it measured), unless calls that got no answer are left to ask again.
+            kinds = (await store.progress(run.id)).errors_by_kind
+            if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
+                hint = f" (hbtui regrade-errors {run.id} retries its errors)" if kinds else ""
+                say(f"run {run.id} is finished: nothing to resume{hint}")
+                return EXIT_OK
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
         await refuse_measured_changes(store, run, run_settings)

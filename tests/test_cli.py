@@ -119,8 +119,12 @@ def test_resume_of_unknown_run_names_it(workdir, small_dataset):
     hbtui("run", "--data", str(small_dataset), "--name", "one", cwd=workdir, check=True)
     result = hbtui("resume", "two", cwd=workdir)
     assert result.returncode == 2 and "no run 'two'" in result.stderr
-    result = hbtui("resume", "one", cwd=workdir, check=True)  # nothing missing: finishes at once
-    assert "score 0.6250" in result.stdout
+    db = workdir / "runs" / "hbtui.sqlite"
+    ended = sqlite3.connect(db).execute("SELECT finished_at, status FROM runs").fetchone()
+    result = hbtui("resume", "one", cwd=workdir, check=True)  # nothing missing: the run is left as it ended
+    assert result.stdout.strip() == "run 1 is finished: nothing to resume"
+    # Its end and duration are what it measured (a resume had moved them to the resume's time).
+    assert sqlite3.connect(db).execute("SELECT finished_at, status FROM runs").fetchone() == ended
 
 
 def test_a_bad_env_value_does_not_lock_the_user_out_of_browsing(workdir, small_dataset):
