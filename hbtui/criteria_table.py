@@ -8,6 +8,7 @@ import io
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from hbtui.files import private_file
 from hbtui.store.browse_reads import CriterionStats
 
 
@@ -58,7 +59,7 @@ def criteria_csv(stats: Sequence[CriterionStats]) -> str:
 
 
 def write_criteria_csv(path: Path, stats: Sequence[CriterionStats]) -> None:
-    """Written whole or not at all: to a file beside it, then moved into place."""
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(criteria_csv(stats), encoding="utf-8", newline="")
-    partial.replace(path)
+    """Written whole or not at all, owner-only as every export (it quotes the run's criteria and
+    counts): hbtui.files.private_file writes beside it and moves it into place."""
+    with private_file(path, newline="") as handle:
+        handle.write(criteria_csv(stats))

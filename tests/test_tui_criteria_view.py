@@ -118,6 +118,7 @@ async def test_criteria_view_sorts_exports_and_opens_the_conversations_behind(cr
         await pilot.press("enter")
         await wait_for(pilot, lambda: out.exists())
         rows = list(csv.reader(out.open()))
+        assert out.stat().st_mode & 0o077 == 0  # owner-only, as every export
         assert len(rows) == len(expected) + 1 and rows[1][0] == top.criterion
         assert app.focused is table
 
