@@ -41,7 +41,9 @@ ACTIONS = (FLIP, FLAG, UNDO)
 # The run screen's review filter (key v), in the order v steps through them.
 FLAGGED, FLIPPED, NOT_REVIEWED = "flagged", "flipped", "not-reviewed"
 REVIEW_FILTERS = (FLAGGED, FLIPPED, NOT_REVIEWED)
-REVIEW_FILTER_LABELS = {FLAGGED: "flagged", FLIPPED: "flipped", NOT_REVIEWED: "not yet reviewed"}
+# What each shows: conversations with a flag standing, with a verdict flipped, and with a graded
+# verdict nobody has reviewed yet (a conversation half reviewed is still to do).
+REVIEW_FILTER_LABELS = {FLAGGED: "flagged", FLIPPED: "flipped", NOT_REVIEWED: "some verdicts not yet reviewed"}
 
 VerdictKey = tuple[int, int]  # (conversation id, criterion index)
 

@@ -287,7 +287,7 @@ class RunScreen(ResponsiveScreen):
         Binding(
             "v",
             "cycle_review_filter",
-            "Filter by review: flagged, flipped, not yet reviewed",
+            "Filter by review: flagged, flipped, some verdicts not yet reviewed",
             show=False,
             id="run.review",
         ),
@@ -471,7 +471,7 @@ class RunScreen(ResponsiveScreen):
             found = f": {matches_text(self.matches)}" if self.matches is not None else ""
             parts.append(("search ", repr(one_line(f.text, 30)) + found))
         if f.review:
-            parts.append(("review ", REVIEW_FILTER_LABELS[f.review]))
+            parts.append(("review: ", REVIEW_FILTER_LABELS[f.review]))
         for label, value in parts:
             bar.append("  ·  ")
             bar.append(label, style="dim")
