@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_browser import ms, until
 from bench.frame_timer import FrameTimer
 from hbtui import reviews as rv
-from hbtui.review_report import run_review
+from hbtui.review_report import review_of_run, run_review
 from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.run import RunScreen
@@ -99,8 +99,18 @@ async def measure(folder: Path, conversations: int, criteria: int, flips: int) -
         started = time.perf_counter()
         review = await run_review(store, run_id)
         print(
-            f"show --reviewed's computation (both reports with bootstraps, reviewers, agreement): "
+            f"both reports computed (bootstraps of each, reviewers, agreement): "
             f"{ms(time.perf_counter() - started)} (reviewed {review.reviewed.score:.4f}, graded {review.graded.score:.4f})"
+        )
+        run = await store.get_run(run_id)
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            await review_of_run(store, run, asked=True)
+            times.append(time.perf_counter() - started)
+        print(
+            "show --reviewed's computation (the reviewed report and its bootstrap, the graded one as the run"
+            f" keeps it, reviewers, agreement), x3: {', '.join(ms(t) for t in times)}"
         )
 
     app = browser_app(db)

@@ -50,6 +50,9 @@ CSV_COLUMNS = [
     "repeat_number",
     "criterion_number",
     *REVIEW_CSV_COLUMNS,  # after the grader's: hbtui.export_reviews
+    # A completions run's: which of the record's own completions was graded (empty for a model's reply).
+    "completion_group",
+    "completion_label",
 ]
 
 
@@ -87,6 +90,9 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
             # The browser's numbers (1-based), added after the keys scripts read: "repeat" stays 0-based.
             line["conversation_number"] = conversation_number(conv.position)
             line["repeat_number"] = conv.repeat + 1
+            # Which of the record's own completions a completions run graded; null for a model's reply.
+            line["completion_group"] = conv.completion_group
+            line["completion_label"] = conv.completion
             handle.write(json.dumps(line, ensure_ascii=False) + "\n")
             count += 1
     return count
@@ -123,6 +129,8 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                             conv.repeat + 1,
                             criterion_number(v.idx),
                             *reviews.csv_cells(v, reviewed_score),
+                            conv.completion_group or "",
+                            conv.completion or "",
                         )
                     ]
                 )
@@ -151,9 +159,9 @@ def statistics_lines(stats: RunStatistics, price_problem: str | None = None) -> 
             if m
             else f"- length-adjusted score: - ({how})"
         )
-    for role, usage in (("model under test", stats.test), ("grader", stats.grader)):
+    for role, usage in stats.called():
         lines.append(f"- tokens of the {role}: {usage_line(usage)}")
-    total = total_cost([stats.test, stats.grader])
+    total = total_cost([usage for _, usage in stats.called()])
     if total is not None:
         lines.append(f"- cost: {cost_text(total)} (prices per million tokens from the price table)")
     if price_problem:

@@ -176,10 +176,10 @@ def worst_at_k_lines(worst: WorstAtKScores | None) -> list[str]:
 def usage_lines(stats: RunStatistics) -> list[str]:
     """Tokens of both models, with their cost where the price table has the model."""
     lines = [
-        f"tokens  model under test {one_line(stats.test.model, 40)}: {usage_line(stats.test)}",
-        f"        grader {one_line(stats.grader.model, 40)}: {usage_line(stats.grader)}",
+        f"{'tokens' if i == 0 else '':<8}{role} {one_line(usage.model, 40)}: {usage_line(usage)}"
+        for i, (role, usage) in enumerate(stats.called())
     ]
-    total = total_cost([stats.test, stats.grader])
+    total = total_cost([usage for _, usage in stats.called()])
     if total is not None:
         lines.append(f"cost    {cost_text(total)} in all (prices per million tokens from the price table)")
     return lines

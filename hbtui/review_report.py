@@ -29,12 +29,17 @@ class ReviewGlance:
 def glance(conversations: list[rv.ScoredConversation], history: list[rv.Review]) -> ReviewGlance:
     standing = rv.standing(history)
     reviewers = rv.reviewers_of(history)
+    # Every conversation scored once, as graded; each reviewed score then scores again only the
+    # conversations its reviews touch (four full passes took most of `show --reviewed`'s second).
+    graded = rv.reviewed_scores(conversations, {})
+
+    def overall(reviewer: str | None = None) -> float | None:
+        return rv.overall_of(rv.reviewed_scores(conversations, rv.states(history, reviewer), graded))
+
     return ReviewGlance(
-        graded_score=rv.overall_of(rv.reviewed_scores(conversations, {})),
-        reviewed_score=rv.overall_of(rv.reviewed_scores(conversations, rv.states(history))),
-        by_reviewer={
-            name: rv.overall_of(rv.reviewed_scores(conversations, rv.states(history, name))) for name in reviewers
-        },
+        graded_score=rv.overall_of(graded),
+        reviewed_score=overall(),
+        by_reviewer={name: overall(name) for name in reviewers},
         reviews_by={name: sum(r.reviewer == name for r in standing) for name in reviewers},
         progress=rv.review_progress(conversations, history),
         agreements=rv.agreements(conversations, history),

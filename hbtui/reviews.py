@@ -155,9 +155,13 @@ class ScoredConversation:
     errors: int = 0
 
     def reviewed(self, by_key: Mapping[VerdictKey, ReviewState]) -> ConversationInput:
+        conversation_id = self.conversation_id
+        found = [by_key.get((conversation_id, idx)) for idx in self.indexes] if by_key else []
+        if not any(found):  # most conversations of a run under review: its criteria as graded, not copied
+            return ConversationInput(self.example_tags, self.criteria, self.excluded, self.errors)
         criteria = [
-            GradedCriterion(c.points, c.tags, by_key.get((self.conversation_id, idx), NOT_REVIEWED_STATE).met(c.met))
-            for idx, c in zip(self.indexes, self.criteria)
+            c if state is None else GradedCriterion(c.points, c.tags, state.met(c.met))
+            for c, state in zip(self.criteria, found)
         ]
         return ConversationInput(self.example_tags, criteria, self.excluded, self.errors)
 
@@ -237,21 +241,26 @@ class Progress:
 def review_progress(conversations: Sequence[ScoredConversation], reviews: Iterable[Review]) -> Progress:
     by_key = states(reviews)
     progress = Progress()
+    # A run's criteria share a few tag lists: each one's tallies are found once, not per verdict.
+    tallies_of: dict[tuple[str, ...], list[Tally]] = {}
     for conversation in conversations:
+        conversation_id = conversation.conversation_id
         for idx, criterion in zip(conversation.indexes, conversation.criteria):
             if criterion.met is None:
                 continue
-            state = by_key.get((conversation.conversation_id, idx), NOT_REVIEWED_STATE)
-            tallies = [progress.overall] + [
-                progress.by_axis.setdefault(tag, Tally())
-                for tag in dict.fromkeys(criterion.tags)
-                if tag.startswith("axis:")
-            ]
+            tags = tuple(criterion.tags)
+            tallies = tallies_of.get(tags)
+            if tallies is None:
+                tallies = tallies_of[tags] = [progress.overall] + [
+                    progress.by_axis.setdefault(tag, Tally()) for tag in dict.fromkeys(tags) if tag.startswith("axis:")
+                ]
+            state = by_key.get((conversation_id, idx))
             for tally in tallies:
                 tally.verdicts += 1
-                tally.reviewed += state.reviewed
-                tally.flipped += state.flipped(criterion.met)
-                tally.flagged += state.flag is not None
+                if state is not None:
+                    tally.reviewed += state.reviewed
+                    tally.flipped += state.flipped(criterion.met)
+                    tally.flagged += state.flag is not None
     return progress
 
 

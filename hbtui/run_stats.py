@@ -108,6 +108,14 @@ class RunStatistics:
     centre: float
     test: ModelUsage
     grader: ModelUsage
+    # False for a run of the records' own completions: no model under test was called.
+    replies_generated: bool = True
+
+    def called(self) -> list[tuple[str, ModelUsage]]:
+        """(role, usage) of each model the run called: a completions run's "model under test"
+        generated nothing, so its 0 tokens are not a line to print."""
+        tested = [("model under test", self.test)] if self.replies_generated else []
+        return [*tested, ("grader", self.grader)]
 
     def as_json(self) -> dict:
         """What `show --json` adds to the report."""
@@ -149,4 +157,5 @@ async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: 
         centre=settings.length_centre,
         test=model_usage(run.model_test, progress.prompt_tokens_test, progress.completion_tokens_test, prices),
         grader=model_usage(run.model_grader, progress.prompt_tokens_grader, progress.completion_tokens_grader, prices),
+        replies_generated=not run.plan.get("completions"),
     )

@@ -13,6 +13,7 @@ source, flag and form field follows from the kind.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -53,9 +54,24 @@ class Url(Kind):
         if text == "":
             return None
         parsed = urlparse(text)
+        if "@" in parsed.netloc:
+            # The API key is the Bearer token of the one Authorization header a request carries,
+            # and the URL is stored with the run and shown wherever its endpoint is named.
+            raise SettingsError(
+                f"{where}: a user name or password in the URL ({_without_credentials(text)!r}) is not supported;"
+                " give the endpoint's token as its API key (sent as a Bearer token)"
+            )
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise SettingsError(f"{where}: {raw!r} is not an http(s) URL such as http://127.0.0.1:8080/v1")
+            raise SettingsError(
+                f"{where}: {_without_credentials(str(raw))!r} is not an http(s) URL such as http://127.0.0.1:8080/v1"
+            )
         return text.rstrip("/")
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` with whatever stands before an ``@`` of its host part shown as ``…``: a password
+    is never printed."""
+    return re.sub(r"^([^/]*//)?[^/@]*@", lambda m: (m.group(1) or "") + "…@", url)
 
 
 @dataclass(frozen=True)

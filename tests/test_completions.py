@@ -360,3 +360,64 @@ def test_a_completions_run_compares_with_a_models_run_on_the_same_records(server
     text = capsys.readouterr().out
     assert "pairs: each pair is A's the model's reply and B's the physicians' ideal completion" in text
     assert "model physician completions" in text
+
+
+def test_a_completions_runs_exports_and_summaries_say_which_completion_and_call_no_model(
+    server, tmp_path, monkeypatch, capsys
+):
+    """Each exported conversation names its group and which completion it is (after every older
+    column); `show`, description.md and the run's summary print no tokens of a model that was not
+    called, while a model's run keeps its line and exports the new columns empty."""
+    import csv
+
+    from hbtui.config import Settings
+    from hbtui.prices import load_prices
+    from hbtui.run_stats import run_statistics
+    from hbtui.tui.screens.run import summary_text
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    data = str(completion_records(tmp_path))
+    assert cli.main(["run", "--data", data, "--name", "refs", "--completions", "reference"]) == 0
+    assert cli.main(["run", "--data", data, "--name", "model"]) == 0
+    for run in ("refs", "model"):
+        for fmt in ("jsonl", "csv"):
+            assert cli.main(["export", run, "--format", fmt, "--out", f"{run}.{fmt}"]) == 0
+    capsys.readouterr()
+
+    lines = [json.loads(line) for line in (tmp_path / "refs.jsonl").read_text().splitlines()]
+    assert [(line["completion_group"], line["completion_label"], line["completion"]) for line in lines] == [
+        ("Group 2", f"reference {i}", f"r{i}") for i in (1, 2, 3, 4)
+    ]
+    assert list(lines[0])[-2:] == ["completion_group", "completion_label"]
+    rows = list(csv.DictReader((tmp_path / "refs.csv").open()))
+    assert list(rows[0])[-2:] == ["completion_group", "completion_label"]
+    assert [(r["completion_group"], r["completion_label"]) for r in rows] == [
+        ("Group 2", "reference 1"),
+        *[("Group 2", f"reference {i}") for i in (2, 3, 4)],
+    ]
+    model_lines = [json.loads(line) for line in (tmp_path / "model.jsonl").read_text().splitlines()]
+    assert all(line["completion_group"] is None and line["completion_label"] is None for line in model_lines)
+    model_rows = list(csv.DictReader((tmp_path / "model.csv").open()))
+    assert all(r["completion_group"] == r["completion_label"] == "" for r in model_rows)
+
+    assert cli.main(["show", "refs"]) == 0
+    shown = capsys.readouterr().out
+    assert "model under test" not in shown.split("no model under test")[-1]
+    assert "tokens  grader grader-model: " in shown
+    described = (next((tmp_path / "runs").glob("*-refs")) / "description.md").read_text()
+    assert "tokens of the model under test" not in described and "- tokens of the grader: " in described
+    assert cli.main(["show", "model"]) == 0
+    assert "tokens  model under test test-model: " in capsys.readouterr().out
+
+    async def summaries():
+        async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
+            texts = {}
+            for run in await store.list_runs():
+                stats = await run_statistics(store, run, Settings(), load_prices())
+                texts[run.name] = summary_text(run, run.report, run.status, stats).plain
+            return texts
+
+    texts = asyncio.run(summaries())
+    assert "Tokens of the model under test" not in texts["refs"] and "Tokens of the grader " in texts["refs"]
+    assert "Tokens of the model under test " in texts["model"]

@@ -221,3 +221,56 @@ def test_deleting_a_run_takes_its_reviews_and_their_undos_with_it(finished_run_d
             return await store._all("SELECT count(*) FROM reviews")
 
     assert run(scenario()) == [(0,)]
+
+
+def test_the_glance_scores_again_only_what_reviews_touch_and_agrees_with_a_full_pass(tmp_path):
+    """`show --reviewed` scores every conversation once as graded, then again only those with a
+    review: on a synthesized run with flips, flags and undos by three reviewers, each figure equals
+    scoring every conversation over again."""
+    import random
+
+    from hbtui.review_report import glance
+    from hbtui.scoring import clipped_mean, conversation_score
+    from tests.support.synth import synthesize_run
+
+    async def scenario():
+        async with await Store.open(tmp_path / "synth.sqlite") as store:
+            run_id = await synthesize_run(store, conversations=300, criteria_per=6, seed=3)
+            keys = await store._all(
+                "SELECT conversation_id, idx FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met')",
+                (run_id,),
+            )
+            pick = random.Random(7)
+            for key in pick.sample(keys, 120):
+                reviewer = pick.choice(["ann", "bo", "cy"])
+                await store.add_review(*key, reviewer, pick.choice([rv.FLIP, rv.FLIP, rv.FLAG]))
+                if pick.random() < 0.2:
+                    await store.add_review(*key, reviewer, rv.UNDO)
+            return await store.review_inputs(run_id), await store.run_reviews(run_id)
+
+    conversations, history = run(scenario())
+    seen = glance(conversations, history)
+
+    def every_score(reviewer=None) -> list[float]:
+        """Every conversation's score over its reviewed verdicts, read here from the reviews."""
+        by_key, scores = rv.states(history, reviewer), []
+        for c in conversations:
+            states = [by_key.get((c.conversation_id, idx), rv.NOT_REVIEWED_STATE) for idx in c.indexes]
+            met = [state.met(k.met) for state, k in zip(states, c.criteria)]
+            if not c.excluded and None not in met:
+                score = conversation_score([k.points for k in c.criteria], met)
+                scores += [] if score is None else [score]
+        return scores
+
+    def full_pass(reviewer=None):
+        return clipped_mean(every_score(reviewer))
+
+    assert seen.reviewed_score == full_pass() != seen.graded_score == full_pass("nobody")
+    assert seen.by_reviewer == {name: full_pass(name) for name in ("ann", "bo", "cy")}
+    assert rv.reviewed_report(conversations, history).scores == every_score()
+    graded = {(c.conversation_id, idx): k.met for c in conversations for idx, k in zip(c.indexes, c.criteria)}
+    states = {key: state for key, state in rv.states(history).items() if graded[key] is not None}
+    overall = seen.progress.overall
+    assert overall.verdicts == sum(met is not None for met in graded.values())
+    assert overall.reviewed == len(states) and overall.flagged == sum(s.flag is not None for s in states.values())
+    assert overall.flipped == sum(s.flipped(graded[key]) for key, s in states.items()) > 0

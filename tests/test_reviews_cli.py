@@ -82,8 +82,12 @@ def test_exports_carry_the_reviews_in_new_columns_after_the_graders(finished_run
     out_csv, out_jsonl = tmp_path / "r.csv", tmp_path / "r.jsonl"
     for fmt, out in (("csv", out_csv), ("jsonl", out_jsonl)):
         assert cli.main(["export", "1", "--db", str(finished_run_db), "--format", fmt, "--out", str(out)]) == 0
-    # The grader's columns as they were, the browser's 1-based numbers, then the reviews'.
-    assert CSV_COLUMNS == GRADER_COLUMNS + NUMBER_COLUMNS + REVIEW_CSV_COLUMNS
+    # The grader's columns as they were, the browser's 1-based numbers, the reviews', then a
+    # completions run's (which of a record's own completions was graded).
+    assert CSV_COLUMNS == GRADER_COLUMNS + NUMBER_COLUMNS + REVIEW_CSV_COLUMNS + [
+        "completion_group",
+        "completion_label",
+    ]
     rows = list(csv.DictReader(out_csv.open(newline="")))
     first, second, third = rows[0], rows[1], rows[2]
     assert first["criteria_met"] == "true" and first["reviewed_criteria_met"] == "false"

@@ -360,6 +360,10 @@ class ExportConversation(NamedTuple):
     error_kind: str | None
     score: float | None
     record_body: str
+    # A completions run's reply is one of the record's own completions: its group ("Group 2") and
+    # which one it is ("ideal", "reference 1"); both None for a model's reply.
+    completion_group: str | None
+    completion: str | None
 
 
 class ExportVerdict(NamedTuple):

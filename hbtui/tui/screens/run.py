@@ -95,11 +95,11 @@ def percent(part: int, whole: int) -> str:
 
 def statistics_text(text: Text, stats: RunStatistics) -> None:
     """Tokens of both models, and their cost where the price table has them."""
-    for label, usage in (("Tokens of the model under test ", stats.test), ("Tokens of the grader ", stats.grader)):
-        text.append(label, style="bold")
+    for role, usage in stats.called():
+        text.append(f"Tokens of the {role} ", style="bold")
         text.append(usage_line(usage))
         text.append("\n")
-    total = total_cost([stats.test, stats.grader])
+    total = total_cost([usage for _, usage in stats.called()])
     if total is not None:
         text.append("Cost ", style="bold")
         text.append(f"{cost_text(total)} in all (price table)\n")
