@@ -177,3 +177,25 @@ def test_a_search_of_the_runs_list(snap_compare, two_runs, size):
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=searched)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_the_export_question_is_centred_like_every_dialog(snap_compare, two_runs, size):
+    """The path asked for in the middle of the screen, as the delete and quit questions are (it
+    was drawn at the top left, over the title)."""
+    from hbtui.tui.screens.run_actions import AskTextModal
+
+    app = app_on(two_runs)
+
+    async def asked(pilot):
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 2)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal))
+        field = app.screen.query_one(Input)
+        field.value, field.cursor_blink = "runs/again.jsonl", False  # the same on every machine
+        await pilot.pause(0.2)
+        dialog = app.screen.query_one(".dialog")
+        assert dialog.region.x > 0 and dialog.region.y > 0  # not in the corner
+
+    assert snap_compare(app, terminal_size=size, run_before=asked)
