@@ -197,3 +197,14 @@ def test_the_migration_takes_the_triggers_away_and_runs_are_indexed_when_searche
     assert search(db, 2, "water") == (0, 1)
     regrade(db, 1, 1, "Sleep well.", 200.0)
     assert search(db, 1, "sleep") == (0, 1)
+
+
+def test_a_run_indexed_in_many_chunks_is_indexed_whole(tmp_path, monkeypatch):
+    from hbtui.store import search_index
+
+    monkeypatch.setattr(search_index, "INDEX_CHUNK", 2)
+    db = fresh_db(tmp_path)
+    add_run(db, 1, [(f"Criterion {n}", None if n % 2 else f"Reason {n}", None if n % 2 else 100.0) for n in range(5)])
+    assert search(db, 1, "criterion") == (5, 0)
+    assert search(db, 1, "reason") == (0, 3)
+    assert rows(db, "SELECT count(*) FROM verdict_text_runs") == [(1,)]

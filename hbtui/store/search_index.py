@@ -34,6 +34,9 @@ IN_MEMORY_INDEX = (
 )
 
 
+INDEX_CHUNK = 4000  # verdicts indexed in one statement: some 40 ms
+
+
 class StoreSearchIndex(Connection):
     _indexing: asyncio.Lock | None = None
 
@@ -72,22 +75,35 @@ class StoreSearchIndex(Connection):
             return await self._index(run_id)
 
     async def _index(self, run_id: int) -> int:
-        async with self._transaction():
-            state = await self._one("SELECT graded_to FROM verdict_text_runs WHERE run_id = ?", (run_id,))
-            since = ""
-            args: tuple = (run_id,)
-            if state is not None:
-                since = " AND graded_at IS NOT NULL" if state[0] is None else " AND graded_at >= ?"
-                args = (run_id,) if state[0] is None else (run_id, state[0])
-            cursor = await self.db.execute(
-                "INSERT OR REPLACE INTO verdict_text (rowid, criterion, explanation)"
-                f" SELECT id, criterion, explanation FROM verdicts WHERE run_id = ?{since}",
-                args,
-            )
-            await self.db.execute(
-                "INSERT OR REPLACE INTO verdict_text_runs (run_id, graded_to, ties)"
-                " SELECT ?, last, (SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at = last)"
-                " FROM (SELECT max(graded_at) AS last FROM verdicts WHERE run_id = ?)",
-                (run_id, run_id, run_id),
-            )
-        return cursor.rowcount
+        state = await self._one("SELECT graded_to FROM verdict_text_runs WHERE run_id = ?", (run_id,))
+        since, args = "", [run_id]
+        if state is not None:
+            since = " AND graded_at IS NOT NULL" if state[0] is None else " AND graded_at >= ?"
+            args += [] if state[0] is None else [state[0]]
+        # Taken before the text is read: whatever is graded from here on is indexed (again) next time.
+        graded_to, ties = await self._one(
+            "SELECT last, (SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at = last)"
+            " FROM (SELECT max(graded_at) AS last FROM verdicts WHERE run_id = ?)",
+            (run_id, run_id),
+        )
+        ids = [r[0] for r in await self._all(f"SELECT id FROM verdicts WHERE run_id = ?{since} ORDER BY id", args)]
+        # In short transactions of a few thousand verdicts: the app's other reads share this
+        # connection and wait for each statement, a page of the list no longer than for one chunk.
+        for start in range(0, max(len(ids), 1), INDEX_CHUNK):
+            chunk = ids[start : start + INDEX_CHUNK]
+            async with self._transaction():
+                if chunk:
+                    await self.db.execute(
+                        "INSERT OR REPLACE INTO verdict_text (rowid, criterion, explanation)"
+                        # A first indexing reads the chunk by rowid (``+`` keeps SQLite off the
+                        # run's index, which it would scan whole for each chunk); later ones, by time.
+                        f" SELECT id, criterion, explanation FROM verdicts WHERE {'run_id' if since else '+run_id'} = ?"
+                        f"{since} AND id BETWEEN ? AND ?",
+                        (*args, chunk[0], chunk[-1]),
+                    )
+                if start + INDEX_CHUNK >= len(ids):
+                    await self.db.execute(
+                        "INSERT OR REPLACE INTO verdict_text_runs (run_id, graded_to, ties) VALUES (?, ?, ?)",
+                        (run_id, graded_to, ties),
+                    )
+        return len(ids)
