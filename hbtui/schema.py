@@ -190,7 +190,7 @@ ALTER TABLE verdicts ADD COLUMN endpoint TEXT;
 # - Criterion texts and grader explanations searchable (`/`), in an FTS5 index over the verdicts
 #   table (external content: the text is stored once, in verdicts). Triggers keep it in step
 #   with every insert, delete and change of either text, so verdicts written as a run goes are
-#   found at once; the rebuild indexes the runs made before.
+#   found at once; the rebuild indexes the runs made before. (Version 13 replaced both.)
 # - The criteria view's grouping of a run's verdicts by text and tags read from a covering index
 #   (a fifth of the time of reading the rows, which carry the grader's whole output).
 # - Where the reviewer left each run: the last conversation and criterion, opened there again.
