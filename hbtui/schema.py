@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -190,7 +190,7 @@ ALTER TABLE verdicts ADD COLUMN endpoint TEXT;
 # - Criterion texts and grader explanations searchable (`/`), in an FTS5 index over the verdicts
 #   table (external content: the text is stored once, in verdicts). Triggers keep it in step
 #   with every insert, delete and change of either text, so verdicts written as a run goes are
-#   found at once; the rebuild indexes the runs made before.
+#   found at once; the rebuild indexes the runs made before. (Version 13 replaced both.)
 # - The criteria view's grouping of a run's verdicts by text and tags read from a covering index
 #   (a fifth of the time of reading the rows, which carry the grader's whole output).
 # - Where the reviewer left each run: the last conversation and criterion, opened there again.
@@ -286,6 +286,24 @@ CREATE INDEX reviews_undone ON reviews(undoes) WHERE undoes IS NOT NULL;
 CREATE INDEX reviews_by_subject ON reviews(subject);
 """
 
+# Version 13: the search index off the run's write path (hbtui.store.search_index). Its triggers
+# tokenized every criterion as a plan was stored and every explanation as it was graded, a fifth of
+# the harness's time per call; a run is now indexed when it is first searched. The index becomes a
+# table of its own text (a re-graded verdict's row replaced by rowid), empty until then, with how
+# far each run is indexed.
+MIGRATE_INDEX_SEARCH_WHEN_SEARCHED = """
+DROP TRIGGER verdict_text_insert;
+DROP TRIGGER verdict_text_delete;
+DROP TRIGGER verdict_text_update;
+DROP TABLE verdict_text;
+CREATE VIRTUAL TABLE verdict_text USING fts5(criterion, explanation, tokenize='unicode61 remove_diacritics 2');
+CREATE TABLE verdict_text_runs (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+    graded_to REAL,
+    ties INTEGER NOT NULL
+);
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
@@ -298,6 +316,7 @@ MIGRATIONS = {
     9: MIGRATE_ADD_BROWSER_INDEXES,
     10: MIGRATE_ADD_META_EVAL_ROWS,
     11: MIGRATE_ADD_REVIEWS,
+    12: MIGRATE_INDEX_SEARCH_WHEN_SEARCHED,
 }
 
 

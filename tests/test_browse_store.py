@@ -193,17 +193,17 @@ def test_changed_and_deleted_verdicts_leave_the_index(tmp_path):
     db = tmp_path / "old.sqlite"
     database_before_search(db)
     asyncio.run(with_store(db, lambda s: s.search_matches(1, "x")))  # migrates
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE verdicts SET explanation = 'It names adrenaline.'")
+    with sqlite3.connect(db) as conn:  # graded again, as a grade is written: stamped
+        conn.execute("UPDATE verdicts SET explanation = 'It names adrenaline.', graded_at = 10.0")
     found = asyncio.run(with_store(db, lambda s: s.search_matches(1, "epinephrine")))
     assert found.explanations == 0
     assert asyncio.run(with_store(db, lambda s: s.search_matches(1, "adrenaline"))).explanations == 1
-    with sqlite3.connect(db) as conn:
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("DELETE FROM conversations")
-        assert conn.execute("SELECT count(*) FROM verdict_text WHERE verdict_text MATCH 'adrenaline'").fetchone() == (
-            0,
-        )
+
+    async def delete(store: Store):
+        await store.delete_run(await store.get_run(1))
+
+    asyncio.run(with_store(db, delete))
+    assert rows(db, "SELECT count(*) FROM verdict_text WHERE verdict_text MATCH 'adrenaline'") == [(0,)]
 
 
 def test_the_criteria_view_reads_an_index_not_the_rows(synth_db):

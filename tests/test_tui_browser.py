@@ -328,3 +328,28 @@ async def test_the_list_has_a_column_header_and_marks_conversations_without_a_re
         detail = conversation.detail.summary
         assert title.index("score") < title.index(detail.prompt_id[:8] + "…")
         assert detail.prompt_id not in title and len(detail.prompt_id) > 12
+
+
+async def test_a_runs_first_search_says_it_is_indexing_the_run_and_the_next_does_not(tmp_path, monkeypatch):
+    from hbtui.tui.screens import run as run_screen
+    from hbtui.tui.widgets.key_bar import KeyBar
+
+    db = tmp_path / "hbtui.sqlite"
+    async with await Store.open(db) as store:
+        run_id = await synthesize_run(store, conversations=40, seed=4)
+    monkeypatch.setattr(run_screen, "INDEXING_SAID", 10)  # this run is "big"
+    said: list[str] = []
+    show_status = KeyBar.show_status
+    monkeypatch.setattr(
+        KeyBar, "show_status", lambda bar, message, **kw: (said.append(message), show_status(bar, message, **kw))
+    )
+    app = browser_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_run(pilot, run_id)
+        bar = screen.query_one(KeyBar)
+        for word in ("jargon", "fabricated"):
+            await pilot.press("slash", *word, "enter")
+            await wait_for(pilot, lambda word=word: screen.filter.text == word and screen.matches is not None)
+            await wait_for(pilot, lambda: not bar.status)  # said until the indexing is done, not longer
+        assert said == [f"indexing run {run_id} for search…"]
+        assert screen.matches.criteria > 0

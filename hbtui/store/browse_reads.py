@@ -9,8 +9,8 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from hbtui.store.connection import Connection
 from hbtui.store.search import like_pattern, match_expression
+from hbtui.store.search_index import StoreSearchIndex
 
 # What the criteria view groups by: the same text with the same tags is one rubric item, which
 # HealthBench's consensus criteria repeat across prompts.
@@ -113,7 +113,7 @@ class ReviewPosition:
     criterion: int
 
 
-class StoreBrowse(Connection):
+class StoreBrowse(StoreSearchIndex):
     async def repeat_groups(self, run_id: int) -> list[RepeatGroup]:
         """The run's conversations grouped by record (its repeats), in the order of first position."""
         groups: dict[int, list[tuple]] = {}
@@ -167,6 +167,7 @@ class StoreBrowse(Connection):
         return ideal_completions(row[0]) if row else None
 
     async def search_matches(self, run_id: int, text: str) -> SearchMatches:
+        await self.index_for_search(run_id)
         pattern = like_pattern(text)
         in_text = (
             await self._one(
@@ -196,6 +197,10 @@ class StoreBrowse(Connection):
         expression = match_expression(text)
         if expression is None:
             return []
+        run = await self._one("SELECT run_id FROM conversations WHERE id = ?", (conversation_id,))
+        if run is None:
+            return []
+        await self.index_for_search(run[0])
         rows = await self._all(
             "SELECT idx FROM verdicts WHERE conversation_id = ?"
             " AND id IN (SELECT rowid FROM verdict_text WHERE verdict_text MATCH ?) ORDER BY idx",

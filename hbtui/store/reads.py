@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from hbtui.numbering import conversation_label, criterion_label
 from hbtui.run_kinds import IMPORTED
 from hbtui.scoring import ConversationInput, GradedCriterion
-from hbtui.store.connection import Connection
 from hbtui.store.rows import (
     ERROR,
     EXPORT_CONVERSATION_COLUMNS,
@@ -33,6 +32,7 @@ from hbtui.store.rows import (
     verdict_met,
 )
 from hbtui.store.search import SORTS
+from hbtui.store.search_index import StoreSearchIndex
 from hbtui.store.work import CachedVerdict, WorkItem
 
 
@@ -49,7 +49,13 @@ def answered_by_model(answers: str, failure: str, unanswered_kinds: int) -> str:
     return f"(status IN ({answers}) OR (status = '{failure}' AND coalesce(error_kind, '') NOT IN ({marks})))"
 
 
-class StoreReads(Connection):
+class StoreReads(StoreSearchIndex):
+    async def _filter_where(self, run_id: int, flt: ConversationFilter | None) -> tuple[str, list]:
+        """The filter's SQL, the run's search index brought up to date first when it searches."""
+        if flt is not None and flt.text:
+            await self.index_for_search(run_id)
+        return (flt or ConversationFilter()).where()
+
     """Reading a run: for reports, screens, exports and the engine's plan of what is left."""
 
     async def list_runs(self) -> list[RunRow]:
@@ -356,7 +362,7 @@ class StoreReads(Connection):
         ]
 
     async def count_conversations(self, run_id: int, flt: ConversationFilter | None = None) -> int:
-        where, args = (flt or ConversationFilter()).where()
+        where, args = await self._filter_where(run_id, flt)
         return (await self._one(f"SELECT count(*) FROM conversations WHERE run_id = ?{where}", (run_id, *args)))[0]
 
     async def conversation_page(
@@ -367,7 +373,7 @@ class StoreReads(Connection):
         offset: int = 0,
         limit: int = 100,
     ) -> list[ConversationSummary]:
-        where, args = (flt or ConversationFilter()).where()
+        where, args = await self._filter_where(run_id, flt)
         rows = await self._all(
             f"SELECT {SUMMARY_COLUMNS} FROM conversations WHERE run_id = ?{where} ORDER BY {SORTS[sort]}"
             " LIMIT ? OFFSET ?",
@@ -379,7 +385,7 @@ class StoreReads(Connection):
         self, run_id: int, flt: ConversationFilter | None = None, sort: str = "position"
     ) -> list[int]:
         """Ids in list order, for next/previous conversation without reloading pages."""
-        where, args = (flt or ConversationFilter()).where()
+        where, args = await self._filter_where(run_id, flt)
         return [
             r[0]
             for r in await self._all(

@@ -14,7 +14,15 @@ from hbtui.store.connection import Connection
 from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
 # Every table holding a run's rows, children first (another owner's table joins this list).
-RUN_TABLES = ("reviews", "review_positions", "meta_eval_rows", "verdicts", "conversations", "run_log")
+RUN_TABLES = (
+    "reviews",
+    "review_positions",
+    "verdict_text_runs",
+    "meta_eval_rows",
+    "verdicts",
+    "conversations",
+    "run_log",
+)
 
 
 class RunInUse(StoreError):
@@ -64,6 +72,10 @@ class StoreRunActions(Connection):
                 )
             conversations = (await self._one("SELECT count(*) FROM conversations WHERE run_id = ?", (run.id,)))[0]
             verdicts = (await self._one("SELECT count(*) FROM verdicts WHERE run_id = ?", (run.id,)))[0]
+            # The search index's rows carry no run: they are the run's verdicts' by rowid.
+            await self.db.execute(
+                "DELETE FROM verdict_text WHERE rowid IN (SELECT id FROM verdicts WHERE run_id = ?)", (run.id,)
+            )
             for table in RUN_TABLES:
                 await self.db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.id,))
             await self.db.execute("DELETE FROM runs WHERE id = ?", (run.id,))

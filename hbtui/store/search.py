@@ -1,8 +1,9 @@
 """The SQL of the browser's search, verdict filters and sort orders (rows.py's filter uses it).
 
 Search runs two ways at once: a substring of the prompt preview, reply or prompt_id (LIKE, as
-before), and the words of criterion texts and grader explanations through the FTS5 index of
-schema version 7 (``verdict_text``), where every word typed must start a word of the text.
+before), and the words of criterion texts and grader explanations through the FTS5 index
+``verdict_text``, where every word typed must start a word of the text. The index holds a run
+once it has been searched: the store brings it up to date before each search (search_index.py).
 """
 
 from __future__ import annotations

@@ -78,6 +78,10 @@ def parse_range(text: str) -> tuple[float | None, float | None]:
     return (float(low) if low.strip() else None), (float(high) if high.strip() else None)
 
 
+# Verdicts not yet indexed for search above which the key bar says the run is being indexed.
+INDEXING_SAID = 10_000
+
+
 def matches_text(matches: SearchMatches) -> str:
     """Where a search matched, the places with none left out (the filter bar is one line):
     "40 criteria, 7 explanations"."""
@@ -488,7 +492,24 @@ class RunScreen(ResponsiveScreen):
         if new.text != old.text:
             self.matches = None
             if new.text:
+                self.say_while_indexing()
                 self.count_matches(new.text)
+
+    @work(group="run-search-index", exclusive=True)
+    async def say_while_indexing(self) -> None:
+        """A run's first search indexes its verdicts (hbtui.store.search_index), which for a big
+        run takes a moment: said on the key bar until it is done."""
+        store = self.app.db
+        if await store.search_index_behind(self.run_id) < INDEXING_SAID:
+            return
+        bar = self.query_one(KeyBar)
+        saying = f"indexing run {self.run_id} for search…"
+        bar.show_status(saying, seconds=600)
+        try:
+            await store.index_for_search(self.run_id)  # waits for the search's own indexing to end
+        finally:
+            if bar.status == saying:
+                bar.clear_status()
 
     @work(group="run-matches", exclusive=True)
     async def count_matches(self, text: str) -> None:
