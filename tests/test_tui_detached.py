@@ -337,3 +337,78 @@ async def test_a_driver_that_cannot_take_its_run_says_why_in_the_app_and_its_log
         )
         assert f"(log {driver.log})" in next(n.message for n in app._notifications if "process ended" in n.message)
         assert driver.process.returncode == 2 and not app.detached_runs
+
+
+def pick(form, name: str, value: str) -> None:
+    from textual.widgets import Select
+
+    form.query_one(f"#field-{name}", Select).value = value
+
+
+@pytest.mark.slow
+async def test_a_meta_eval_started_from_the_form_outlives_the_app_and_a_later_monitor_sees_it_finish(
+    tmp_path, slow_keyed_server
+):
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
+    from tests.support.meta_rows import meta_rows, write_rows
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30, seed=3))
+    app = HBTuiApp(settings=app_settings(slow_keyed_server, db), env_file=None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        form = await open_form(pilot, app)
+        pick(form, "run_kind", "meta-eval")
+        pick(form, "subset", "file")
+        type_into(form, "data_path", str(data))
+        type_into(form, "run_name", "audit")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), timeout=30, what="its screen")
+        (driver,) = app.detached_runs.values()
+        meta = app.screen
+        await wait_for(pilot, lambda: meta.run.status == "running", timeout=30, what="its driver grading")
+        await pilot.pause(1.2)  # a reload: the screen names who grades it and where it writes
+        assert f"driven by {socket.gethostname()}:{driver.pid}" in screen_text(app)
+        assert f"log {driver.log}" in screen_text(app)
+        assert SECRET.encode() not in Path(f"/proc/{driver.pid}/cmdline").read_bytes()
+        assert os.getsid(driver.pid) == driver.pid != os.getsid(0)
+    # The app has ended as a closed terminal ends it, asking nothing: the meta-eval goes on.
+    assert driver.going() and status_of(db, driver.run_id) == "running"
+    later = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None, monitor_run="latest")
+    async with later.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(later.screen, MetaEvalScreen), timeout=30, what="its screen")
+        watched = later.screen
+        await wait_for(pilot, lambda: watched.run.status == "finished", timeout=120, what="the meta-eval finished")
+        await pilot.pause(0.3)
+        assert "30/30 rows graded" in screen_text(later) and f"log {driver.log}" in screen_text(later)
+    assert driver.process.wait(timeout=60) == 0
+    assert driver.log == db.parent / "run-1-audit.log"
+    log = driver.log.read_text()
+    assert "run 1: driven by process" in log and "grader F1" in log and SECRET not in log
+
+
+async def test_a_meta_eval_continued_with_c_is_graded_by_a_process_of_its_own(tmp_path, slow_keyed_server):
+    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
+    from tests.support.meta_rows import meta_rows, write_rows
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    db.parent.mkdir()
+    settings = app_settings(slow_keyed_server, db)
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30, seed=5))  # some 5 s: still going at the second `c`
+    async with await Store.open(db) as store:
+        await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="later")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "Continue this meta-eval?" in screen_text(app), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), timeout=30, what="its screen")
+        (driver,) = app.detached_runs.values()
+        assert SECRET.encode() not in Path(f"/proc/{driver.pid}/cmdline").read_bytes()
+        await pilot.press("escape", "c")  # going: `c` watches it, never starts a second driver
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="its screen again")
+        assert list(app.detached_runs.values()) == [driver]
+    assert driver.process.wait(timeout=60) == 0
+    assert status_of(db, 1) == "finished" and driver.log == db.parent / "run-1-later.log"
