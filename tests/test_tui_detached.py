@@ -183,16 +183,25 @@ class Terminal:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True)
 
 
-async def user_folder_with_a_pending_run(tmp_path: Path, server, name: str) -> Path:
+async def user_folder_with_a_pending_run(tmp_path: Path, server, name: str, kind: str = "model") -> Path:
     """A user's folder (.env for the keyed server, its key in it) whose database holds run 1,
-    planned and not started: the app's `c` continues it. Returns the database."""
+    planned and not started (a model run, or a meta-eval of 30 rows): the app's `c` continues
+    it. Returns the database."""
+    from hbtui.meta_eval.runner import plan_meta_eval
+    from tests.support.meta_rows import meta_rows, write_rows
+
     (tmp_path / ".env").write_text(
         f"BASE_URL={server.base_url}\nAPI_KEY={SECRET}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
         "CONCURRENCY=1\nGRADER_TEMPLATE=builtin\n"
     )
     db = tmp_path / "runs" / "hbtui.sqlite"
     db.parent.mkdir()
-    await planned(db, app_settings(server, db), name)
+    if kind == "model":
+        await planned(db, app_settings(server, db), name)
+        return db
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30, seed=7))
+    async with await Store.open(db) as store:
+        await plan_meta_eval(store, app_settings(server, db), data, official=False, limit=None, seed=0, name=name)
     return db
 
 
@@ -200,7 +209,7 @@ def continue_in(terminal: Terminal, db: Path, name: str) -> None:
     """In the app on the terminal: `c` on the runs list, yes, and the run going."""
     terminal.wait_for(name)
     terminal.keys("c")
-    terminal.wait_for("Continue this pending run?")
+    terminal.wait_for("Continue this ")  # pending run? / meta-eval?
     terminal.keys("y")
     wait_until(lambda: driver_of(db)[0] == "running", "the run going")
 
@@ -249,6 +258,37 @@ async def test_a_run_continued_in_the_app_goes_on_when_the_app_and_its_terminal_
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+async def test_a_meta_eval_continued_in_the_app_goes_on_when_the_app_and_its_terminal_are_killed(
+    tmp_path, slow_keyed_server
+):
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
+
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "judged", "meta-eval")
+    terminal = Terminal(tmp_path, f"{sys.executable} -m hbtui")
+    try:
+        continue_in(terminal, db, "judged")
+        terminal.wait_for("driven by")  # its screen names the process grading it
+        app_pid, (_, driver_pid, log) = terminal.pane_pid(), driver_of(db)
+        assert app_pid != driver_pid and alive(driver_pid)
+        assert SECRET.encode() not in Path(f"/proc/{driver_pid}/cmdline").read_bytes()
+        terminal.wait_for("run-1-judged.log")
+        os.kill(app_pid, signal.SIGKILL)
+        terminal.close()
+        wait_until(lambda: not alive(app_pid), "the app gone")
+    finally:
+        terminal.close()
+    assert alive(driver_pid)
+    later = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None, monitor_run="latest")
+    async with later.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(later.screen, MetaEvalScreen), timeout=30, what="its screen")
+        watched = later.screen
+        await wait_for(pilot, lambda: watched.run.status == "finished", timeout=120, what="the meta-eval finished")
+    wait_until(lambda: not alive(driver_pid), "its driver to end")
+    assert Path(log) == db.parent / "run-1-judged.log" and "grader F1" in Path(log).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 async def test_stopping_the_runs_on_quit_leaves_the_resume_command_in_the_shell(tmp_path, slow_keyed_server):
     db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "stopped")
     terminal = Terminal(tmp_path, "bash --norc --noprofile")
@@ -280,13 +320,14 @@ def children_of(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(tmp_path, slow_keyed_server):
+@pytest.mark.parametrize("kind", ["model", "meta-eval"])
+async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(tmp_path, slow_keyed_server, kind):
     import aiohttp
 
     from tests.support.served import ServedApp
     from tests.test_serve import cookie
 
-    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "from-a-tab")
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "from-a-tab", kind)
     received = bytearray()
     with ServedApp(db, cwd=tmp_path, env=clean_env()) as served:
         url = f"ws://127.0.0.1:{served.port}/ws?width=120&height=30"
@@ -304,7 +345,7 @@ async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(t
             await asyncio.wait_for(read_until(b"from-a-tab"), timeout=60)
             (tab_app,) = children_of(served.process.pid)
             await websocket.send_json(["stdin", "c"])
-            await asyncio.wait_for(read_until(b"Continue this pending run?"), timeout=30)
+            await asyncio.wait_for(read_until(b"Continue this "), timeout=30)  # pending run? / meta-eval?
             await websocket.send_json(["stdin", "y"])
             await asyncio.to_thread(wait_until, lambda: driver_of(db)[0] == "running", "the run going")
         # The tab is closed: its app ends; the run it started does not.
