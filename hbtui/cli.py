@@ -560,6 +560,10 @@ async def cmd_drive_detached(snapshot: str) -> int:
     )
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.get_run(run_id)
+        if run.kind == META_EVAL:
+            from hbtui.meta_eval.headless import drive_meta_eval
+
+            return await drive_meta_eval(store, run, settings, say, stop_signals=DETACHED_STOP_SIGNALS)
         return await drive(store, run, settings, use_cache=use_cache, stop_signals=DETACHED_STOP_SIGNALS)
 
 

@@ -83,6 +83,15 @@ class Noted:
 
 
 @dataclass(frozen=True, slots=True)
+class PauseChanged:
+    """The run paused (a pause or a cancel asked, from any process) or went on: its rate is over
+    the running seconds only (hbtui.progress.running_spans)."""
+
+    run_id: int
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: int
     status: str
@@ -98,6 +107,7 @@ Event = (
     | ConversationScored
     | CallFailed
     | Noted
+    | PauseChanged
     | RunFinished
 )
 

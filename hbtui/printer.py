@@ -4,26 +4,31 @@ It counts events as they come and prints one progress line every few seconds, pl
 each note and each conversation that could not be generated. No cursor tricks: the output is
 meant to be read from a log file as well as a terminal. Every line fits 80 columns (a phone's
 SSH window, a CI log's view): what does not fit on a progress line goes on an indented line
-below it, never past the edge.
+below it, never past the edge. Its calls/s is the monitor's: over the last seconds of running
+time, the seconds paused (PauseChanged, from a pause asked by any process) left out.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from hbtui.events import (
     CallFailed,
     ConversationScored,
+    CriterionGraded,
     Event,
     GenerationFailed,
     Noted,
+    PauseChanged,
+    ReplyGenerated,
     RunFinished,
     RunStarted,
 )
 from hbtui.files import stdout_to_devnull
-from hbtui.progress import Tally
+from hbtui.progress import Tally, completions_by_second, count_completion, running_rate
 from hbtui.text import middle_cut, one_line, visible_controls
 
 LINE_WIDTH = 80
@@ -50,16 +55,22 @@ def elapsed_text(seconds: float) -> str:
 
 
 class ProgressPrinter:
-    def __init__(self, out: TextIO | None = None, every: float = 5.0) -> None:
+    """``clock``: wall-clock seconds (the tests move it to make a long pause)."""
+
+    def __init__(self, out: TextIO | None = None, every: float = 5.0, clock: Callable[[], float] = time.time) -> None:
         self.out: TextIO | None = out or sys.stdout
         self.every = every
-        self.started = time.monotonic()
+        self.clock = clock
+        self.started = clock()  # what was stored before this process took the run is not its rate
         self.last_print = 0.0
         self.tally = Tally()
         self.failed_calls = 0
         self.scores: list[float] = []
-        self.calls_before = 0  # already stored when this process started: not part of its rate
         self.name = ""
+        # The calls answered here, by second, and the pauses (start, end or None): the rate is
+        # over the last seconds of running time, as the monitor's is, never diluted by a pause.
+        self.completions = completions_by_second()
+        self.pauses: list[tuple[float, float | None]] = []
 
     def _print(self, line: str) -> None:
         if self.out is None:
@@ -77,7 +88,6 @@ class ProgressPrinter:
         self.tally.count(event)
         if isinstance(event, RunStarted):
             self.name = event.name
-            self.calls_before = self.tally.replies + self.tally.no_reply + self.tally.graded
             self.scores = list(event.scores)
             counts = f": {event.conversations_total} conversations, {event.criteria_total} criteria"
             head = f"run {event.run_id} "
@@ -93,6 +103,13 @@ class ProgressPrinter:
             else:  # the why on a line of its own rather than cut to a few characters
                 self._print(head)
                 self._print(CONTINUED + one_line(event.message, LINE_WIDTH - len(CONTINUED)))
+        elif isinstance(event, ReplyGenerated | CriterionGraded):
+            count_completion(self.completions, self.clock())
+        elif isinstance(event, PauseChanged):
+            if event.paused:
+                self.pauses.append((self.clock(), None))
+            elif self.pauses and self.pauses[-1][1] is None:
+                self.pauses[-1] = (self.pauses[-1][0], self.clock())
         elif isinstance(event, ConversationScored):
             if event.score is not None:
                 self.scores.append(event.score)
@@ -103,16 +120,14 @@ class ProgressPrinter:
         elif isinstance(event, RunFinished):
             self.progress_line()
             return
-        now = time.monotonic()
-        if now - self.last_print >= self.every:
+        if self.clock() - self.last_print >= self.every:
             self.progress_line()
 
     def progress_line(self) -> None:
-        self.last_print = time.monotonic()
+        self.last_print = self.clock()
         elapsed = self.last_print - self.started
         tally = self.tally
-        done_here = tally.conversations_done + tally.graded - self.calls_before
-        rate = done_here / elapsed if elapsed > 0 else 0.0
+        rate = running_rate(self.completions, self.started, self.last_print, self.pauses)
         running = sum(self.scores) / len(self.scores) if self.scores else None
         parts = [
             elapsed_text(elapsed),

@@ -7,6 +7,7 @@ they are shown apart, and the share graded is of those that can be graded.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -117,3 +118,29 @@ def running_spans(
     if remaining > 0 and end > started:
         spans.append((max(started, end - remaining), end))
     return spans
+
+
+def completions_by_second() -> deque[list[int]]:
+    """[second, calls completed in it], newest last: enough seconds for the rate's window."""
+    return deque(maxlen=4 * int(RATE_WINDOW_SECONDS))
+
+
+def count_completion(completions: deque[list[int]], now: float) -> None:
+    second = int(now)
+    if completions and completions[-1][0] == second:
+        completions[-1][1] += 1
+    else:
+        completions.append([second, 1])
+
+
+def running_rate(
+    completions: deque[list[int]], started: float, now: float, pauses: list[tuple[float, float | None]]
+) -> float:
+    """Calls a second over the last RATE_WINDOW_SECONDS of running time (see running_spans);
+    in a run's first seconds the window is what has passed."""
+    # Whole seconds only: the current, partial second would make the rate jitter.
+    spans = running_spans(float(int(now)), float(int(started)), pauses)
+    # A second counts where its middle is running time: calls finishing in a paused second
+    # (those in flight when it paused) are not part of the running rate.
+    calls = sum(count for second, count in completions if any(a <= second + 0.5 < b for a, b in spans))
+    return calls / max(sum(b - a for a, b in spans), 1.0)

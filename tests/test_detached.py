@@ -35,12 +35,20 @@ def run_status(db: Path) -> tuple[str, str | None]:
         return conn.execute("SELECT status, driver_log FROM runs").fetchone()
 
 
-async def launch(tmp_path: Path, server: FakeServer, **values):
+async def launch(tmp_path: Path, server: FakeServer, kind: str = "model", **values):
+    """A run planned and given to a driver of its own: a model run, or a meta-eval of 200 rows."""
+    from hbtui.meta_eval.runner import plan_meta_eval
+    from tests.support.meta_rows import meta_rows, write_rows
+
     db = tmp_path / "runs" / "hbtui.sqlite"
     settings = settings_for(server, db, api_key=SECRET, concurrency=1, grader_template="builtin", **values)
-    data = write_jsonl(tmp_path / "data.jsonl", small_records())
     async with await Store.open(db) as store:
-        run_id = await plan_run(store, settings, load_jsonl(data), repeats=2, name="apart")
+        if kind == "model":
+            data = write_jsonl(tmp_path / "data.jsonl", small_records())
+            run_id = await plan_run(store, settings, load_jsonl(data), repeats=2, name="apart")
+        else:
+            data = write_rows(tmp_path / "meta.jsonl", meta_rows(200, seed=2))
+            run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="apart")
         detached = await launch_detached(store, await store.get_run(run_id), settings)
     return db, detached
 
@@ -69,9 +77,11 @@ async def test_a_detached_run_gets_its_key_only_through_its_environment_and_fini
 
 
 @pytest.mark.slow
-async def test_a_detached_run_shrugs_off_a_hangup_and_stops_resumably_on_sigterm(tmp_path, slow_keyed_server):
-    db, detached = await launch(tmp_path, slow_keyed_server)
+@pytest.mark.parametrize("kind", ["model", "meta-eval"])
+async def test_a_detached_run_shrugs_off_a_hangup_and_stops_resumably_on_sigterm(tmp_path, slow_keyed_server, kind):
+    db, detached = await launch(tmp_path, slow_keyed_server, kind)
     try:
+        assert SECRET.encode() not in Path(f"/proc/{detached.pid}/cmdline").read_bytes()
         wait_until(
             lambda: run_status(db)[0] == "running" and slow_keyed_server.stats()["requests"] >= 2, "the run going"
         )
@@ -84,8 +94,9 @@ async def test_a_detached_run_shrugs_off_a_hangup_and_stops_resumably_on_sigterm
     finally:
         if detached.going():
             detached.process.kill()
-    assert run_status(db)[0] == "interrupted"
-    assert "continue with: hbtui resume 1" in detached.log.read_text()
+    assert run_status(db) == ("interrupted", str(db.parent / "run-1-apart.log"))
+    log = detached.log.read_text()
+    assert "run 1: driven by process" in log and "continue with: hbtui resume 1" in log and SECRET not in log
 
 
 async def test_a_database_of_the_schema_before_gets_the_driver_log_column(tmp_path):

@@ -184,3 +184,70 @@ async def test_the_monitor_asks_the_driver_of_another_process_through_the_databa
 def run_control(db: Path) -> str | None:
     with sqlite3.connect(db) as conn:
         return conn.execute("SELECT control FROM runs").fetchone()[0]
+
+
+async def test_the_printed_rate_after_a_pause_from_another_process_leaves_the_paused_seconds_out(tmp_path, server):
+    """`hbtui pause` from another process, a pause of 90 s (the printer's clock moved on while
+    it lasted), then `hbtui unpause`: the headless line's calls/s is over the last 10 s of
+    running time, the 6 s before the pause and the 3 since (it was over every second since the
+    start, the 90 paused ones included)."""
+    import asyncio
+    import io
+    import re
+
+    from hbtui.dataset import load_jsonl
+    from hbtui.events import CriterionGraded, ReplyGenerated
+    from hbtui.printer import ProgressPrinter
+    from hbtui.services import Engine, plan_run
+    from tests.conftest import settings_for
+
+    server.control(latency_ms=300)
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    settings = settings_for(server, db, concurrency=1, grader_template="builtin")
+    now = [1000.0]  # the printer's wall clock, moved by hand
+    answered: list[float] = []  # when each call was answered, by that clock
+
+    class Answers:
+        def on_event(self, event) -> None:
+            if isinstance(event, ReplyGenerated | CriterionGraded):
+                answered.append(now[0])
+
+    async def until(condition, what: str) -> None:
+        for _ in range(600):
+            if condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"never: {what}")
+
+    out = io.StringIO()
+    printer = ProgressPrinter(out, every=1e9, clock=lambda: now[0])  # started at 1000
+    async with await Store.open(db) as store:
+        data = write_jsonl(tmp_path / "data.jsonl", small_records())
+        run_id = await plan_run(store, settings, load_jsonl(data), repeats=3, name="paused")
+        engine = Engine(store, await store.get_run(run_id), settings, [printer, Answers()])
+        now[0] = 1005.0  # the calls before the pause: in the run's sixth second
+        running = asyncio.ensure_future(engine.execute())
+        try:
+            await until(lambda: len(answered) >= 3, "calls answered")
+            now[0] = 1006.0  # answered from here on: in flight at the pause, in a second it began
+            pause = asyncio.ensure_future(asyncio.to_thread(hbtui, "pause", str(run_id), "--db", str(db), cwd=tmp_path))
+            await until(lambda: printer.pauses and printer.pauses[-1][1] is None, "the pause applied")
+            await until(lambda: engine.pool.in_flight() == 0, "the calls in flight answered")
+            assert (await pause).returncode == 0
+            now[0] = 1096.0  # 90 s later
+            args = ("unpause", str(run_id), "--db", str(db))
+            unpause = asyncio.ensure_future(asyncio.to_thread(hbtui, *args, cwd=tmp_path))
+            await until(lambda: printer.pauses[-1][1] is not None, "the run going on")
+            await until(lambda: answered.count(1096.0) >= 3, "calls answered since")
+            now[0] = 1099.0
+            printed_before = len(out.getvalue())
+            printer.progress_line()
+            line = out.getvalue()[printed_before:]
+            assert printer.pauses == [(1006.0, 1096.0)]
+            assert (await unpause).returncode == 0
+        finally:
+            engine.cancel()
+            await running
+    before, since = answered.count(1005.0), answered.count(1096.0)
+    shown = float(re.search(r"([\d.]+) calls/s", line).group(1))
+    assert shown == round((before + since) / 9, 1), (line, before, since)

@@ -183,16 +183,25 @@ class Terminal:
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], env=self.env, capture_output=True)
 
 
-async def user_folder_with_a_pending_run(tmp_path: Path, server, name: str) -> Path:
+async def user_folder_with_a_pending_run(tmp_path: Path, server, name: str, kind: str = "model") -> Path:
     """A user's folder (.env for the keyed server, its key in it) whose database holds run 1,
-    planned and not started: the app's `c` continues it. Returns the database."""
+    planned and not started (a model run, or a meta-eval of 30 rows): the app's `c` continues
+    it. Returns the database."""
+    from hbtui.meta_eval.runner import plan_meta_eval
+    from tests.support.meta_rows import meta_rows, write_rows
+
     (tmp_path / ".env").write_text(
         f"BASE_URL={server.base_url}\nAPI_KEY={SECRET}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n"
         "CONCURRENCY=1\nGRADER_TEMPLATE=builtin\n"
     )
     db = tmp_path / "runs" / "hbtui.sqlite"
     db.parent.mkdir()
-    await planned(db, app_settings(server, db), name)
+    if kind == "model":
+        await planned(db, app_settings(server, db), name)
+        return db
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30, seed=7))
+    async with await Store.open(db) as store:
+        await plan_meta_eval(store, app_settings(server, db), data, official=False, limit=None, seed=0, name=name)
     return db
 
 
@@ -200,7 +209,7 @@ def continue_in(terminal: Terminal, db: Path, name: str) -> None:
     """In the app on the terminal: `c` on the runs list, yes, and the run going."""
     terminal.wait_for(name)
     terminal.keys("c")
-    terminal.wait_for("Continue this pending run?")
+    terminal.wait_for("Continue this ")  # pending run? / meta-eval?
     terminal.keys("y")
     wait_until(lambda: driver_of(db)[0] == "running", "the run going")
 
@@ -249,6 +258,37 @@ async def test_a_run_continued_in_the_app_goes_on_when_the_app_and_its_terminal_
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+async def test_a_meta_eval_continued_in_the_app_goes_on_when_the_app_and_its_terminal_are_killed(
+    tmp_path, slow_keyed_server
+):
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
+
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "judged", "meta-eval")
+    terminal = Terminal(tmp_path, f"{sys.executable} -m hbtui")
+    try:
+        continue_in(terminal, db, "judged")
+        terminal.wait_for("driven by")  # its screen names the process grading it
+        app_pid, (_, driver_pid, log) = terminal.pane_pid(), driver_of(db)
+        assert app_pid != driver_pid and alive(driver_pid)
+        assert SECRET.encode() not in Path(f"/proc/{driver_pid}/cmdline").read_bytes()
+        terminal.wait_for("run-1-judged.log")
+        os.kill(app_pid, signal.SIGKILL)
+        terminal.close()
+        wait_until(lambda: not alive(app_pid), "the app gone")
+    finally:
+        terminal.close()
+    assert alive(driver_pid)
+    later = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None, monitor_run="latest")
+    async with later.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(later.screen, MetaEvalScreen), timeout=30, what="its screen")
+        watched = later.screen
+        await wait_for(pilot, lambda: watched.run.status == "finished", timeout=120, what="the meta-eval finished")
+    wait_until(lambda: not alive(driver_pid), "its driver to end")
+    assert Path(log) == db.parent / "run-1-judged.log" and "grader F1" in Path(log).read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 async def test_stopping_the_runs_on_quit_leaves_the_resume_command_in_the_shell(tmp_path, slow_keyed_server):
     db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "stopped")
     terminal = Terminal(tmp_path, "bash --norc --noprofile")
@@ -280,13 +320,14 @@ def children_of(pid: int) -> list[int]:
 
 
 @pytest.mark.slow
-async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(tmp_path, slow_keyed_server):
+@pytest.mark.parametrize("kind", ["model", "meta-eval"])
+async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(tmp_path, slow_keyed_server, kind):
     import aiohttp
 
     from tests.support.served import ServedApp
     from tests.test_serve import cookie
 
-    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "from-a-tab")
+    db = await user_folder_with_a_pending_run(tmp_path, slow_keyed_server, "from-a-tab", kind)
     received = bytearray()
     with ServedApp(db, cwd=tmp_path, env=clean_env()) as served:
         url = f"ws://127.0.0.1:{served.port}/ws?width=120&height=30"
@@ -304,7 +345,7 @@ async def test_a_run_started_from_a_browser_tab_goes_on_when_the_tab_is_closed(t
             await asyncio.wait_for(read_until(b"from-a-tab"), timeout=60)
             (tab_app,) = children_of(served.process.pid)
             await websocket.send_json(["stdin", "c"])
-            await asyncio.wait_for(read_until(b"Continue this pending run?"), timeout=30)
+            await asyncio.wait_for(read_until(b"Continue this "), timeout=30)  # pending run? / meta-eval?
             await websocket.send_json(["stdin", "y"])
             await asyncio.to_thread(wait_until, lambda: driver_of(db)[0] == "running", "the run going")
         # The tab is closed: its app ends; the run it started does not.
@@ -337,3 +378,77 @@ async def test_a_driver_that_cannot_take_its_run_says_why_in_the_app_and_its_log
         )
         assert f"(log {driver.log})" in next(n.message for n in app._notifications if "process ended" in n.message)
         assert driver.process.returncode == 2 and not app.detached_runs
+
+
+def pick(form, name: str, value: str) -> None:
+    from textual.widgets import Select
+
+    form.query_one(f"#field-{name}", Select).value = value
+
+
+@pytest.mark.slow
+async def test_a_meta_eval_started_from_the_form_outlives_the_app_and_a_later_monitor_sees_it_finish(
+    tmp_path, slow_keyed_server
+):
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
+    from tests.support.meta_rows import meta_rows, write_rows
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30, seed=3))
+    app = HBTuiApp(settings=app_settings(slow_keyed_server, db), env_file=None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        form = await open_form(pilot, app)
+        pick(form, "run_kind", "meta-eval")
+        pick(form, "subset", "file")
+        type_into(form, "data_path", str(data))
+        type_into(form, "run_name", "audit")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), timeout=30, what="its screen")
+        (driver,) = app.detached_runs.values()
+        meta = app.screen
+        await wait_for(pilot, lambda: meta.run.status == "running", timeout=30, what="its driver grading")
+        named = f"driven by {socket.gethostname()}:{driver.pid}  log {driver.log}"  # who grades it, where it writes
+        await wait_for(pilot, lambda: named in screen_text(app), what="its driver and log named")
+        assert SECRET.encode() not in Path(f"/proc/{driver.pid}/cmdline").read_bytes()
+        assert os.getsid(driver.pid) == driver.pid != os.getsid(0)
+    # The app has ended as a closed terminal ends it, asking nothing: the meta-eval goes on.
+    assert driver.going() and status_of(db, driver.run_id) == "running"
+    later = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None, monitor_run="latest")
+    async with later.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(later.screen, MetaEvalScreen), timeout=30, what="its screen")
+        watched = later.screen
+        await wait_for(pilot, lambda: watched.run.status == "finished", timeout=120, what="the meta-eval finished")
+        await pilot.pause(0.3)
+        assert "30/30 rows graded" in screen_text(later) and f"log {driver.log}" in screen_text(later)
+    assert driver.process.wait(timeout=60) == 0
+    assert driver.log == db.parent / "run-1-audit.log"
+    log = driver.log.read_text()
+    assert "run 1: driven by process" in log and "grader F1" in log and SECRET not in log
+
+
+async def test_a_meta_eval_continued_with_c_is_graded_by_a_process_of_its_own(tmp_path, slow_keyed_server):
+    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.tui.screens.meta_eval import MetaEvalScreen
+    from tests.support.meta_rows import meta_rows, write_rows
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    db.parent.mkdir()
+    settings = app_settings(slow_keyed_server, db)
+    data = write_rows(tmp_path / "meta.jsonl", meta_rows(30, seed=5))  # some 5 s: still going at the second `c`
+    async with await Store.open(db) as store:
+        await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="later")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "Continue this meta-eval?" in screen_text(app), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), timeout=30, what="its screen")
+        (driver,) = app.detached_runs.values()
+        assert SECRET.encode() not in Path(f"/proc/{driver.pid}/cmdline").read_bytes()
+        await pilot.press("escape", "c")  # going: `c` watches it, never starts a second driver
+        await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="its screen again")
+        assert list(app.detached_runs.values()) == [driver]
+    assert driver.process.wait(timeout=60) == 0
+    assert status_of(db, 1) == "finished" and driver.log == db.parent / "run-1-later.log"

@@ -15,6 +15,7 @@ from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.meta_eval import MetaComparisonScreen, MetaEvalScreen
+from hbtui.tui.screens.quit import QuitModal
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import offline_settings, settings_for
 from tests.support.meta_rows import meta_rows, write_rows
@@ -102,9 +103,11 @@ async def test_a_meta_eval_started_from_the_configuration_screen_runs_to_the_end
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="the meta-eval screen")
         meta = app.screen
-        await wait_for(pilot, lambda: meta.run.status == "finished", timeout=20, what="the meta-eval to finish")
+        (driver,) = app.detached_runs.values()  # graded by a process of its own, as a model run is
+        await wait_for(pilot, lambda: meta.run.status == "finished", timeout=30, what="the meta-eval to finish")
         await pilot.pause(0.3)
         assert "30/30 rows graded" in screen_text(app)
+    assert driver.process.wait(timeout=30) == 0
     async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
         run = await store.resolve_run("from-the-form")
         counts = await store.meta_eval_counts(run.id)
@@ -167,10 +170,14 @@ async def test_quitting_while_a_meta_eval_goes_on_asks_then_keeps_what_was_grade
         await wait_for(pilot, lambda: isinstance(app.screen, MetaEvalScreen), what="the meta-eval screen")
         meta = app.screen
         await wait_for(pilot, lambda: meta.counts.get("met", 0) > 0, what="the first verdicts")
+        (driver,) = app.detached_runs.values()
         await pilot.press("q")
-        await wait_for(pilot, lambda: "still going" in screen_text(app), what="the question")
-        await pilot.press("y")  # stop and quit
-        await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the app to quit")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitModal), what="the question")
+        assert app.screen.question.startswith(f"Run 1 (process {driver.pid}, log {driver.log}) goes on")
+        await pilot.press("s")  # stop it, and quit
+        await wait_for(pilot, lambda: not app.is_running, timeout=30, what="the app to quit")
+    assert driver.process.wait(timeout=30) == 130
+    assert app.farewell == "hbtui: stopped run 1 (what completed is saved); continue with: hbtui resume 1"
     with sqlite3.connect(db) as conn:
         status = conn.execute("SELECT status FROM runs").fetchone()[0]
         graded = conn.execute("SELECT count(*) FROM meta_eval_rows WHERE status IN ('met', 'not_met')").fetchone()[0]

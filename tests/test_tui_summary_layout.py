@@ -32,3 +32,23 @@ async def test_every_breakdown_column_fits(tmp_path, width):
             table = breakdown.content
             needed = app.console.measure(table).maximum
             assert needed <= breakdown.content_region.width, (breakdown.id, needed, breakdown.content_region.width)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_the_summary_names_the_detached_drivers_log_on_one_line(tmp_path, width):
+    db = tmp_path / "hbtui.sqlite"
+    log = tmp_path / ("a-folder-deep-in-the-box-" * 6) / "run-1-overnight.log"  # some 200 columns
+    async with await Store.open(db) as store:
+        run_id = await synthesize_run(store, conversations=4, criteria_per=3, seed=5)
+        await store.set_driver_log(run_id, str(log))
+    app = browser_app(db)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
+        screen = RunScreen(run_id)
+        await app.push_screen(screen)
+        await wait_for(pilot, lambda: screen.report is not None)
+        await pilot.pause()
+        summary = screen.query_one("#run-summary")
+        (line,) = [line for line in str(summary.render()).splitlines() if line.startswith("Log ")]
+        assert len(line) == summary.content_region.width  # fitted: cut to the width, never wrapped
+        assert line.startswith(f"Log {str(log)[:10]}") and line.endswith("/run-1-overnight.log") and "…" in line

@@ -38,6 +38,7 @@ from hbtui.events import (
     GenerationFailed,
     Noted,
     Observer,
+    PauseChanged,
     ReplyGenerated,
     RunFinished,
     RunStarted,
@@ -165,7 +166,7 @@ class Engine:
         if control == CANCELLED:
             self._stopping = True
             self.cancel_status = "cancelled"
-            self.pool.set_paused(True)
+            self._set_paused(True)
             self._update_gate()
             self._note("cancel asked: no new call starts; the calls in flight finish, then the run stops")
             task = asyncio.get_running_loop().create_task(self._stop_when_answered())
@@ -173,9 +174,16 @@ class Engine:
             task.add_done_callback(self._background.discard)
             return
         if self.pool.paused != (control == PAUSED):
-            self.pool.set_paused(control == PAUSED)
+            self._set_paused(control == PAUSED)
             self._update_gate()
             self._note("paused: calls in flight finish, no new call starts" if self.pool.paused else "resumed")
+
+    def _set_paused(self, paused: bool) -> None:
+        """The pool holds new calls back; the displays (the headless lines) leave the paused
+        seconds out of their rate, as the monitor does with the pool's record of them."""
+        if paused != self.pool.paused:
+            self.pool.set_paused(paused)
+            self.emit(PauseChanged(self.run.id, paused))
 
     async def _stop_when_answered(self) -> None:
         while self.pool.in_flight():

@@ -87,7 +87,15 @@ async def start_meta_eval(
         return await drive_meta_eval(store, run, settings, say)
 
 
-async def drive_meta_eval(store: Store, run: RunRow, settings: Settings, say: Callable[..., None]) -> int:
+async def drive_meta_eval(
+    store: Store,
+    run: RunRow,
+    settings: Settings,
+    say: Callable[..., None],
+    stop_signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+) -> int:
+    """Grade the run's pending rows; ``stop_signals`` stop it cleanly (a driver the app started
+    leaves the hangup out: the terminal it came from may go, the run does not)."""
     require_grader(settings)
     driver = MetaEvalDriver(store, run, settings, ProgressLines(lambda text: say(text, error=True)))
     loop = asyncio.get_running_loop()
@@ -103,14 +111,14 @@ async def drive_meta_eval(store: Store, run: RunRow, settings: Settings, say: Ca
         else:
             sys.exit(130)
 
-    for signum in STOP_SIGNALS:
+    for signum in stop_signals:
         loop.add_signal_handler(signum, stop)
     try:
         status = await runner
     except asyncio.CancelledError:
         status = "interrupted"
     finally:
-        for signum in STOP_SIGNALS:
+        for signum in stop_signals:
             loop.remove_signal_handler(signum)
     final = await store.get_run(run.id)
     say(render_meta_eval(final, final.meta_eval))

@@ -1,10 +1,11 @@
 """The app shell: opens the store, picks the first screen, starts the runs.
 
-A run started here (from the configuration screen, continued, retried or graded again) is driven
-by a process of its own (hbtui.services.launch_detached), so that it outlives the app, its
-terminal and the SSH session; the monitor watches it through the database, as `hbtui monitor`
-does. Quitting while such runs go on asks whether to leave them going (the default) or to stop
-them as Ctrl-C stops `hbtui run`: what completed is saved and the run can be resumed.
+A run started here (a model run or a meta-eval, from the configuration screen, continued, retried
+or graded again) is driven by a process of its own (hbtui.services.launch_detached), so that it
+outlives the app, its terminal and the SSH session; the monitor (a meta-eval's own screen) watches
+it through the database, as `hbtui monitor` does. Quitting while such runs go on asks whether to
+leave them going (the default) or to stop them as Ctrl-C stops `hbtui run`: what completed is
+saved and the run can be resumed.
 
 The local demo's run is the one driven here, by a worker of the App (never of a screen, so
 leaving the monitor never stops it): the demo's model server belongs to the app and ends with it.
@@ -80,7 +81,6 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         self.store: Store | None = None
         self.live_runs: dict[int, LiveRun] = {}  # the demo's: driven in this process
         self.detached_runs: dict[int, DetachedRun] = {}  # started here, driven by processes of their own
-        self.meta_eval_runs: dict[int, Worker] = {}  # meta-evals graded in this process (screens.meta_eval)
         # Problems found while reading .env (bad values left at their defaults), shown once up.
         self.startup_problems: list[str] = []
         self._gc_threshold: tuple[int, int, int] | None = None
@@ -334,10 +334,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         for live in list(self.live_runs.values()):
             if live.worker is not None:
                 live.worker.cancel()
-        for worker in list(self.meta_eval_runs.values()):
-            worker.cancel()  # its driver keeps what was answered and ends the run interrupted
         waited = 0.0
-        while (self.live_runs or self.meta_eval_runs) and waited < STOP_TIMEOUT_SECONDS:
+        while self.live_runs and waited < STOP_TIMEOUT_SECONDS:
             await asyncio.sleep(0.05)
             waited += 0.05
 
@@ -364,12 +362,12 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         if self.drivers_going():
             await self._ask_about_drivers()
             return
-        if not self.live_runs and not self.meta_eval_runs:
+        if not self.live_runs:
             self.exit()
             return
         from hbtui.tui.screens.confirm import ConfirmModal
 
-        names = ", ".join(str(run_id) for run_id in [*self.live_runs, *self.meta_eval_runs])
+        names = ", ".join(str(run_id) for run_id in self.live_runs)
         question = (
             f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
             "continue later with `hbtui resume`."

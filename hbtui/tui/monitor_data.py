@@ -27,7 +27,7 @@ from hbtui.events import (
     ReplyGenerated,
     RunFinished,
 )
-from hbtui.progress import RATE_WINDOW_SECONDS, Tally, running_spans
+from hbtui.progress import Tally, completions_by_second, count_completion, running_rate, running_spans
 from hbtui.store import RunRow, Store
 
 RECENT_ERRORS = 4
@@ -137,7 +137,7 @@ class RunCounters:
         self.tokens = [0, 0, 0, 0]
         # [second, count], newest last. Wall-clock seconds, as the engine's pause times are (other
         # processes read those): one clock for both.
-        self._completions: deque[list[int]] = deque(maxlen=4 * int(RATE_WINDOW_SECONDS))
+        self._completions = completions_by_second()
         self._started = time.time()  # the rate's window never reaches back before this
         self.finished: RunFinished | None = None
         self.events = 0
@@ -159,11 +159,7 @@ class RunCounters:
         self.recent_errors.append((time.time(), "start", message))
 
     def _completed(self) -> None:
-        second = int(time.time())
-        if self._completions and self._completions[-1][0] == second:
-            self._completions[-1][1] += 1
-        else:
-            self._completions.append([second, 1])
+        count_completion(self._completions, time.time())
 
     def on_event(self, event: Event) -> None:
         self.events += 1
@@ -203,13 +199,8 @@ class RunCounters:
         """Calls a second over the last 10 s of running time: the seconds paused (``pauses``,
         the engine's) are left out, and in its first seconds (a run just started or continued)
         the window is what has passed: dividing by the whole 10 s made the first ETA too long."""
-        # Whole seconds only: the current, partial second would make the rate jitter.
-        end = float(int(time.time() if now is None else now))
-        spans = running_spans(end, float(int(self._started)), [tuple(p) for p in pauses or []])
-        # A second counts where its middle is running time: calls finishing in a paused second
-        # (those in flight when it paused) are not part of the running rate.
-        calls = sum(count for second, count in self._completions if any(a <= second + 0.5 < b for a, b in spans))
-        return calls / max(sum(b - a for a, b in spans), 1.0)
+        moment = time.time() if now is None else now
+        return running_rate(self._completions, self._started, moment, [tuple(p) for p in pauses or []])
 
 
 def endpoint_figures(live: dict) -> dict[str, tuple[int, int, float, str]]:

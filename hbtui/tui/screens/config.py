@@ -529,7 +529,7 @@ class ConfigScreen(Screen):
         means it), or the local file given; Conversations counts its rows."""
         from hbtui.meta_eval.data import check_file, official_path
         from hbtui.meta_eval.runner import plan_meta_eval, require_grader
-        from hbtui.tui.screens.meta_eval import MetaEvalScreen, drive_in_app
+        from hbtui.tui.screens.meta_eval import MetaEvalScreen
 
         if values["endpoint"] == DEMO_CHOICE:
             self.show_status("a meta-eval needs a grader of your own endpoint, not the local demo model", error=True)
@@ -560,7 +560,7 @@ class ConfigScreen(Screen):
                 name=values["run_name"],
                 count=count,
             )
-            await drive_in_app(self.app, run_id, settings)
+            await self.app.start_detached(run_id, settings)  # goes on without the app, as a model run does
             screen = await MetaEvalScreen.read(store, run_id)
         except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
             self.show_status(one_line(form_wording(str(exc)), 300), error=True)

@@ -1,8 +1,9 @@
 """A meta-eval run: the grader's F1 beside the physicians' range at the top, then its rows, each
 with the grader's verdict and explanation beside the physicians' labels.
 
-The rows come a page at a time (the official file has 29,511); while the run goes on, in this
-process or another, the figures and the page are read again every second.
+The rows come a page at a time (the official file has 29,511); while the run goes on (always in
+another process: one the app started, hbtui.engine.detached, or `hbtui meta-eval`), the figures
+and the page are read again every second.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
-from hbtui.config import Settings, SettingsError
+from hbtui.config import SettingsError
 from hbtui.meta_eval.compare import compare_meta_evals, render_meta_comparison
 from hbtui.meta_eval.headless import current_summary
 from hbtui.meta_eval.metrics import HEADLINE
 from hbtui.meta_eval.report import placement, strip
-from hbtui.meta_eval.runner import MetaEvalDriver, require_grader
+from hbtui.meta_eval.runner import require_grader
 from hbtui.run_kinds import MEANINGS, META_EVAL, refusal
 from hbtui.services import settings_for_run
 from hbtui.store import MetaEvalRowView, RunRow, Store, StoreError
-from hbtui.text import one_line, visible_controls
+from hbtui.text import middle_cut, one_line, visible_controls
 from hbtui.tui.handle import AppScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -124,10 +125,26 @@ def summary_text(run: RunRow, summary: dict | None, graded: int) -> Text:
     return text
 
 
+def driver_text(run: RunRow, width: int) -> Text:
+    """The process grading the run (host:pid, a silent one said so) and its detached driver's log,
+    on one line of ``width``: the log's path cut in its middle, so that its file name stays."""
+    text = Text()
+    driver = run.driver_label()
+    if driver:
+        text.append("driven by ")
+        text.append(one_line(visible_controls(driver), 80))
+        text.append("  ")
+    if run.driver_log:
+        text.append("log ")
+        text.append(middle_cut(one_line(visible_controls(run.driver_log), 300), max(20, width - text.cell_len)))
+    return text
+
+
 class MetaEvalScreen(AppScreen):
     SUB_TITLE = "meta-eval"
     DEFAULT_CSS = """
     MetaEvalScreen #meta-summary { height: auto; max-height: 6; padding: 0 1; }
+    MetaEvalScreen #meta-driver { height: 1; padding: 0 1; }
     MetaEvalScreen #meta-rows { height: 1fr; }
     MetaEvalScreen #meta-detail { height: 1fr; padding: 0 1; border-top: solid $primary; }
     """
@@ -157,6 +174,7 @@ class MetaEvalScreen(AppScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield Static(self._summary(), id="meta-summary")
+        yield Static(id="meta-driver")
         table: DataTable[Text] = DataTable(id="meta-rows", cursor_type="row", zebra_stripes=True)
         table.add_columns(*COLUMNS)
         yield table
@@ -167,7 +185,14 @@ class MetaEvalScreen(AppScreen):
     def _summary(self) -> Text:
         return summary_text(self.run, self.summary, self.counts.get("met", 0) + self.counts.get("not_met", 0))
 
+    def _show_driver(self) -> None:
+        line = driver_text(self.run, self.app.size.width - 2)
+        widget = self.query_one("#meta-driver", Static)
+        widget.display = bool(line)
+        widget.update(line)
+
     def on_mount(self) -> None:
+        self._show_driver()
         self._show_rows()
         self.set_interval(LIVE_SECONDS, self._follow)
 
@@ -205,12 +230,14 @@ class MetaEvalScreen(AppScreen):
             self.run.id, self.page * PAGE_ROWS, PAGE_ROWS, disagreements_only=self.disagreements_only
         )
         self.query_one("#meta-summary", Static).update(self._summary())
+        self._show_driver()
         self._show_rows()
 
     async def _follow(self) -> None:
         """While the run goes on, its figures and page move with it."""
-        # Pending: planned here a moment ago, its driver not yet started; read until it ends.
-        if self.run.status in ("running", "pending") or self.run.id in self.app.meta_eval_runs:
+        # Pending, or stopped and continued here: its driver, just started, has not taken it yet.
+        driver = self.app.detached_runs.get(self.run.id)
+        if self.run.status in ("running", "pending") or (driver is not None and driver.going()):
             await self._reload()
 
     async def action_toggle_disagreements(self) -> None:
@@ -260,36 +287,9 @@ class MetaComparisonScreen(AppScreen):
         yield KeyBar()
 
 
-async def drive_in_app(app: HBTuiApp, run_id: int, settings: Settings) -> None:
-    """Grade a meta-eval run in this process, in a worker; the screen follows it."""
-    store = await Store.open(settings.db_path)  # its own connection, as a model run's engine has
-    try:
-        run = await store.get_run(run_id)
-        driver = MetaEvalDriver(store, run, settings)
-    except BaseException:
-        await store.close()
-        raise
-
-    async def drive() -> None:
-        try:
-            status = await driver.execute()
-            app.notify(
-                f"meta-eval {run_id} {status}" + (f": {one_line(driver.error, 200)}" if driver.error else ""),
-                markup=False,
-            )
-        except Exception as exc:  # noqa: BLE001 - a run that cannot go on is a message, not a crash
-            app.notify(one_line(f"meta-eval {run_id} stopped: {exc}", 300), severity="error", markup=False)
-        finally:
-            await store.close()
-            app.meta_eval_runs.pop(run_id, None)
-
-    app.meta_eval_runs[run_id] = app.run_worker(
-        drive(), name=f"meta-eval {run_id}", group="runs", exclusive=False, exit_on_error=False
-    )
-
-
 def continue_in_app(app: HBTuiApp, run: RunRow) -> None:
-    """Ask, then grade the rest of a meta-eval run here (the runs list's continue)."""
+    """Ask, then grade the rest of a meta-eval run in a process of its own, as a model run's
+    continue does (the runs list's `c`); its screen follows it."""
     from hbtui.tui.screens.confirm import ConfirmModal
 
     try:
@@ -302,7 +302,11 @@ def continue_in_app(app: HBTuiApp, run: RunRow) -> None:
     async def answered(agreed: bool | None) -> None:
         if not agreed:
             return
-        await drive_in_app(app, run.id, settings)
+        try:
+            await app.start_detached(run.id, settings)
+        except StoreError as exc:  # another process took the run meanwhile, or the file broke
+            app.notify(one_line(f"run {run.id}: {exc}", 300), severity="error", markup=False)
+            return
         open_meta_eval(app, run.id)
 
     app.push_screen(

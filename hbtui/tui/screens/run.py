@@ -42,7 +42,7 @@ from hbtui.store import (
     StoreError,
 )
 from hbtui.store.search import SORT_CHOICES
-from hbtui.text import middle_cut, one_line
+from hbtui.text import middle_cut, one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # imported where it is opened: the conversation screen import
 # bootstraps: a quarter of a second of CPU for 5,000 conversations) recomputed at most this often.
 LIVE_SECONDS = 2.0
 LIVE_REPORT_SECONDS = 10.0
+SUMMARY_CHROME = 4  # the columns around the summary (the scroll's padding, its bar): 76 of 80
 
 # The inputs of the filter bar, by id: mounted the first time one is asked for (see _open_input).
 FILTER_INPUTS = {
@@ -136,7 +137,10 @@ def groups_text(text: Text, report: StoredReport) -> None:
     text.append("\n")
 
 
-def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: RunStatistics | None = None) -> Text:
+def summary_text(
+    run: RunRow, report: StoredReport | None, status: str, stats: RunStatistics | None = None, width: int = 76
+) -> Text:
+    """``width``: the summary's columns, which the driver's log line is fitted to."""
     text = Text()
     overall = report.overall if report else None
     if overall and report is not None:
@@ -213,6 +217,9 @@ def summary_text(run: RunRow, report: StoredReport | None, status: str, stats: R
         text.append(time.strftime("%H:%M" if same_day else "%Y-%m-%d %H:%M", time.localtime(run.finished_at)))
         text.append("   took ", style="bold")
         text.append(duration_text(run_duration(run)))
+    if run.driver_log:  # one line, cut in its middle: the file's name stays whole
+        text.append("\nLog ", style="bold")
+        text.append(middle_cut(visible_controls(run.driver_log), max(20, width - len("Log "))))
     if run.error:
         text.append("\nError ", style="bold red")
         text.append(one_line(run.error, 300))
@@ -438,7 +445,9 @@ class RunScreen(ResponsiveScreen):
         title.append(middle_cut(run.name, max(12, min(50, room))))
         title.append_text(rest)
         self.query_one("#run-title", Static).update(title)
-        self.query_one("#run-summary", Static).update(summary_text(run, report, status, self.stats))
+        self.query_one("#run-summary", Static).update(
+            summary_text(run, report, status, self.stats, self.app.size.width - SUMMARY_CHROME)
+        )
         self.query_one(WorstAtK).update_stats(self.stats.worst_at_k if self.stats else None)
         self.query_one("#by-theme", ScoreBreakdown).update_report(report)
         self.query_one("#by-axis", ScoreBreakdown).update_report(report)

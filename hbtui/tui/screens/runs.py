@@ -319,7 +319,7 @@ class RunsScreen(RunActions):
             return
         driver = self.app.detached_runs.get(run_id)
         if run_id in self.app.live_runs or (driver is not None and driver.going()):
-            self.app.open_monitor(run_id)
+            await self.action_monitor()  # already going: watched, not started twice
             return
         run = await store.get_run(run_id)
         if run.kind == META_EVAL and run.shown_status() in RESUMABLE:
