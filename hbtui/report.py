@@ -82,7 +82,7 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
                 *([one_line(kind_label(run.kind, run.imported), 40)] if kinds else []),
                 f"F1 {_fmt(run.score)}" if meta else _fmt(run.score),
                 _ci(overall),
-                str(run.n_conversations) if meta else str(overall.n) if overall else "-",
+                str(run.n_conversations) if meta else f"{run.n_scored or 0}/{run.n_conversations}",
                 "-" if meta else one_line(run.model_test, 24),
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
                 one_line(run.model_grader, 24),

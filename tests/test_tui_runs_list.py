@@ -7,6 +7,7 @@ import json
 import sqlite3
 import time
 
+from hbtui.report import render_runs
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.runs import COLUMNS, RunsScreen
@@ -36,6 +37,11 @@ async def runs_db(tmp_path):
     return db, whole, gaps, unscored
 
 
+async def read_runs(db):
+    async with await Store.open(db) as store:
+        return await store.list_runs()
+
+
 def row_of(lines: list[str], name: str) -> str:
     return next(line for line in lines if name in line)
 
@@ -49,7 +55,15 @@ async def test_runs_list_shows_scored_of_planned_errors_and_the_date(tmp_path):
         header = lines[1].split()
         assert header[:6] == ["id", "name", "status", "score", "n", "errors"]
         assert "incomplete" in row_of(lines, "run-with-gaps")
-        assert " 0/12 " in row_of(lines, "not-scored-yet")
+        # A run without a report (stopped, or going) counts its conversations scored so far, as
+        # `show` does: the lists disagreed with it (0/50 here, "-" in `hbtui runs`, 10 in show).
+        with sqlite3.connect(db) as conn:
+            (scored,) = conn.execute(
+                "SELECT count(*) FROM conversations c JOIN runs r ON r.id = c.run_id"
+                " WHERE r.name = 'not-scored-yet' AND c.score IS NOT NULL"
+            ).fetchone()
+        assert 0 < scored < 12 and f" {scored}/12 " in row_of(lines, "not-scored-yet")
+        assert f" {scored}/12 " in row_of(render_runs(await read_runs(db)).splitlines(), "not-scored-yet")
         assert "/12 " in row_of(lines, "whole-run")
         assert DATE in row_of(lines, "whole-run")  # whole at 80 columns, before any scrolling
         for _ in range(6):

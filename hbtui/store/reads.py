@@ -59,7 +59,21 @@ class StoreReads(StoreSearchIndex):
     """Reading a run: for reports, screens, exports and the engine's plan of what is left."""
 
     async def list_runs(self) -> list[RunRow]:
-        return [run_from_row(r) for r in await self._all(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC")]
+        runs = [run_from_row(r) for r in await self._all(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC")]
+        without = [run.id for run in runs if run.report is None and run.meta_eval is None]
+        if without:  # few: the runs stopped or going (conversations_by_score answers the count)
+            marks = ",".join("?" * len(without))
+            counted = dict(
+                await self._all(
+                    f"SELECT run_id, count(*) FROM conversations WHERE run_id IN ({marks}) AND score IS NOT NULL"
+                    " GROUP BY run_id",
+                    tuple(without),
+                )
+            )
+            for run in runs:
+                if run.id in counted:
+                    run.scored_so_far = counted[run.id]
+        return runs
 
     async def get_run(self, run_id: int) -> RunRow:
         row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))

@@ -107,6 +107,9 @@ class RunRow:
     imported: dict | None = None  # an imported run: its format, file and what the file stated
     driver_log: str | None = None  # the output of its detached driver (hbtui.engine.detached), if it had one
     meta_eval: dict | None = None  # a meta-eval run's report (hbtui.meta_eval.summary), once computed
+    # Not a column: a run without a report yet (stopped, or going) has its conversations scored so
+    # far counted by list_runs, so that every list gives the n `show` gives.
+    scored_so_far: int | None = None
 
     @property
     def ci95(self) -> tuple[float, float] | None:
@@ -117,7 +120,7 @@ class RunRow:
     def n_scored(self) -> int | None:
         if self.meta_eval is not None:  # a meta-eval: its rows with a verdict
             return self.meta_eval.get("judged")
-        return self.report.conversations.scored if self.report else None
+        return self.report.conversations.scored if self.report else self.scored_so_far
 
     def shown_status(self, now: float | None = None) -> str:
         """`running` while its process exists (this host) or keeps the heartbeat (another host).
