@@ -184,3 +184,35 @@ async def test_ctrl_g_asks_before_it_replaces_a_value_edited_in_the_file_meanwhi
         await pilot.press("ctrl+g")
         await pilot.pause()
         assert app.screen is screen and "MODEL_TEST=first" in env.read_text()
+
+
+async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_planned(server, tmp_path):
+    """ctrl+s on the first screen a user sees is one key from thousands of paid calls: past
+    LARGE_RUN_CONVERSATIONS the question names the conversations and the calls; "not now"
+    plans nothing, "start" starts it (a new user's trial started 9,500 calls with one key)."""
+    import sqlite3
+
+    from hbtui.tui.screens.config import LARGE_RUN_CONVERSATIONS
+
+    records = [make_record(f"p{i}", [("[[MET]] ok", 1, []), ("[[NOT_MET]] no", 2, [])]) for i in range(51)]
+    data = write_jsonl(tmp_path / "many.jsonl", records)
+    db = tmp_path / "runs.sqlite"
+    app = HBTuiApp(settings=settings_for(server, db), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        type_into(screen, "data_path", str(data))
+        type_into(screen, "repeats", "2")  # 102 conversations, just past the line
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question")
+        assert 102 > LARGE_RUN_CONVERSATIONS
+        assert app.screen.question.startswith("Start a run of 102 conversations? About 306 calls")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
+        assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question again")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
+        await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
+    assert sqlite3.connect(db).execute("SELECT n_conversations, status FROM runs").fetchone() == (102, "finished")

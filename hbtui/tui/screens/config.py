@@ -30,6 +30,7 @@ from hbtui.services import plan_run, run_name_problem
 from hbtui.setting_kinds import Bool, Choice
 from hbtui.store import StoreError
 from hbtui.text import one_line
+from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.widgets.key_bar import KeyBar
 
 if TYPE_CHECKING:
@@ -236,6 +237,28 @@ def initial_text(settings: Settings, name: str, remembered: dict[str, str]) -> s
         }
         return defaults.get(name, "")
     return field_text(name, getattr(settings, name))
+
+
+# From the form a run is one key away; past this many conversations the calls (and what they
+# may cost) are said and confirmed first.
+LARGE_RUN_CONVERSATIONS = 100
+
+
+def large_run_question(settings: Settings, dataset: Any, values: dict[str, Any]) -> str | None:
+    """The question to confirm a run of more than LARGE_RUN_CONVERSATIONS conversations, naming
+    its calls (a reply and a verdict per criterion each, on average), or None for a smaller one."""
+    records = dataset.records
+    chosen = min(values["limit"] or len(records), len(records))
+    conversations = chosen * (values["repeats"] or 1)
+    if conversations <= LARGE_RUN_CONVERSATIONS:
+        return None
+    criteria = sum(len(record.rubrics) for record in records) / max(len(records), 1)
+    calls = round(conversations * (0 if settings.completions else 1) + conversations * criteria)
+    test = "no model under test" if settings.completions else f"replies from {one_line(settings.model_test or '', 40)}"
+    return (
+        f"Start a run of {conversations:,} conversations? About {calls:,} calls: {test},"
+        f" verdicts from {one_line(settings.model_grader or '', 40)}. A paid endpoint bills each one."
+    )
 
 
 class ConfigScreen(Screen):
@@ -500,6 +523,27 @@ class ConfigScreen(Screen):
         try:
             settings.require_models()
             dataset = await self._dataset(settings, values)
+        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
+            self._starting = False
+            return
+        question = large_run_question(settings, dataset, values)
+        if question is None:
+            await self._plan_and_start(settings, dataset, values)
+            return
+
+        async def answered(start: bool | None) -> None:
+            if start:
+                await self._plan_and_start(settings, dataset, values)
+            else:
+                self._starting = False
+                self.show_status("not started")
+
+        self.show_status("")
+        await self.app.push_screen(ConfirmModal(question, yes="Start", no="Not now"), answered)
+
+    async def _plan_and_start(self, settings: Settings, dataset: Any, values: dict[str, Any]) -> None:
+        try:
             self.show_status("planning the run…")
             store = await self.app.store_for_a_run(settings.db_path)
             run_id = await plan_run(
