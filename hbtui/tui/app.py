@@ -423,7 +423,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
             self.farewell = line
             self.exit()
 
-        await self.push_screen(QuitModal(question), answered)
+        await self.push_screen(QuitModal(question, runs=len(going)), answered)
 
     def action_help_quit(self) -> None:
         """Ctrl-C where no input has focus (an input copies with it): quit, as `q` does. Textual

@@ -23,16 +23,17 @@ class QuitModal(AppModal[str | None]):
         Binding("escape", "answer(None)", "Stay in the app", id="quit.stay"),
     ]
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, runs: int = 2) -> None:
         super().__init__()
         self.question = question
+        self.them = "it" if runs == 1 else "them"  # the buttons speak of one run as one
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-body"):
             yield Static(Text(self.question), id="confirm-question")
             with Horizontal(id="confirm-buttons"):
                 yield Button("Leave going (l)", id="quit-leave", variant="primary", compact=True)
-                yield Button("Stop them (s)", id="quit-stop", variant="error", compact=True)
+                yield Button(f"Stop {self.them} (s)", id="quit-stop", variant="error", compact=True)
                 yield Button("Stay (esc)", id="quit-stay", compact=True)
 
     def on_mount(self) -> None:

@@ -393,7 +393,7 @@ class RunScreen(ResponsiveScreen):
             return
         self.conversation_list.cursor = resume.position  # the unfiltered list is in position order
         where = f"#{resume.position + 1}" + (f", criterion {resume.criterion + 1}" if resume.criterion >= 0 else "")
-        self.say(f"last reviewed: {where} (2, enter opens it)")  # short: whole at 80 columns
+        self.say(f"last reviewed: {where} (enter opens it)")  # short: whole at 80 columns
 
     @work(group="run-report", exclusive=True)
     async def compute(self) -> None:
