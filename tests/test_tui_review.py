@@ -156,6 +156,26 @@ async def test_run_summary_shows_both_scores_and_the_review_filter_lists(finishe
         assert listed == [(rv.FLAGGED, 1), (rv.FLIPPED, 1), (rv.NOT_REVIEWED, 3), (None, 3)]
 
 
+async def test_the_filter_menu_offers_the_review_filter_too(finished_run_db):
+    """`f` is where a reviewer finds every filter (the README says so): the review filter is
+    there beside `v`, picked from a list (a new user's trial missed it in the menu)."""
+    from hbtui.tui.filter_menu import MENU
+    from hbtui.tui.screens.picker import PickerModal
+
+    await add_reviews(finished_run_db)
+    app = browser_app(finished_run_db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_run(pilot, 1)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal))
+        review_entry = [action for _, action in MENU].index("review")
+        await pilot.press(*["down"] * review_entry, "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal) and "review" in app.screen.title_text)
+        await pilot.press("down", "enter")  # the first after "reviewed or not": flagged
+        await wait_for(pilot, lambda: screen.filter.review == rv.FLAGGED and screen.conversation_list.loaded)
+        assert screen.conversation_list.total == 1
+
+
 async def test_a_run_without_reviews_shows_no_review_summary(finished_run_db):
     app = browser_app(finished_run_db)
     async with app.run_test(size=SIZE) as pilot:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from hbtui.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.store.search import VERDICT_STATE_LABELS
 from hbtui.text import one_line
 from hbtui.tui.screens.picker import PickerModal
@@ -23,6 +24,7 @@ MENU = (
     ("criterion tag: axis, cluster or level…", "tag"),
     ("verdict state: met, missed, penalty, error…", "state"),
     ("score range…", "range"),
+    ("review: flagged, flipped, not all reviewed…", "review"),
     ("search everything…", "search"),
     ("only with penalties (on/off)", "penalties"),
     ("only with errors (on/off)", "errors"),
@@ -43,6 +45,8 @@ def open_filter_menu(screen: RunScreen) -> None:
             pick_state(screen)
         elif action == "range":
             await screen.action_score_range()
+        elif action == "review":
+            pick_review(screen)
         elif action == "search":
             await screen.action_search()
         elif action == "penalties":
@@ -69,6 +73,20 @@ async def pick_tag(screen: RunScreen) -> None:
 
     labels: list[tuple[str, str | None]] = [("any criterion tag", None), *((one_line(t, 70), t) for t in tags)]
     screen.app.push_screen(PickerModal("Conversations with a criterion tagged", labels, screen.filter.tag), picked)
+
+
+def pick_review(screen: RunScreen) -> None:
+    """The review filter (also `v`, which cycles through it) picked from a list."""
+
+    def picked(choice: tuple[str | None] | None) -> None:
+        if choice is not None:
+            _apply(screen, review=choice[0])
+
+    labels: list[tuple[str, str | None]] = [
+        ("reviewed or not", None),
+        *((REVIEW_FILTER_LABELS[name], name) for name in REVIEW_FILTERS),
+    ]
+    screen.app.push_screen(PickerModal("Conversations by their review", labels, screen.filter.review), picked)
 
 
 def pick_state(screen: RunScreen) -> None:
