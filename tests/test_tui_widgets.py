@@ -71,3 +71,32 @@ async def test_filter_input_escape_posts_cleared_up() -> None:
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.cleared == ["search-input"])
         assert field.value == ""
+
+
+class ChartApp(App[None]):
+    def compose(self) -> ComposeResult:
+        from hbtui.tui.widgets.histogram import ScoreHistogram
+
+        yield ScoreHistogram([0.1 * i for i in range(8)], id="chart")
+
+
+async def test_a_chart_behind_the_screens_count_says_it_is_updating() -> None:
+    """One n on a monitor's frame: while the chart (redrawn once a second) holds fewer scores than
+    the score above it counts, its title says it is updating instead of giving a second n as if it
+    were current (a new user's trial saw "over 9 scored" beside "(n=8)")."""
+    from hbtui.tui.widgets.histogram import ScoreHistogram
+
+    def title(app: App) -> str:
+        chart = app.query_one("#chart", ScoreHistogram)
+        return "".join(chart.render_line(y).text for y in range(chart.size.height))
+
+    app = ChartApp()
+    async with app.run_test(size=(60, 14)) as pilot:
+        await pilot.pause()
+        assert "(n=8)" in title(app)
+        app.query_one("#chart", ScoreHistogram).note_total(9)
+        await pilot.pause()
+        assert "(n=8, updating)" in title(app)
+        app.query_one("#chart", ScoreHistogram).update_scores([0.1 * i for i in range(9)])
+        await pilot.pause()
+        assert "(n=9)" in title(app) and "updating" not in title(app)

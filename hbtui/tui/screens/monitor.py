@@ -285,6 +285,7 @@ class MonitorScreen(ResponsiveScreen):
         if len(histogram.scores) != len(view.scores) and stale:
             self._histogram_at = time.monotonic()
             histogram.update_scores(view.scores)
+        histogram.note_total(len(view.scores))  # behind the score's n until its next redraw: says so
 
     def _paint_driver(self, view: MonitorView) -> None:
         """The process driving a run of another process (host:pid, said plainly when it has gone

@@ -49,6 +49,9 @@ class ScoreHistogram(Widget):
         self._scores: list[float] = list(scores or [])
         self._title = title
         self._cache: tuple[tuple, list[Strip]] | None = None
+        # A monitor redraws its chart once a second while scores arrive faster: the count the rest
+        # of the screen shows, to say the chart is behind it rather than give a second n.
+        self._total: int | None = None
 
     @property
     def scores(self) -> list[float]:
@@ -60,13 +63,28 @@ class ScoreHistogram(Widget):
         self._cache = None
         self.refresh()
 
+    def note_total(self, total: int) -> None:
+        """The scores counted elsewhere on the screen now: the title says "updating" while the
+        chart has fewer (its n is then the one it was drawn from, as the interval's is)."""
+        behind = self._behind()
+        self._total = total
+        if self._behind() != behind:
+            self._cache = None
+            self.refresh()
+
+    def _behind(self) -> bool:
+        return self._total is not None and self._total != len(self._scores)
+
+    def _title_text(self) -> str:
+        return f"{self._title} (n={len(self._scores)}{', updating' if self._behind() else ''})"
+
     def on_resize(self) -> None:
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
         width, height = self.size
         base = self.rich_style
-        key = (width, height, len(self._scores), self._title, base)
+        key = (width, height, len(self._scores), self._title_text(), base)
         if self._cache is None or self._cache[0] != key:
             self._cache = (key, self._draw(width, height, base))
         lines = self._cache[1]
@@ -80,7 +98,7 @@ class ScoreHistogram(Widget):
         bins = histogram(self._scores)
         starts = [low for low, _, _ in bins]
         counts = [count for _, _, count in bins]
-        key = (width, height, self._title, len(self._scores), tuple(starts), tuple(counts), base)
+        key = (width, height, self._title_text(), tuple(starts), tuple(counts), base)
         lines = _charts.get(key)
         if lines is None:
             lines = _charts[key] = self._strips(self._chart(width, height, starts, counts), width, base)
@@ -109,7 +127,7 @@ class ScoreHistogram(Widget):
         yticks = list(range(0, -(-max(counts) // step) * step + 1, step))
         plt.yticks(yticks, [str(t) for t in yticks])
         plt.ylim(0, yticks[-1])
-        plt.title(f"{self._title} (n={len(self._scores)})")
+        plt.title(self._title_text())
         chart = plt.build()
         plt.clf()
         return Text.from_ansi(chart, no_wrap=True, end="")
