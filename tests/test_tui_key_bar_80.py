@@ -112,3 +112,25 @@ async def test_a_long_run_name_gives_way_to_the_score_and_status_in_the_run_head
         title = str(app.screen.query_one("#run-title", Static).render())
         assert len(title) <= 78 and title.endswith("  finished") and "score 0.625" in title
         assert title.startswith("Run 1 llama-3.3-70b") and "18-00-00" in title  # both ends of the name kept
+
+
+def test_the_filter_bar_keeps_every_filter_and_never_cuts_a_word():
+    """The run's filter line at 80 columns: the separators narrow, then the sort order gives way,
+    and only past that is the end cut, at a word's end (a new user's trial read
+    "search 'fever': 58 criteria, 6 re…")."""
+    from rich.text import Text
+
+    from hbtui.tui.fit import every_part
+
+    search = "search 'fever': 58 criteria, 6 replies/prompts"
+    parts = [Text("20 of 80"), Text("sort score ↑ (worst first)"), Text(search)]
+    wide = f"20 of 80  ·  sort score ↑ (worst first)  ·  {search}"
+    assert every_part(parts, len(wide), optional=1).plain == wide
+    assert every_part(parts, len(wide) - 1, optional=1).plain == f"20 of 80 · sort score ↑ (worst first) · {search}"
+    assert every_part(parts, 78, optional=1).plain == f"20 of 80 · {search}"
+    more = [*parts, Text("tag axis:completeness"), Text("verdict missed")]
+    whole = f"20 of 80 · {search} · tag axis:completeness · verdict missed"
+    tight = every_part(more, 78, optional=1).plain
+    assert len(tight) <= 78 and tight.endswith("…")
+    kept = tight.removesuffix("…").rstrip()
+    assert whole.startswith(kept) and whole[len(kept)] == " "  # cut where a word ends

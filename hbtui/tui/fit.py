@@ -17,3 +17,24 @@ def fitted(parts: list[Text], width: int | None) -> Text:
             line.append(GAP)
             line.append_text(part)
     return line
+
+
+def every_part(parts: list[Text], width: int | None, optional: int | None = None) -> Text:
+    """A line that must keep each of ``parts`` (a filter bar: a filter left out would hide what
+    the list shows), fitted by narrowing the separators, then by leaving out the one part at
+    index ``optional``, and at last by cutting at a word's end with an ellipsis, never mid-word."""
+    wide, narrow = "  \u00b7  ", " \u00b7 "
+    candidates = [(parts, wide), (parts, narrow)]
+    if optional is not None:
+        candidates.append(([p for i, p in enumerate(parts) if i != optional], narrow))
+    line = Text()
+    for chosen, separator in candidates:
+        line = Text(separator).join(chosen)
+        if width is None or line.cell_len <= width:
+            return line
+    assert width is not None
+    cut = line.plain.rfind(" ", 0, max(width - 1, 1))
+    line.truncate(max(cut, 1))
+    line.rstrip()
+    line.append("…")
+    return line

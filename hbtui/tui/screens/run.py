@@ -44,6 +44,7 @@ from hbtui.store import (
 from hbtui.store.search import SORT_CHOICES
 from hbtui.text import middle_cut, one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
+from hbtui.tui.fit import every_part
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
@@ -459,12 +460,9 @@ class RunScreen(ResponsiveScreen):
 
     def _update_filter_bar(self) -> None:
         f = self.filter
-        bar = Text()
         total = self.run.n_conversations if self.run else 0
-        bar.append(f"{self.total:,} of {total:,}", style="bold")  # first: at 80 columns the end is cut
-        bar.append("  ·  ")
-        bar.append("sort ", style="dim")
-        bar.append(SORT_CHOICES[self.sort][0], style="bold")
+        segments = [Text(f"{self.total:,} of {total:,}", style="bold"), Text("sort ", style="dim")]
+        segments[1].append(SORT_CHOICES[self.sort][0], style="bold")
         parts: list[tuple[str, str]] = []
         if f.theme:
             parts.append(("theme ", one_line(f.theme, 30)))
@@ -486,10 +484,14 @@ class RunScreen(ResponsiveScreen):
         if f.review:
             parts.append(("review: ", REVIEW_FILTER_LABELS[f.review]))
         for label, value in parts:
-            bar.append("  ·  ")
-            bar.append(label, style="dim")
-            bar.append(value, style="bold cyan")
-        self.query_one("#filter-bar", Static).update(bar)
+            segment = Text(label, style="dim")
+            segment.append(value, style="bold cyan")
+            segments.append(segment)
+        # Every filter stays in sight, whole words only (issue 13): the separators narrow first,
+        # then the sort order (its own key shows it) gives way, and only then the end is cut.
+        bar = self.query_one("#filter-bar", Static)
+        width = (bar.size.width or self.app.size.width) - 2
+        bar.update(every_part(segments, width, optional=1))
 
     @on(ConversationList.Counted)
     def _counted(self, event: ConversationList.Counted) -> None:
