@@ -154,3 +154,33 @@ async def test_filter_menu_by_criterion_tag_and_verdict_state(search_db, size):
         await wait_for(pilot, lambda: screen.filter.has_penalties)
         await pilot.press("x")
         await wait_for(pilot, lambda: screen.filter == ConversationFilter() and screen.total == 60)
+
+
+async def test_the_tag_picker_fits_80x24_one_line_a_tag(search_db, tmp_path):
+    """At 80x24 the criterion-tag picker stays on the screen (its list scrolls) and each tag is
+    one line: long cluster tags wrapped mid-word onto lines that read as other choices, and
+    the dialog ran off the top and over the footer (a new user's trial)."""
+    import shutil
+    import sqlite3
+
+    from textual.widgets import OptionList
+
+    source, run_id = search_db
+    db = tmp_path / "long-tags.sqlite"
+    shutil.copy(source, db)
+    long_tags = [f"cluster:communication_health-professional_accuracy_completeness_{n}" for n in range(30)]
+    with sqlite3.connect(db) as conn:  # tags as long as the real cluster tags, and many of them
+        ids = [row[0] for row in conn.execute("SELECT id FROM verdicts WHERE run_id = ? LIMIT 30", (run_id,))]
+        for verdict_id, tag in zip(ids, long_tags):
+            conn.execute("UPDATE verdicts SET tags = ? WHERE id = ?", (json.dumps([tag]), verdict_id))
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_list(pilot, run_id)
+        await pilot.press("f")
+        await pick(pilot, "down", "enter")  # criterion tag…
+        await wait_for(pilot, lambda: isinstance(app.screen, PickerModal) and "tagged" in app.screen.title_text)
+        await pilot.pause()
+        dialog = app.screen.query_one(".dialog")
+        assert dialog.region.y >= 0 and dialog.region.bottom <= 23  # above the footer
+        options = app.screen.query_one(OptionList)
+        assert options.virtual_size.height == options.option_count  # a line a choice

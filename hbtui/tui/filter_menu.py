@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from hbtui.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.store.search import VERDICT_STATE_LABELS
-from hbtui.text import one_line
+from hbtui.text import middle_cut, one_line
 from hbtui.tui.screens.picker import PickerModal
 
 if TYPE_CHECKING:
@@ -71,7 +71,11 @@ async def pick_tag(screen: RunScreen) -> None:
         if choice is not None:
             _apply(screen, tag=choice[0])
 
-    labels: list[tuple[str, str | None]] = [("any criterion tag", None), *((one_line(t, 70), t) for t in tags)]
+    # One line a tag in the picker at 80 columns: a long cluster tag keeps its start and its end.
+    labels: list[tuple[str, str | None]] = [
+        ("any criterion tag", None),
+        *((middle_cut(one_line(t, 200), 56), t) for t in tags),
+    ]
     screen.app.push_screen(PickerModal("Conversations with a criterion tagged", labels, screen.filter.tag), picked)
 
 

@@ -32,7 +32,12 @@ class PickerModal(AppModal[tuple[Value] | None], Generic[Value]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(Text(f"{self.title_text} (enter picks, escape cancels):"))
-            yield OptionList(*(Option(Text(label)) for label, _ in self.choices), id="picker-list")
+            # One line a choice: a long criterion tag ends in an ellipsis rather than wrapping
+            # mid-word onto a line that reads as another choice.
+            yield OptionList(
+                *(Option(Text(label, no_wrap=True, overflow="ellipsis")) for label, _ in self.choices),
+                id="picker-list",
+            )
 
     def on_mount(self) -> None:
         values = [value for _, value in self.choices]
