@@ -507,6 +507,9 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             raise UsageError(refusal)
+        run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
+        run_settings.require_models()
+        await refuse_measured_changes(store, run, run_settings)
         if not regrade and run.shown_status() == "finished":
             # As the app's `c`: a finished run is left as it is (its end time and duration are
             # what it measured), unless calls that got no answer are left to ask again.
@@ -515,9 +518,6 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
                 hint = f" (hbtui regrade-errors {run.id} retries its errors)" if kinds else ""
                 say(f"run {run.id} is finished: nothing to resume{hint}")
                 return EXIT_OK
-        run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
-        run_settings.require_models()
-        await refuse_measured_changes(store, run, run_settings)
         if regrade:
             verdicts, replies = await store.reset_errors(run.id)
             say(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
