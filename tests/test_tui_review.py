@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hbtui import reviews as rv
-from hbtui.store import Store
+from hbtui.store import Store, StoreError
 from hbtui.tui import reviewing
 from hbtui.tui.screens.review_question import ReviewQuestion
 from hbtui.tui.widgets.review_summary import ReviewSummary
@@ -243,3 +243,40 @@ def test_the_app_knows_it_is_served_from_its_driver():
     assert reviewing.served(SimpleNamespace(is_web=True))
     assert not reviewing.served(SimpleNamespace(is_web=False))
     assert not reviewing.served(browser_app(Path("unused.sqlite")))  # a terminal's app (not running: no driver)
+
+
+async def test_a_flip_is_on_screen_before_it_is_stored_and_a_refused_write_takes_it_back(finished_run_db):
+    """The new reviewed score in the frame after `w`, not after the database's write (the issue's
+    benchmark: within one frame); the store still has the last word: a write that fails takes the
+    flip back off the screen and says so."""
+    import asyncio
+
+    app = browser_app(finished_run_db)
+    async with app.run_test(size=SIZE) as pilot:
+        conversation = await first_conversation(pilot)
+        await wait_for(pilot, lambda: conversation.ledger is not None, what="the run's reviews read")
+        store = app.db
+        stored = store.add_review
+        release = asyncio.Event()
+
+        async def slow_write(*args, **kwargs):
+            await release.wait()
+            return await stored(*args, **kwargs)
+
+        store.add_review = slow_write
+        await pilot.press("j", "w")
+        await wait_for(pilot, lambda: "flipped by tester" in flat(app), what="the flip drawn before its write")
+        assert f"reviewed {FLIPPED_CONVERSATION:.3f}" in flat(app)
+        assert await reviews_of(finished_run_db) == []  # not stored yet
+        release.set()
+        await wait_for(pilot, lambda: "marked wrong (flipped) by tester" in flat(app), what="the write done")
+        assert [r.action for r in await reviews_of(finished_run_db)] == ["flip"]
+
+        async def failing_write(*args, **kwargs):
+            raise StoreError("database is locked")
+
+        store.add_review = failing_write
+        await pilot.press("w")  # flips it back: shown, then refused
+        await wait_for(pilot, lambda: "the review was not saved: database is locked" in flat(app))
+        assert f"reviewed {FLIPPED_CONVERSATION:.3f}" in flat(app)  # the stored flip stands
+        store.add_review = stored

@@ -15,7 +15,9 @@ from __future__ import annotations
 import getpass
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -50,6 +52,11 @@ def own_account() -> str | None:
         return None
 
 
+# Ids of reviews on screen before the store has them: after every stored one, so that the
+# history's order (by id) is the order they were made in.
+PROVISIONAL_IDS = 10**15
+
+
 class ReviewLedger:
     """The run's scores as graded and its reviews, as the conversation screen holds them: the
     verdicts of the reviewed conversations alone are read (a run's 60,000 are not), the others
@@ -65,6 +72,7 @@ class ReviewLedger:
         self.history = list(history)
         self.graded = graded
         self.scores = rv.reviewed_scores(reviewed, rv.states(history), graded)
+        self._provisionals = 0
 
     @classmethod
     async def read(cls, store, run_id: int) -> ReviewLedger:
@@ -82,12 +90,55 @@ class ReviewLedger:
         self.history.append(review)
         if conversation is not None:
             self.conversations.setdefault(conversation.conversation_id, conversation)
-        held = self.conversations.get(review.conversation_id)
-        if held is None or review.conversation_id not in self.scores:
+        self._rescore(review.conversation_id)
+
+    def _rescore(self, conversation_id: int) -> None:
+        held = self.conversations.get(conversation_id)
+        if held is None or conversation_id not in self.scores:
             return
-        score = rv.reviewed_score_of(held, rv.states(self.of_conversation(review.conversation_id)))
+        score = rv.reviewed_score_of(held, rv.states(self.of_conversation(conversation_id)))
         if score is not None:  # keeps its place in the run's order: the mean sums in that order
-            self.scores[review.conversation_id] = score
+            self.scores[conversation_id] = score
+
+    def provisional(
+        self, key: rv.VerdictKey, reviewer: str, action: str, note: str | None, graded: str
+    ) -> rv.Review | None:
+        """The review the store is about to append, worked out as it works it out, so that the new
+        reviewed score is on screen in the frame after the key rather than after the write; None
+        where the store will refuse it (an undo with nothing to undo: it says why)."""
+        history = [r for r in self.history if r.key == key]
+        met = undoes = None
+        if action == rv.UNDO:
+            last = rv.last_standing_of(history, reviewer, key)
+            if last is None:
+                return None
+            undoes = last.id
+        elif action == rv.FLIP:
+            flips = [r for r in rv.standing(history) if r.action == rv.FLIP]
+            met = not (flips[-1].met if flips else verdict_met(graded))
+        self._provisionals += 1
+        return rv.Review(
+            id=PROVISIONAL_IDS + self._provisionals,
+            conversation_id=key[0],
+            idx=key[1],
+            reviewer=reviewer,
+            at=time.time(),
+            action=action,
+            met=met,
+            note=note,
+            undoes=undoes,
+            graded_status=graded,
+        )
+
+    def settle(self, provisional: rv.Review, stored: rv.Review | None) -> None:
+        """The stored review in the provisional one's place, or none where it was not stored."""
+        at = self.history.index(provisional)
+        if stored is None:
+            del self.history[at]
+        else:
+            self.history[at] = stored
+            self.history = [replace(r, undoes=stored.id) if r.undoes == provisional.id else r for r in self.history]
+        self._rescore(provisional.conversation_id)
 
     @property
     def run_score(self) -> float | None:
@@ -265,18 +316,28 @@ class ReviewActions:
 
     @work(group="review-write", exclusive=False)
     async def record(self, key: rv.VerdictKey, name: str, action: str, note: str | None = None) -> None:
+        ledger, shown = self.ledger, self.detail
+        on_screen = shown is not None and shown.summary.id == key[0]
+        conversation = scored_conversation(shown) if on_screen else None
+        graded = next((v.status for v in shown.verdicts if v.idx == key[1]), "") if on_screen and shown else ""
+        # Shown at once, stored after: the write is the store's (it has the last word below).
+        provisional = ledger.provisional(key, name, action, note, graded) if ledger is not None else None
+        if ledger is not None and provisional is not None:
+            ledger.add(provisional, conversation)
+            self.show_reviews()
         try:
             review = await self.app.db.add_review(*key, name, action, note=note)
-        except NothingToReview as exc:
-            self.say(str(exc))
+        except (NothingToReview, StoreError, sqlite3.Error) as exc:
+            if ledger is not None and provisional is not None:
+                ledger.settle(provisional, None)
+                self.show_reviews()
+            self.say(str(exc) if isinstance(exc, NothingToReview) else f"the review was not saved: {exc}")
             return
-        except (StoreError, sqlite3.Error) as exc:
-            self.say(f"the review was not saved: {exc}")
-            return
-        if self.ledger is not None:
-            shown = self.detail
-            on_screen = shown is not None and shown.summary.id == review.conversation_id
-            self.ledger.add(review, scored_conversation(shown) if on_screen else None)
+        if ledger is not None:
+            if provisional is not None:
+                ledger.settle(provisional, review)
+            else:
+                ledger.add(review, conversation)
         self.show_reviews()
         done = {rv.FLIP: "marked wrong (flipped)", rv.FLAG: "flagged", rv.UNDO: "your last review undone"}[action]
         self.say(f"{done} by {one_line(name, 40)}")
