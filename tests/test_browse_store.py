@@ -14,6 +14,7 @@ from hbtui import schema
 from hbtui.store import ConversationFilter, Store
 from hbtui.store.search import SORT_CHOICES, match_expression
 from tests.support.browse import synthetic_db
+from tests.support.old_schema import make_database_before
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +145,8 @@ def test_criterion_tags_axis_first(synth_db):
 
 def database_before_search(db: Path) -> None:
     """A database at the schema version just before the search index, holding one verdict."""
-    before = next(v for v, script in schema.MIGRATIONS.items() if script is schema.MIGRATE_ADD_BROWSER_INDEXES)
+    make_database_before(db, schema.MIGRATE_ADD_BROWSER_INDEXES)
     with sqlite3.connect(db) as conn:
-        conn.executescript(schema.SCHEMA_V1)
-        for version in range(1, before):
-            for statement in schema.statements(schema.MIGRATIONS[version]):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version = {before}")
         conn.execute(
             "INSERT INTO runs (id, name, status, created_at, dataset_name, dataset_sha256, model_test, model_grader,"
             " settings_json, plan_json, n_conversations, n_criteria) VALUES"

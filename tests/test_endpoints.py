@@ -266,17 +266,11 @@ def test_many_endpoints_take_three_rows_at_most():
 
 def test_a_database_of_the_schema_before_gets_the_endpoint_columns(tmp_path):
     from hbtui import schema
+    from tests.support.old_schema import make_database_before
 
-    before = next(version for version, script in schema.MIGRATIONS.items() if script is schema.MIGRATE_ADD_ENDPOINTS)
     db = tmp_path / "old.sqlite"
+    make_database_before(db, schema.MIGRATE_ADD_ENDPOINTS)
     with sqlite3.connect(db) as conn:
-        for statement in schema.statements(schema.SCHEMA_V1):
-            conn.execute(statement)
-        for version in range(1, before):
-            for statement in schema.statements(schema.MIGRATIONS[version]):
-                conn.execute(statement)
-        conn.execute(f"PRAGMA application_id={schema.APPLICATION_ID}")
-        conn.execute(f"PRAGMA user_version={before}")
         conn.execute(
             "INSERT INTO runs (name, status, created_at, dataset_name, dataset_sha256, model_test,"
             " model_grader, settings_json, plan_json, n_conversations, n_criteria) VALUES"
