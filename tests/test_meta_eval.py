@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import hbtui
 from hbtui import cli, schema
 from hbtui.grading import load_template
 from hbtui.meta_eval.data import chosen, read_rows
@@ -194,8 +195,14 @@ def test_compare_and_export_refuse_a_meta_eval_and_say_why_and_regrade_judges_th
     assert "compared with itself" in capsys.readouterr().err
     assert cli.main(["export", "m", "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "hbtui show 1 --json" in capsys.readouterr().err
-    # Another prompt too: the test server's verdicts then differ between the two.
-    other = "reference" if load_template_name() == "builtin" else "builtin"
+    # Another prompt too: the test server's verdicts then differ between the two. Where the
+    # reference's is not at hand (no ../shared, no network), a file of one's own is the other.
+    if load_template_name() == "builtin":
+        builtin = (Path(hbtui.__file__).parent / "templates" / "grader.txt").read_text(encoding="utf-8")
+        other = str(tmp_path / "stricter.txt")
+        Path(other).write_text("Judge strictly.\n\n" + builtin, encoding="utf-8")
+    else:
+        other = "builtin"
     assert cli.main(["regrade", "m", "--model-grader", "test-model", "--grader-template", other]) == 0
     db = tmp_path / "runs" / "hbtui.sqlite"
     assert db_rows(db, "SELECT kind, model_grader, source_run_id, status FROM runs WHERE id = 2") == [
