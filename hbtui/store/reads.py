@@ -331,12 +331,14 @@ class StoreReads(StoreSearchIndex):
         )
         return [r[0] for r in rows]
 
-    async def calls_since(self, run_id: int, since: float) -> int:
-        verdicts = await self._one("SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at > ?", (run_id, since))
-        replies = await self._one(
-            "SELECT count(*) FROM conversations WHERE run_id = ? AND generated_at > ?", (run_id, since)
+    async def calls_between(self, run_id: int, start: float, end: float) -> int:
+        """Answers (replies and verdicts) stored after ``start`` up to ``end``: one query."""
+        (count,) = await self._one(
+            "SELECT (SELECT count(*) FROM verdicts WHERE run_id = ? AND graded_at > ? AND graded_at <= ?)"
+            " + (SELECT count(*) FROM conversations WHERE run_id = ? AND generated_at > ? AND generated_at <= ?)",
+            (run_id, start, end, run_id, start, end),
         )
-        return verdicts[0] + replies[0]
+        return count
 
     async def recent_errors(self, run_id: int, limit: int = 20) -> list[tuple[float, str, str]]:
         """(when, kind, message): the message names where, as the browser numbers it."""

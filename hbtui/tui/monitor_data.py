@@ -259,7 +259,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         )
         calls = 0
         for start, end in spans:
-            calls += await store.calls_since(run_id, start) - await store.calls_since(run_id, end)
+            calls += await store.calls_between(run_id, start, end)
         rate = calls / max(sum(end - start for start, end in spans), 1.0)
     tally = Tally.from_progress(progress)
     remaining = tally.calls_left
