@@ -18,8 +18,8 @@ from hbtui.grading import load_template
 from hbtui.meta_eval.data import chosen, read_rows
 from hbtui.meta_eval.grading import meta_grader_prompt
 from hbtui.meta_eval.headless import drive_meta_eval
-from hbtui.meta_eval.runner import MetaEvalDriver, labelled_rows
-from hbtui.meta_eval.summary import meta_eval_summary
+from hbtui.meta_eval.runner import MetaEvalDriver
+from hbtui.meta_eval.summary import labelled_rows, meta_eval_summary
 from hbtui.store import Store
 from tests.conftest import REFERENCE_EVAL, settings_for, user_folder
 from tests.support.fake_server import expected_verdict

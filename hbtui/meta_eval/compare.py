@@ -8,15 +8,12 @@ ground; the physicians' distribution is the same for both (it depends on the row
 from __future__ import annotations
 
 import asyncio
-import json
 
-from hbtui.meta_eval.metrics import HEADLINE, LabelledRow
+from hbtui.meta_eval.metrics import HEADLINE, MIN_PHYSICIAN_LABELS
 from hbtui.meta_eval.report import placement
-from hbtui.meta_eval.summary import meta_eval_summary
+from hbtui.meta_eval.summary import meta_eval_summary_of
 from hbtui.store import MET, NOT_MET, RunRow, Store
 from hbtui.text import one_line
-
-VERDICTS = {MET: True, NOT_MET: False}
 
 
 class NoRowsInCommon(ValueError):
@@ -28,20 +25,17 @@ async def compare_meta_evals(store: Store, run_a: RunRow, run_b: RunRow) -> dict
         raise NoRowsInCommon(f"run {run_a.id} compared with itself: give two different meta-evals")
     rows_a = {key: rest for key, *rest in await store.meta_eval_pairing(run_a.id)}
     rows_b = {key: rest for key, *rest in await store.meta_eval_pairing(run_b.id)}
-    both = [key for key in rows_a if key in rows_b and rows_a[key][3] in VERDICTS and rows_b[key][3] in VERDICTS]
+    graded = (MET, NOT_MET)
+    both = [key for key in rows_a if key in rows_b and rows_a[key][3] in graded and rows_b[key][3] in graded]
     if not both:
         raise NoRowsInCommon(
             f"meta-evals {run_a.id} and {run_b.id} have no graded row in common (another file, or another sample)"
         )
 
-    def labelled(rows: dict, key: str) -> LabelledRow:
-        labels, ids, category, status = rows[key]
-        return LabelledRow(tuple(json.loads(labels)), tuple(json.loads(ids)), category, VERDICTS[status])
-
-    labels_over = run_a.plan.get("labels_over", 50)
+    labels_over = run_a.plan.get("labels_over", MIN_PHYSICIAN_LABELS)
     summary_a, summary_b = await asyncio.gather(
-        asyncio.to_thread(meta_eval_summary, [labelled(rows_a, k) for k in both], labels_over),
-        asyncio.to_thread(meta_eval_summary, [labelled(rows_b, k) for k in both], labels_over),
+        asyncio.to_thread(meta_eval_summary_of, [rows_a[k] for k in both], labels_over),
+        asyncio.to_thread(meta_eval_summary_of, [rows_b[k] for k in both], labels_over),
     )
     same = sum(1 for k in both if rows_a[k][3] == rows_b[k][3])
     categories = sorted(set(summary_a["by_category"]) | set(summary_b["by_category"]))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -27,8 +26,8 @@ from hbtui.grading import Template, grade_as_configured, load_template
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import NAME, MetaRow, check_file, chosen, read_rows
 from hbtui.meta_eval.grading import meta_grader_prompt
-from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS, LabelledRow
-from hbtui.meta_eval.summary import meta_eval_summary
+from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
+from hbtui.meta_eval.summary import meta_eval_summary_of
 from hbtui.store import ERROR, INSERT_CHUNK, MET, NOT_MET, MetaEvalResult, MetaEvalWork, RunRow, Store
 from hbtui.store.owners import this_owner
 
@@ -118,7 +117,6 @@ class MetaProgress:
     total: int
     done: int = 0
     errors: int = 0
-    paid_calls: int = 0
 
 
 ProgressCallback = Callable[[MetaProgress], None]
@@ -251,7 +249,6 @@ class MetaEvalDriver:
             self._pending.append(result)
             self.progress.done += result.status != ERROR
             self.progress.errors += result.status == ERROR
-            self.progress.paid_calls += 1
 
     async def _flush(self) -> None:
         if self._pending:
@@ -292,15 +289,3 @@ class MetaEvalDriver:
             )
         await self.store.finish_meta_eval(self.run.id, status, lease=self.lease, summary=summary, error=self.error)
         return status
-
-
-def labelled_rows(stored: list[tuple[str, str, str, str]]) -> list[LabelledRow]:
-    verdicts = {MET: True, NOT_MET: False}
-    return [
-        LabelledRow(tuple(json.loads(labels)), tuple(json.loads(ids)), category, verdicts.get(status))
-        for labels, ids, category, status in stored
-    ]
-
-
-def meta_eval_summary_of(stored: list[tuple[str, str, str, str]], labels_over: int = MIN_PHYSICIAN_LABELS) -> dict:
-    return meta_eval_summary(labelled_rows(stored), labels_over)

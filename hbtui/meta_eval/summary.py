@@ -3,6 +3,7 @@ physicians' distribution with the grader placed in it, and the majority-vote vie
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from hbtui.meta_eval.metrics import (
@@ -19,6 +20,7 @@ from hbtui.meta_eval.metrics import (
     row_aggregates,
     row_values,
 )
+from hbtui.store.rows import verdict_met
 
 
 def categories_of(metrics: dict[str, dict], name: str = HEADLINE) -> dict[str, dict]:
@@ -78,3 +80,15 @@ def meta_eval_summary(rows: Sequence[LabelledRow], labels_over: int = MIN_PHYSIC
         "physician_distribution": distribution.to_json(),
         "majority_vote": majority_agreement(rows).to_json(),
     }
+
+
+def labelled_rows(stored: Sequence[Sequence[str]]) -> list[LabelledRow]:
+    """Stored rows (labels and physician ids as JSON, category, status) as the metrics read them."""
+    return [
+        LabelledRow(tuple(json.loads(labels)), tuple(json.loads(ids)), category, verdict_met(status))
+        for labels, ids, category, status in stored
+    ]
+
+
+def meta_eval_summary_of(stored: Sequence[Sequence[str]], labels_over: int = MIN_PHYSICIAN_LABELS) -> dict:
+    return meta_eval_summary(labelled_rows(stored), labels_over)

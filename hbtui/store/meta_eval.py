@@ -12,7 +12,7 @@ from typing import Protocol
 
 from hbtui.errors import TRANSIENT_KINDS
 from hbtui.run_kinds import META_EVAL
-from hbtui.store.rows import ERROR, MET, NOT_MET, PENDING
+from hbtui.store.rows import ERROR, MET, NOT_MET, PENDING, verdict_met
 from hbtui.store.writes import StoreWrites
 
 INSERT_CHUNK = 500  # rows read, parsed and inserted at a time: what a 29,511-row file holds in memory at once
@@ -87,7 +87,7 @@ class MetaEvalRowView:
 
     @property
     def grader(self) -> bool | None:
-        return {MET: True, NOT_MET: False}.get(self.status)
+        return verdict_met(self.status)
 
 
 VIEW_COLUMNS = (

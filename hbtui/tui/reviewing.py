@@ -253,7 +253,7 @@ class ReviewActions:
         states = rv.states(self.ledger.of_conversation(conversation_id)) if self.ledger else {}
         lines: dict[int, list[Text]] = {}
         for verdict in detail.verdicts:
-            graded = {MET: True, NOT_MET: False}.get(verdict.status)
+            graded = verdict_met(verdict.status)
             found = review_lines(states.get((conversation_id, verdict.idx), rv.NOT_REVIEWED_STATE), graded)
             hint = hint_line(self.hints.get(verdict.idx, []))
             if hint is not None:
