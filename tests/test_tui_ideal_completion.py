@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from hbtui.store.browse_reads import ideal_completions
+from tests.conftest import MAIN_SUBSET, needs_shared
 from tests.support.browse import open_conversation, open_run, synthetic_db
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
 from tests.support.tui import wait_for
 
-MAIN = Path("/work/shared/healthbench/healthbench_main_subset.jsonl")
 IDEAL = {
     "ideal_completion": "See a doctor [bold]today[/bold] if the pain spreads.",
     "ideal_completions_group": "Group 3",
@@ -36,9 +36,9 @@ def ideal_db(tmp_path) -> tuple[Path, int]:
     return db, run_id
 
 
-@pytest.mark.skipif(not MAIN.exists(), reason="needs /work/shared/healthbench (the real main subset)")
+@needs_shared  # ../shared beside the checkout, or HBTUI_HEALTHBENCH_DIR, as every such test
 def test_the_main_subset_has_93_records_without_an_ideal_completion():
-    found = [ideal_completions(line) for line in MAIN.read_text().splitlines() if line.strip()]
+    found = [ideal_completions(line) for line in MAIN_SUBSET.read_text().splitlines() if line.strip()]
     assert len(found) == 738 and sum(f is None for f in found) == 93
     assert all(f.group for f in found if f is not None)
 

@@ -180,7 +180,8 @@ async def test_a_run_without_reviews_shows_no_review_summary(finished_run_db):
     app = browser_app(finished_run_db)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_run(pilot, 1)
-        await pilot.pause(0.2)
+        await app.workers.wait_for_complete()  # the reviews read (compute_review), not a guess at how long
+        await pilot.pause()
         assert not screen.query_one(ReviewSummary).display and "reviewed" not in flat(app)
 
 

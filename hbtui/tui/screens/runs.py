@@ -272,7 +272,7 @@ class RunsScreen(RunActions):
             self.table.focus()
 
     def action_filter_runs(self) -> None:
-        choices = [(f"{EVERY_RUN}", EVERY_RUN), (WITH_ERRORS, WITH_ERRORS)] + [(s, s) for s in self._statuses]
+        choices = [(EVERY_RUN, EVERY_RUN), (WITH_ERRORS, WITH_ERRORS)] + [(s, s) for s in self._statuses]
 
         async def picked(choice: tuple[str] | None) -> None:
             if choice is not None:
