@@ -137,10 +137,20 @@ async def test_search_and_filter_the_runs_list(two_runs, size):
     app = app_on(two_runs)
     async with app.run_test(size=size) as pilot:
         screen = await on_the_list(pilot, app)
+        store, reads = app.store, []
+        list_runs = store.list_runs
+
+        async def counted():
+            reads.append(1)
+            return await list_runs()
+
+        store.list_runs = counted
         await pilot.press("slash")
         await pilot.press(*"agai")
         await wait_for(pilot, lambda: listed(screen) == ["2"])
         assert "1 of 2 runs: search 'agai'" in screen_text(app)
+        assert len(reads) <= 1  # the runs read are narrowed as typed: no query a key (one timer tick at most)
+        store.list_runs = list_runs
         await pilot.press("escape")
         await wait_for(pilot, lambda: listed(screen) == ["2", "1"])
         assert screen.table.has_focus

@@ -131,6 +131,7 @@ class RunsScreen(RunActions):
         super().__init__()
         self._shown: list[tuple] = []
         self._refreshing = False
+        self._runs: list[RunRow] = []  # as last read: a search or filter narrows them without a query
         self._config_prebuild_planned = False
         self.marked: list[int] = []  # runs marked for comparison: A, then B
         self._select_on_return: int | None = None  # the run a monitor above showed last
@@ -196,29 +197,38 @@ class RunsScreen(RunActions):
             return
         self._refreshing = True
         try:
-            runs = await store.list_runs()
+            self._runs = await store.list_runs()
         finally:
             self._refreshing = False
+        self._fill()
+
+    def _fill(self) -> None:
+        """The table from the runs last read: a search or filter typed narrows them, no query."""
+        runs = self._runs
         now = time.time()
         self.marked = [run_id for run_id in self.marked if any(run.id == run_id for run in runs)]
         marks = dict(zip(self.marked, "AB"))
         self._statuses = sorted({run.status_label(now) for run in runs})
         self.set_class(not runs, "-empty")
-        every = [(run, run_cells(run, now, marks.get(run.id, ""))) for run in runs]
+        every = [
+            (run, cells, tuple(cell.plain for cell in cells))
+            for run in runs
+            for cells in [run_cells(run, now, marks.get(run.id, ""))]
+        ]
         rows = [
-            (run.id, cells)
-            for run, cells in every
-            if run_matches(run, tuple(cell.plain for cell in cells), self.search, self.status_filter)
+            (run.id, cells, plain)
+            for run, cells, plain in every
+            if run_matches(run, plain, self.search, self.status_filter)
         ]
         self._say_filtered(len(rows), len(runs))
-        plain = [(run_id, tuple(cell.plain for cell in cells)) for run_id, cells in rows]
+        plain = [(run_id, texts) for run_id, _, texts in rows]
         if plain == self._shown:
             return  # nothing changed: keep the cursor and the scroll position untouched
         self._shown = plain
         table = self.table
         selected = self.selected_run_id()
         table.clear()
-        for run_id, cells in rows:
+        for run_id, cells, _ in rows:
             table.add_row(*cells, key=str(run_id))
         if selected is not None and str(selected) in table.rows:
             table.move_cursor(row=table.get_row_index(str(selected)))
@@ -257,7 +267,7 @@ class RunsScreen(RunActions):
     async def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "runs-search":
             self.search = event.value.strip()
-            await self.reload()
+            self._fill()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "runs-search":
@@ -267,7 +277,7 @@ class RunsScreen(RunActions):
         field = self.query_one("#runs-search", Input)
         if event.key == "escape" and field.has_focus:
             event.stop()
-            field.value = ""  # Changed reloads the list
+            field.value = ""  # Changed fills the list again
             field.remove_class("-shown")
             self.table.focus()
 
@@ -277,7 +287,7 @@ class RunsScreen(RunActions):
         async def picked(choice: tuple[str] | None) -> None:
             if choice is not None:
                 self.status_filter = choice[0]
-                await self.after_change()
+                self._fill()
 
         self.app.push_screen(PickerModal("Show the runs", choices, self.status_filter), picked)
 
