@@ -278,6 +278,7 @@ class ChatClient:
         on_call: Callable[[CallRecord], None] | None = None,
         http: aiohttp.ClientSession | None = None,
         gate: asyncio.Event | None = None,
+        before_send: Callable[[], None] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.limiter = limiter
@@ -292,6 +293,10 @@ class ChatClient:
         self._headers = endpoint.headers
         # While the gate is clear (a paused run) no new request leaves, retries included.
         self.gate = gate
+        # Asked once a slot is held, just before the gate's last look: its owner closes the gate
+        # there if its right to call lapsed meanwhile (a process stopped past its lease). A slot
+        # freed by an answer wakes the next call before that answer reaches its owner.
+        self.before_send = before_send
         self._own_http = http is None
         # Made at the first request: a run whose calls all come from the verdict cache never
         # builds a connection pool (and its TLS context, a tenth of a second).
@@ -307,10 +312,18 @@ class ChatClient:
             self._http = make_http_client(self.timeout, self.limiter.max_limit)
         return self._http
 
+    def _may_send(self) -> bool:
+        """The last look before a request's bytes leave: its owner may close the gate here."""
+        if self.before_send is not None:
+            self.before_send()
+        return self.gate is None or self.gate.is_set()
+
     async def _post(self, body: dict[str, Any]) -> HttpAnswer:
         # Encoded as httpx encodes json=: the bytes on the wire stay what they were.
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-        async with self.http.post(self._chat_url, data=data, headers=self._headers) as response:
+        http = self.http  # imports aiohttp, whole, before the body's class is made from it
+        sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
+        async with http.post(self._chat_url, data=sent, headers=self._headers) as response:
             content = await response.read()
             return HttpAnswer(response.status, response.reason or "", response.headers, content)
 
@@ -376,6 +389,8 @@ class ChatClient:
             if self.gate is not None:
                 await self.gate.wait()
             await self.limiter.acquire(priority)
+            if self.before_send is not None:
+                self.before_send()
             if self.gate is None or self.gate.is_set():
                 return
             self.limiter.release()  # paused while we queued for the slot: wait for the resume
@@ -402,6 +417,12 @@ class ChatClient:
                 response = await self._post(body)
                 error = None
             except (TimeoutError, _aiohttp().ClientError) as exc:
+                if isinstance(exc.__cause__, CallWithheld):
+                    # Stopped between its slot and its bytes, and its right to call lapsed
+                    # meanwhile: nothing left, so nothing was tried; it waits for the gate
+                    # (the slot is given back below, as after any call).
+                    attempts -= 1
+                    continue
                 error = _transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
             finally:
                 self.limiter.release()
@@ -487,6 +508,41 @@ class ChatClient:
             think_stripped=isinstance(message.get("content"), str)
             and message["content"].lstrip().startswith("<think>"),
         )
+
+
+class CallWithheld(Exception):
+    """Raised by a request body whose last look found the gate closed: no byte of it left."""
+
+
+_FENCED_BODY: type | None = None
+
+
+def _fenced_body(data: bytes, may_send: Callable[[], bool]) -> Any:
+    """``data`` as a body that looks once more just before its bytes (and the headers aiohttp
+    buffers with them) are written: aiohttp writes a body in a task of its own, a loop turn after
+    the call was let through, and a process stopped in that turn (SIGSTOP, a laptop asleep) must
+    not send, once continued, a call its lease no longer covers."""
+    global _FENCED_BODY
+    if _FENCED_BODY is None:
+        # Through the package, not `from aiohttp.payload import`: a submodule imported while
+        # another thread imports the package (load_http_in_background) can fail with KeyError.
+        class FencedBody(_aiohttp().payload.BytesPayload):  # type: ignore[misc]
+            def __init__(self, value: bytes, may_send: Callable[[], bool]) -> None:
+                super().__init__(value, content_type="application/json")
+                self.may_send = may_send
+
+            async def write(self, writer: Any) -> None:  # aiohttp before 3.12
+                if not self.may_send():
+                    raise CallWithheld
+                await super().write(writer)
+
+            async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+                if not self.may_send():
+                    raise CallWithheld
+                await super().write_with_length(writer, content_length)
+
+        _FENCED_BODY = FencedBody
+    return _FENCED_BODY(data, may_send)
 
 
 def _count(value: object) -> int:

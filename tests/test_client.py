@@ -260,3 +260,35 @@ def test_a_cancelled_waiter_raises_cancelled_error():
         return limiter.in_flight
 
     assert asyncio.run(go()) == 0
+
+
+def test_a_call_whose_gate_closes_before_its_bytes_leave_sends_nothing_until_it_opens(server):
+    """The last look is taken as the body is written (a loop turn after the slot was given): a
+    process stopped in between, its lease lapsed meanwhile, must not send once continued."""
+    looks = []
+
+    async def go():
+        gate = asyncio.Event()
+        gate.set()
+
+        def before_send():
+            looks.append(time.monotonic())
+            if len(looks) == 2:  # the second look is the body's own: the lease lapsed just now
+                gate.clear()
+
+        client = ChatClient(
+            Endpoint(server.base_url), limiter=AdaptiveLimiter(1), backoff_base=0.01, gate=gate, before_send=before_send
+        )
+        try:
+            call = asyncio.ensure_future(client.complete("test-model", MESSAGES))
+            await asyncio.sleep(0.3)
+            withheld = (server.stats()["requests"], call.done(), client.limiter.in_flight)
+            gate.set()
+            return withheld, await call
+        finally:
+            await client.aclose()
+
+    (requests, done, in_flight), result = asyncio.run(go())
+    assert (requests, done, in_flight) == (0, False, 0)  # not a byte sent; its slot given back
+    assert result.content.startswith("Reply ") and result.attempts == 1  # withheld is not a try
+    assert server.stats()["requests"] == 1 and len(looks) == 4

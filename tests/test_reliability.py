@@ -116,6 +116,41 @@ def test_a_driver_taken_over_stops_at_its_next_write_and_leaves_the_run_to_its_n
     assert server.stats()["requests"] - at_takeover["requests"] <= 2 * 4
 
 
+def test_a_driver_frozen_past_its_lease_sends_nothing_when_it_wakes_and_was_taken_over(server, tmp_path, monkeypatch):
+    """The process stopped (SIGSTOP, a suspended laptop) with calls queued for a slot: the answers
+    that arrived meanwhile free slots as it wakes, and not one queued call may go out before a
+    write has confirmed the lease (here, found gone)."""
+    import hbtui.engine.result_writer as result_writer
+
+    monkeypatch.setattr(result_writer, "LEASE_CONFIRM_SECONDS", 0.3)
+    data = many_records(tmp_path / "data.jsonl", 60)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=4)
+    server.control(latency_ms=30)
+    at_wake = {}
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(data), name="frozen")
+
+            async def freeze():
+                await asyncio.sleep(0.4)
+                # The whole event loop stands still, as the process does under SIGSTOP, while
+                # the calls in flight are answered and another host takes the run over.
+                time.sleep(0.8)
+                with sqlite3.connect(db, timeout=10) as conn:
+                    conn.execute("UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs'")
+                at_wake["requests"] = server.stats()["requests"]
+                at_wake["stored"] = stored_answers(db)
+
+            engine = Engine(store, await store.get_run(run_id), settings, [OnStart(freeze)], backoff_base=0.01)
+            return await engine.execute()
+
+    assert asyncio.run(go()) == "taken over"
+    assert server.stats()["requests"] == at_wake["requests"]  # not one call once it woke
+    assert stored_answers(db) == at_wake["stored"]
+
+
 # ---- 1. a stopped driver on this host is alive: no takeover ------------------------------------
 
 

@@ -97,6 +97,9 @@ class Engine:
             on_note=self._note,
             emit=self.emit,
             on_unreachable=lambda exc, endpoint: self._stop(exc, stop_calls=True, endpoint=endpoint),
+            # A process stopped (SIGSTOP, a suspended laptop) past its lease sends nothing more
+            # until a write confirms the lease is still its own.
+            before_send=self._update_gate,
         )
         self.writer = ResultWriter(
             store,

@@ -112,6 +112,8 @@ class EndpointPool:
     on_note: Callable[[str], None]
     emit: Callable[[Event], None]
     on_unreachable: Callable[[ChatError, str], None]
+    # Each call's last look before it is sent (see ChatClient.before_send): may close the gate.
+    before_send: Callable[[], None] | None = None
     live: LiveStats = field(default_factory=LiveStats, init=False)
     clients: dict[str, ChatClient] = field(default_factory=dict, init=False)
     limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict, init=False)
@@ -169,6 +171,7 @@ class EndpointPool:
                 on_note=self.on_note,
                 on_call=self.on_call,
                 gate=self.calls_open,
+                before_send=self.before_send,
             )
         return self.clients[label]
 
