@@ -135,11 +135,16 @@ def test_a_driver_frozen_past_its_lease_sends_nothing_when_it_wakes_and_was_take
 
             async def freeze():
                 await asyncio.sleep(0.4)
-                # The whole event loop stands still, as the process does under SIGSTOP, while
-                # the calls in flight are answered and another host takes the run over.
-                time.sleep(0.8)
-                with sqlite3.connect(db, timeout=10) as conn:
-                    conn.execute("UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs'")
+                while True:
+                    # The whole event loop stands still, as the process does under SIGSTOP, while
+                    # the calls in flight are answered and another host takes the run over.
+                    time.sleep(0.8)
+                    try:
+                        with sqlite3.connect(db, timeout=0.1) as conn:
+                            conn.execute("UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs'")
+                        break
+                    except sqlite3.OperationalError:
+                        await asyncio.sleep(0.01)  # frozen mid-commit: let it end, then again
                 at_wake["requests"] = server.stats()["requests"]
                 at_wake["stored"] = stored_answers(db)
 
