@@ -7,7 +7,10 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.geometry import Size
 from textual.screen import Screen
+from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Static
 
 from hbtui.tui.handle import AppModal
@@ -50,7 +53,7 @@ class HelpModal(AppModal[None]):
             body.border_title = self.title_text
             body.border_subtitle = "escape closes"
             yield Static(table, id="help-table")
-            yield Static(self.keymap(), id="help-keymap")
+            yield KeymapView(id="help-keymap")
 
     @staticmethod
     def keymap() -> Table:
@@ -70,3 +73,33 @@ class HelpModal(AppModal[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+# Every screen's keys, drawn at a width: the same for every opening of the help (the bindings are
+# the classes'), so laid out once. As a Rich table it was most of the time from `?` to the help
+# on screen (the table measured and wrapped its 150 rows twice at each opening).
+_KEYMAP_LINES: dict[int, list[Strip]] = {}
+
+
+class KeymapView(Widget):
+    """Every screen's keys (see HelpModal.keymap), drawn line by line from lines laid out once."""
+
+    DEFAULT_CSS = "KeymapView { height: auto; }"
+
+    def lines(self, width: int) -> list[Strip]:
+        if width not in _KEYMAP_LINES:
+            console = self.app.console
+            rendered = console.render_lines(HelpModal.keymap(), console.options.update_width(width), pad=False)
+            _KEYMAP_LINES[width] = [Strip(line) for line in rendered]
+        return _KEYMAP_LINES[width]
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.lines(width))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        lines = self.lines(width)
+        style = self.rich_style
+        if y >= len(lines):
+            return Strip.blank(width, style)
+        return lines[y].apply_style(style).extend_cell_length(width, style)
