@@ -18,8 +18,12 @@ from hbtui import reference
 REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
 
 
-def describe_requests(settings: Any, template_name: str, template_sha256: str, deviations: Iterable[str] = ()) -> dict:
-    """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation changed."""
+def describe_requests(
+    settings: Any, template_name: str, template_sha256: str, deviations: Iterable[str] = (), *, tested: bool | None = None
+) -> dict:
+    """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation
+    changed; ``tested``: whether a model under test is called (by default, unless the run grades
+    the records' own completions)."""
     differences: list[str] = []
     if template_sha256 != reference.TEMPLATE_SHA256:
         shown = template_name if template_name in ("builtin", "reference") else f"file {Path(template_name).name}"
@@ -27,7 +31,7 @@ def describe_requests(settings: Any, template_name: str, template_sha256: str, d
     # Grading the records' own completions, no model under test is called: only the grader's
     # requests are compared (with the reference's physician-completion modes).
     completions = settings.completions
-    tested = not completions
+    tested = not completions if tested is None else tested
     for who, system in (("model under test", settings.system_message_test), ("grader", settings.system_message_grader)):
         if who != "grader" and not tested:
             continue

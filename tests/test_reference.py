@@ -306,3 +306,15 @@ def test_a_run_that_cannot_have_its_prompt_stops_before_any_call(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says.format(empty=empty) in err, err
     assert server.stats()["requests"] == 0 and not (tmp_path / "runs").exists()
+
+
+def test_a_meta_evals_requests_name_only_the_graders_differences_as_a_model_runs_do():
+    from hbtui.meta_eval.runner import meta_requests
+
+    settings = reference_settings(temperature_grader=0.2, temperature_test=0.9, reasoning_test="high")
+    record = meta_requests(settings, load_template("builtin"))
+    # No model under test is called: its settings are no difference, and the grader's are named
+    # in the words a model run's description uses.
+    assert record["differences"] == ["grader prompt builtin", "temperature 0.2 for the grader"]
+    assert not record["reference_identical"] and "temperature_test" not in record
+    assert requests_line(record).startswith("requests: differ from the reference")

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from hbtui import reference
 from hbtui.client import ChatError, Completes
 from hbtui.config import Settings, SettingsError
 from hbtui.dataset import sha256_file
 from hbtui.engine.endpoint_pool import EndpointPool
 from hbtui.errors import TRANSIENT_KINDS
+from hbtui.fidelity import describe_requests
 from hbtui.grading import Template, grade_as_configured, load_template
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import NAME, MetaRow, check_file, chosen, read_rows
@@ -45,32 +45,22 @@ def require_grader(settings: Settings) -> None:
 
 
 def meta_requests(settings: Settings, template: Template) -> dict:
-    """What the run's grader requests are, and how they differ from the reference's."""
-    differences = []
-    if template.sha256 != reference.TEMPLATE_SHA256:
-        differences.append(f"grader prompt {template.name}")
-    if settings.system_message_grader is None:
-        differences.append("no system message for the grader")
-    elif settings.system_message_grader != reference.SYSTEM_MESSAGE:
-        differences.append("another system message for the grader")
-    if settings.temperature_grader != reference.TEMPERATURE:
-        differences.append(f"temperature {settings.temperature_grader:g}")
-    if settings.max_tokens_grader != reference.MAX_TOKENS:
-        differences.append(f"max tokens {settings.max_tokens_grader:g}")
-    if settings.grader_json_schema:
-        differences.append("grader asked for json_schema output")
-    if settings.reasoning_grader:
-        differences.append(f"reasoning effort {settings.reasoning_grader} for the grader")
-    return {
-        "grader_template": {"name": template.name, "sha256": template.sha256},
-        "system_message_grader": settings.system_message_grader,
-        "temperature_grader": settings.temperature_grader,
-        "max_tokens_grader": settings.max_tokens_grader,
-        "model_grader": settings.model_grader,
-        "differences": differences,
-        "deviations": [],
-        "reference_identical": not differences,
-    }
+    """What the run's grader requests are, and how they differ from the reference's (as a model
+    run's are described: a meta-eval calls no model under test, so only the grader's part)."""
+    record = describe_requests(settings, template.name, template.sha256, tested=False)
+    return {key: record[key] for key in GRADER_REQUEST_KEYS}
+
+
+GRADER_REQUEST_KEYS = (
+    "grader_template",
+    "system_message_grader",
+    "temperature_grader",
+    "max_tokens_grader",
+    "model_grader",
+    "differences",
+    "deviations",
+    "reference_identical",
+)
 
 
 async def plan_meta_eval(
