@@ -251,7 +251,7 @@ class RunsScreen(RunActions):
         try:
             return await self.app.store.get_run(run_id)
         except StoreError as exc:
-            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            self._failed(f"run {run_id} not read", exc)
             return None
 
     async def after_change(self) -> None:
@@ -452,6 +452,6 @@ class RunsScreen(RunActions):
                 return
             screen = await CompareScreen.read(self.app.db, run_a, run_b)
         except (StoreError, NothingToCompare, ValueError) as exc:
-            self.notify(one_line(str(exc), 300), severity="error", markup=False)
+            self._failed("not compared", exc)
             return
         await self.app.push_screen(screen)
