@@ -16,7 +16,6 @@ import random
 import re
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 # Error kinds live in hbtui.errors (the store needs them without the client); named here too
 # for the modules that take them from the client.
+from hbtui.background_import import import_in_background
 from hbtui.errors import (  # noqa: F401
     AUTH,
     BAD_RESPONSE,
@@ -558,19 +558,9 @@ def _aiohttp():
 
 
 def load_http_in_background() -> None:
-    """Import aiohttp (0.15-0.2 s of CPU, a third of `hbtui run`'s start-up) in a thread, while
-    the caller reads its dataset and SQLite writes its plan: the first request then finds it
-    loaded (an `import` in the meantime waits for this one, Python's import lock sees to that).
-    Not a daemon: the interpreter never exits in the middle of an import."""
-    if "aiohttp" not in sys.modules:
-        threading.Thread(target=_load_quietly, name="hbtui-load-aiohttp").start()
-
-
-def _load_quietly() -> None:
-    try:
-        _aiohttp()
-    except Exception:  # noqa: BLE001 - said where it matters: the first request imports it again and fails there
-        pass  # (a thread's error would be a traceback on stderr, which hbtui never prints)
+    """Import aiohttp (a third of `hbtui run`'s start-up) in a thread, while the caller reads its
+    dataset and SQLite writes its plan: the first request then finds it loaded."""
+    import_in_background("aiohttp")
 
 
 def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:

@@ -10,13 +10,12 @@ generate-then-grade chain. Every answer goes to the result writer.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import sqlite3
-import threading
 import time
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
+from hbtui.background_import import import_in_background
 from hbtui.client import (
     CONNECTION,
     CONTEXT_LENGTH,
@@ -492,7 +491,7 @@ class Engine:
         # The report at the end needs numpy (0.1-0.15 s of CPU to import, which `hbtui run` no
         # longer spends at start): loaded while the first calls wait for their answers, when the
         # process has little else to do, rather than after the last verdict.
-        threading.Thread(target=importlib.import_module, args=("numpy",), name="hbtui-load-numpy").start()
+        import_in_background("numpy")
         try:
             await asyncio.gather(*workers)
             while grading:
