@@ -19,7 +19,12 @@ REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench n
 
 
 def describe_requests(
-    settings: Any, template_name: str, template_sha256: str, deviations: Iterable[str] = (), *, tested: bool | None = None
+    settings: Any,
+    template_name: str,
+    template_sha256: str,
+    deviations: Iterable[str] = (),
+    *,
+    tested: bool | None = None,
 ) -> dict:
     """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation
     changed; ``tested``: whether a model under test is called (by default, unless the run grades
