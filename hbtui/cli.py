@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         " allresults JSON, without its HTML)",
     )
     export.add_argument("--out", required=True, help="file to write")
+    export.add_argument("--force", action="store_true", help="replace --out if it exists (refused otherwise)")
 
     rename = sub.add_parser("rename", parents=[common], help="give a run another name")
     rename.add_argument("run", metavar="RUN")
@@ -747,6 +748,9 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         out = Path(args.out)
         if not out.parent.is_dir():
             raise UsageError(f"--out {out}: the folder {out.parent} does not exist")
+        if out.is_file() and not args.force:
+            # An earlier export (of another run, perhaps) is work too: never replaced unasked.
+            raise UsageError(f"--out {out}: the file exists; add --force to replace it")
         if args.format == "reference":
             if run.report is None or run.status != "finished":
                 run.report = await compute_report(store, run.id)  # a partial run: score what is there

@@ -300,6 +300,14 @@ REFERENCES = {
         "--out nowhere/x.csv: the folder nowhere does not exist",
     ),
     "export onto a directory": (["export", "kept", "--out", "runs"], "runs: is a folder; give a file name"),
+    "export onto a file that exists": (
+        ["export", "kept", "--out", ".env"],
+        "--out .env: the file exists; add --force to replace it",
+    ),
+    "export in the reference's format onto a file that exists": (
+        ["export", "kept", "--out", ".env", "--format", "reference"],
+        "--out .env: the file exists",
+    ),
     "export in an unknown format": (["export", "kept", "--out", "x", "--format", "xml"], "invalid choice: 'xml'"),
 }
 
@@ -308,6 +316,13 @@ REFERENCES = {
 def test_run_reference(folder, capsys, case):
     argv, named = REFERENCES[case]
     one_line_error(capsys, argv, named)
+
+
+def test_export_replaces_a_file_only_when_forced(folder, capsys):
+    earlier = folder / "earlier.jsonl"
+    earlier.write_text("an earlier export\n")
+    assert main(["export", "kept", "--out", "earlier.jsonl", "--force"]) == 0
+    assert earlier.read_text().startswith('{"prompt_id"') and "wrote 3 conversations" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("command", ["show", "export", "resume", "monitor"])

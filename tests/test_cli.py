@@ -239,6 +239,7 @@ def test_files_written_over_become_owner_only(finished_run_db, capsys):
                     str(runs_root / f"out.{fmt}"),
                     "--db",
                     str(finished_run_db),
+                    "--force",  # replacing a file is asked for
                 ]
             )
             == 0

@@ -150,3 +150,26 @@ async def test_an_unwritable_csv_path_says_so_and_keeps_the_view(criteria_db, tm
         await pilot.pause()
         assert app.screen is view and not (tmp_path / "no-such-folder").exists()
         assert any("cannot write" in str(n.message) for n in app._notifications)
+
+
+async def test_a_csv_path_that_exists_is_replaced_only_when_the_reviewer_says_so(criteria_db, tmp_path):
+    from hbtui.tui.screens.confirm import ConfirmModal
+
+    db, run_id = criteria_db
+    earlier = tmp_path / "earlier.csv"
+    earlier.write_text("an earlier export\n")
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = await open_criteria(pilot, run_id)
+        for answer in ("n", "y"):
+            await pilot.press("e")
+            view.query_one("#criteria-path").value = str(earlier)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+            await pilot.press(answer)
+            await wait_for(pilot, lambda: app.screen is view)
+            if answer == "n":
+                await wait_for(pilot, lambda: "kept as it was" in screen_text(app))
+                assert earlier.read_text() == "an earlier export\n"
+        await wait_for(pilot, lambda: "wrote" in screen_text(app))
+        assert earlier.read_text().startswith("criterion,")

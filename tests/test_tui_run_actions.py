@@ -91,6 +91,26 @@ async def test_export_asks_for_a_path_and_writes_the_format_its_suffix_names(two
         await wait_for(pilot, lambda: notified(app, "end the file name with .jsonl or .csv"))
 
 
+async def test_export_onto_a_file_that_exists_asks_first_and_keeps_it_unless_told(two_runs, tmp_path):
+    earlier = tmp_path / "earlier.jsonl"
+    earlier.write_text("an earlier export\n")
+    app = app_on(two_runs)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 1)
+        await asked_and_answered(pilot, app, "e", str(earlier))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        assert "exists. Replace it" in app.screen.question
+        await pilot.press("n")
+        await wait_for(pilot, lambda: "kept as it was" in screen_text(app))
+        assert earlier.read_text() == "an earlier export\n"
+        await asked_and_answered(pilot, app, "e", str(earlier))
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "wrote 3 conversations of run 1" in screen_text(app))
+        assert earlier.read_text().startswith('{"prompt_id"')
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_rename_from_the_list(two_runs, size):
     app = app_on(two_runs)

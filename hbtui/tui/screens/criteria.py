@@ -21,6 +21,7 @@ from hbtui.criteria_table import CRITERIA_SORTS, sorted_criteria, write_criteria
 from hbtui.store import CriterionStats
 from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.run import FilterInput
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.line_table import LineTable
@@ -122,6 +123,20 @@ class CriteriaScreen(ResponsiveScreen):
     @on(Input.Submitted, "#criteria-path")
     def _export_to(self, event: Input.Submitted) -> None:
         path = Path(event.value.strip()).expanduser()
+        if not path.is_file():
+            self._write_csv(path)
+            return
+
+        def replace(yes: bool | None) -> None:
+            if yes:
+                self._write_csv(path)
+            else:
+                self.say(f"not written: {one_line(path.name, 40)} kept as it was")
+
+        ask = f"{one_line(str(path), 200)} exists. Replace it with these criteria?"
+        self.app.push_screen(ConfirmModal(ask, yes="Replace it", no="Keep it"), replace)
+
+    def _write_csv(self, path: Path) -> None:
         try:
             write_criteria_csv(path, sorted_criteria(self.stats or [], self.sort))
         except OSError as exc:
@@ -129,7 +144,7 @@ class CriteriaScreen(ResponsiveScreen):
                 f"cannot write {one_line(str(path), 80)}: {exc.strerror or exc}", severity="error", markup=False
             )
             return
-        event.input.remove_class("-open")
+        self.query_one("#criteria-path", Input).remove_class("-open")
         self.set_focus(self.query_one(CriteriaTable))
         self.say(f"wrote {len(self.stats or []):,} criteria to {one_line(str(path), 60)}")
 

@@ -67,8 +67,21 @@ class RunActions(AppScreen):
         suggested = str(folder / f"{safe_file_name(run.name)}.jsonl")
 
         def answered(path: str | None) -> None:
-            if path:
-                self._export(run, Path(path).expanduser())
+            if not path:
+                return
+            out = Path(path).expanduser()
+            if not out.is_file():
+                self._export(run, out)
+                return
+
+            def replace(yes: bool | None) -> None:
+                if yes:
+                    self._export(run, out)
+                else:
+                    self.say(f"not exported: {one_line(out.name, 40)} kept as it was")
+
+            ask = f"{one_line(str(out), 200)} exists. Replace it with run {run.id}'s export?"
+            self.app.push_screen(ConfirmModal(ask, yes="Replace it", no="Keep it"), replace)
 
         question = f"Export run {run.id} to (.jsonl: a line per conversation; .csv: a row per verdict):"
         self.app.push_screen(AskTextModal(question, suggested, "a .jsonl or .csv file"), answered)
