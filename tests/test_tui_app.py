@@ -565,3 +565,21 @@ async def test_a_run_listed_from_the_demo_database_is_continued_there_not_in_the
         await wait_for(pilot, finished, timeout=20, what="the demo's run to finish")
         await wait_for(pilot, lambda: not app.drivers_going(), what="its process to end")
     assert not own_db.exists()
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3])
+async def test_an_app_shut_down_while_its_configuration_screen_is_built_ahead_ends_quietly(
+    server, small_dataset, tmp_path, turns
+):
+    """The runs list builds the configuration screen off screen a moment after it shows; a
+    shutdown (a signal, a test's teardown: no exit asked) that takes the widgets away meanwhile is
+    no internal error. The loop turns let the build reach each of its steps first."""
+    db = tmp_path / "db.sqlite"
+    await plan_only(settings_for(server, db), small_dataset, "listed")  # the app opens on the runs list
+    app = make_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
+        app.prebuild_config()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+    assert app.return_code in (None, 0)

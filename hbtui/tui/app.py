@@ -181,9 +181,15 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         # to happen on purpose.
         from textual.css.query import NoMatches
 
-        if self._exit and isinstance(error, NoMatches):
+        if self.ending and isinstance(error, NoMatches):
             return
         super()._handle_exception(error)
+
+    @property
+    def ending(self) -> bool:
+        """Quit (exit asked) or shutting down without it (a signal, a test's teardown): the
+        screens' widgets are being taken away."""
+        return self._exit or not self.is_running
 
     def _fatal_error(self) -> None:
         """An unexpected error: one line on the terminal, the traceback in a file.

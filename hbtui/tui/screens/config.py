@@ -363,7 +363,7 @@ class ConfigScreen(Screen):
         return (self.app._css_update_count, self.app.app_focus, self.app.size)
 
     def on_mount(self) -> None:
-        if self.app._exit:
+        if self.app.ending:
             # Built ahead (prebuild_config) as the user quit: the app is taking its widgets down,
             # and a form with no fields has nothing to check.
             return
