@@ -92,7 +92,8 @@ def main() -> None:
             wall, calls = asyncio.run(run_once(f"{server.base_url}/chat/completions", work))
         bound = calls * LATENCY_MS / 1000 / IN_FLIGHT + 2 * LATENCY_MS / 1000
         walls.append(wall)
-        print(f"  {calls} calls, {IN_FLIGHT} in flight at {LATENCY_MS} ms: {wall:.2f} s, {bound / wall:.0%} of the bound {bound:.2f} s")
+        share = f"{bound / wall:.0%} of the bound {bound:.2f} s"
+        print(f"  {calls} calls, {IN_FLIGHT} in flight at {LATENCY_MS} ms: {wall:.2f} s, {share}")
     print(f"  => the barest client: {min(walls):.2f}–{max(walls):.2f} s from its first request to its last answer")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
