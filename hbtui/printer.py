@@ -29,9 +29,10 @@ from hbtui.events import (
 )
 from hbtui.files import stdout_to_devnull
 from hbtui.progress import Tally, completions_by_second, count_completion, running_rate
-from hbtui.text import middle_cut, one_line, visible_controls
+from hbtui.text import one_line, visible_controls
 
 LINE_WIDTH = 80
+RUN_NAME_SHOWN = 200  # characters of a run's name printed whole (a longer one is a pasted accident)
 CONTINUED = "        "  # the width of "[mm:ss] ": a continuation lines up under the figures
 
 
@@ -91,8 +92,15 @@ class ProgressPrinter:
             self.scores = list(event.scores)
             counts = f": {event.conversations_total} conversations, {event.criteria_total} criteria"
             head = f"run {event.run_id} "
-            # The name is cut in the middle: run names differ at their end (a time) as at their start.
-            self._print(head + middle_cut(event.name, max(20, LINE_WIDTH - len(head) - len(counts))) + counts)
+            # The name whole: it is what `resume`, `show` and `export` take, copied from here (cut
+            # to fit, it named no run). A name too long for one line with the counts gets a line
+            # of its own, past 80 columns only when the name alone is.
+            name = one_line(event.name, RUN_NAME_SHOWN)
+            if len(head) + len(name) + len(counts) <= LINE_WIDTH:
+                self._print(head + name + counts)
+            else:
+                self._print(head + name)
+                self._print(f"{CONTINUED}{counts.removeprefix(': ')}")
             if self.tally.replies or self.tally.graded:
                 self._print(f"{CONTINUED}already stored: {self.tally.replies} replies, {self.tally.graded} verdicts")
         elif isinstance(event, GenerationFailed):

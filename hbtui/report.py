@@ -203,7 +203,7 @@ def render_report(
     report = run.report
     overall = report.overall if report else None
     head = (
-        f"run {run.id} {one_line(run.name, 60)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
+        f"run {run.id} {one_line(run.name, 200)} ({_status(run)}): {one_line(run.model_test, 40)} graded by"
         f" {one_line(run.model_grader, 40)} on {one_line(run.dataset_name, 80)}"
         + (f" (the replies of run {run.source_run_id}, graded again)" if run.source_run_id else "")
     )

@@ -29,13 +29,22 @@ def a_big_run_printed() -> list[str]:
 
 def test_every_headless_line_fits_80_columns_with_long_model_names():
     lines = a_big_run_printed()
+    # But the run's name, printed whole on a line of its own (it is what other commands take).
+    assert lines[0] == f"run 7 {LONG_MODEL}-graded-by-{LONG_MODEL}-2026-11-30T18:00:00"
+    lines = lines[1:]
     assert lines and all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
     text = "\n".join(lines)
     # Nothing is dropped to fit: the figures a long line carried wrap onto an indented line.
     for figure in ("replies 1238/5000", "verdicts 14001/59568", "mean score 0.500", "38 without a reply"):
         assert figure in text
     assert "13 failed to grade" in text and "432 skipped: no reply" in text and "failed attempts 1234" in text
-    assert lines[0].startswith("run 7 meta-llama") and lines[0].endswith(": 5000 conversations, 60000 criteria")
+    assert lines[0].strip() == "5000 conversations, 60000 criteria"
+
+
+def test_a_run_name_that_fits_shares_its_line_with_the_counts():
+    out = io.StringIO()
+    ProgressPrinter(out, every=1e9).on_event(RunStarted(3, "gpt-4.1-main-20261130-191851", 5, 60, 0, 0, 0, 0, 0))
+    assert out.getvalue().splitlines()[0] == "run 3 gpt-4.1-main-20261130-191851: 5 conversations, 60 criteria"
 
 
 def test_a_conversation_without_a_reply_is_named_as_the_browser_numbers_it():
@@ -43,3 +52,23 @@ def test_a_conversation_without_a_reply_is_named_as_the_browser_numbers_it():
     failed = next(line for line in lines if "no reply (context_length)" in line)
     assert failed.startswith("conversation #4212 (repeat 2 of 2): no reply")
     assert "98765" not in "\n".join(lines)  # the database key never shows
+
+
+def test_show_names_a_long_run_whole(tmp_path, capsys):
+    """A default name grows with the model's and the data's (physician-completions-…-192408 is
+    61 characters): `show` prints it whole, as `resume` and `export` take it."""
+    import asyncio
+
+    from hbtui.cli import main
+    from hbtui.store import Store
+    from tests.support.synth import synthesize_run
+
+    name = "physician-completions-healthbench_main_subset-20261130-192408-" + "x" * 30
+
+    async def make():
+        async with await Store.open(tmp_path / "db.sqlite") as store:
+            await synthesize_run(store, conversations=2, criteria_per=2, name=name)
+
+    asyncio.run(make())
+    assert main(["show", name, "--db", str(tmp_path / "db.sqlite")]) == 0
+    assert capsys.readouterr().out.startswith(f"run 1 {name} (")
