@@ -71,3 +71,22 @@ async def test_a_run_without_repeats_says_how_to_get_them(finished_run_db):
         await pilot.press("K")
         await pilot.pause()
         assert app.screen is screen and "--repeats K" in str(screen.query_one("KeyBar").render())
+
+
+async def test_the_help_lists_the_keys_of_the_repeats_the_run_has(repeats_db):
+    from hbtui.tui.screens.help import HelpModal
+
+    db, run_id = repeats_db
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_run(pilot, run_id)
+        await pilot.press("K")
+        await wait_for(pilot, lambda: isinstance(app.screen, RepeatsScreen))
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
+        described = [description for _keys, description, _where in app.screen.rows]
+        assert [d for d in described if d.startswith("Open repeat")] == [
+            "Open repeat 1",
+            "Open repeat 2",
+            "Open repeat 3",
+        ]

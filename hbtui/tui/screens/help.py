@@ -29,9 +29,13 @@ class HelpModal(AppModal[None]):
 
     def bindings_of(self, screen: Screen) -> list[tuple[str, str, str]]:
         rows: dict[tuple[str, str], tuple[str, str, str]] = {}
+        # A screen may leave out keys that do nothing where it is (repeats 3 to 9 of a run of 2).
+        lists = getattr(screen, "help_lists", None)
         for node, _, binding in self.app.bindings_for(screen):
             if binding.action == "screen.copy_text":
                 continue  # Textual's ctrl+c for a mouse selection: the app's ctrl+c row says it
+            if lists is not None and node is screen and not lists(binding):
+                continue
             where = "app" if node is self.app else "screen"
             key = (binding.action, where)
             keys = self.app.get_key_display(binding)

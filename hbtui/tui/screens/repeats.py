@@ -72,6 +72,13 @@ class RepeatsScreen(ResponsiveScreen):
     def on_mount(self) -> None:
         self._show()
 
+    def help_lists(self, binding: Binding) -> bool:
+        """The help lists the keys of the repeats this run has (1 to 3 of 3), not all nine."""
+        if binding.id and binding.id.startswith("repeats.open_"):
+            most = max((len(g.conversations) for g in self.groups), default=0)
+            return int(binding.id.rsplit("_", 1)[1]) <= most
+        return True
+
     @property
     def table(self) -> LineTable[RepeatGroup]:
         return self.query_one(LineTable)
