@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from hbtui.numbering import conversation_label
 from hbtui.store import ERROR, MET, NOT_MET, ConversationDetail, VerdictRow
 from hbtui.text import visible_controls
 
@@ -36,21 +37,20 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines()) or ">"
 
 
-def conversation_markdown(detail: ConversationDetail, run_id: int, number: int | None = None) -> str:
-    """``number``: the conversation's place in the browser's list (1-based), when known."""
+def conversation_markdown(detail: ConversationDetail, run_id: int, number: int | None = None, repeats: int = 1) -> str:
+    """``number``: the conversation's place in the browser's list (1-based), when known;
+    ``repeats``: the run's, for "repeat 1 of 2" as the browser numbers a repeat."""
     s = detail.summary
-    title = f"Run {run_id}, conversation #{s.position + 1}"
+    title = f"Run {run_id}, {conversation_label(s.position, s.repeat, repeats)}"
     if number is not None:
         title += f" (list {number})"
-    if s.repeat:
-        title += f", repeat {s.repeat + 1}"
     lines = [f"## {title}", ""]
     score = f"{s.score:.3f}" if s.score is not None else ("no reply" if s.status == "failed" else "none")
     positives = sum(1 for v in detail.verdicts if v.points > 0)
     met = s.n_met if s.n_met is not None else 0
     lines.append(
         f"- prompt_id: `{visible_controls(s.prompt_id)}`  \n- theme: {visible_controls(s.theme or '-')}  \n"
-        f"- score: {score}, {met}/{positives} criteria met, {s.penalties} penalties triggered,"
+        f"- score: {score}, {met} of {positives} positive criteria met, {s.penalties} penalties triggered,"
         f" {s.n_errors} grader errors"
     )
     lines += ["", "### Prompt", ""]
@@ -68,8 +68,13 @@ def conversation_markdown(detail: ConversationDetail, run_id: int, number: int |
         lines.append(_quoted(visible_controls(detail.reply)))
     lines += ["", "### Verdicts", ""]
     for v in detail.verdicts:
-        lines.append(f"{v.idx + 1}. **{verdict_word(v)}** [{v.points:+g}] {visible_controls(v.criterion)}")
+        item = f"{v.idx + 1}. "
+        # A criterion's own lines stay inside its item, indented as its first: at the margin, a
+        # line of it starting "- " began a list of its own.
+        first, *more = visible_controls(v.criterion).splitlines() or [""]
+        lines.append(f"{item}**{verdict_word(v)}** [{v.points:+g}] {first}")
+        lines += [f"{' ' * len(item)}{line}" if line.strip() else "" for line in more]
         why = v.explanation if v.status != ERROR else v.error
         if why:
-            lines.append(f"   - why: {visible_controls(' '.join(why.split()))}")
+            lines.append(f"{' ' * len(item)}- why: {visible_controls(' '.join(why.split()))}")
     return "\n".join(lines) + "\n"

@@ -70,3 +70,22 @@ def test_markdown_marks_missed_criteria_and_triggered_penalties(hostile_db):
         assert "**MISSED**" in text
     if (False, "met") in kinds:
         assert "**PENALTY triggered**" in text
+
+
+def test_markdown_keeps_a_multi_line_criterion_in_its_item_and_names_the_repeat(hostile_db):
+    from dataclasses import replace
+
+    db, run_id = hostile_db
+
+    async def go():
+        async with await Store.open(db) as store:
+            return await store.conversation_detail((await store.conversation_ids(run_id))[0])
+
+    detail = asyncio.run(go())
+    first = replace(detail.verdicts[0], idx=0, criterion="Advises, among others:\n- rest\n\n- fluids")
+    detail = replace(detail, verdicts=[first], summary=replace(detail.summary, repeat=1))
+    text = conversation_markdown(detail, run_id, 3, repeats=2)
+    number = detail.summary.position + 1
+    assert f"## Run {run_id}, conversation #{number} (repeat 2 of 2) (list 3)\n" in text
+    assert "] Advises, among others:\n   - rest\n\n   - fluids\n" in text  # inside item 1, not a list of their own
+    assert "positive criteria met" in text

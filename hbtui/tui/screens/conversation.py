@@ -448,7 +448,7 @@ class ConversationScreen(ReviewActions, ResponsiveScreen):
         elif what == "prompt_id":
             text, said = detail.summary.prompt_id, "copied the prompt_id"
         else:
-            text = conversation_markdown(detail, self.run_id, self.index + 1)
+            text = conversation_markdown(detail, self.run_id, self.index + 1, self.repeats)
             said = "copied the conversation and its verdicts as Markdown"
         self.app.copy_to_clipboard(text)
         self.say(said)
