@@ -583,3 +583,30 @@ async def test_an_app_shut_down_while_its_configuration_screen_is_built_ahead_en
         for _ in range(turns):
             await asyncio.sleep(0)
     assert app.return_code in (None, 0)
+
+
+async def test_a_run_continued_from_the_list_reads_as_starting_not_as_ended_until_its_process_takes_it(
+    server, small_dataset, tmp_path
+):
+    db = tmp_path / "db.sqlite"
+    run_id = await plan_only(settings_for(server, db), small_dataset, "stopped")
+    with sqlite3.connect(db) as connection:  # as a Ctrl-C leaves it
+        connection.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+    app = make_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen))
+        monitor = app.screen
+        shown: list[str] = []
+
+        def taken() -> bool:
+            if monitor.view is not None:
+                shown.append(monitor.view.status)
+            return monitor.view is not None and monitor.view.status in ("running", "finished")
+
+        await wait_for(pilot, taken, timeout=30, what="its process to take the run")
+        assert "interrupted" not in shown and "starting" in shown, shown
+        await wait_for(pilot, lambda: not app.drivers_going(), timeout=30, what="its process to end")

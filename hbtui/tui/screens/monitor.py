@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from dataclasses import replace
 
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +39,7 @@ from hbtui.tui.widgets.key_bar import KeyBar
 
 TICK_SECONDS = 0.25
 POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
+STARTING = "starting"  # shown while the process just started to drive the run has not taken it yet
 POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
 HISTOGRAM_SECONDS = 1.0
 # The interval's bootstrap is the costly part: it runs again once the scores have changed and
@@ -173,10 +175,19 @@ class MonitorScreen(ResponsiveScreen):
             return
         finally:
             self._polling = False
+        if view.ended and not self._seen_running and self._driver_starting():
+            # Continued from here a moment ago: the run reads as it was left until its new
+            # process takes it (a second or so), and is not shown as ended meanwhile (nor read
+            # at an ended run's slow pace, which showed the old state for seconds).
+            view = replace(view, status=STARTING)
         if self.live is None:  # a run started here meanwhile has the fresher figures
             self.apply(view)
         if self.follow_latest and view.ended:
             await self._follow_a_newer_run(store)
+
+    def _driver_starting(self) -> bool:
+        detached = self.app.detached_runs.get(self.run_id)
+        return detached is not None and detached.going()
 
     async def _follow_a_newer_run(self, store) -> None:
         try:
@@ -312,6 +323,8 @@ class MonitorScreen(ResponsiveScreen):
         grid.add_column(no_wrap=True, overflow="ellipsis")
         if view.ended:
             rate = "– (the run has ended)"
+        elif view.status == STARTING:
+            rate = "– (its process is starting)"
         elif view.status == "paused":  # the 10 s average would still show the calls of before
             rate = "– (paused)"
         else:
