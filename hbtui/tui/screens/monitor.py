@@ -93,6 +93,7 @@ class MonitorScreen(ResponsiveScreen):
         self._announced_end = False
         self._histogram_at = 0.0
         self._seen_running = False
+        self._seen_taken = False  # seen its process hold the run (not only starting to)
         self._controllable = False  # as the footer last showed it
         self.prices: dict[str, Price] = {}  # read once: the monitor repaints 4 times a second
 
@@ -175,7 +176,7 @@ class MonitorScreen(ResponsiveScreen):
             return
         finally:
             self._polling = False
-        if view.ended and not self._seen_running and self._driver_starting():
+        if view.ended and not self._seen_taken and self._driver_starting():
             # Continued from here a moment ago: the run reads as it was left until its new
             # process takes it (a second or so), and is not shown as ended meanwhile (nor read
             # at an ended run's slow pace, which showed the old state for seconds).
@@ -207,7 +208,8 @@ class MonitorScreen(ResponsiveScreen):
             self.refresh_bindings()
         self._update_metric(view)
         if not view.ended:
-            self._seen_running = True
+            self._seen_running = True  # starting included: its end is announced
+            self._seen_taken = self._seen_taken or view.status != STARTING
         elif not self._announced_end:
             self._announced_end = True
             if self._seen_running:
