@@ -93,3 +93,20 @@ async def test_confirmations_go_to_the_key_bar_not_toasts_over_the_rubric(run_db
         app.screen.query_one(KeyBar).clear_status()
         await pilot.pause()
         assert "n Next conversation" in screen_text(app).splitlines()[-1]
+
+
+async def test_a_message_too_long_for_the_key_bar_is_said_whole_in_a_toast(run_db):
+    """Cut to the bar's width a message lost its end, often what mattered (a new user's trial:
+    'asked … to pause run 2: it does within…'): it is said whole where it fits nowhere else."""
+    db, run_id = run_db
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_run(app, pilot, run_id)
+        long = "asked vm:2083:2501189 to pause run 2: it does within a second; the calls in flight finish"
+        app.screen.say(long)
+        await pilot.pause()
+        assert [str(n.message) for n in app._notifications] == [long]
+        assert long[:20] not in screen_text(app).splitlines()[-1]  # the key bar keeps its keys
+        app.screen.say("copied the reply")
+        await pilot.pause()
+        assert "copied the reply" in screen_text(app).splitlines()[-1] and len(app._notifications) == 1

@@ -33,9 +33,9 @@ class AppScreen(Screen):
         from hbtui.tui.widgets.key_bar import KeyBar
 
         bars = self.query(KeyBar)
-        if bars:
+        if bars and bars.first().holds(message):
             bars.first().show_status(message)
-        else:
+        else:  # cut to the bar's width, it lost what mattered ("... it does within…"): a toast says it whole
             self.notify(message, markup=False)
 
     _resumed_before = False

@@ -69,6 +69,15 @@ class KeyBar(Widget):
         self._status_timer = self.set_timer(seconds, self.clear_status)
         self.refresh()
 
+    def holds(self, message: str) -> bool:
+        """Whether ``message`` fits beside the app's keys (the palette's key making room), whole."""
+        width = self.size.width or self.app.size.width
+        _screen_keys, app_keys = self.entries()
+        _left, app_keys = self._fit([], app_keys, width)
+        if len(app_keys) > 1:
+            app_keys = app_keys[:-1]
+        return len(one_line(message, 200)) <= width - self._join(app_keys).cell_len - 1 - len(SEPARATOR)
+
     def clear_status(self) -> None:
         self.status = ""
         self._status_timer = None
