@@ -22,7 +22,7 @@ from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browse import open_run, synthetic_db
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
-from tests.support.tui import wait_for
+from tests.support.tui import told, wait_for
 
 SIZES = [(80, 24), (120, 40)]
 
@@ -169,7 +169,7 @@ async def test_a_csv_path_that_exists_is_replaced_only_when_the_reviewer_says_so
             await pilot.press(answer)
             await wait_for(pilot, lambda: app.screen is view)
             if answer == "n":
-                await wait_for(pilot, lambda: "kept as it was" in screen_text(app))
+                await wait_for(pilot, lambda: told(app, "kept as it was"))
                 assert earlier.read_text() == "an earlier export\n"
-        await wait_for(pilot, lambda: "wrote" in screen_text(app))
+        await wait_for(pilot, lambda: told(app, "wrote"))
         assert earlier.read_text().startswith("criterion,")

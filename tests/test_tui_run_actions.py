@@ -19,7 +19,7 @@ from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import AskTextModal
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import small_records, user_folder, write_jsonl
-from tests.support.tui import screen_text, wait_for
+from tests.support.tui import screen_text, told, wait_for
 
 SIZES = [(80, 24), (120, 40)]
 CREATED = 1767225600.0  # 2026-01-01 00:00 UTC
@@ -84,9 +84,9 @@ async def test_export_asks_for_a_path_and_writes_the_format_its_suffix_names(two
         await on_run(pilot, screen, 1)
         offered = await asked_and_answered(pilot, app, "e", str(tmp_path / "first.csv"))
         assert offered.endswith("runs/first.jsonl")
-        await wait_for(pilot, lambda: (tmp_path / "first.csv").exists() and "wrote" in screen_text(app))
+        await wait_for(pilot, lambda: (tmp_path / "first.csv").exists() and told(app, "wrote"))
         assert (tmp_path / "first.csv").read_text().startswith("position,repeat,prompt_id")
-        assert "wrote 8 verdicts of run 1" in screen_text(app)
+        assert told(app, "wrote 8 verdicts of run 1")
         await asked_and_answered(pilot, app, "e", str(tmp_path / "first.txt"))
         await wait_for(pilot, lambda: notified(app, "end the file name with .jsonl or .csv"))
 
@@ -102,12 +102,12 @@ async def test_export_onto_a_file_that_exists_asks_first_and_keeps_it_unless_tol
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
         assert "exists. Replace it" in app.screen.question
         await pilot.press("n")
-        await wait_for(pilot, lambda: "kept as it was" in screen_text(app))
+        await wait_for(pilot, lambda: told(app, "kept as it was"))
         assert earlier.read_text() == "an earlier export\n"
         await asked_and_answered(pilot, app, "e", str(earlier))
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
         await pilot.press("y")
-        await wait_for(pilot, lambda: "wrote 3 conversations of run 1" in screen_text(app))
+        await wait_for(pilot, lambda: told(app, "wrote 3 conversations of run 1"))
         assert earlier.read_text().startswith('{"prompt_id"')
 
 
@@ -147,7 +147,7 @@ async def test_delete_confirms_refuses_a_reused_run_saying_which_then_deletes_an
         await pilot.press("y")
         await wait_for(pilot, lambda: listed(screen) == ["1"], what="run 2 gone from the list")
         assert not Path(folders[2]).exists()
-        await wait_for(pilot, lambda: "deleted" in screen_text(app))
+        await wait_for(pilot, lambda: told(app, "deleted"))
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -22,3 +22,8 @@ async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 10.0, 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         await pilot.pause(0.05)
+
+
+def told(app, text: str) -> bool:
+    """The app said ``text``: on the key bar, or, too long for it, whole in a toast."""
+    return any(text in str(note.message) for note in app._notifications) or text in screen_text(app)
