@@ -389,7 +389,8 @@ async def drive(
 
     ``prices``: the price table, read by the caller before any call so that a broken one stops
     the command first; read here (a broken one then only warned of) when not given."""
-    engine = Engine(store, run, settings, [ProgressPrinter()] if not quiet else [], use_cache=use_cache)
+    printer = ProgressPrinter(given_replies=bool(settings.completions))
+    engine = Engine(store, run, settings, [printer] if not quiet else [], use_cache=use_cache)
     # What is loaded by now (modules, settings, the store) lives until the exit: out of the cyclic
     # collector's full passes, which otherwise rescan it and stall the event loop mid-run
     # (measured at 256 in flight: 93-97% of the ideal before, 97-98% after).

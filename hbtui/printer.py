@@ -58,8 +58,16 @@ def elapsed_text(seconds: float) -> str:
 class ProgressPrinter:
     """``clock``: wall-clock seconds (the tests move it to make a long pause)."""
 
-    def __init__(self, out: TextIO | None = None, every: float = 5.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        every: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        given_replies: bool = False,
+    ) -> None:
+        """``given_replies``: the run grades the records' own completions, its replies from the start."""
         self.out: TextIO | None = out or sys.stdout
+        self.given_replies = given_replies
         self.every = every
         self.clock = clock
         self.started = clock()  # what was stored before this process took the run is not its rate
@@ -101,7 +109,10 @@ class ProgressPrinter:
             else:
                 self._print(head + name)
                 self._print(f"{CONTINUED}{counts.removeprefix(': ')}")
-            if self.tally.replies or self.tally.graded:
+            if self.given_replies:  # stored with the plan: not the work of an earlier process
+                graded = f"; already stored: {self.tally.graded} verdicts" if self.tally.graded else ""
+                self._print(f"{CONTINUED}replies: the records' own completions ({self.tally.replies}){graded}")
+            elif self.tally.replies or self.tally.graded:
                 self._print(f"{CONTINUED}already stored: {self.tally.replies} replies, {self.tally.graded} verdicts")
         elif isinstance(event, GenerationFailed):
             head = f"{event.where or 'a conversation'}: no reply ({one_line(event.kind, 30)}):"

@@ -421,3 +421,13 @@ def test_a_completions_runs_exports_and_summaries_say_which_completion_and_call_
     texts = asyncio.run(summaries())
     assert "Tokens of the model under test" not in texts["refs"] and "Tokens of the grader " in texts["refs"]
     assert "Tokens of the model under test " in texts["model"]
+
+
+def test_a_completions_runs_first_lines_say_its_replies_are_the_records_own(server, tmp_path, monkeypatch, capsys):
+    """Stored with the plan, they are no earlier process's work: not 'already stored'."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_GRADER=grader-model\n")
+    data = str(completion_records(tmp_path))
+    assert cli.main(["run", "--data", data, "--name", "doc", "--completions", "physician"]) == 0
+    printed = capsys.readouterr().out
+    assert "replies: the records' own completions (2)" in printed and "already stored" not in printed
