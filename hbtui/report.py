@@ -106,6 +106,9 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     for r in table:
         cells = [middle_cut(r[i], widths[i]) if i == name else r[i] for i in columns]
         lines.append("  ".join(cell.ljust(widths[i]) for cell, i in zip(cells, columns)).rstrip())
+    left_out = header[len(columns) :]
+    if left_out:  # said, or the columns would seem not to exist
+        lines.append(f"({', '.join(left_out)} left out at {width} columns; piped, the table keeps them)")
     if any(run.kind == META_EVAL for run in runs):
         lines.append(f"meta-eval runs: {META_EVAL_SCORE}; n is their rows")
     return "\n".join(lines)

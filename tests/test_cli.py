@@ -190,8 +190,9 @@ def test_the_runs_table_fits_a_terminal_and_keeps_names_apart(tmp_path):
             return await store.list_runs()
 
     runs = asyncio.run(make())
-    table = render_runs(runs, 80).splitlines()
-    assert all(len(line) <= 80 for line in table), table
+    *table, said = render_runs(runs, 80).splitlines()
+    assert all(len(line) <= 80 for line in [*table, said]), table
+    assert said == "(created, grader, data left out at 80 columns; piped, the table keeps them)"
     assert table[0].split()[:6] == ["id", "name", "status", "score", "95%", "CI"]
     # Cut in the middle: the ends (the times) still tell the three runs apart.
     assert [line.split()[1][-6:] for line in table[1:]] == ["061408", "061407", "061406"]
