@@ -216,3 +216,21 @@ async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_plan
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
         await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
     assert sqlite3.connect(db).execute("SELECT n_conversations, status FROM runs").fetchone() == (102, "finished")
+
+
+async def test_keys_typed_in_one_burst_take_effect_in_their_order(tmp_path):
+    """`End BSpace 2 Tab` arriving at once (typed fast, one packet over SSH): Textual ran the
+    field's backspace only after the key had bubbled up to the app, so the 2 went in first and the
+    backspace then deleted it, leaving Repeats empty (a new user's trial)."""
+    from textual import events
+
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        field = screen.query_one("#field-repeats", Input)
+        field.focus()
+        await pilot.pause()
+        for key, character in (("end", None), ("backspace", None), ("2", "2"), ("tab", "\t")):
+            app.post_message(events.Key(key, character))
+        await wait_for(pilot, lambda: app.focused is not field, what="the next field")
+        assert field.value == "2" and screen._problems["repeats"] is None

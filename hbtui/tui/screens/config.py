@@ -32,6 +32,7 @@ from hbtui.store import StoreError
 from hbtui.text import one_line
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.ordered_input import OrderedInput
 
 if TYPE_CHECKING:
     from textual import getters
@@ -337,7 +338,7 @@ class ConfigScreen(Screen):
                 options = [(f"{name} (official)", name) for name in sorted(SUBSETS)] + [("local file", LOCAL_FILE)]
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             else:
-                yield Input(
+                yield OrderedInput(
                     value,
                     placeholder=form_field.placeholder,
                     password=form_field.name in SECRET_NAMES,

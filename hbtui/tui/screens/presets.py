@@ -10,6 +10,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from hbtui.tui.handle import AppModal
+from hbtui.tui.widgets.ordered_input import OrderedInput
 
 
 class PresetNameModal(AppModal[str | None]):
@@ -24,7 +25,7 @@ class PresetNameModal(AppModal[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(Text(self.question))
-            yield Input(self.value, placeholder="preset name", id="preset-name")
+            yield OrderedInput(self.value, placeholder="preset name", id="preset-name")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)

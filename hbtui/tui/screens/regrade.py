@@ -20,6 +20,7 @@ from hbtui.store import RunRow
 from hbtui.text import one_line
 from hbtui.tui.handle import AppModal
 from hbtui.tui.screens.config import check_setting
+from hbtui.tui.widgets.ordered_input import OrderedInput
 
 FIELDS = (
     ("model_grader", "Grader model"),
@@ -69,7 +70,7 @@ class RegradeModal(AppModal[dict[str, str] | None]):
             for name, label in FIELDS:
                 with Horizontal(classes="regrade-row"):
                     yield Label(label, classes="regrade-label")
-                    yield Input(
+                    yield OrderedInput(
                         _text(name, settings.get(name)),
                         compact=True,
                         id=f"regrade-{name}",

@@ -10,6 +10,7 @@ from textual.widgets import Input, Static
 
 from hbtui.text import one_line
 from hbtui.tui.handle import AppModal
+from hbtui.tui.widgets.ordered_input import OrderedInput
 
 NOTE_LIMIT = 500  # characters: a note is one line, shown on one line in the rubric and the exports
 
@@ -31,7 +32,7 @@ class ReviewQuestion(AppModal[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(Text(self.question))
-            yield Input(self.value, placeholder=self.placeholder, max_length=NOTE_LIMIT, id="review-answer")
+            yield OrderedInput(self.value, placeholder=self.placeholder, max_length=NOTE_LIMIT, id="review-answer")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         answer = one_line(event.value, NOTE_LIMIT)

@@ -50,6 +50,7 @@ from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.ordered_input import OrderedInput
 from hbtui.tui.widgets.review_summary import ReviewSummary, reviewed_title
 from hbtui.tui.widgets.worst_at_k import WorstAtK
 
@@ -250,7 +251,7 @@ async def read_run(store: Store, run_id: int, query: Query, cursor: int = 0) -> 
     return RunData(run, total, rows, scores, resume)
 
 
-class FilterInput(Input):
+class FilterInput(OrderedInput):
     """An input of the filter bar: enter applies, escape clears and closes it."""
 
     BINDINGS = [Binding("escape", "cancel", "Clear", id="filter_input.cancel")]

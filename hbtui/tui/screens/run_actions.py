@@ -19,6 +19,7 @@ from hbtui.store import RunRow, Store, StoreError
 from hbtui.text import one_line
 from hbtui.tui.handle import AppModal, AppScreen
 from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.widgets.ordered_input import OrderedInput
 
 
 class AskTextModal(AppModal[str | None]):
@@ -33,7 +34,7 @@ class AskTextModal(AppModal[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Static(Text(self.question))
-            yield Input(self.value, placeholder=self.placeholder, id="ask-text")
+            yield OrderedInput(self.value, placeholder=self.placeholder, id="ask-text")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)

@@ -23,6 +23,7 @@ from hbtui.text import middle_cut, one_line
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import RunActions
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.ordered_input import OrderedInput
 
 REFRESH_SECONDS = 2.0
 # Once the runs list has been on screen this long (its first keys likely typed), the configuration
@@ -146,7 +147,7 @@ class RunsScreen(RunActions):
         )
         table.add_columns(*COLUMNS)
         yield table
-        yield Input(
+        yield OrderedInput(
             placeholder="search runs: name, model, grader, dataset, status (enter keeps, escape clears)",
             id="runs-search",
         )

@@ -1,0 +1,28 @@
+"""An Input whose keys take effect in the order they were typed.
+
+Textual inserts a printable key as soon as the focused Input gets it, but runs the Input's own
+bound keys (backspace, delete, end, home, the arrows) only once the key has bubbled up to the
+app, a message queue at each parent on the way. A key typed right after one of those overtook it:
+`End BSpace 2 Tab`, typed fast or arriving in one packet over SSH, inserted the 2 before the
+backspace ran, which then deleted it (a new user's trial lost a field's value that way). Here the
+Input's own bindings run as their key arrives, in its turn.
+"""
+
+from __future__ import annotations
+
+from textual import events
+from textual.widgets import Input
+
+
+class OrderedInput(Input):
+    async def _on_key(self, event: events.Key) -> None:
+        if not event.is_printable:
+            for key in event.aliases:
+                bindings = self._bindings.key_to_bindings.get(key)
+                if bindings:
+                    event.stop()
+                    event.prevent_default()
+                    self._restart_blink()
+                    await self.run_action(bindings[0].action)
+                    return
+        await super()._on_key(event)
