@@ -234,3 +234,17 @@ async def test_keys_typed_in_one_burst_take_effect_in_their_order(tmp_path):
             app.post_message(events.Key(key, character))
         await wait_for(pilot, lambda: app.focused is not field, what="the next field")
         assert field.value == "2" and screen._problems["repeats"] is None
+
+
+async def test_ctrl_c_in_a_field_with_nothing_selected_still_quits(tmp_path):
+    """The field's copy declines with nothing to copy: the key goes on to the app's ctrl+c,
+    which quits (over SSH it is the key people press), as before fields ran their keys in order."""
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        field = screen.query_one("#field-repeats", Input)
+        field.focus()
+        await pilot.pause()
+        field.action_end()  # nothing selected
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: app._exit, what="the app to quit")

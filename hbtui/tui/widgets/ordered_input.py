@@ -19,10 +19,13 @@ class OrderedInput(Input):
         if not event.is_printable:
             for key in event.aliases:
                 bindings = self._bindings.key_to_bindings.get(key)
-                if bindings:
-                    event.stop()
-                    event.prevent_default()
+                if bindings and not bindings[0].priority:
                     self._restart_blink()
-                    await self.run_action(bindings[0].action)
-                    return
+                    # An action that declines (copy with nothing selected) leaves the key to the
+                    # screen's and the app's bindings, as Textual's own pass does: ctrl+c then quits.
+                    if await self.app.run_action(bindings[0].action, self):
+                        event.stop()
+                        event.prevent_default()
+                        return
+                    break
         await super()._on_key(event)
