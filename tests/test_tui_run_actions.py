@@ -229,3 +229,15 @@ def test_the_export_question_is_centred_like_every_dialog(snap_compare, two_runs
         assert dialog.region.x > 0 and dialog.region.y > 0  # not in the corner
 
     assert snap_compare(app, terminal_size=size, run_before=asked)
+
+
+async def test_an_export_path_that_cannot_even_be_looked_at_is_refused_in_a_toast(two_runs, tmp_path):
+    """A file name longer than the system allows: checking whether it exists fails too, which
+    must end as the export's error, not take the app down."""
+    app = app_on(two_runs)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await on_the_list(pilot, app)
+        await on_run(pilot, screen, 1)
+        await asked_and_answered(pilot, app, "e", str(tmp_path / ("x" * 300 + ".csv")))
+        await wait_for(pilot, lambda: notified(app, "export of run 1"))
+        assert isinstance(app.screen, RunsScreen)

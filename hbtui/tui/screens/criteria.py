@@ -8,6 +8,7 @@ only the lines on screen, from the list read once as the view opens.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from rich.text import Text
@@ -123,7 +124,7 @@ class CriteriaScreen(ResponsiveScreen):
     @on(Input.Submitted, "#criteria-path")
     def _export_to(self, event: Input.Submitted) -> None:
         path = Path(event.value.strip()).expanduser()
-        if not path.is_file():
+        if not os.path.isfile(path):  # never raises: a path that cannot be read is the writer's to report
             self._write_csv(path)
             return
 

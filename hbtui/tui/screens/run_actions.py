@@ -4,6 +4,7 @@ the questions asked first and the answers said after."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -71,7 +72,7 @@ class RunActions(AppScreen):
             if not path:
                 return
             out = Path(path).expanduser()
-            if not out.is_file():
+            if not os.path.isfile(out):  # never raises: a path that cannot be read is the writer's to report
                 self._export(run, out)
                 return
 
