@@ -110,3 +110,14 @@ async def test_a_message_too_long_for_the_key_bar_is_said_whole_in_a_toast(run_d
         app.screen.say("copied the reply")
         await pilot.pause()
         assert "copied the reply" in screen_text(app).splitlines()[-1] and len(app._notifications) == 1
+
+
+async def test_a_message_longer_than_the_bar_ever_shows_goes_to_a_toast_on_a_wide_terminal(run_db):
+    db, run_id = run_db
+    app = browser_app(db)
+    async with app.run_test(size=(300, 40)) as pilot:
+        await open_run(app, pilot, run_id)
+        long = "a message of many words, " * 10  # 250 characters: more than the bar ever shows
+        app.screen.say(long)
+        await pilot.pause()
+        assert [str(n.message) for n in app._notifications] == [long]

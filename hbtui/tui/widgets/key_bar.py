@@ -18,6 +18,7 @@ keys and styles: fitting the keys again was a tenth of the time to draw a run's 
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
 from textual import events
@@ -30,6 +31,7 @@ from hbtui.text import one_line
 
 SEPARATOR = "  "
 STATUS_SECONDS = 4.0
+STATUS_MOST = 200  # characters of a status the bar shows; a longer one is said in a toast
 MORE = " …"
 BARS_KEPT = 64
 
@@ -63,7 +65,7 @@ class KeyBar(Widget):
 
     def show_status(self, message: str, seconds: float = STATUS_SECONDS) -> None:
         """``message`` (plain text, one line) where the screen's keys are, for ``seconds``."""
-        self.status = one_line(message, 200)
+        self.status = one_line(message, STATUS_MOST)
         if self._status_timer is not None:
             self._status_timer.stop()
         self._status_timer = self.set_timer(seconds, self.clear_status)
@@ -76,7 +78,9 @@ class KeyBar(Widget):
         _left, app_keys = self._fit([], app_keys, width)
         if len(app_keys) > 1:
             app_keys = app_keys[:-1]
-        return len(one_line(message, 200)) <= width - self._join(app_keys).cell_len - 1 - len(SEPARATOR)
+        shown = one_line(message, 10**6)
+        room = min(width - self._join(app_keys).cell_len - 1 - len(SEPARATOR), STATUS_MOST)
+        return cell_len(shown) <= room
 
     def clear_status(self) -> None:
         self.status = ""
