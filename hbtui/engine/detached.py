@@ -20,7 +20,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, replace
+import time
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from hbtui.config import SETTINGS, Settings
@@ -38,6 +39,7 @@ class DetachedRun:
     run_id: int
     process: subprocess.Popen
     log: Path
+    launched_at: float = field(default_factory=time.monotonic)
 
     @property
     def pid(self) -> int:

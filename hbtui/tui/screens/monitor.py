@@ -40,6 +40,7 @@ from hbtui.tui.widgets.key_bar import KeyBar
 TICK_SECONDS = 0.25
 POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
 STARTING = "starting"  # shown while the process just started to drive the run has not taken it yet
+STARTING_AT_MOST = 30.0  # seconds: a process that took no longer to take its run up (a loaded box)
 POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
 HISTOGRAM_SECONDS = 1.0
 # The interval's bootstrap is the costly part: it runs again once the scores have changed and
@@ -187,8 +188,10 @@ class MonitorScreen(ResponsiveScreen):
             await self._follow_a_newer_run(store)
 
     def _driver_starting(self) -> bool:
+        """A process started here for this run a moment ago and going: not yet holding the run
+        (a process that ended it and is still exiting is past the moment)."""
         detached = self.app.detached_runs.get(self.run_id)
-        return detached is not None and detached.going()
+        return detached is not None and time.monotonic() - detached.launched_at < STARTING_AT_MOST and detached.going()
 
     async def _follow_a_newer_run(self, store) -> None:
         try:
