@@ -156,6 +156,45 @@ def test_a_driver_frozen_past_its_lease_sends_nothing_when_it_wakes_and_was_take
     assert stored_answers(db) == at_wake["stored"]
 
 
+def test_a_driver_stopped_between_its_commit_and_hearing_of_it_takes_no_fresh_lease_from_it(
+    server, tmp_path, monkeypatch
+):
+    """The commit is done (in SQLite's thread) when the process stops, before its loop hears of
+    it; another host takes the run over. Waking, the driver must not count that commit as its
+    lease confirmed now: not one call may follow."""
+    import hbtui.engine.result_writer as result_writer
+
+    monkeypatch.setattr(result_writer, "LEASE_CONFIRM_SECONDS", 0.3)
+    data = many_records(tmp_path / "data.jsonl", 60)
+    db = tmp_path / "db.sqlite"
+    settings = settings_for(server, db, concurrency=4)
+    server.control(latency_ms=30)
+    at_wake: dict = {}
+    writes = 0
+    write_batch = Store.write_batch
+
+    async def written_then_stopped(self, batch, **fenced):
+        nonlocal writes
+        await write_batch(self, batch, **fenced)
+        writes += 1
+        if writes == 5:
+            time.sleep(0.8)  # the whole process stands still, its commit done and not yet heard of
+            with sqlite3.connect(db, timeout=5) as conn:
+                conn.execute("UPDATE runs SET owner = 'elsewhere:77:1', lease = 'theirs'")
+            at_wake.update(requests=server.stats()["requests"], stored=stored_answers(db))
+
+    monkeypatch.setattr(Store, "write_batch", written_then_stopped)
+
+    async def go():
+        async with await Store.open(db) as store:
+            run_id = await plan_run(store, settings, load_jsonl(data), name="late")
+            return await Engine(store, await store.get_run(run_id), settings, [], backoff_base=0.01).execute()
+
+    assert asyncio.run(go()) == "taken over"
+    assert server.stats()["requests"] == at_wake["requests"]  # not one call once it woke
+    assert stored_answers(db) == at_wake["stored"]
+
+
 # ---- 1. a stopped driver on this host is alive: no takeover ------------------------------------
 
 

@@ -183,8 +183,11 @@ class ResultWriter:
                 await asyncio.sleep(0.2)
                 continue
             locked_since = None
-            self.confirmed_at, self._confirming = time.monotonic(), False
-            self._committed_at = self.confirmed_at
+            # The lease held when this transaction began (its fence is inside it): trusted from
+            # then, not from when this loop heard of the commit, which a process stopped between
+            # the two hears late, maybe after another took the run over meanwhile.
+            self.confirmed_at, self._confirming = attempt_started, False
+            self._committed_at = time.monotonic()
             self.unwritten -= batch.results.results
             self.on_written()
             if batch.done:
