@@ -74,13 +74,19 @@ class KeyBar(Widget):
     def holds(self, message: str) -> bool:
         """Whether ``message`` fits beside the app's keys (the palette's key making room), whole."""
         width = self.size.width or self.app.size.width
-        _screen_keys, app_keys = self.entries()
-        _left, app_keys = self._fit([], app_keys, width)
-        if len(app_keys) > 1:
-            app_keys = app_keys[:-1]
+        _left, app_keys = self._fit([], self.entries()[1], width)
         shown = one_line(message, 10**6)
-        room = min(width - self._join(app_keys).cell_len - 1 - len(SEPARATOR), STATUS_MOST)
-        return cell_len(shown) <= room
+        _kept, room = self._beside_status(app_keys, width, shown)
+        return cell_len(shown) <= min(room, STATUS_MOST)
+
+    def _beside_status(self, app_keys: list, width: int, status: str) -> tuple[list, int]:
+        """The app's keys kept beside ``status`` and the room it has: the palette's key gives its
+        room to a status that needs it."""
+        room = width - self._join(app_keys).cell_len - 1 - len(SEPARATOR)
+        if cell_len(status) > room and len(app_keys) > 1:
+            app_keys = app_keys[:-1]
+            room = width - self._join(app_keys).cell_len - 1 - len(SEPARATOR)
+        return app_keys, room
 
     def clear_status(self) -> None:
         self.status = ""
@@ -145,13 +151,12 @@ class KeyBar(Widget):
             if len(without_palette[0]) > len(left_keys):
                 left_keys, app_keys = without_palette
         left = self._join(left_keys, more=len(left_keys) < len(screen_keys))
-        right = self._join(app_keys)
         if self.status:
-            if len(self.status) > width - right.cell_len - 1 - len(SEPARATOR) and len(app_keys) > 1:
-                app_keys = app_keys[:-1]  # the palette's key gives its room to the message
-                right = self._join(app_keys)
-            room = max(width - right.cell_len - 1 - len(SEPARATOR), 1)
-            left = Text(one_line(self.status, room), self.get_component_rich_style("key-bar--status", partial=True))
+            app_keys, room = self._beside_status(app_keys, width, self.status)
+            left = Text(
+                one_line(self.status, max(room, 1)), self.get_component_rich_style("key-bar--status", partial=True)
+            )
+        right = self._join(app_keys)
         line = Text(" ", end="")
         line.append_text(left)
         gap = width - line.cell_len - right.cell_len
