@@ -116,17 +116,22 @@ def test_a_driver_taken_over_stops_at_its_next_write_and_leaves_the_run_to_its_n
     assert server.stats()["requests"] - at_takeover["requests"] <= 2 * 4
 
 
+def lease_trusted_briefly(server, tmp_path, monkeypatch):
+    """(data, database, settings) of a run whose driver trusts its lease 0.3 s without a write,
+    so that a freeze of under a second outlasts it."""
+    import hbtui.engine.result_writer as result_writer
+
+    monkeypatch.setattr(result_writer, "LEASE_CONFIRM_SECONDS", 0.3)
+    server.control(latency_ms=30)
+    db = tmp_path / "db.sqlite"
+    return many_records(tmp_path / "data.jsonl", 60), db, settings_for(server, db, concurrency=4)
+
+
 def test_a_driver_frozen_past_its_lease_sends_nothing_when_it_wakes_and_was_taken_over(server, tmp_path, monkeypatch):
     """The process stopped (SIGSTOP, a suspended laptop) with calls queued for a slot: the answers
     that arrived meanwhile free slots as it wakes, and not one queued call may go out before a
     write has confirmed the lease (here, found gone)."""
-    import hbtui.engine.result_writer as result_writer
-
-    monkeypatch.setattr(result_writer, "LEASE_CONFIRM_SECONDS", 0.3)
-    data = many_records(tmp_path / "data.jsonl", 60)
-    db = tmp_path / "db.sqlite"
-    settings = settings_for(server, db, concurrency=4)
-    server.control(latency_ms=30)
+    data, db, settings = lease_trusted_briefly(server, tmp_path, monkeypatch)
     at_wake = {}
 
     async def go():
@@ -162,13 +167,7 @@ def test_a_driver_stopped_between_its_commit_and_hearing_of_it_takes_no_fresh_le
     """The commit is done (in SQLite's thread) when the process stops, before its loop hears of
     it; another host takes the run over. Waking, the driver must not count that commit as its
     lease confirmed now: not one call may follow."""
-    import hbtui.engine.result_writer as result_writer
-
-    monkeypatch.setattr(result_writer, "LEASE_CONFIRM_SECONDS", 0.3)
-    data = many_records(tmp_path / "data.jsonl", 60)
-    db = tmp_path / "db.sqlite"
-    settings = settings_for(server, db, concurrency=4)
-    server.control(latency_ms=30)
+    data, db, settings = lease_trusted_briefly(server, tmp_path, monkeypatch)
     at_wake: dict = {}
     writes = 0
     write_batch = Store.write_batch

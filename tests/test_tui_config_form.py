@@ -34,6 +34,14 @@ async def open_form(pilot, app) -> ConfigScreen:
     return app.screen
 
 
+async def focused_field(pilot, app, name: str) -> tuple[ConfigScreen, Input]:
+    screen = await open_form(pilot, app)
+    field = screen.query_one(f"#field-{name}", Input)
+    field.focus()
+    await pilot.pause()
+    return screen, field
+
+
 def type_into(screen: ConfigScreen, name: str, text: str) -> None:
     screen.query_one(f"#field-{name}", Input).value = text
 
@@ -226,10 +234,7 @@ async def test_keys_typed_in_one_burst_take_effect_in_their_order(tmp_path):
 
     app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_form(pilot, app)
-        field = screen.query_one("#field-repeats", Input)
-        field.focus()
-        await pilot.pause()
+        screen, field = await focused_field(pilot, app, "repeats")
         for key, character in (("end", None), ("backspace", None), ("2", "2"), ("tab", "\t")):
             app.post_message(events.Key(key, character))
         await wait_for(pilot, lambda: app.focused is not field, what="the next field")
@@ -241,10 +246,7 @@ async def test_ctrl_c_in_a_field_with_nothing_selected_still_quits(tmp_path):
     which quits (over SSH it is the key people press), as before fields ran their keys in order."""
     app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
     async with app.run_test(size=(80, 24)) as pilot:
-        screen = await open_form(pilot, app)
-        field = screen.query_one("#field-repeats", Input)
-        field.focus()
-        await pilot.pause()
+        _screen, field = await focused_field(pilot, app, "repeats")
         field.action_end()  # nothing selected
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: app._exit, what="the app to quit")
