@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hbtui import cli
 from hbtui.client import ChatClient
 from hbtui.engine import driver, run_finish
+from hbtui.store import Store
 
 mark("imports")
 
@@ -53,7 +54,11 @@ def after(module, name: str, label: str, before: str | None = None) -> None:
 
 
 after(cli, "load_jsonl", "dataset read")
-after(cli, "plan_run", "plan stored")
+after(cli, "plan_run", "plan stored")  # a run of the records' own completions
+# A run of the model under test: its first calls go out while its plan is stored, so "plan
+# stored" comes after "first request".
+after(cli, "start_run", "run created, plan in memory")
+after(Store, "create_run", "plan stored")
 after(driver, "settle", "report computed", before="calls done, writes flushed")
 after(run_finish, "write_run_folder", "run folder written", before="status stored")
 complete = ChatClient.complete

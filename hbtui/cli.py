@@ -46,6 +46,7 @@ from hbtui.services import (
     INCOMPLETE,
     TAKEN_OVER,
     Engine,
+    HeadStart,
     check_run_name,
     plan_regrade,
     plan_run,
@@ -53,8 +54,10 @@ from hbtui.services import (
     refuse_measured_changes,
     resume_hint,
     settings_for_run,
+    start_run,
 )
 from hbtui.store import NoRunsYet, RunBusy, RunRow, Store, StoreError
+from hbtui.store.owners import this_owner
 from hbtui.text import one_line, visible_controls, visible_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -384,13 +387,14 @@ async def drive(
     prices: dict | None = None,
     use_cache: bool = False,
     stop_signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+    head_start: HeadStart | None = None,
 ) -> int:
     """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable.
 
     ``prices``: the price table, read by the caller before any call so that a broken one stops
     the command first; read here (a broken one then only warned of) when not given."""
     printer = ProgressPrinter(given_replies=bool(settings.completions))
-    engine = Engine(store, run, settings, [printer] if not quiet else [], use_cache=use_cache)
+    engine = Engine(store, run, settings, [printer] if not quiet else [], use_cache=use_cache, head_start=head_start)
     # What is loaded by now (modules, settings, the store) lives until the exit: out of the cyclic
     # collector's full passes, which otherwise rescan it and stall the event loop mid-run
     # (measured at 256 in flight: 93-97% of the ideal before, 97-98% after).
@@ -463,12 +467,26 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
     load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
     async with await Store.open(settings.db_path) as store:
-        run_id = await plan_run(
-            store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
+        if settings.completions:
+            run_id = await plan_run(
+                store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
+            )
+            del dataset  # in the database now: the run reads its records from there, a page at a time
+            run = await store.get_run(run_id)
+            return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
+        # The first calls go out while the plan is stored (see start_run).
+        head = await start_run(
+            store,
+            settings,
+            dataset,
+            this_owner(),
+            limit=args.limit,
+            seed=args.seed,
+            repeats=args.repeats,
+            name=args.name,
         )
-        del dataset  # in the database now: the run reads its records from there, a page at a time
-        run = await store.get_run(run_id)
-        return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
+        del dataset
+        return await drive(store, head.run, settings, prices=prices, use_cache=args.reuse_verdicts, head_start=head)
 
 
 async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:

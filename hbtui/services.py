@@ -9,7 +9,7 @@ from __future__ import annotations
 from hbtui.engine.detached import DRIVE_COMMAND, DetachedRun, launch_detached, read_snapshot
 from hbtui.engine.driver import Engine
 from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
-from hbtui.engine.run_plan import check_run_name, plan_regrade, plan_run, run_name_problem
+from hbtui.engine.run_plan import HeadStart, check_run_name, plan_regrade, plan_run, run_name_problem, start_run
 from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
 from hbtui.run_admin import RunActionError, delete_run, export_format, export_run, rename_run
 
@@ -20,6 +20,7 @@ __all__ = [
     "TAKEN_OVER",
     "DetachedRun",
     "Engine",
+    "HeadStart",
     "RunActionError",
     "check_run_name",
     "compute_report",
@@ -35,4 +36,5 @@ __all__ = [
     "resume_hint",
     "run_name_problem",
     "settings_for_run",
+    "start_run",
 ]

@@ -12,8 +12,9 @@ import pytest
 
 from hbtui.config import Settings
 from hbtui.dataset import load_jsonl
-from hbtui.services import Engine, plan_run
+from hbtui.services import Engine, plan_run, start_run
 from hbtui.store import Store
+from hbtui.store.owners import this_owner
 from tests.support.fake_server import DEFAULT_CONFIG
 from tests.support.server_process import FakeServer
 
@@ -197,14 +198,24 @@ def settings_for(server: FakeServer, db: Path, **values) -> Settings:
 
 
 async def run_engine(
-    settings: Settings, data: Path, *, limit=None, seed=0, repeats=1, name=None, observers=()
+    settings: Settings, data: Path, *, limit=None, seed=0, repeats=1, name=None, observers=(), head_start=True
 ) -> tuple[int, str]:
-    """Plan and execute a run with the real engine; returns (run id, final status)."""
+    """Plan and execute a run with the real engine, as `hbtui run` does (its first calls sent while
+    its plan is stored, unless it grades the records' own completions); returns (run id, final
+    status). ``head_start=False``: planned first, then driven, as a run the app starts is."""
     async with await Store.open(settings.db_path) as store:
-        run_id = await plan_run(store, settings, load_jsonl(data), limit=limit, seed=seed, repeats=repeats, name=name)
-        run = await store.get_run(run_id)
-        status = await Engine(store, run, settings, observers, backoff_base=0.01).execute()
-    return run_id, status
+        if settings.completions or not head_start:
+            run_id = await plan_run(
+                store, settings, load_jsonl(data), limit=limit, seed=seed, repeats=repeats, name=name
+            )
+            run, head = await store.get_run(run_id), None
+        else:
+            head = await start_run(
+                store, settings, load_jsonl(data), this_owner(), limit=limit, seed=seed, repeats=repeats, name=name
+            )
+            run = head.run
+        status = await Engine(store, run, settings, observers, backoff_base=0.01, head_start=head).execute()
+    return run.id, status
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import gc
 import json
 
 import numpy as np
+import pytest
 
 from hbtui.dataset import load_jsonl, sample
 from hbtui.engine import driver
@@ -70,7 +71,18 @@ def test_pending_work_comes_in_pages_that_cover_the_run_once_in_plan_order(tmp_p
     assert asyncio.run(pages()) == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
 
 
-def test_a_run_of_many_pages_is_driven_to_the_end_reading_a_page_at_a_time(server, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "head_start, pages",
+    [
+        # Planned, then driven: a first page of 2, then 5 of at most 3 (the last holds 1), then an empty one.
+        (False, [2, 3, 3, 3, 3, 3, 3]),
+        # Its first calls sent as it was planned: the first 5 from the plan in memory, then the other 10.
+        (True, [3, 3, 3, 3, 3]),
+    ],
+)
+def test_a_run_of_many_pages_is_driven_to_the_end_reading_a_page_at_a_time(
+    server, tmp_path, monkeypatch, head_start, pages
+):
     monkeypatch.setattr(driver, "FIRST_PAGE", 2)
     monkeypatch.setattr(driver, "WORK_PAGE", 3)
     asked = []
@@ -82,10 +94,11 @@ def test_a_run_of_many_pages_is_driven_to_the_end_reading_a_page_at_a_time(serve
 
     monkeypatch.setattr(Store, "pending_work", counted)
     db = tmp_path / "db.sqlite"
-    run_id, status = asyncio.run(run_engine(settings_for(server, db, concurrency=2), records(tmp_path, 5), repeats=3))
+    run_id, status = asyncio.run(
+        run_engine(settings_for(server, db, concurrency=2), records(tmp_path, 5), repeats=3, head_start=head_start)
+    )
     assert status == "finished"
-    # 15 conversations: a first page of 2, then 5 of at most 3 (the last holds 1), then an empty one.
-    assert asked == [2, 3, 3, 3, 3, 3, 3]
+    assert asked == pages  # of 15 conversations
 
     async def stored():
         async with await Store.open(db) as store:

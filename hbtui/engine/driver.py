@@ -29,6 +29,7 @@ from hbtui.config import Settings
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
 from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
+from hbtui.engine.run_plan import HeadStart
 from hbtui.engine.run_settings import UNRECORDED_SETTINGS
 from hbtui.events import (
     ConversationScored,
@@ -70,6 +71,12 @@ WORK_PAGE = 256  # conversations read from the database at a time
 FIRST_PAGE = 32  # the first page small: calls go out while the next is read
 
 
+async def _stored(plan: asyncio.Task[int]) -> bool:
+    """Whether the plan's transaction committed; waits for it (a cancel does not cut it short)."""
+    await asyncio.gather(asyncio.shield(plan), return_exceptions=True)
+    return not plan.cancelled() and plan.exception() is None
+
+
 class Engine:
     """Drives one run to the end (or to a stop) in the calling event loop."""
 
@@ -82,9 +89,12 @@ class Engine:
         *,
         backoff_base: float = 0.5,
         use_cache: bool = False,
+        head_start: HeadStart | None = None,
     ) -> None:
+        """``head_start``: the run was just created by ``start_run``, its plan still being stored."""
         self.store = store
         self.run = run
+        self.head_start = head_start
         self.settings = settings
         self.observers = list(observers)
         self.owner = this_owner()
@@ -109,6 +119,7 @@ class Engine:
             max_unwritten=max(32, 2 * (settings.concurrency + settings.effective_grader_concurrency)),
             on_written=self._update_gate,
             on_warning=lambda message: self.emit(Noted(self.run.id, "warning", message)),
+            ready=head_start.stored if head_start else None,
         )
         self.taken_over = False
         # Verdicts found in the cache for this run's pending criteria (see hbtui.verdict_cache)
@@ -282,33 +293,17 @@ class Engine:
     async def execute(self) -> str:
         """Run until every call is done, or until cancelled; returns the final status."""
         run_id = self.run.id
-        self.writer.lease = await self.store.claim_run(run_id, self.owner)
-        self.writer.confirmed_at = time.monotonic()
         settings = self.settings
-        await self._record_changed_settings()
-        await self.store.set_requests(run_id, self.requests_record())
+        head = self.head_start
+        if head is not None:
+            # Created under this process's lease, with what its requests are, and nothing done yet.
+            self.writer.lease = head.lease
+            self.writer.confirmed_at = time.monotonic()
+            self.emit(RunStarted(run_id, self.run.name, self.run.n_conversations, self.run.n_criteria, 0, 0, 0, 0, 0))
+        else:
+            await self._claim_and_recover()
         test = self.pool.replicas(settings.test_endpoints, settings.concurrency)
         grader = self.pool.replicas(settings.grader_endpoints, settings.effective_grader_concurrency)
-        # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
-        # work still missing, so a resume asks them again; refusals and unparseable verdicts are
-        # answers, kept until `regrade-errors` asks for them.
-        await self.store.reset_errors(run_id, TRANSIENT_KINDS, owner=self.owner)
-        await self.store.refresh_summaries(run_id)
-        progress = await self.store.progress(run_id)
-        self.emit(
-            RunStarted(
-                run_id,
-                self.run.name,
-                progress.conversations_total,
-                progress.criteria_total,
-                progress.conversations_generated,
-                progress.conversations_failed,
-                progress.criteria_graded,
-                progress.criteria_skipped,
-                progress.criteria_errors,
-                await self.store.conversation_scores(run_id),
-            )
-        )
         writer = asyncio.create_task(self.writer.run(), name="hbtui-writer")
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
         controls = asyncio.create_task(self._watch_controls(), name="hbtui-controls")
@@ -336,6 +331,35 @@ class Engine:
             status = await asyncio.shield(self._close(writer, heartbeat, status, error))
         return status
 
+    async def _claim_and_recover(self) -> None:
+        """Take the run (RunBusy if another process drives it) and make its stored state the
+        work still to do, before any call."""
+        run_id = self.run.id
+        self.writer.lease = await self.store.claim_run(run_id, self.owner)
+        self.writer.confirmed_at = time.monotonic()
+        await self._record_changed_settings()
+        await self.store.set_requests(run_id, self.requests_record())
+        # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are
+        # work still missing, so a resume asks them again; refusals and unparseable verdicts are
+        # answers, kept until `regrade-errors` asks for them.
+        await self.store.reset_errors(run_id, TRANSIENT_KINDS, owner=self.owner)
+        await self.store.refresh_summaries(run_id)
+        progress = await self.store.progress(run_id)
+        self.emit(
+            RunStarted(
+                run_id,
+                self.run.name,
+                progress.conversations_total,
+                progress.criteria_total,
+                progress.conversations_generated,
+                progress.conversations_failed,
+                progress.criteria_graded,
+                progress.criteria_skipped,
+                progress.criteria_errors,
+                await self.store.conversation_scores(run_id),
+            )
+        )
+
     async def _close(self, writer: asyncio.Task, heartbeat: asyncio.Task, status: str, error: str | None) -> str:
         """Flush what completed, close the clients, decide the final status and record it."""
         run_id = self.run.id
@@ -344,6 +368,16 @@ class Engine:
         for task in background:
             task.cancel()
         await asyncio.gather(heartbeat, *background, return_exceptions=True)
+        head = self.head_start
+        if head is not None and not await _stored(head.stored):
+            # The run never existed for anyone else: nothing to flush or mark. The calls it had
+            # answered are lost, as on a crash; the plan's error is the command's.
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+            await self.pool.aclose()
+            if head.stored.cancelled():
+                raise asyncio.CancelledError
+            raise head.stored.exception() or StoreError("the run's plan was not stored")
         if not writer.done():
             # Whatever completed reaches the database before the run is closed, even on Ctrl-C,
             # with the final live figures for monitors in other processes.
@@ -434,6 +468,13 @@ class Engine:
     async def _work(self) -> AsyncGenerator[WorkItem, None]:
         """The run's pending work in plan order, read a page at a time as it is taken."""
         after, size = -1, FIRST_PAGE
+        if (head := self.head_start) is not None:
+            for item in head.items:
+                yield item
+            if head.items:
+                after, size = head.items[-1].position, WORK_PAGE
+            # The rest of the plan, once stored whole: until then this connection would read it half written.
+            await asyncio.shield(head.stored)  # a worker cancelled here must not cancel the plan
         while page := await self.store.pending_work(self.run.id, after, size):
             after, size = page[-1].position, WORK_PAGE
             if self.use_cache:

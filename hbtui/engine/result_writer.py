@@ -13,7 +13,7 @@ import contextlib
 import math
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from hbtui.store import (
@@ -97,6 +97,8 @@ class ResultWriter:
     max_unwritten: int
     on_written: Callable[[], None]
     on_warning: Callable[[str], None]
+    # Awaited before the first commit: the run's plan, when calls went out while it was stored.
+    ready: Awaitable[object] | None = None
     lease: str | None = field(default=None, init=False)  # given by claim_run: every write is fenced by it
     unwritten: int = field(default=0, init=False)
     confirmed_at: float = field(default_factory=time.monotonic, init=False)  # of the last write under the lease
@@ -139,6 +141,8 @@ class ResultWriter:
     async def run(self) -> None:
         """Until closed: each transaction is fenced by the run's lease (a takeover stops this
         driver at its next write)."""
+        if self.ready is not None:
+            await asyncio.shield(self.ready)  # a cancelled writer must not cancel what it waited on
         queue = self._queue
         batch = PendingBatch()
         locked_since: float | None = None

@@ -3,10 +3,14 @@ regrade of one) created in the database with every conversation and criterion pe
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import secrets
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from hbtui.completion_groups import replied_by_of
 from hbtui.completions import Completion, plan_completions
@@ -14,8 +18,10 @@ from hbtui.config import Settings, SettingsError
 from hbtui.dataset import Dataset, Record, sample
 from hbtui.engine.run_settings import settings_for_run
 from hbtui.errors import TRANSIENT_KINDS
+from hbtui.fidelity import describe_requests
 from hbtui.grading import load_template
-from hbtui.store import PlannedConversation, RunRow, Store
+from hbtui.store import PENDING, PlannedConversation, RunClaim, RunRow, Store, WorkItem
+from hbtui.store.work import stored_points
 from hbtui.verdict_cache import RequestKeys
 
 
@@ -63,23 +69,111 @@ async def plan_run(
     check_run_name(name)
     if settings.completions:
         return await _plan_completions_run(store, settings, dataset, limit, seed, repeats, name)
-    chosen = sample(dataset.records, limit, seed)
+    planned = _model_run_plan(dataset, limit, seed)
+    return await store.create_run(**_model_run(settings, dataset, planned, limit, seed, repeats, name))
+
+
+def _model_run_plan(dataset: Dataset, limit: int | None, seed: int) -> list[PlannedConversation]:
     # One planned conversation a record: the store repeats them (the reference repeats the whole
     # sampled list, examples * n_repeats), so the plan does not grow with --repeats.
-    planned = [planned_conversation(position, record) for position, record in enumerate(chosen)]
-    return await store.create_run(
+    return [
+        planned_conversation(position, record) for position, record in enumerate(sample(dataset.records, limit, seed))
+    ]
+
+
+def _model_run(
+    settings: Settings,
+    dataset: Dataset,
+    planned: list[PlannedConversation],
+    limit: int | None,
+    seed: int,
+    repeats: int,
+    name: str | None,
+) -> dict[str, Any]:
+    """What create_run is given for a run of the model under test."""
+    return dict(
         name=name,
         name_base=default_run_name(settings, dataset.name),
         dataset_name=dataset.name,
         dataset_path=str(dataset.path),
         dataset_sha256=dataset.sha256,
-        model_test=settings.model_test or "",  # require_models() above: both are set
+        model_test=settings.model_test or "",  # require_models(): both are set
         model_grader=settings.model_grader or "",
         settings=settings.public_dict(),
-        plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(chosen)},
+        plan={"limit": limit, "seed": seed, "repeats": repeats, "records": len(planned)},
         conversations=planned,
         repeats=repeats,
     )
+
+
+@dataclass(eq=False)
+class HeadStart:
+    """A run whose first calls go out while its plan is still being stored.
+
+    The run was created driven by this process, under its lease, in a transaction that is still
+    writing the conversations and criteria: no other process can see the run, let alone take it
+    over, until ``stored`` is done. Its first page of work is here, built from the plan in
+    memory; everything else the driver reads or writes waits for ``stored``. A process that dies
+    first leaves nothing behind but the calls it had in flight, as a crash at any time does.
+    """
+
+    run: RunRow  # as the creating transaction sees it
+    lease: str
+    items: list[WorkItem]  # the first conversations, in plan order, each still to generate
+    stored: asyncio.Task[int]  # the plan's transaction; its result is the run's id
+
+
+async def start_run(
+    store: Store,
+    settings: Settings,
+    dataset: Dataset,
+    owner: str,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    repeats: int = 1,
+    name: str | None = None,
+    first_page: int = 256,
+) -> HeadStart:
+    """plan_run's run of the model under test, its calls free to start before the plan is stored:
+    at the main subset's size the plan takes a fifth of a second to write, which the first calls'
+    wait for their answers hides. Not for a run of the records' own completions (plan_run)."""
+    settings.require_models()
+    if repeats < 1:
+        raise SettingsError(f"--repeats {repeats}: must be at least 1")
+    check_run_name(name)
+    if settings.completions:
+        raise SettingsError("a run of the records' completions generates nothing: plan it with plan_run")
+    planned = _model_run_plan(dataset, limit, seed)
+    template = load_template(settings.grader_template, settings.cache_dir)
+    claim = RunClaim(owner, secrets.token_hex(16), describe_requests(settings, template.name, template.sha256))
+    created: asyncio.Future[tuple[RunRow, int]] = asyncio.get_running_loop().create_future()
+
+    async def on_created(run_id: int, first_id: int) -> None:
+        created.set_result((await store.get_run(run_id), first_id))  # this transaction's own row
+
+    stored = asyncio.create_task(
+        store.create_run(
+            **_model_run(settings, dataset, planned, limit, seed, repeats, name), claim=claim, on_created=on_created
+        ),
+        name="hbtui-plan",
+    )
+    await asyncio.wait((created, stored), return_when=asyncio.FIRST_COMPLETED)
+    if not created.done():
+        await stored  # it failed before the run existed: its error
+    run, first_id = created.result()
+    items = [
+        WorkItem.of(
+            first_id + c.position,
+            c.position,
+            0,
+            json.loads(c.record_body),
+            None,
+            [(idx, stored_points(points), PENDING) for idx, (_, points, _) in enumerate(c.criteria)],
+        )
+        for c in planned[:first_page]
+    ]
+    return HeadStart(run, claim.lease, items, stored)
 
 
 def planned_conversation(position: int, record: Record, completion: Completion | None = None) -> PlannedConversation:

@@ -62,6 +62,7 @@ from hbtui.store.work import (
     PlannedConversation,
     ReplyResult,
     ResultBatch,
+    RunClaim,
     VerdictResult,
     WorkItem,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "ResultBatch",
     "ReviewPosition",
     "RunBusy",
+    "RunClaim",
     "RunInUse",
     "RunNotFound",
     "RunRow",

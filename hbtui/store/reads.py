@@ -129,27 +129,17 @@ class StoreReads(StoreSearchIndex):
             (json.dumps([row[0] for row in conversations]),),
         ):
             verdicts.setdefault(conv_id, []).append((idx, points, status))
-        items = []
-        for conv_id, position, status, reply, record_id, repeat in conversations:
-            rows = verdicts.get(conv_id, [])
-            record = records[record_id]
-            # The criterion and its points as the record writes them (SQLite's NUMERIC would turn
-            # 8.0 into 8): the grader is sent "[8.0] ..." exactly where the reference sends it.
-            rubrics = record["rubrics"]
-            items.append(
-                WorkItem(
-                    conversation_id=conv_id,
-                    position=position,
-                    prompt=record["prompt"],
-                    reply=reply if status == "generated" else None,
-                    criteria=[
-                        (idx, rubrics[idx]["criterion"], rubrics[idx]["points"]) for idx, _, st in rows if st == PENDING
-                    ],
-                    all_criteria=rows,
-                    repeat=repeat,
-                )
+        return [
+            WorkItem.of(
+                conv_id,
+                position,
+                repeat,
+                records[record_id],
+                reply if status == "generated" else None,
+                verdicts.get(conv_id, []),
             )
-        return items
+            for conv_id, position, status, reply, record_id, repeat in conversations
+        ]
 
     async def scoring_inputs(self, run_id: int) -> list[ConversationInput]:
         conversations = await self._all(

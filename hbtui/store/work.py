@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hbtui.store.rows import ConversationOutcome, ImportedReply
+from hbtui.store.rows import PENDING, ConversationOutcome, ImportedReply
 
 
 @dataclass(slots=True)
@@ -25,6 +25,15 @@ class PlannedConversation:
     completion_text: str | None = None
     completion_group: str | None = None
     completion: str | None = None  # which one: "ideal", "reference 1"...
+
+
+@dataclass(slots=True, frozen=True)
+class RunClaim:
+    """A run created already driven: by which process, under which lease, sending what."""
+
+    owner: str
+    lease: str
+    requests: dict  # hbtui.fidelity.describe_requests
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,6 +61,38 @@ class WorkItem:
     # (a reply that exists already), and what the cache held for them.
     keys: dict[int, str] | None = None
     cached: dict[str, CachedVerdict] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        conversation_id: int,
+        position: int,
+        repeat: int,
+        record: dict,
+        reply: str | None,
+        verdicts: list[tuple[int, float, str]],
+    ) -> WorkItem:
+        """``record``: the record as its file has it, parsed; ``verdicts``: (idx, points as
+        stored, status) of every criterion."""
+        # The criterion and its points as the record writes them (SQLite's NUMERIC would turn
+        # 8.0 into 8): the grader is sent "[8.0] ..." exactly where the reference sends it.
+        rubrics = record["rubrics"]
+        return cls(
+            conversation_id=conversation_id,
+            position=position,
+            prompt=record["prompt"],
+            reply=reply,
+            criteria=[
+                (idx, rubrics[idx]["criterion"], rubrics[idx]["points"]) for idx, _, st in verdicts if st == PENDING
+            ],
+            all_criteria=verdicts,
+            repeat=repeat,
+        )
+
+
+def stored_points(points: float) -> float:
+    """Points as a NUMERIC column gives them back: a whole float as an int (8.0 as 8)."""
+    return int(points) if isinstance(points, float) and points.is_integer() else points
 
 
 @dataclass(slots=True, frozen=True)

@@ -22,7 +22,7 @@ from hbtui.store.rows import (
     StoreError,
     conversation_outcome,
 )
-from hbtui.store.work import PlannedConversation, ResultBatch
+from hbtui.store.work import PlannedConversation, ResultBatch, RunClaim
 
 # What a call spent, as a reply and a verdict both record it: attempts and tokens add up over
 # retries (regrade, resume), since all of them were spent.
@@ -109,6 +109,8 @@ class StoreWrites(Connection):
         plan: dict,
         conversations: Sequence[PlannedConversation],
         repeats: int = 1,
+        claim: RunClaim | None = None,
+        on_created: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> int:
         """The run, its conversations and one pending verdict row per criterion, in one transaction.
 
@@ -119,6 +121,11 @@ class StoreWrites(Connection):
         Without a ``name``, the first of ``name_base``, ``name_base-2``... that is free: chosen
         inside the transaction, so runs started in the same second by other processes never
         take it first.
+
+        ``claim``: the run is created running, driven by its owner under its lease, with what its
+        requests are. ``on_created(run_id, first_conversation_id)`` is awaited inside the
+        transaction as soon as the run's row exists, before its conversations are written: the
+        conversation at position ``p`` gets the id ``first_conversation_id + p``.
         """
         async with self._transaction():
             run_id = await self._insert_run(
@@ -129,6 +136,8 @@ class StoreWrites(Connection):
                 plan,
                 conversations,
                 repeats=repeats,
+                claim=claim,
+                on_created=on_created,
             )
         return run_id
 
@@ -222,19 +231,23 @@ class StoreWrites(Connection):
         kind: str = MODEL_RUN,
         imported: dict | None = None,
         created_at: float | None = None,
+        claim: RunClaim | None = None,
+        on_created: Callable[[int, int], Awaitable[None]] | None = None,
     ) -> int:
         """Inside the caller's transaction: the run row, its records, conversations and pending
         verdicts. ``described``: (dataset name, dataset path, dataset sha256, model under test,
-        grader). ``repeats``: see create_run."""
+        grader). ``repeats``, ``claim`` and ``on_created``: see create_run."""
         db = self.db
         name = await self._free_name(name, name_base)
+        now = time.time()
         cursor = await db.execute(
             "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
-            " model_grader, settings_json, plan_json, n_conversations, n_criteria, kind, import_json)"
-            " VALUES (?, 'pending', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " model_grader, settings_json, plan_json, n_conversations, n_criteria, kind, import_json, owner, lease,"
+            " heartbeat_at, requests_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 name,
-                time.time() if created_at is None else created_at,
+                "pending" if claim is None else "running",
+                now if created_at is None else created_at,
                 *described,
                 json.dumps(settings),
                 json.dumps(plan),
@@ -242,11 +255,20 @@ class StoreWrites(Connection):
                 sum(len(c.criteria) for c in conversations) * repeats,
                 kind,
                 json.dumps(imported) if imported is not None else None,
+                *(
+                    (None, None, None, None)
+                    if claim is None
+                    else (claim.owner, claim.lease, now, json.dumps(claim.requests))
+                ),
             ),
         )
         run_id = cursor.lastrowid
         assert run_id is not None  # an INSERT always gives a rowid
-        now = time.time()
+        # The conversations' ids given rather than left to SQLite: known before they are written
+        # (see on_created). The write lock is held since the transaction began: nothing takes them.
+        first_id = (await self._one("SELECT coalesce(max(id), 0) + 1 FROM conversations"))[0]
+        if on_created is not None:
+            await on_created(run_id, first_id)
         # Every record in two statements: one INSERT and one SELECT a record were 1,500 round
         # trips to SQLite's thread for the 738 records of the main subset.
         records = {c.record_sha256: (c.prompt_id, c.record_sha256, c.record_body) for c in conversations}
@@ -262,11 +284,12 @@ class StoreWrites(Connection):
         size = len(conversations)
         for again in range(repeats):
             await db.executemany(
-                "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
+                "INSERT INTO conversations (id, run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
                 " preview, n_criteria, status, reply, generated_at, completion_group, completion)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
+                        first_id + c.position + again * size,
                         run_id,
                         c.position + again * size,
                         c.repeat + again,
@@ -286,12 +309,27 @@ class StoreWrites(Connection):
                     for c in conversations
                 ],
             )
-        ids = dict(await self._all("SELECT position, id FROM conversations WHERE run_id = ?", (run_id,)))
+        tags_json: dict[tuple[str, ...], str] = {}  # a few dozen tag sets among thousands of criteria
+
+        def tags_text(tags: Sequence[str]) -> str:
+            key = tuple(tags)
+            text = tags_json.get(key)
+            if text is None:
+                text = tags_json[key] = json.dumps(list(tags))
+            return text
+
         for again in range(repeats):
             await db.executemany(
                 "INSERT INTO verdicts (run_id, conversation_id, idx, criterion, points, tags) VALUES (?, ?, ?, ?, ?, ?)",
                 [
-                    (run_id, ids[c.position + again * size], idx, text, points, json.dumps(list(tags)))
+                    (
+                        run_id,
+                        first_id + c.position + again * size,
+                        idx,
+                        text,
+                        points,
+                        tags_text(tags),
+                    )
                     for c in conversations
                     for idx, (text, points, tags) in enumerate(c.criteria)
                 ],
