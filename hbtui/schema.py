@@ -336,6 +336,21 @@ def holds_our_header(path) -> bool:
     )
 
 
+def fresh_schema_script() -> str:
+    """A new file's schema: version 1 and every migration since, as one script."""
+    return (
+        ";\n".join(
+            [
+                *statements(SCHEMA_V1),
+                f"PRAGMA application_id={APPLICATION_ID}",
+                *(statement for version in range(1, SCHEMA_VERSION) for statement in statements(MIGRATIONS[version])),
+                f"PRAGMA user_version={SCHEMA_VERSION}",
+            ]
+        )
+        + ";"
+    )
+
+
 def statements(script: str) -> list[str]:
     """The statements of ``script`` one by one; a trigger's body (``BEGIN ...; ...; END``) holds
     semicolons of its own, so a piece ends only where SQLite says a statement is complete."""

@@ -111,6 +111,32 @@ def test_database_from_the_first_schema_is_migrated_in_place(tmp_path):
     assert {"heartbeat_at", "owner", "live_json"} <= set(columns)
 
 
+def test_a_new_files_schema_made_in_one_script_is_the_one_every_migration_makes(tmp_path):
+    fresh, migrated = tmp_path / "fresh.sqlite", tmp_path / "migrated.sqlite"
+    with sqlite3.connect(migrated) as conn:  # version 1, as the first hbtui made it
+        conn.executescript(schema.SCHEMA_V1)
+        conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+        conn.execute("PRAGMA user_version = 1")
+
+    async def open_both():
+        for db in (fresh, migrated):
+            async with await Store.open(db) as store:
+                await store.list_runs()
+
+    asyncio.run(open_both())
+
+    def described(db):
+        with sqlite3.connect(db) as conn:
+            return (
+                conn.execute("PRAGMA user_version").fetchone(),
+                conn.execute("PRAGMA application_id").fetchone(),
+                conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name").fetchall(),
+            )
+
+    assert described(fresh) == described(migrated)
+    assert described(fresh)[0] == (schema.SCHEMA_VERSION,)
+
+
 def test_database_from_a_future_schema_is_refused_untouched(tmp_path):
     db = tmp_path / "future.sqlite"
     with sqlite3.connect(db) as conn:
