@@ -52,6 +52,13 @@ def check_run_name(name: str | None) -> None:
         raise SettingsError(f"--name {name!r}: {problem}; choose another name")
 
 
+def _check_run(settings: Settings, repeats: int, name: str | None) -> None:
+    settings.require_models()
+    if repeats < 1:
+        raise SettingsError(f"--repeats {repeats}: must be at least 1")
+    check_run_name(name)
+
+
 async def plan_run(
     store: Store,
     settings: Settings,
@@ -63,10 +70,7 @@ async def plan_run(
     name: str | None = None,
 ) -> int:
     """Choose the records (exactly as the reference samples them) and create the run."""
-    settings.require_models()
-    if repeats < 1:
-        raise SettingsError(f"--repeats {repeats}: must be at least 1")
-    check_run_name(name)
+    _check_run(settings, repeats, name)
     if settings.completions:
         return await _plan_completions_run(store, settings, dataset, limit, seed, repeats, name)
     planned = _model_run_plan(dataset, limit, seed)
@@ -138,10 +142,7 @@ async def start_run(
     """plan_run's run of the model under test, its calls free to start before the plan is stored:
     at the main subset's size the plan takes a fifth of a second to write, which the first calls'
     wait for their answers hides. Not for a run of the records' own completions (plan_run)."""
-    settings.require_models()
-    if repeats < 1:
-        raise SettingsError(f"--repeats {repeats}: must be at least 1")
-    check_run_name(name)
+    _check_run(settings, repeats, name)
     if settings.completions:
         raise SettingsError("a run of the records' completions generates nothing: plan it with plan_run")
     planned = _model_run_plan(dataset, limit, seed)
