@@ -49,7 +49,6 @@ from hbtui.services import (
     HeadStart,
     check_run_name,
     plan_regrade,
-    plan_run,
     read_snapshot,
     refuse_measured_changes,
     resume_hint,
@@ -467,15 +466,8 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
     load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
     async with await Store.open(settings.db_path) as store:
-        if settings.completions:
-            run_id = await plan_run(
-                store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
-            )
-            del dataset  # in the database now: the run reads its records from there, a page at a time
-            run = await store.get_run(run_id)
-            return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
         # The first calls go out while the plan is stored (see start_run).
-        head = await start_run(
+        run, head = await start_run(
             store,
             settings,
             dataset,
@@ -485,8 +477,8 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
             repeats=args.repeats,
             name=args.name,
         )
-        del dataset
-        return await drive(store, head.run, settings, prices=prices, use_cache=args.reuse_verdicts, head_start=head)
+        del dataset  # in the database (or on its way): the run reads its records from there, a page at a time
+        return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts, head_start=head)
 
 
 async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -204,16 +204,14 @@ async def run_engine(
     its plan is stored, unless it grades the records' own completions); returns (run id, final
     status). ``head_start=False``: planned first, then driven, as a run the app starts is."""
     async with await Store.open(settings.db_path) as store:
-        if settings.completions or not head_start:
-            run_id = await plan_run(
-                store, settings, load_jsonl(data), limit=limit, seed=seed, repeats=repeats, name=name
+        dataset = load_jsonl(data)
+        if head_start:
+            run, head = await start_run(
+                store, settings, dataset, this_owner(), limit=limit, seed=seed, repeats=repeats, name=name
             )
-            run, head = await store.get_run(run_id), None
         else:
-            head = await start_run(
-                store, settings, load_jsonl(data), this_owner(), limit=limit, seed=seed, repeats=repeats, name=name
-            )
-            run = head.run
+            run_id = await plan_run(store, settings, dataset, limit=limit, seed=seed, repeats=repeats, name=name)
+            run, head = await store.get_run(run_id), None
         status = await Engine(store, run, settings, observers, backoff_base=0.01, head_start=head).execute()
     return run.id, status
 

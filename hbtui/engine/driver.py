@@ -62,12 +62,12 @@ from hbtui.store import (
     conversation_outcome,
 )
 from hbtui.store.owners import this_owner
+from hbtui.store.work import WORK_PAGE
 from hbtui.verdict_cache import RequestKeys, conversation_digest
 
 CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
 CONTROL_SECONDS = 0.5  # how often the driver reads what other processes ask of its run
 PAUSED, CANCELLED = "paused", "cancelled"  # the controls (runs.control); None: run
-WORK_PAGE = 256  # conversations read from the database at a time
 FIRST_PAGE = 32  # the first page small: calls go out while the next is read
 
 
@@ -299,7 +299,20 @@ class Engine:
             # Created under this process's lease, with what its requests are, and nothing done yet.
             self.writer.lease = head.lease
             self.writer.confirmed_at = time.monotonic()
-            self.emit(RunStarted(run_id, self.run.name, self.run.n_conversations, self.run.n_criteria, 0, 0, 0, 0, 0))
+            run = self.run
+            self.emit(
+                RunStarted(
+                    run_id,
+                    run.name,
+                    conversations_total=run.n_conversations,
+                    criteria_total=run.n_criteria,
+                    replies=0,
+                    no_reply=0,
+                    criteria_graded=0,
+                    criteria_skipped=0,
+                    grading_errors=0,
+                )
+            )
         else:
             await self._claim_and_recover()
         test = self.pool.replicas(settings.test_endpoints, settings.concurrency)

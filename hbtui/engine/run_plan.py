@@ -21,7 +21,7 @@ from hbtui.errors import TRANSIENT_KINDS
 from hbtui.fidelity import describe_requests
 from hbtui.grading import load_template
 from hbtui.store import PENDING, PlannedConversation, RunClaim, RunRow, Store, WorkItem
-from hbtui.store.work import stored_points
+from hbtui.store.work import WORK_PAGE, stored_points
 from hbtui.verdict_cache import RequestKeys
 
 
@@ -121,7 +121,6 @@ class HeadStart:
     first leaves nothing behind but the calls it had in flight, as a crash at any time does.
     """
 
-    run: RunRow  # as the creating transaction sees it
     lease: str
     items: list[WorkItem]  # the first conversations, in plan order, each still to generate
     stored: asyncio.Task[int]  # the plan's transaction; its result is the run's id
@@ -137,14 +136,15 @@ async def start_run(
     seed: int = 0,
     repeats: int = 1,
     name: str | None = None,
-    first_page: int = 256,
-) -> HeadStart:
-    """plan_run's run of the model under test, its calls free to start before the plan is stored:
-    at the main subset's size the plan takes a fifth of a second to write, which the first calls'
-    wait for their answers hides. Not for a run of the records' own completions (plan_run)."""
-    _check_run(settings, repeats, name)
+) -> tuple[RunRow, HeadStart | None]:
+    """The run `hbtui run` drives, and its head start. A run of the model under test is created
+    with its first calls free to go before its plan is stored: at the main subset's size the plan
+    takes a fifth of a second to write, which the first calls' wait for their answers hides. A run
+    of the records' own completions has its replies from the start: planned, then driven."""
     if settings.completions:
-        raise SettingsError("a run of the records' completions generates nothing: plan it with plan_run")
+        run_id = await plan_run(store, settings, dataset, limit=limit, seed=seed, repeats=repeats, name=name)
+        return await store.get_run(run_id), None
+    _check_run(settings, repeats, name)
     planned = _model_run_plan(dataset, limit, seed)
     template = load_template(settings.grader_template, settings.cache_dir)
     claim = RunClaim(owner, secrets.token_hex(16), describe_requests(settings, template.name, template.sha256))
@@ -172,9 +172,9 @@ async def start_run(
             None,
             [(idx, stored_points(points), PENDING) for idx, (_, points, _) in enumerate(c.criteria)],
         )
-        for c in planned[:first_page]
+        for c in planned[:WORK_PAGE]
     ]
-    return HeadStart(run, claim.lease, items, stored)
+    return run, HeadStart(claim.lease, items, stored)  # the run as the creating transaction sees it
 
 
 def planned_conversation(position: int, record: Record, completion: Completion | None = None) -> PlannedConversation:

@@ -33,7 +33,7 @@ from hbtui.store.rows import (
 )
 from hbtui.store.search import SORTS
 from hbtui.store.search_index import StoreSearchIndex
-from hbtui.store.work import CachedVerdict, WorkItem
+from hbtui.store.work import WORK_PAGE, CachedVerdict, WorkItem
 
 
 @functools.lru_cache(maxsize=4096)
@@ -101,7 +101,7 @@ class StoreReads(StoreSearchIndex):
             raise RunNotFound(f"no run {text!r} in {self.path} (give an id, a name, or latest; see `hbtui runs`)")
         return run_from_row(row)
 
-    async def pending_work(self, run_id: int, after: int = -1, limit: int = 256) -> list[WorkItem]:
+    async def pending_work(self, run_id: int, after: int = -1, limit: int = WORK_PAGE) -> list[WorkItem]:
         """Up to ``limit`` conversations past position ``after`` without a reply, or with verdicts
         still pending, in plan order: the engine reads a run's work a page at a time, so that
         what it holds does not grow with the run."""

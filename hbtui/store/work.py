@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from hbtui.store.rows import PENDING, ConversationOutcome, ImportedReply
 
+WORK_PAGE = 256  # conversations of a run's work the engine holds at a time, read or planned
+
 
 @dataclass(slots=True)
 class PlannedConversation:
