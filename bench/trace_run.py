@@ -54,9 +54,8 @@ def after(module, name: str, label: str, before: str | None = None) -> None:
 
 
 after(cli, "load_jsonl", "dataset read")
-after(cli, "plan_run", "plan stored")  # a run of the records' own completions
 # A run of the model under test: its first calls go out while its plan is stored, so "plan
-# stored" comes after "first request".
+# stored" comes after "first request" (a run of the records' own completions is planned first).
 after(cli, "start_run", "run created, plan in memory")
 after(Store, "create_run", "plan stored")
 after(driver, "settle", "report computed", before="calls done, writes flushed")

@@ -12,8 +12,11 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from hbtui.completion_groups import group_description, skipped_line
 from hbtui.config import LENGTH_CENTRE, Settings
@@ -27,7 +30,7 @@ from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import ERROR, RunRow, Store, verdict_met
 from hbtui.store.reads import parsed_tags
-from hbtui.store.rows import ExportVerdict
+from hbtui.store.rows import ExportConversation, ExportVerdict
 from hbtui.text import one_line, visible_controls
 
 CSV_COLUMNS = [
@@ -56,6 +59,44 @@ CSV_COLUMNS = [
 ]
 
 
+def jsonl_line(
+    conv: ExportConversation, verdicts: Sequence[ExportVerdict], prompt: list, reviews: ExportReviews
+) -> str:
+    """A conversation's line of the JSONL export and of results.jsonl, its newline included;
+    ``prompt``: its record's prompt, parsed."""
+    line = {
+        "prompt_id": conv.prompt_id,
+        "repeat": conv.repeat,
+        "example_tags": list(parsed_tags(conv.example_tags)),
+        "prompt": prompt,
+        "completion": conv.reply,
+        "score": conv.score,
+        "rubrics": [
+            {
+                **rubric_item(v),
+                **({"error": f"{v.error_kind}: {v.error}"} if v.status == ERROR else {}),
+                "criterion_number": criterion_number(v.idx),
+                **reviews.rubric_fields(v),
+            }
+            for v in verdicts
+        ],
+        **reviews.conversation_fields(conv, verdicts),
+    }
+    if conv.reasoning:
+        line["reasoning"] = conv.reasoning
+    if conv.finish_reason == "length":
+        line["truncated"] = True
+    if conv.status == "failed":
+        line["generation_error"] = f"{conv.error_kind}: {conv.error}"
+    # The browser's numbers (1-based), added after the keys scripts read: "repeat" stays 0-based.
+    line["conversation_number"] = conversation_number(conv.position)
+    line["repeat_number"] = conv.repeat + 1
+    # Which of the record's own completions a completions run graded; null for a model's reply.
+    line["completion_group"] = conv.completion_group
+    line["completion_label"] = conv.completion
+    return json.dumps(line, ensure_ascii=False) + "\n"
+
+
 async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     count = 0
     prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
@@ -63,37 +104,8 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     with private_file(out) as handle:
         async for conv, verdicts in store.export_rows(run_id):
             body = conv.record_body
-            line = {
-                "prompt_id": conv.prompt_id,
-                "repeat": conv.repeat,
-                "example_tags": list(parsed_tags(conv.example_tags)),
-                "prompt": prompts.get(body) or prompts.setdefault(body, json.loads(body)["prompt"]),
-                "completion": conv.reply,
-                "score": conv.score,
-                "rubrics": [
-                    {
-                        **rubric_item(v),
-                        **({"error": f"{v.error_kind}: {v.error}"} if v.status == ERROR else {}),
-                        "criterion_number": criterion_number(v.idx),
-                        **reviews.rubric_fields(v),
-                    }
-                    for v in verdicts
-                ],
-                **reviews.conversation_fields(conv, verdicts),
-            }
-            if conv.reasoning:
-                line["reasoning"] = conv.reasoning
-            if conv.finish_reason == "length":
-                line["truncated"] = True
-            if conv.status == "failed":
-                line["generation_error"] = f"{conv.error_kind}: {conv.error}"
-            # The browser's numbers (1-based), added after the keys scripts read: "repeat" stays 0-based.
-            line["conversation_number"] = conversation_number(conv.position)
-            line["repeat_number"] = conv.repeat + 1
-            # Which of the record's own completions a completions run graded; null for a model's reply.
-            line["completion_group"] = conv.completion_group
-            line["completion_label"] = conv.completion
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            prompt = prompts.get(body) or prompts.setdefault(body, json.loads(body)["prompt"])
+            handle.write(jsonl_line(conv, verdicts, prompt, reviews))
             count += 1
     return count
 
@@ -248,9 +260,11 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
     return visible_controls("\n".join(lines) + "\n")
 
 
-async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
+async def write_run_folder(store: Store, run: RunRow, root: Path, results: TextIO | None = None) -> Path:
     """`<timestamp>-<name>/` under ``root``; a run finished again (resume, regrade) rewrites the
-    folder it already has rather than leaving an outdated one beside a new one."""
+    folder it already has rather than leaving an outdated one beside a new one. ``results``:
+    results.jsonl as the engine wrote it while the calls went on (hbtui.engine.finish_ahead),
+    copied instead of read from the database again."""
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(run.finished_at or time.time()))
     safe_name = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in run.name)[:80]
     folder = root / f"{stamp}-{safe_name}"
@@ -258,7 +272,13 @@ async def write_run_folder(store: Store, run: RunRow, root: Path) -> Path:
         folder = Path(run.folder)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
-    await write_jsonl(store, run.id, folder / "results.jsonl")
+    if results is None:
+        await write_jsonl(store, run.id, folder / "results.jsonl")
+    else:
+        results.flush()
+        results.buffer.seek(0)
+        with private_file(folder / "results.jsonl") as handle:
+            shutil.copyfileobj(results.buffer, handle.buffer)  # bytes: encoded once, as they were written
     # The length adjustment the run was made with; the price table as it is now. A broken table
     # must not fail the end of a run whose calls are paid: the file says so instead.
     reporting = Settings(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -214,55 +214,81 @@ class ConversationInput:
     errors: int = 0  # criteria whose grading failed
 
 
-def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP_SEED) -> RunReport:
-    """Aggregate conversations into run metrics, the reference's ``_aggregate_get_clipped_mean``."""
-    import numpy as np  # loaded when first needed: `hbtui run` starts without it
+@dataclass
+class ReportTally:
+    """A run's report, added up one conversation at a time in plan order: what ``run_report``
+    does in one go, so that an engine can add each conversation as it completes and leave only
+    the bootstraps for the end. The same numbers either way: the same code adds them up."""
 
-    name_to_values: dict[str, list[float]] = defaultdict(list)
-    scores: list[float] = []
-    total = incomplete = excluded = 0
-    pos = pos_met = neg = neg_met = errors = pending = skipped = 0
-    for conv in conversations:
-        total += 1
+    name_to_values: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    scores: list[float] = field(default_factory=list)
+    total: int = 0
+    incomplete: int = 0
+    excluded: int = 0
+    positive: int = 0
+    positive_met: int = 0
+    negative: int = 0
+    negative_met: int = 0
+    errors: int = 0
+    pending: int = 0
+    skipped: int = 0
+
+    def add(self, conv: ConversationInput) -> None:
+        self.total += 1
         if conv.excluded:
-            excluded += 1
-            skipped += len(conv.criteria)
-            continue
-        errors += conv.errors
+            self.excluded += 1
+            self.skipped += len(conv.criteria)
+            return
+        self.errors += conv.errors
         for c in conv.criteria:
             if c.met is None:
                 continue
             if c.points > 0:
-                pos += 1
-                pos_met += bool(c.met)
+                self.positive += 1
+                self.positive_met += bool(c.met)
             elif c.points < 0:
-                neg += 1
-                neg_met += bool(c.met)
-        pending += sum(1 for c in conv.criteria if c.met is None) - conv.errors
+                self.negative += 1
+                self.negative_met += bool(c.met)
+        self.pending += sum(1 for c in conv.criteria if c.met is None) - conv.errors
         result = conversation_metrics(conv.example_tags, conv.criteria)
         if result is None:
-            incomplete += 1
-            continue
-        scores.append(result.score)
+            self.incomplete += 1
+            return
+        self.scores.append(result.score)
+        name_to_values = self.name_to_values
         for name, value in result.values.items():
             name_to_values[name].append(value)
-    metrics = metrics_of(dict(sorted(name_to_values.items())), seed)
-    if OVERALL in metrics:  # the reference lists overall_score first
-        metrics = {OVERALL: metrics[OVERALL], **{k: v for k, v in metrics.items() if k != OVERALL}}
-    return RunReport(
-        overall=metrics.get(OVERALL),
-        metrics=metrics,
-        median=float(np.median(scores)) if scores else None,
-        scores=scores,
-        conversations_total=total,
-        conversations_scored=len(scores),
-        conversations_incomplete=incomplete,
-        conversations_excluded=excluded,
-        positive_criteria=pos,
-        positive_met=pos_met,
-        negative_criteria=neg,
-        negative_triggered=neg_met,
-        criterion_errors=errors,
-        criteria_pending=max(pending, 0),
-        criteria_skipped=skipped,
-    )
+
+    def report(self, seed: int = BOOTSTRAP_SEED) -> RunReport:
+        """The metrics of what was added, with their bootstraps."""
+        import numpy as np  # loaded when first needed: `hbtui run` starts without it
+
+        metrics = metrics_of(dict(sorted(self.name_to_values.items())), seed)
+        if OVERALL in metrics:  # the reference lists overall_score first
+            metrics = {OVERALL: metrics[OVERALL], **{k: v for k, v in metrics.items() if k != OVERALL}}
+        scores = self.scores
+        return RunReport(
+            overall=metrics.get(OVERALL),
+            metrics=metrics,
+            median=float(np.median(scores)) if scores else None,
+            scores=scores,
+            conversations_total=self.total,
+            conversations_scored=len(scores),
+            conversations_incomplete=self.incomplete,
+            conversations_excluded=self.excluded,
+            positive_criteria=self.positive,
+            positive_met=self.positive_met,
+            negative_criteria=self.negative,
+            negative_triggered=self.negative_met,
+            criterion_errors=self.errors,
+            criteria_pending=max(self.pending, 0),
+            criteria_skipped=self.skipped,
+        )
+
+
+def run_report(conversations: Iterable[ConversationInput], seed: int = BOOTSTRAP_SEED) -> RunReport:
+    """Aggregate conversations into run metrics, the reference's ``_aggregate_get_clipped_mean``."""
+    tally = ReportTally()
+    for conv in conversations:
+        tally.add(conv)
+    return tally.report(seed)

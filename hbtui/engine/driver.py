@@ -27,6 +27,7 @@ from hbtui.client import (
 from hbtui.completion_groups import replied_by_of
 from hbtui.config import Settings
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
+from hbtui.engine.finish_ahead import FinishAhead
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
 from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
 from hbtui.engine.run_plan import HeadStart
@@ -139,6 +140,8 @@ class Engine:
         self.error: str | None = None
         # Run folders (results.jsonl, description.md) go beside the database, as the old harness had them.
         self.runs_root = Path(settings.db_path).parent
+        # The report and results.jsonl made while the calls go on: for a run driven from its start.
+        self.ahead: FinishAhead | None = None
 
     # ---- control: from a display of this process, or from any process through the database ----
     def pause(self) -> None:
@@ -313,11 +316,14 @@ class Engine:
                     grading_errors=0,
                 )
             )
+            self._finish_ahead()
         else:
             await self._claim_and_recover()
         test = self.pool.replicas(settings.test_endpoints, settings.concurrency)
         grader = self.pool.replicas(settings.grader_endpoints, settings.effective_grader_concurrency)
         writer = asyncio.create_task(self.writer.run(), name="hbtui-writer")
+        if self.ahead is not None:
+            self.ahead.start()
         heartbeat = asyncio.create_task(self._heartbeat(), name="hbtui-heartbeat")
         controls = asyncio.create_task(self._watch_controls(), name="hbtui-controls")
         self._background.add(controls)
@@ -358,6 +364,15 @@ class Engine:
         await self.store.reset_errors(run_id, TRANSIENT_KINDS, owner=self.owner)
         await self.store.refresh_summaries(run_id)
         progress = await self.store.progress(run_id)
+        if not (
+            progress.conversations_generated
+            or progress.conversations_failed
+            or progress.criteria_graded
+            or progress.criteria_errors
+            or self.run.source_run_id
+            or self.run.plan.get("completions")
+        ):
+            self._finish_ahead()  # nothing done yet: every conversation completes in this process
         self.emit(
             RunStarted(
                 run_id,
@@ -373,8 +388,23 @@ class Engine:
             )
         )
 
+    def _finish_ahead(self) -> None:
+        self.ahead = FinishAhead(self.store, self.run.id, self.run.n_conversations, self.writer, self.runs_root)
+
+    def _completed(self, item: WorkItem) -> None:
+        """The conversation's last record was just handed to the writer."""
+        if self.ahead is not None:
+            self.ahead.done(item.position)
+
     async def _close(self, writer: asyncio.Task, heartbeat: asyncio.Task, status: str, error: str | None) -> str:
         """Flush what completed, close the clients, decide the final status and record it."""
+        try:
+            return await self._close_run(writer, heartbeat, status, error)
+        finally:
+            if self.ahead is not None:
+                await self.ahead.close()
+
+    async def _close_run(self, writer: asyncio.Task, heartbeat: asyncio.Task, status: str, error: str | None) -> str:
         run_id = self.run.id
         heartbeat.cancel()
         background = list(self._background)
@@ -401,7 +431,7 @@ class Engine:
         store_error = writer.exception() if not writer.cancelled() else None
         if isinstance(store_error, RunTakenOver):
             return self._taken_over(str(store_error))
-        settled = Settled(status, error, None)
+        settled, prepared = Settled(status, error, None), None
         if isinstance(store_error, StoreError):
             settled = Settled("failed", str(store_error), None)
         elif store_error is not None:
@@ -412,7 +442,8 @@ class Engine:
                 None,
             )
         elif status == "finished":
-            settled = await settle(self.store, self.run)
+            prepared = await self.ahead.finish() if self.ahead is not None else None
+            settled = await settle(self.store, self.run, prepared.tally if prepared else None)
         self.error = settled.error
         try:
             await record_end(
@@ -422,6 +453,7 @@ class Engine:
                 lease=self.writer.lease,
                 requests=self.requests_record(),
                 runs_root=self.runs_root,
+                results=prepared.results if prepared else None,
             )
         except RunTakenOver as exc:
             return self._taken_over(str(exc))
@@ -542,10 +574,11 @@ class Engine:
                 task.add_done_callback(graded)
 
         workers = [asyncio.create_task(worker()) for _ in range(max(1, test.capacity))]
-        # The report at the end needs numpy (0.1-0.15 s of CPU to import, which `hbtui run` no
-        # longer spends at start): loaded while the first calls wait for their answers, when the
-        # process has little else to do, rather than after the last verdict.
-        import_in_background("numpy")
+        # The report at the end needs numpy and its random generators for the bootstraps (0.1-0.15 s
+        # of CPU to import, which `hbtui run` no longer spends at start): loaded while the first
+        # calls wait for their answers, when the process has little else to do, rather than after
+        # the last verdict (numpy.random alone was 20 ms of the finish).
+        import_in_background("numpy.random")
         try:
             await asyncio.gather(*workers)
             while grading:
@@ -589,6 +622,7 @@ class Engine:
                     attempts=exc.attempts,
                 )
             )
+            self._completed(item)
             self.emit(
                 GenerationFailed(
                     self.run.id, item.conversation_id, exc.kind, message, len(item.all_criteria), self._label(item)
@@ -661,6 +695,7 @@ class Engine:
         # The one summary rule, as a refresh recomputes it from the database.
         outcome = conversation_outcome((points, statuses[idx]) for idx, points, _ in item.all_criteria)
         self.writer.put(ConversationScore(item.conversation_id, outcome))
+        self._completed(item)
         self.emit(ConversationScored(self.run.id, item.conversation_id, outcome.score))
 
     def _serve_cached(self, item: WorkItem, idx: int, key: str, statuses: dict[int, str]) -> bool:

@@ -100,6 +100,10 @@ class ResultWriter:
     # Awaited before the first commit: the run's plan, when calls went out while it was stored.
     ready: Awaitable[object] | None = None
     lease: str | None = field(default=None, init=False)  # given by claim_run: every write is fenced by it
+    # Entries handed over so far, and how many of them the last commit included: whatever was
+    # handed over before ``queued`` read n is committed once ``committed`` reaches n.
+    queued: int = field(default=0, init=False)
+    committed: int = field(default=0, init=False)
     unwritten: int = field(default=0, init=False)
     confirmed_at: float = field(default_factory=time.monotonic, init=False)  # of the last write under the lease
     _confirming: bool = field(default=False, init=False)
@@ -107,20 +111,24 @@ class ResultWriter:
     _committed_at: float = field(default=-math.inf, init=False)  # of the last commit
     _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
 
+    def _enqueue(self, entry: Result | Heartbeat) -> None:
+        self.queued += 1
+        self._queue.put_nowait(entry)
+
     def put(self, entry: Result) -> None:
         """A record that costs nothing to ask again: a score, a log line, a cache entry."""
-        self._queue.put_nowait(entry)
+        self._enqueue(entry)
 
     def put_answer(self, entry: ReplyResult | VerdictResult) -> None:
         """A paid answer: counted until it is committed."""
         self.unwritten += 1
-        self._queue.put_nowait(entry)
+        self._enqueue(entry)
 
     def heartbeat(self, live: dict) -> None:
-        self._queue.put_nowait(Heartbeat(live))
+        self._enqueue(Heartbeat(live))
 
     def log(self, level: str, message: str) -> None:
-        self._queue.put_nowait(LogLine(self.run_id, time.time(), level, message))
+        self._enqueue(LogLine(self.run_id, time.time(), level, message))
 
     async def close(self) -> None:
         self._closing.set()
@@ -161,6 +169,7 @@ class ResultWriter:
                 batch.add(queue.get_nowait())
             if batch.empty:
                 return
+            through = self.queued  # the queue is empty: everything handed over is in this batch or committed
             attempt_started = time.monotonic()
             try:
                 await self.store.write_batch(batch.results, run_id=self.run_id, lease=self.lease, live=batch.heartbeat)
@@ -192,6 +201,7 @@ class ResultWriter:
             # the two hears late, maybe after another took the run over meanwhile.
             self.confirmed_at, self._confirming = attempt_started, False
             self._committed_at = time.monotonic()
+            self.committed = through
             self.unwritten -= batch.results.results
             self.on_written()
             if batch.done:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TextIO
 
 from hbtui import scoring
 from hbtui.completion_groups import ordered_groups
@@ -35,7 +36,12 @@ def incomplete_message(run_id: int, no_reply: int, unfinished: int, source_id: i
     return f"{' and '.join(parts)}; complete them with: hbtui regrade-errors {run_id}"
 
 
-async def compute_report(store: Store, run_id: int) -> StoredReport:
+async def compute_report(store: Store, run_id: int, tally: scoring.ReportTally | None = None) -> StoredReport:
+    """``tally``: every conversation of the run, added up while its calls went on (a run with no
+    completion groups: hbtui.engine.finish_ahead); only its bootstraps are left."""
+    if tally is not None:
+        result = await asyncio.to_thread(tally.report)
+        return StoredReport.of(result, from_cache=await store.count_from_cache(run_id))
     inputs = await store.scoring_inputs(run_id)
     groups = await store.completion_groups(run_id)  # in the order of the inputs; None: a model's reply
     # The bootstraps take a quarter of a second for 5,000 conversations: off the event loop, so
@@ -66,25 +72,26 @@ class Settled:
     report: StoredReport | None
 
 
-async def settle(store: Store, run: RunRow) -> Settled:
+async def settle(store: Store, run: RunRow, tally: scoring.ReportTally | None = None) -> Settled:
     """The status of a run whose calls all ended.
 
     Finished only when nothing is missing. Replies that never came for a transient reason
     (connection, timeout, 5xx, 429 after every retry) and criteria whose grading failed make
     it incomplete: scored on what is there, and completed by `regrade-errors`. Refusals
-    (context too long, a content filter) are answers and leave it finished.
+    (context too long, a content filter) are answers and leave it finished. ``tally``: see
+    ``compute_report``.
     """
     run_id = run.id
     progress = await store.progress(run_id)
-    tally = Tally.from_progress(progress)
-    if tally.criteria_left or tally.conversations_left:
+    left = Tally.from_progress(progress)
+    if left.criteria_left or left.conversations_left:
         # Never call a run finished while work is missing, whatever stopped it.
         return Settled(
-            "interrupted", f"{tally.criteria_left} criteria were left ungraded; `hbtui resume {run_id}` does them", None
+            "interrupted", f"{left.criteria_left} criteria were left ungraded; `hbtui resume {run_id}` does them", None
         )
     # Every summary is fresh here: those of earlier processes were refreshed as this one
     # started, and this one wrote its own with the verdicts they sum up.
-    report = await compute_report(store, run_id)
+    report = await compute_report(store, run_id, tally)
     no_reply, unfinished = await store.gaps(run_id, TRANSIENT_KINDS | {NO_SOURCE_REPLY})
     if no_reply or unfinished:
         return Settled(INCOMPLETE, incomplete_message(run_id, no_reply, unfinished, run.source_run_id), report)
@@ -100,13 +107,21 @@ async def settle(store: Store, run: RunRow) -> Settled:
 
 
 async def record_end(
-    store: Store, run_id: int, settled: Settled, *, lease: str | None, requests: dict, runs_root: Path
+    store: Store,
+    run_id: int,
+    settled: Settled,
+    *,
+    lease: str | None,
+    requests: dict,
+    runs_root: Path,
+    results: TextIO | None = None,
 ) -> None:
     """The run's status, report and requests stored under its lease (RunTakenOver otherwise), and
-    its folder (results.jsonl, description.md) written beside the database when it was scored."""
+    its folder (results.jsonl, description.md) written beside the database when it was scored.
+    ``results``: results.jsonl written while the calls went on (hbtui.engine.finish_ahead)."""
     await store.finish_run(
         run_id, settled.status, error=settled.error, report=settled.report, lease=lease, requests=requests
     )
     if settled.report is not None:
-        folder = await write_run_folder(store, await store.get_run(run_id), runs_root)
+        folder = await write_run_folder(store, await store.get_run(run_id), runs_root, results)
         await store.set_folder(run_id, str(folder))

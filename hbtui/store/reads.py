@@ -36,6 +36,23 @@ from hbtui.store.search_index import StoreSearchIndex
 from hbtui.store.work import WORK_PAGE, CachedVerdict, WorkItem
 
 
+def _run_or_positions(run_id: int, positions: range | None) -> tuple[str, str, tuple[int, ...]]:
+    """(the run's conversations, their verdicts, the parameters of both) as WHERE clauses: every
+    conversation of the run, or those at ``positions`` in its plan."""
+    if positions is None:
+        return "run_id = ?", "run_id = ?", (run_id,)
+    conversations = "run_id = ? AND position >= ? AND position < ?"
+    return (
+        conversations,
+        f"conversation_id IN (SELECT id FROM conversations WHERE {conversations})",
+        (
+            run_id,
+            positions.start,
+            positions.stop,
+        ),
+    )
+
+
 @functools.lru_cache(maxsize=4096)
 def parsed_tags(text: str) -> tuple[str, ...]:
     """A criterion's tags: the same few hundred JSON lists over and over (61,649 parses in a regrade)."""
@@ -141,15 +158,18 @@ class StoreReads(StoreSearchIndex):
             for conv_id, position, status, reply, record_id, repeat in conversations
         ]
 
-    async def scoring_inputs(self, run_id: int) -> list[ConversationInput]:
+    async def scoring_inputs(self, run_id: int, positions: range | None = None) -> list[ConversationInput]:
+        """Each conversation's scoring input in plan order; ``positions``: only those."""
+        conversations_of, verdicts_of, args = _run_or_positions(run_id, positions)
         conversations = await self._all(
-            "SELECT id, status, example_tags FROM conversations WHERE run_id = ? ORDER BY position", (run_id,)
+            f"SELECT id, status, example_tags FROM conversations WHERE {conversations_of} ORDER BY position", args
         )
         criteria: dict[int, list[GradedCriterion]] = {}
         errors: dict[int, int] = {}
         for conv_id, points, tags, status in await self._all(
-            "SELECT conversation_id, points, tags, status FROM verdicts WHERE run_id = ? ORDER BY conversation_id, idx",
-            (run_id,),
+            f"SELECT conversation_id, points, tags, status FROM verdicts WHERE {verdicts_of}"
+            " ORDER BY conversation_id, idx",
+            args,
         ):
             criteria.setdefault(conv_id, []).append(GradedCriterion(points, parsed_tags(tags), verdict_met(status)))
             if status == ERROR:
@@ -163,6 +183,16 @@ class StoreReads(StoreSearchIndex):
             )
             for conv_id, status, tags in conversations
         ]
+
+    async def conversations_unsettled(self, run_id: int, positions: range) -> int:
+        """Conversations at ``positions`` without their reply yet, or with their reply but not yet
+        the summary that is written with their last verdict."""
+        (count,) = await self._one(
+            "SELECT count(*) FROM conversations WHERE run_id = ? AND position >= ? AND position < ?"
+            " AND (status = 'pending' OR (status = 'generated' AND n_met IS NULL))",
+            (run_id, positions.start, positions.stop),
+        )
+        return count
 
     async def completion_groups(self, run_id: int) -> list[str | None]:
         """Each conversation's physicians' group in plan order (as ``scoring_inputs`` lists
@@ -432,19 +462,27 @@ class StoreReads(StoreSearchIndex):
             tokens=await self.conversation_tokens(conversation_id),
         )
 
-    async def export_rows(self, run_id: int) -> AsyncIterator[tuple[ExportConversation, list[ExportVerdict]]]:
+    async def export_rows(
+        self, run_id: int, positions: range | None = None
+    ) -> AsyncIterator[tuple[ExportConversation, list[ExportVerdict]]]:
         """Conversations with their verdicts in plan order, one at a time (an export never holds a
         run whole): two cursors read side by side, conversations and verdicts in the same order,
-        rather than one query per conversation (5,000 of them took a second of round trips)."""
+        rather than one query per conversation (5,000 of them took a second of round trips).
+        ``positions``: only the conversations at those plan positions."""
+        args: tuple[int, ...] = (run_id,)
+        conversations_of, verdicts_of = "c.run_id = ?", "v.run_id = ?"
+        if positions is not None:
+            conversations_of = verdicts_of = "c.run_id = ? AND c.position >= ? AND c.position < ?"
+            args = (run_id, positions.start, positions.stop)
         conversations = await self.db.execute(
             f"SELECT {EXPORT_CONVERSATION_COLUMNS} FROM conversations c"
-            " JOIN records r ON r.id = c.record_id WHERE c.run_id = ? ORDER BY c.position",
-            (run_id,),
+            f" JOIN records r ON r.id = c.record_id WHERE {conversations_of} ORDER BY c.position",
+            args,
         )
         verdicts = await self.db.execute(
             f"SELECT {EXPORT_VERDICT_COLUMNS} FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
-            " WHERE v.run_id = ? ORDER BY c.position, v.idx",
-            (run_id,),
+            f" WHERE {verdicts_of} ORDER BY c.position, v.idx",
+            args,
         )
         try:
             pending: list[ExportVerdict] = []
