@@ -1,3 +1,3 @@
-from hbtui.cli import main
+from hbtui.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -12,16 +12,17 @@ import sys
 import threading
 
 
-def import_in_background(module: str) -> None:
-    """Start importing ``module`` in a thread, unless it is loaded or loading already. Not a
+def import_in_background(*modules: str) -> None:
+    """Start importing ``modules``, in order, in a thread, unless all are loaded already. Not a
     daemon: the interpreter never exits in the middle of an import."""
-    if module in sys.modules:
-        return
-    threading.Thread(target=_import_quietly, args=(module,), name=f"hbtui-load-{module}").start()
+    missing = [module for module in modules if module not in sys.modules]
+    if missing:
+        threading.Thread(target=_import_quietly, args=missing, name=f"hbtui-load-{missing[0]}").start()
 
 
-def _import_quietly(module: str) -> None:
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - said where it matters: the import where it is used fails there
-        pass  # (a thread's error would be a traceback on stderr, which hbtui never prints)
+def _import_quietly(*modules: str) -> None:
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - said where it matters: the import where it is used fails there
+            pass  # (a thread's error would be a traceback on stderr, which hbtui never prints)

@@ -310,3 +310,25 @@ def test_a_run_whose_output_reader_stops_early_still_finishes(workdir, small_dat
     assert code == 0 and first.startswith(b"run 1 unread") and stderr == b""
     with sqlite3.connect(workdir / "runs" / "hbtui.sqlite") as conn:
         assert conn.execute("SELECT status FROM runs").fetchone() == ("finished",)
+
+
+def test_a_run_that_skips_the_interpreters_teardown_loses_none_of_its_output(workdir, small_dataset):
+    """`hbtui run` ends with os._exit (cli.entry): output Python still buffers (stdout into a
+    pipe, without PYTHONUNBUFFERED) is written first, and the database was closed whole before."""
+    env = clean_env()
+    env.pop("PYTHONUNBUFFERED", None)
+    result = subprocess.run(
+        [sys.executable, "-m", "hbtui", "run", "--data", str(small_dataset), "--name", "buffered"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("run 1 buffered") and "score 0.6250" in result.stdout
+    assert lines[-1].startswith("results: ")
+    assert (workdir / lines[-1].removeprefix("results: ") / "results.jsonl").is_file()
+    db = workdir / "runs" / "hbtui.sqlite"
+    assert not db.with_name(f"{db.name}-wal").exists()  # closed, its log written back into the file

@@ -574,11 +574,12 @@ class Engine:
                 task.add_done_callback(graded)
 
         workers = [asyncio.create_task(worker()) for _ in range(max(1, test.capacity))]
-        # The report at the end needs numpy and its random generators for the bootstraps (0.1-0.15 s
-        # of CPU to import, which `hbtui run` no longer spends at start): loaded while the first
-        # calls wait for their answers, when the process has little else to do, rather than after
-        # the last verdict (numpy.random alone was 20 ms of the finish).
-        import_in_background("numpy.random")
+        # The report at the end needs numpy (0.1-0.15 s of CPU to import, which `hbtui run` no
+        # longer spends at start), its random generators for the bootstraps and numpy.ma, which
+        # np.percentile loads: imported while the first calls wait for their answers, when the
+        # process has little else to do, rather than after the last verdict (the two submodules
+        # alone were 35 ms of the finish).
+        import_in_background("numpy.random", "numpy.ma")
         try:
             await asyncio.gather(*workers)
             while grading:
