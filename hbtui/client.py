@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+import orjson
+
 # Error kinds live in hbtui.errors (the store needs them without the client); named here too
 # for the modules that take them from the client.
 from hbtui.background_import import import_in_background
@@ -54,6 +56,30 @@ CONTEXT_PATTERNS = re.compile(
 THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 # A lone surrogate (JSON's "\ud800", valid JSON) is not text: SQLite refuses to store it.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_request(body: dict[str, Any]) -> bytes:
+    """A request's body as httpx encodes ``json=`` (json.dumps: compact, non-ASCII as UTF-8, no
+    NaN), byte for byte, so the requests on the wire stay what the reference sends.
+
+    orjson writes the same bytes for strings, booleans, None, 64-bit integers, lists and dicts
+    with string keys, which is all the messages and a response format hold (nearly all of a
+    body), at a tenth of the CPU: json.dumps took 27 us a grader request, 9% of `hbtui run`'s
+    CPU. Its floats differ in places (1e-05 is 0.00001 to it, NaN null), so a body whose top-level
+    float (the temperature) it would write otherwise, and one it cannot write at all (a lone
+    surrogate, an integer beyond 64 bits), is encoded by json.dumps, which also raises as before.
+    """
+    for value in body.values():
+        if type(value) is float and (not math.isfinite(value) or orjson.dumps(value) != repr(value).encode()):
+            return _json_request(body)
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError
+        return _json_request(body)
+
+
+def _json_request(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
 def replace_lone_surrogates(text: str) -> tuple[str, bool]:
@@ -319,8 +345,7 @@ class ChatClient:
         return self.gate is None or self.gate.is_set()
 
     async def _post(self, body: dict[str, Any]) -> HttpAnswer:
-        # Encoded as httpx encodes json=: the bytes on the wire stay what they were.
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        data = encode_request(body)
         http = self.http  # imports aiohttp, whole, before the body's class is made from it
         sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
         async with http.post(self._chat_url, data=sent, headers=self._headers) as response:

@@ -1,6 +1,8 @@
 """The chat client against the test server over a real socket: retries, backoff, quirks, errors."""
 
 import asyncio
+import json
+import math
 import time
 
 import pytest
@@ -16,10 +18,12 @@ from hbtui.client import (
     ChatClient,
     ChatError,
     Endpoint,
+    encode_request,
     split_reasoning,
 )
 from hbtui.grading import VERDICT_FORMAT, parse_verdict
 from hbtui.limiter import AdaptiveLimiter
+from tests.conftest import run_engine, settings_for
 from tests.support.server_process import FakeServer
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -292,3 +296,51 @@ def test_a_call_whose_gate_closes_before_its_bytes_leave_sends_nothing_until_it_
     assert (requests, done, in_flight) == (0, False, 0)  # not a byte sent; its slot given back
     assert result.content.startswith("Reply ") and result.attempts == 1  # withheld is not a try
     assert server.stats()["requests"] == 1 and len(looks) == 4
+
+
+# Control characters, DEL, the line separators JavaScript minds, Latin-1, CJK, an astral emoji,
+# and the characters JSON escapes: what a reply or a rubric may hold.
+TRICKY_TEXT = 'ctrl \x00\x01\x1f\x7f \u2028\u2029 é 中文 😀 " \\ / \b\f\n\r\t'
+
+
+def httpx_json(body) -> bytes:
+    """The bytes httpx sends for ``json=body``: what the reference's requests are."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@pytest.mark.parametrize("temperature", [None, 0.0, 0.3, 1.0, 0.1 + 0.2, 1e-05, 1e-7, 1e16, 123456.789])
+def test_a_request_is_the_bytes_httpx_sends_for_it(temperature):
+    body = {
+        "model": "grader-model",
+        "messages": [{"role": "system", "content": TRICKY_TEXT}, {"content": TRICKY_TEXT * 3, "role": "user"}],
+        "max_tokens": 2**40,
+        "reasoning_effort": "low",
+        "response_format": VERDICT_FORMAT,
+    }
+    if temperature is not None:
+        body["temperature"] = temperature
+    assert encode_request(body) == httpx_json(body)
+
+
+def test_a_request_json_cannot_encode_fails_as_it_did():
+    with pytest.raises(ValueError, match="Out of range float"):
+        encode_request({"model": "m", "temperature": math.nan})
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate: the request is never sent
+        encode_request({"model": "m", "messages": [{"role": "user", "content": "\ud800"}]})
+    huge = {"model": "m", "seed": 2**70}  # beyond orjson's integers: json.dumps writes it
+    assert encode_request(huge) == httpx_json(huge)
+
+
+def test_the_requests_on_the_wire_are_the_bytes_httpx_would_send(server, small_dataset, tmp_path):
+    """Every body the test server received, as received, is json.dumps' encoding of itself: the
+    same bytes the reference's client sends. The grader's temperature (1e-05) is one orjson would
+    write otherwise."""
+    server.control(capture_requests=True, reasoning_field=True)
+    settings = settings_for(server, tmp_path / "runs.sqlite", temperature_grader=1e-05, grader_template="builtin")
+    _, status = asyncio.run(run_engine(settings, small_dataset))
+    assert status == "finished"
+    received = server.captured_bodies()
+    assert len(received) == 3 + 8  # 3 replies, 8 verdicts
+    for body in received:
+        assert body.encode() == httpx_json(json.loads(body))
+    assert any('"temperature":1e-05' in body for body in received)

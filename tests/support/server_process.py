@@ -164,7 +164,11 @@ class FakeServer(ServerProcess):
 
     def captured_requests(self) -> list[dict[str, Any]]:
         """The chat request bodies received while ``capture_requests`` was on, parsed."""
-        return [json.loads(body) for body in self._checked(self._client().get("/__requests"))]
+        return [json.loads(body) for body in self.captured_bodies()]
+
+    def captured_bodies(self) -> list[str]:
+        """The same bodies as they came over the socket (decoded as UTF-8)."""
+        return self._checked(self._client().get("/__requests"))
 
     def reset_stats(self) -> dict[str, Any]:
         return self._checked(self._client().post("/__reset_stats"))
