@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from textual import events
 from textual.app import App
+from textual.keys import key_to_character
 from textual.widget import Widget
 
 
@@ -48,8 +49,9 @@ class FrameTimer:
         return self._at - started
 
     def key(self, name: str) -> Callable[[], None]:
-        """An action that sends ``name`` as the terminal would (through the driver, not the pilot)."""
-        return lambda: self.app._driver.send_message(events.Key(name, name if len(name) == 1 else None))
+        """An action that sends ``name`` as the terminal would (through the driver, not the pilot):
+        a printable key with its character (">" for greater_than_sign), which bindings match on."""
+        return lambda: self.app._driver.send_message(events.Key(name, key_to_character(name)))
 
     def laid_out(self, widget: Widget) -> bool:
         """The widget has a place on the current screen: the layout that shows it has run."""

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hbtui import cli
 from hbtui.client import ChatClient
 from hbtui.engine import driver, run_finish
+from hbtui.engine.finish_ahead import FinishAhead
 from hbtui.store import Store
 
 mark("imports")
@@ -58,7 +59,8 @@ after(cli, "load_jsonl", "dataset read")
 # stored" comes after "first request" (a run of the records' own completions is planned first).
 after(cli, "start_run", "run created, plan in memory")
 after(Store, "create_run", "plan stored")
-after(driver, "settle", "report computed", before="calls done, writes flushed")
+after(FinishAhead, "finish", "last conversations read", before="calls done, writes flushed")
+after(driver, "settle", "report computed")
 after(run_finish, "write_run_folder", "run folder written", before="status stored")
 complete = ChatClient.complete
 
