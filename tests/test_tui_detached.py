@@ -173,6 +173,10 @@ class Terminal:
     def wait_for(self, text: str, timeout: float = 30.0) -> None:
         wait_until(lambda: text in self.screen(), f"{text!r} on the terminal", timeout)
 
+    def wait_for_line(self, line: str, timeout: float = 30.0) -> None:
+        """``line`` as a line of its own: what a command printed, not the command typed that prints it."""
+        wait_until(lambda: line in self.screen().splitlines(), f"the line {line!r} on the terminal", timeout)
+
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", "app", *keys)
 
@@ -298,7 +302,9 @@ async def test_stopping_the_runs_on_quit_leaves_the_resume_command_in_the_shell(
         terminal.keys("q")
         terminal.wait_for("Leave going (l)")
         terminal.keys("s")
-        terminal.wait_for("app-ended")
+        # The line echo prints once the app has ended, not the command line that holds it, which
+        # is on the screen again as soon as the app leaves its alternate screen, before its last words.
+        terminal.wait_for_line("app-ended")
         shell = terminal.screen()
     finally:
         terminal.close()
