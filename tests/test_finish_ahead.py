@@ -126,7 +126,7 @@ def test_a_run_finished_ahead_has_the_report_and_results_of_a_finish_from_the_da
 def test_a_review_made_during_the_run_is_in_its_results(server, small_dataset, tmp_path, monkeypatch):
     """results.jsonl carries reviews, which the lines made during the calls do not: the finish
     makes it from the database then, and the report (the grader's) is still the one made ahead."""
-    server.control(latency_ms=30)
+    server.control(latency_ms=60)  # the run lasts 0.7 s at least: the review lands well within it
     db = tmp_path / "runs" / "hbtui.sqlite"
     db.parent.mkdir()
     settings = settings_for(server, db, concurrency=2, grader_template="builtin")
