@@ -64,6 +64,36 @@ def test_criteria_stats_group_by_text_and_tags(criteria_db):
         )
 
 
+def test_the_criteria_read_once_are_read_again_when_the_database_changes(tmp_path):
+    """criteria_stats keeps its last read while the database is unchanged (the view opens
+    without the aggregate): a verdict graded by another process, or written through this
+    connection, is in the next one."""
+    db, run_id = synthetic_db(tmp_path / "hbtui.sqlite", conversations=20, criteria_per=4, seed=3)
+
+    def met_of(stats, key):
+        return next(c.met for c in stats if (c.criterion, c.tags_json) == key)
+
+    async def go():
+        async with await Store.open(db) as store:
+            first = await store.criteria_stats(run_id)
+            assert await store.criteria_stats(run_id) == first  # unchanged, without reading again
+            with sqlite3.connect(db) as other:  # the engine of another process grades one again
+                verdict, *key = other.execute(
+                    "SELECT id, criterion, tags FROM verdicts WHERE run_id = ? AND status = 'not_met' LIMIT 1",
+                    (run_id,),
+                ).fetchone()
+                key = tuple(key)
+                other.execute("UPDATE verdicts SET status = 'met' WHERE id = ?", (verdict,))
+            after_other = await store.criteria_stats(run_id)
+            await store.db.execute("UPDATE verdicts SET status = 'not_met' WHERE id = ?", (verdict,))
+            await store.db.commit()
+            after_own = await store.criteria_stats(run_id)
+            return met_of(first, key), met_of(after_other, key), met_of(after_own, key)
+
+    before, after_other, after_own = asyncio.run(go())
+    assert after_other == before + 1 and after_own == before
+
+
 async def _with(db: Path, fn):
     async with await Store.open(db) as store:
         return await fn(store)

@@ -21,6 +21,12 @@ class Connection:
         await cursor.close()
         return list(rows)
 
+    async def database_version(self) -> tuple[int, int]:
+        """What changes with the database: another connection's commit (SQLite's data_version)
+        or a row this one changed. The same twice: nothing was written in between."""
+        (version,) = await self._one("PRAGMA data_version")
+        return version, self.db.total_changes
+
     async def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
         cursor = await self.db.execute(sql, args)
         row = await cursor.fetchone()
