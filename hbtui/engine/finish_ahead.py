@@ -50,6 +50,9 @@ class Prepared:
 
 
 class FinishAhead:
+    """Reads each committed stretch of a run's complete conversations into the report's tally and
+    results.jsonl, while the run's calls go on (see the module)."""
+
     def __init__(self, store: Store, run_id: int, conversations: int, writer: ResultWriter, folder: Path) -> None:
         """``conversations``: the run's, at positions 0 to n - 1; ``folder``: where the run's folders
         go (the temporary file stays on that disk, owner-only, and vanishes with this process)."""
