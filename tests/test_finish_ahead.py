@@ -126,7 +126,7 @@ def test_a_run_finished_ahead_has_the_report_and_results_of_a_finish_from_the_da
 def test_a_review_made_during_the_run_is_in_its_results(server, small_dataset, tmp_path, monkeypatch):
     """results.jsonl carries reviews, which the lines made during the calls do not: the finish
     makes it from the database then, and the report (the grader's) is still the one made ahead."""
-    server.control(latency_ms=60)  # the run lasts 0.7 s at least: the review lands well within it
+    server.control(latency_ms=60)  # 24 conversations, 2 at a time: 0.8 s at least, the review lands well within
     db = tmp_path / "runs" / "hbtui.sqlite"
     db.parent.mkdir()
     settings = settings_for(server, db, concurrency=2, grader_template="builtin")
@@ -134,7 +134,7 @@ def test_a_review_made_during_the_run_is_in_its_results(server, small_dataset, t
 
     async def go():
         async with await Store.open(db) as store:
-            run, head = await start_run(store, settings, load_jsonl(small_dataset), this_owner(), repeats=4)
+            run, head = await start_run(store, settings, load_jsonl(small_dataset), this_owner(), repeats=8)
             scored: asyncio.Queue[int] = asyncio.Queue()
 
             class Scored:
@@ -145,18 +145,21 @@ def test_a_review_made_during_the_run_is_in_its_results(server, small_dataset, t
             engine = Engine(store, run, settings, [Scored()], backoff_base=0.01, head_start=head)
             running = asyncio.create_task(engine.execute())
             first = await scored.get()
-            while True:  # the reviewer's flip of the first conversation's graded criterion, once stored
-                try:
-                    await store.add_review(first, 0, "alice", rv.FLIP)
-                    break
-                except NothingToReview:  # its verdict not stored yet
-                    await asyncio.sleep(0.02)
+            # The reviewer's flip of the first conversation's graded criterion, once stored, through
+            # a connection of its own, as the app makes it (the engine's is inside its own writes).
+            async with await Store.open(db) as reviewer:
+                while True:
+                    try:
+                        await reviewer.add_review(first, 0, "alice", rv.FLIP)
+                        break
+                    except NothingToReview:  # its verdict not stored yet
+                        await asyncio.sleep(0.02)
             return run.id, await running, engine.ahead
 
     run_id, status, ahead = asyncio.run(go())
 
     assert status == "finished"
-    assert ahead is not None and ahead.read_to == 12
+    assert ahead is not None and ahead.read_to == 24
     assert from_database.calls == 1  # the run's folder
     run, report = asyncio.run(finish_from_the_database(db, run_id, tmp_path / "from-database.jsonl"))
     assert run.report == report
