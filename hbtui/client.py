@@ -10,6 +10,7 @@ model is remembered for the rest of the client's life and reported once through 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import random
@@ -70,12 +71,18 @@ def encode_request(body: dict[str, Any]) -> bytes:
     surrogate, an integer beyond 64 bits), is encoded by json.dumps, which also raises as before.
     """
     for value in body.values():
-        if type(value) is float and (not math.isfinite(value) or orjson.dumps(value) != repr(value).encode()):
+        if type(value) is float and not _orjson_writes_it_as_json(value):
             return _json_request(body)
     try:
         return orjson.dumps(body)
     except TypeError:  # orjson.JSONEncodeError
         return _json_request(body)
+
+
+@functools.lru_cache(maxsize=64)
+def _orjson_writes_it_as_json(value: float) -> bool:
+    """Once per temperature, not once per request."""
+    return math.isfinite(value) and orjson.dumps(value) == repr(value).encode()
 
 
 def _json_request(body: dict[str, Any]) -> bytes:

@@ -134,7 +134,6 @@ class FinishAhead:
             return Prepared(self.tally, None)  # a review made during the run: results.jsonl carries it
         if self._results is None:
             return None
-        self._results.flush()
         return Prepared(self.tally, self._results)
 
     async def close(self) -> None:

@@ -36,20 +36,14 @@ from hbtui.store.search_index import StoreSearchIndex
 from hbtui.store.work import WORK_PAGE, CachedVerdict, WorkItem
 
 
-def _run_or_positions(run_id: int, positions: range | None) -> tuple[str, str, tuple[int, ...]]:
-    """(the run's conversations, their verdicts, the parameters of both) as WHERE clauses: every
-    conversation of the run, or those at ``positions`` in its plan."""
+def _of_run(run_id: int, positions: range | None, alias: str = "") -> tuple[str, tuple[int, ...]]:
+    """A WHERE condition on a run's conversations (``alias``: their table's, dot included): every
+    one, or those at ``positions`` in its plan; and its parameters."""
     if positions is None:
-        return "run_id = ?", "run_id = ?", (run_id,)
-    conversations = "run_id = ? AND position >= ? AND position < ?"
+        return f"{alias}run_id = ?", (run_id,)
     return (
-        conversations,
-        f"conversation_id IN (SELECT id FROM conversations WHERE {conversations})",
-        (
-            run_id,
-            positions.start,
-            positions.stop,
-        ),
+        f"{alias}run_id = ? AND {alias}position >= ? AND {alias}position < ?",
+        (run_id, positions.start, positions.stop),
     )
 
 
@@ -160,7 +154,13 @@ class StoreReads(StoreSearchIndex):
 
     async def scoring_inputs(self, run_id: int, positions: range | None = None) -> list[ConversationInput]:
         """Each conversation's scoring input in plan order; ``positions``: only those."""
-        conversations_of, verdicts_of, args = _run_or_positions(run_id, positions)
+        conversations_of, args = _of_run(run_id, positions)
+        # A whole run's verdicts by their own run_id (its index), a stretch's through its conversations.
+        verdicts_of = (
+            "run_id = ?"
+            if positions is None
+            else f"conversation_id IN (SELECT id FROM conversations WHERE {conversations_of})"
+        )
         conversations = await self._all(
             f"SELECT id, status, example_tags FROM conversations WHERE {conversations_of} ORDER BY position", args
         )
@@ -187,10 +187,11 @@ class StoreReads(StoreSearchIndex):
     async def conversations_unsettled(self, run_id: int, positions: range) -> int:
         """Conversations at ``positions`` without their reply yet, or with their reply but not yet
         the summary that is written with their last verdict."""
+        of_stretch, args = _of_run(run_id, positions)
         (count,) = await self._one(
-            "SELECT count(*) FROM conversations WHERE run_id = ? AND position >= ? AND position < ?"
+            f"SELECT count(*) FROM conversations WHERE {of_stretch}"
             " AND (status = 'pending' OR (status = 'generated' AND n_met IS NULL))",
-            (run_id, positions.start, positions.stop),
+            args,
         )
         return count
 
@@ -469,11 +470,8 @@ class StoreReads(StoreSearchIndex):
         run whole): two cursors read side by side, conversations and verdicts in the same order,
         rather than one query per conversation (5,000 of them took a second of round trips).
         ``positions``: only the conversations at those plan positions."""
-        args: tuple[int, ...] = (run_id,)
-        conversations_of, verdicts_of = "c.run_id = ?", "v.run_id = ?"
-        if positions is not None:
-            conversations_of = verdicts_of = "c.run_id = ? AND c.position >= ? AND c.position < ?"
-            args = (run_id, positions.start, positions.stop)
+        conversations_of, args = _of_run(run_id, positions, "c.")
+        verdicts_of = "v.run_id = ?" if positions is None else conversations_of
         conversations = await self.db.execute(
             f"SELECT {EXPORT_CONVERSATION_COLUMNS} FROM conversations c"
             f" JOIN records r ON r.id = c.record_id WHERE {conversations_of} ORDER BY c.position",
