@@ -236,6 +236,36 @@ async def test_the_screens_run_score_after_each_flip_is_the_reviewed_report_to_t
     assert ledger.run_score != review.graded.score
 
 
+async def test_an_undo_made_before_its_flip_is_stored_settles_after_it(tmp_path):
+    """`w` then `u` faster than the database writes: the undo is shown pointing at the flip still
+    on its way; once both are stored, the ledger holds them as the database does (it raised
+    "not in list" when the flip settled first, and the app stopped with an internal error)."""
+    from hbtui.tui.reviewing import ReviewLedger, scored_conversation
+    from tests.support.synth import synthesize_run
+
+    async with await Store.open(tmp_path / "hbtui.sqlite") as store:
+        run_id = await synthesize_run(store, conversations=20, criteria_per=4, seed=3)
+        (key,) = await store._all(
+            "SELECT conversation_id, idx FROM verdicts WHERE run_id = ? AND status IN ('met', 'not_met') LIMIT 1",
+            (run_id,),
+        )
+        detail = await store.conversation_detail(key[0])
+        graded = next(v.status for v in detail.verdicts if v.idx == key[1])
+        ledger = await ReviewLedger.read(store, run_id)
+        flip = ledger.provisional(key, "alice", rv.FLIP, None, graded)
+        ledger.add(flip, scored_conversation(detail))
+        undo = ledger.provisional(key, "alice", rv.UNDO, None, graded)
+        assert undo is not None and undo.undoes == flip.id
+        ledger.add(undo)
+        stored_flip = await store.add_review(*key, "alice", rv.FLIP)
+        stored_undo = await store.add_review(*key, "alice", rv.UNDO)
+        ledger.settle(flip, stored_flip)  # the writes come back in order, after both keys
+        ledger.settle(undo, stored_undo)
+        again = await ReviewLedger.read(store, run_id)
+    assert ledger.history == again.history == [stored_flip, stored_undo]
+    assert ledger.run_score == again.run_score
+
+
 def test_the_app_knows_it_is_served_from_its_driver():
     """textual-serve runs each tab's app with its web driver (TEXTUAL_DRIVER), which Textual reports
     as ``App.is_web``: that, not $USER, decides whether the reviewer is asked."""

@@ -131,8 +131,11 @@ class ReviewLedger:
         )
 
     def settle(self, provisional: rv.Review, stored: rv.Review | None) -> None:
-        """The stored review in the provisional one's place, or none where it was not stored."""
-        at = self.history.index(provisional)
+        """The stored review in the provisional one's place, or none where it was not stored.
+        Found by its id: an undo of it made meanwhile (`w` then `u` before the flip was written)
+        was given the stored id when the flip settled, so it is no longer equal to what its own
+        write hands back here."""
+        at = next(i for i, review in enumerate(self.history) if review.id == provisional.id)
         if stored is None:
             del self.history[at]
         else:
