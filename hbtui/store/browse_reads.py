@@ -9,22 +9,12 @@ import sqlite3
 import time
 from dataclasses import dataclass
 
-from hbtui.store.search import like_pattern, match_expression
-from hbtui.store.search_index import StoreSearchIndex
+from hbtui.store.search import match_expression
+from hbtui.store.search_hits import SearchMatches, StoreSearchHits
 
 # What the criteria view groups by: the same text with the same tags is one rubric item, which
 # HealthBench's consensus criteria repeat across prompts.
 CRITERIA_GROUP = "criterion, tags"
-
-
-@dataclass(slots=True, frozen=True)
-class SearchMatches:
-    """Where a search matched in one run: conversations whose prompt, reply or prompt_id holds
-    it, criteria whose text has its words, and explanations that have them."""
-
-    in_text: int
-    criteria: int
-    explanations: int
 
 
 @dataclass(slots=True, frozen=True)
@@ -113,7 +103,7 @@ class ReviewPosition:
     criterion: int
 
 
-class StoreBrowse(StoreSearchIndex):
+class StoreBrowse(StoreSearchHits):
     # The last criteria read, with the run and the database version it was read at.
     _criteria_stats: tuple[tuple[int, tuple[int, int]], list[CriterionStats]] | None = None
 
@@ -170,30 +160,7 @@ class StoreBrowse(StoreSearchIndex):
         return ideal_completions(row[0]) if row else None
 
     async def search_matches(self, run_id: int, text: str) -> SearchMatches:
-        await self.index_for_search(run_id)
-        pattern = like_pattern(text)
-        in_text = (
-            await self._one(
-                "SELECT count(*) FROM conversations WHERE run_id = ? AND (preview LIKE ? ESCAPE '\\'"
-                " OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\')",
-                (run_id, pattern, pattern, pattern),
-            )
-        )[0]
-        counts = []
-        for column in ("criterion", "explanation"):
-            expression = match_expression(text, column)
-            if expression is None:
-                counts.append(0)
-                continue
-            # CROSS JOIN keeps the index first: joined the other way, SQLite planned a scan of
-            # the run's verdicts with a full-text query for each (minutes for 60,000).
-            row = await self._one(
-                "SELECT count(*) FROM verdict_text f CROSS JOIN verdicts v ON v.id = f.rowid"
-                " WHERE f.verdict_text MATCH ? AND v.run_id = ?",
-                (expression, run_id),
-            )
-            counts.append(row[0])
-        return SearchMatches(in_text, counts[0], counts[1])
+        return (await self.search_hits(run_id, text)).matches
 
     async def matching_criteria(self, conversation_id: int, text: str) -> list[int]:
         """Indexes of the conversation's criteria whose text or explanation has the words of ``text``."""

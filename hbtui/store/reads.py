@@ -32,7 +32,7 @@ from hbtui.store.rows import (
     verdict_met,
 )
 from hbtui.store.search import SORTS
-from hbtui.store.search_index import StoreSearchIndex
+from hbtui.store.search_hits import StoreSearchHits
 from hbtui.store.work import WORK_PAGE, CachedVerdict, WorkItem
 
 
@@ -60,11 +60,11 @@ def answered_by_model(answers: str, failure: str, unanswered_kinds: int) -> str:
     return f"(status IN ({answers}) OR (status = '{failure}' AND coalesce(error_kind, '') NOT IN ({marks})))"
 
 
-class StoreReads(StoreSearchIndex):
+class StoreReads(StoreSearchHits):
     async def _filter_where(self, run_id: int, flt: ConversationFilter | None) -> tuple[str, list]:
-        """The filter's SQL, the run's search index brought up to date first when it searches."""
+        """The filter's SQL; a search's conversations found once for its text (search_hits.py)."""
         if flt is not None and flt.text:
-            await self.index_for_search(run_id)
+            return flt.where((await self.search_hits(run_id, flt.text)).conversations_json)
         return (flt or ConversationFilter()).where()
 
     """Reading a run: for reports, screens, exports and the engine's plan of what is left."""

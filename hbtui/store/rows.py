@@ -236,7 +236,10 @@ class ConversationFilter:
     verdict_state: str | None = None  # a key of search.VERDICT_STATES some criterion is in
     review: str | None = None  # flagged, flipped, not-reviewed (hbtui.store.review_filter)
 
-    def where(self) -> tuple[str, list[Any]]:
+    def where(self, search_hits: str | None = None) -> tuple[str, list[Any]]:
+        """The filter as SQL on ``conversations``. ``search_hits``: the conversations its search
+        matches, already found (``StoreSearchHits.search_hits``), so that the text is not searched
+        again."""
         clauses: list[str] = []
         args: list[Any] = []
         if self.theme:
@@ -252,7 +255,10 @@ class ConversationFilter:
             clauses.append("(n_errors > 0 OR status = 'failed')")
         if self.has_penalties:
             clauses.append("penalties > 0")
-        if self.text:
+        if self.text and search_hits is not None:
+            clauses.append("id IN (SELECT value FROM json_each(?))")
+            args.append(search_hits)
+        elif self.text:
             clause, more = text_clause(self.text)
             clauses.append(clause)
             args.extend(more)
