@@ -30,6 +30,7 @@ from hbtui.services import plan_run, run_name_problem
 from hbtui.setting_kinds import Bool, Choice
 from hbtui.store import StoreError
 from hbtui.text import one_line
+from hbtui.tui.frames import PromptFrames
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.ordered_input import OrderedInput
@@ -262,7 +263,7 @@ def large_run_question(settings: Settings, dataset: Any, values: dict[str, Any])
     )
 
 
-class ConfigScreen(Screen):
+class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itself as it resumes
     if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
         app = getters.app(HBTuiApp)
     SUB_TITLE = "new run"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -45,6 +46,7 @@ from hbtui.store.search import SORT_CHOICES
 from hbtui.text import middle_cut, one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.fit import every_part
+from hbtui.tui.frames import hold_frames
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
@@ -83,6 +85,9 @@ def parse_range(text: str) -> tuple[float | None, float | None]:
 
 # Verdicts not yet indexed for search above which the key bar says the run is being indexed.
 INDEXING_SAID = 10_000
+# How long a search's frames wait for its list and match counts (read in 15-30 ms at 5,000
+# conversations); a slower search shows the field closed over the old list first, as it reads.
+SEARCH_FRAMES_HELD_SECONDS = 0.1
 
 
 def matches_text(matches: SearchMatches) -> str:
@@ -327,6 +332,7 @@ class RunScreen(ResponsiveScreen):
         self.resume: ReviewPosition | None = None  # where the reviewer left this run, offered as it opens
         self._resume_offered = False
         self.review_glance: ReviewGlance | None = None  # the run's reviews, None without any
+        self._frames_held: Callable[[], None] | None = None  # released once a search is on screen
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
@@ -498,14 +504,31 @@ class RunScreen(ResponsiveScreen):
     def _counted(self, event: ConversationList.Counted) -> None:
         self.total = event.total
         self._update_filter_bar()
+        self._release_frames_when_searched()
 
     def watch_filter(self, old: ConversationFilter, new: ConversationFilter) -> None:
-        self.reload()
         if new.text != old.text:
             self.matches = None
             if new.text:
+                # The field closing, the list and the match counts, drawn in one frame: read first.
+                self._release_frames()
+                self._frames_held = hold_frames(self.app, SEARCH_FRAMES_HELD_SECONDS)
                 self.say_while_indexing()
                 self.count_matches(new.text)
+        self.reload()
+
+    def _release_frames(self) -> None:
+        release, self._frames_held = self._frames_held, None
+        if release is not None:
+            release()
+
+    def _release_frames_when_searched(self) -> None:
+        shown = self.conversation_list.query_state
+        if self.matches is not None and shown is not None and shown.filter == self.filter:
+            self._release_frames()
+
+    def on_unmount(self) -> None:
+        self._release_frames()
 
     @work(group="run-search-index", exclusive=True)
     async def say_while_indexing(self) -> None:
@@ -529,6 +552,7 @@ class RunScreen(ResponsiveScreen):
         if self.filter.text == text:
             self.matches = matches
             self._update_filter_bar()
+            self._release_frames_when_searched()
 
     def watch_sort(self) -> None:
         self.reload()
