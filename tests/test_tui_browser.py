@@ -11,6 +11,7 @@ from hbtui.store import ConversationFilter, Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run import RunScreen, parse_range
+from hbtui.tui.widgets.key_tabs import KeyTabs
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
@@ -76,6 +77,25 @@ def test_parse_range():
         parse_range("low..high")
 
 
+async def test_a_click_on_a_tab_label_shows_its_tab(finished_run_db):
+    run = await read(finished_run_db, lambda s: s.resolve_run("small-run"))
+    app = browser_app(finished_run_db)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_run(pilot, run.id)
+        labels = screen.query_one(KeyTabs)
+        await pilot.click(KeyTabs, offset=(14, 0))  # on " 2 Conversations ", which starts at 11
+        assert screen.shown_tab == "conversations" and labels.active == "conversations"
+        assert screen.query_one("#conversations").display and app.focused is screen.conversation_list
+        # The bar: its own colour under the label's text, between half bars, as Textual's tabs draw it.
+        cells = [(seg.text[i], seg.style) for seg in labels.render_line(1) for i in range(len(seg.text))]
+        assert "".join(ch for ch, _ in cells[10:28]) == "━╸" + "━" * 15 + "╺"
+        assert {style for _, style in cells[12:27]} == {cells[12][1]} != {cells[0][1]} == {cells[27][1]}
+        await pilot.click(KeyTabs, offset=(3, 0))
+        assert screen.shown_tab == "summary" and not screen.query_one("#conversations").display
+        await pilot.click(KeyTabs, offset=(60, 0))  # past the labels: nothing changes
+        assert screen.shown_tab == "summary"
+
+
 async def test_summary_list_sort_and_conversation(finished_run_db):
     run = await read(finished_run_db, lambda s: s.resolve_run("small-run"))
     app = browser_app(finished_run_db)
@@ -87,7 +107,7 @@ async def test_summary_list_sort_and_conversation(finished_run_db):
         assert f"95% CI {low:.3f}–{high:.3f}" in text
 
         await pilot.press("2")
-        assert screen.query_one("#run-tabs").active == "conversations"
+        assert screen.shown_tab == "conversations"
         assert app.focused is screen.conversation_list
         assert screen.conversation_list.total == 3
 

@@ -15,6 +15,7 @@ from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.pair import PairScreen
 from hbtui.tui.screens.runs import RunsScreen
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.key_tabs import KeyTabs
 from tests.support.browser_harness import browser_app
 from tests.support.screen_text import screen_text
 from tests.support.synth import synthesize_run
@@ -160,6 +161,19 @@ async def test_enter_on_a_moved_conversation_shows_both_replies_and_the_criteria
         assert pair.details[0].summary.id == screen.result.moved[1].conversation_a
         await pilot.press("escape")
         assert app.screen is screen
+
+
+async def test_a_click_on_a_tab_label_shows_its_list(db):
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_comparison(pilot, 1, 2)
+        await pilot.click(KeyTabs, offset=(20, 0))  # " 1 Summary " then " 2 Moved " (11 to 20), " 3 Disagreements "
+        assert screen.query_one(KeyTabs).active == "disagreements-tab"
+        assert screen.query_one("#disagreements-tab").display and app.focused.id == "disagreement-table"
+        await pilot.click(KeyTabs, offset=(12, 0))
+        assert app.focused.id == "moved-table" and not screen.query_one("#disagreements-tab").display
+        await pilot.press("1")
+        assert screen.query_one(KeyTabs).active == "compare-summary-tab"
 
 
 async def test_model_text_in_a_pair_is_shown_as_text(db):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Static, TabbedContent, TabPane
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import ContentSwitcher, DataTable, Static
 
 from hbtui.compare import (
     Comparison,
@@ -30,6 +30,7 @@ from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.key_tabs import KeyTabs
 
 LISTED = 200  # rows of each list; `hbtui compare --json` has every disagreement
 
@@ -187,17 +188,23 @@ class CompareScreen(ResponsiveScreen):
         title.append(f"  B run {result.run_b.id} ")
         title.append(one_line(result.run_b.name, 30), style="dim")
         yield Static(title, id="compare-title")
-        with TabbedContent(initial="compare-summary-tab", id="compare-tabs"):
-            with TabPane("1 Summary", id="compare-summary-tab"):
+        yield KeyTabs(
+            ("compare-summary-tab", "1 Summary"),
+            ("moved-tab", "2 Moved"),
+            ("disagreements-tab", "3 Disagreements"),
+            active="compare-summary-tab",
+        )
+        with ContentSwitcher(initial="compare-summary-tab", id="compare-tabs"):
+            with Vertical(id="compare-summary-tab"):
                 with VerticalScroll(id="compare-scroll"):
                     yield Static(summary_text(result), id="compare-summary")
                     yield Static(tables(result), id="compare-tables")
-            with TabPane("2 Moved", id="moved-tab"):
+            with Vertical(id="moved-tab"):
                 table = PairList(id="moved-table", cursor_type="row", zebra_stripes=True)
                 table.add_columns("B - A", "A", "B", "theme", "prompt")
                 self._moved_rows(table)
                 yield table
-            with TabPane("3 Disagreements", id="disagreements-tab"):
+            with Vertical(id="disagreements-tab"):
                 yield PairList(id="disagreement-table", cursor_type="row", zebra_stripes=True)
         yield KeyBar()
 
@@ -259,14 +266,14 @@ class CompareScreen(ResponsiveScreen):
 
     # ---- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.query_one(ContentSwitcher).current = tab
+        self.query_one(KeyTabs).active = tab
         focus = {"moved-tab": "#moved-table", "disagreements-tab": "#disagreement-table"}.get(tab, "#compare-scroll")
         self.set_focus(self.query_one(focus))
 
-    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        focus = {"moved-tab": "#moved-table", "disagreements-tab": "#disagreement-table"}.get(event.pane.id or "")
-        if focus:
-            self.set_focus(self.query_one(focus))
+    @on(KeyTabs.Picked)
+    def _tab_clicked(self, event: KeyTabs.Picked) -> None:
+        self.action_show_tab(event.tab)
 
     def pairs(self, table_id: str) -> list[tuple[int, int, str]]:
         """(conversation of A, conversation of B, what the row says) of a list's rows, in order."""
@@ -282,7 +289,7 @@ class CompareScreen(ResponsiveScreen):
         await self._open(event.data_table.id or "", int(event.row_key.value or 0))
 
     async def action_open_pair(self) -> None:
-        active = self.query_one(TabbedContent).active
+        active = self.query_one(KeyTabs).active
         table_id = {"moved-tab": "moved-table", "disagreements-tab": "disagreement-table"}.get(active)
         if table_id is None:
             self.action_show_tab("moved-tab")

@@ -17,12 +17,12 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
-from textual.widgets import Input, Static, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, Input, Static
 
 from hbtui.config import Settings
 from hbtui.fidelity import requests_line
@@ -52,6 +52,7 @@ from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
+from hbtui.tui.widgets.key_tabs import KeyTabs
 from hbtui.tui.widgets.ordered_input import OrderedInput
 from hbtui.tui.widgets.review_summary import ReviewSummary, reviewed_title
 from hbtui.tui.widgets.worst_at_k import WorstAtK
@@ -337,8 +338,9 @@ class RunScreen(ResponsiveScreen):
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
         yield Static(Text(f"Run {self.run_id}", style="bold"), id="run-title")
-        with TabbedContent(initial="summary", id="run-tabs"):
-            with TabPane("1 Summary", id="summary"):
+        yield KeyTabs(("summary", "1 Summary"), ("conversations", "2 Conversations"), active="summary")
+        with ContentSwitcher(initial="summary", id="run-tabs"):
+            with Vertical(id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static(Text("Loading…", style="dim"), id="run-summary")
                     yield ReviewSummary(id="run-review")
@@ -347,7 +349,7 @@ class RunScreen(ResponsiveScreen):
                     with Horizontal(id="breakdowns"):
                         yield ScoreBreakdown("theme:", "By theme", id="by-theme")
                         yield ScoreBreakdown("axis:", "By axis", id="by-axis")
-            with TabPane("2 Conversations", id="conversations"):
+            with Vertical(id="conversations"):
                 yield Static(id="filter-bar")
                 yield ConversationList(ConversationPages(self.app.db), id="conversation-list")
         yield KeyBar()
@@ -675,19 +677,23 @@ class RunScreen(ResponsiveScreen):
 
         self.app.push_screen(RegradeModal(run), chosen)
 
+    @property
+    def shown_tab(self) -> str:
+        """The tab on screen: "summary" or "conversations"."""
+        return self.query_one(KeyTabs).active
+
     def action_show_tab(self, tab: str) -> None:
+        self.query_one(ContentSwitcher).current = tab
+        self.query_one(KeyTabs).active = tab
         # set_focus, not focus(): focus() is deferred, and a key typed right after (2 G) would go astray.
-        self.query_one(TabbedContent).active = tab
         self.set_focus(self.conversation_list if tab == "conversations" else self.query_one("#summary-scroll"))
 
-    @on(TabbedContent.TabActivated)
-    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
-        if event.pane.id == "conversations":
-            self.set_focus(self.conversation_list)
+    @on(KeyTabs.Picked)
+    def _tab_clicked(self, event: KeyTabs.Picked) -> None:
+        self.action_show_tab(event.tab)
 
     def _to_list(self) -> None:
-        self.query_one(TabbedContent).active = "conversations"
-        self.set_focus(self.conversation_list)
+        self.action_show_tab("conversations")
 
     def action_pick_sort(self) -> None:
         from hbtui.tui.screens.picker import PickerModal
@@ -789,7 +795,7 @@ class RunScreen(ResponsiveScreen):
             # Two inputs composed with the screen were a seventh of the time to open a run, for a
             # bar most openings never use: each is mounted the first time it is asked for.
             field = FilterInput(placeholder=FILTER_INPUTS[name], id=name, classes="filter-input")
-            await self.query_one("#conversations", TabPane).mount(field, before=self.conversation_list)
+            await self.query_one("#conversations", Vertical).mount(field, before=self.conversation_list)
         field.value = value
         field.add_class("-open")
         self.set_focus(field)
