@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+import hbtui.dataset as dataset_module
 from hbtui.dataset import DatasetError, load_jsonl, sample
 from tests.conftest import CONSENSUS_SUBSET, HARD_SUBSET, MAIN_SUBSET, make_record, needs_shared
 
@@ -97,3 +98,48 @@ def test_sample_of_real_records_matches_reference():
         [json.loads(line)["prompt_id"] for line in MAIN_SUBSET.read_text().splitlines()], 25
     )
     assert [r.prompt_id for r in sample(dataset.records, 25, 0)] == expected
+
+
+def records_read_by_json_loads(path, monkeypatch):
+    """The records as json.loads alone reads them (the fast reading turned off)."""
+    with monkeypatch.context() as patched:
+        patched.setattr(dataset_module, "_read_fast", lambda text: None)
+        return load_jsonl(path).records
+
+
+ODD_LINES = [
+    # Duplicate keys (the last one counts), points written every way JSON allows, text orjson and
+    # json.loads must read alike (U+2028, escapes), and numbers in fields only the line keeps.
+    '{"prompt_id": "a", "prompt_id": "dup", "prompt": [{"role": "user", "content": "x\\u2028y\\n\\"q\\""}],'
+    ' "rubrics": [{"criterion": "c", "points": 1E1, "tags": []}, {"criterion": "d", "points": -0.0, "tags": []},'
+    ' {"criterion": "e", "points": 2.5e-0, "tags": ["t"]}, {"criterion": "f", "points": 7, "tags": []}],'
+    ' "example_tags": ["theme:x"], "other": 123456789012345678901234567890, "f": 1e400}',
+    '{"prompt_id": "b", "prompt": [{"role": "user", "content": "\\ud83d\\ude00 caf\\u00e9"}],'
+    ' "rubrics": [{"criterion": "c", "points": 0.1, "tags": []}, {"criterion": "z", "points": -1000000, "tags": []}],'
+    ' "example_tags": []}',
+]
+
+
+def test_the_fast_reading_reads_what_json_loads_reads(tmp_path, monkeypatch):
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(ODD_LINES) + "\n")
+    fast = load_jsonl(path).records
+    assert fast == records_read_by_json_loads(path, monkeypatch)
+    assert fast[0].prompt_id == "dup" and [c.points for c in fast[0].rubrics] == [10.0, -0.0, 2.5, 7]
+    assert [type(c.points) for c in fast[0].rubrics] == [float, float, float, int]
+
+
+@pytest.mark.parametrize("points", ["18446744073709551616", "-9223372036854775809", "1" + "0" * 30])
+def test_points_beyond_64_bits_are_shown_as_written(tmp_path, points):
+    """orjson reads such an integer as a float; the error names the number as the file has it."""
+    path = tmp_path / "big.jsonl"
+    path.write_text(line(GOOD).replace('"points": 5', f'"points": {points}') + "\n")
+    with pytest.raises(DatasetError) as error:
+        load_jsonl(path)
+    assert f"'rubrics[0].points': {points} is beyond ±1,000,000" in str(error.value)
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [MAIN_SUBSET, HARD_SUBSET, CONSENSUS_SUBSET])
+def test_the_real_subsets_read_fast_are_what_json_loads_reads(path, monkeypatch):
+    assert load_jsonl(path).records == records_read_by_json_loads(path, monkeypatch)
