@@ -60,25 +60,31 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def test_a_frame_comes_one_interval_after_the_last_or_at_once_after_a_longer_wait(monkeypatch):
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    """The frame timer's clock, under the test's control."""
     clock = Clock()
     monkeypatch.setattr(frames, "get_time", clock.get_time)
     monkeypatch.setattr(frames, "sleep", clock.sleep)
+    return clock
 
+
+async def resume_at(timer: DrawingTimer, at: float | None) -> None:
+    """The screen has something new to draw at ``at`` (None: now)."""
+    if at is not None:
+        timer.clock.now = at
+    timer.resume()
+    await settle()
+
+
+def test_a_frame_comes_one_interval_after_the_last_or_at_once_after_a_longer_wait(clock):
     async def scenario() -> list[float]:
         timer = DrawingTimer(clock, drawing=0.006)
         timer._start()
-        timer.resume()  # a key, after a long idle: drawn at once
-        await settle()
-        clock.now = 1000.012  # its result is read 12 ms later: drawn one interval after the first
-        timer.resume()
-        await settle()
-        clock.now = 1000.5  # the next key, much later: at once again
-        timer.resume()
-        await settle()
-        clock.now = 1000.51  # and its result
-        timer.resume()
-        await settle()
+        await resume_at(timer, None)  # a key, after a long idle: drawn at once
+        await resume_at(timer, 1000.012)  # its result is read 12 ms later: one interval after the first
+        await resume_at(timer, 1000.5)  # the next key, much later: at once again
+        await resume_at(timer, 1000.51)  # and its result
         timer.stop()
         return timer.ticks
 
@@ -86,11 +92,7 @@ def test_a_frame_comes_one_interval_after_the_last_or_at_once_after_a_longer_wai
     assert ticks == pytest.approx([1000.0, 1000.0 + INTERVAL, 1000.5, 1000.5 + INTERVAL])
 
 
-def test_a_paused_timer_does_not_tick(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(frames, "get_time", clock.get_time)
-    monkeypatch.setattr(frames, "sleep", clock.sleep)
-
+def test_a_paused_timer_does_not_tick(clock):
     async def scenario() -> list[float]:
         timer = DrawingTimer(clock, drawing=0.001)
         timer._start()
@@ -98,8 +100,7 @@ def test_a_paused_timer_does_not_tick(monkeypatch):
         clock.now += 5.0
         await settle()
         assert timer.ticks == []  # nothing to draw: no frame
-        timer.resume()
-        await settle()
+        await resume_at(timer, None)
         timer.stop()
         return timer.ticks
 
