@@ -16,7 +16,7 @@ from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.run import RunScreen
-from hbtui.tui.screens.runs import RunsScreen
+from hbtui.tui.screens.runs import CONFIG_PREBUILD_DELAY, RunsScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app
@@ -150,6 +150,43 @@ async def test_the_configuration_screen_is_built_while_the_runs_list_waits(finis
         await wait_for(pilot, lambda: app.screen is config, what="n shows the screen built ahead")
         await pilot.press("x")  # typed into the focused field, as on a screen built on demand
         assert config.raw("base_url").endswith("x")
+
+
+async def test_the_configuration_screen_waits_for_a_pause_in_the_keys_and_for_a_run_being_opened(finished_run_db):
+    """Its build holds the app for 120-130 ms: never while the user is at the keys, nor while the
+    run asked for is being read and shown (that opening would take 200 ms instead of 35)."""
+    app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        runs = app.screen
+
+        def built() -> bool:
+            return app.is_screen_installed("config") and app.get_screen("config").is_running
+
+        await pilot.press("j")  # a key just now
+        runs._prebuild_config()
+        await pilot.pause()
+        assert not built()
+        assert app.input_quiet() < CONFIG_PREBUILD_DELAY
+
+        app.open_run(runs.table.coordinate_to_cell_key(runs.table.cursor_coordinate).row_key.value)
+        app.last_input_at = 0.0  # as long ago as can be: the opening alone is what counts
+        assert app.input_quiet() == 0.0  # the run is being opened
+        await wait_for(pilot, lambda: isinstance(app.screen, RunScreen), what="the run")
+        assert app.input_quiet() > CONFIG_PREBUILD_DELAY and not built()  # not on the run's screen
+
+        quiet_when_built: list[float] = []
+        prebuild = app.prebuild_config
+
+        def noted_prebuild() -> None:
+            quiet_when_built.append(app.input_quiet())
+            prebuild()
+
+        app.prebuild_config = noted_prebuild  # type: ignore[method-assign]
+        await pilot.press("escape")  # back on the list: built once the keys pause
+        await wait_for(pilot, built, timeout=5, what="the configuration screen built off screen")
+        assert quiet_when_built and quiet_when_built[0] >= CONFIG_PREBUILD_DELAY
+        assert isinstance(app.screen, RunsScreen)
 
 
 async def test_clicking_a_criterion_selects_it(finished_run_db):

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from rich.text import Text
-from textual import work
+from textual import events, work
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -72,6 +73,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
     def __init__(self, settings: Settings, env_file: str | None = ".env", monitor_run: str | None = None) -> None:
         super().__init__()
+        self.last_input_at = 0.0  # monotonic time of the last key or click (input_quiet)
         self.settings = settings
         self.env_file = env_file
         # The file as these settings were read from it: ctrl+g on the form asks before it
@@ -438,6 +440,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
     def open_run(self, run_id: int) -> None:
         """A run's results: read first, then shown in one layout (pressed twice, opened once)."""
+        self.last_input_at = time.monotonic()  # asked for, by a key or a command: the user waits
         self._open_run(run_id)
 
     @work(group="open-run", exclusive=True)
@@ -467,6 +470,18 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         self._install_config()
         if self.screen is not self.get_screen("config"):
             self.push_screen("config")
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)):
+            self.last_input_at = time.monotonic()
+        await super().on_event(event)
+
+    def input_quiet(self) -> float:
+        """Seconds since the last key or click; 0 while a run is being opened (its reads and its
+        screen are what the user waits for): how long the user has not been waiting on the app."""
+        if any(worker.group == "open-run" and not worker.is_finished for worker in self.workers):
+            return 0.0
+        return time.monotonic() - self.last_input_at
 
     def prebuild_config(self) -> None:
         """Build the configuration screen off screen while the runs list waits for a key.

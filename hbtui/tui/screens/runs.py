@@ -26,8 +26,10 @@ from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.ordered_input import OrderedInput
 
 REFRESH_SECONDS = 2.0
-# Once the runs list has been on screen this long (its first keys likely typed), the configuration
-# screen is built off screen; a key pressed during the build waits for it, once.
+# Once the runs list has been on screen this long and no key or click has come for as long (nor a
+# run is being opened), the configuration screen is built off screen. The build holds the app for
+# 120-130 ms: started on a timer alone, it fell in the middle of a run being opened, now and then,
+# which then took 200 ms instead of 35 ms.
 CONFIG_PREBUILD_DELAY = 0.5
 # Statuses a run can be continued from; a finished one only when calls got no answer.
 RESUMABLE = ("interrupted", "failed", "cancelled", "pending", "incomplete")
@@ -180,10 +182,14 @@ class RunsScreen(RunActions):
             self.set_timer(CONFIG_PREBUILD_DELAY, self._prebuild_config)
 
     def _prebuild_config(self) -> None:
-        if self.app.screen is self:
-            self.app.prebuild_config()
-        else:  # not while another screen (a monitor repainting) is in use: the next time back here
-            self._config_prebuild_planned = False
+        if self.app.screen is not self:  # not while another screen (a monitor repainting) is in use
+            self._config_prebuild_planned = False  # the next time back here
+            return
+        quiet = self.app.input_quiet()
+        if quiet < CONFIG_PREBUILD_DELAY:  # the user is at the keys: once they pause
+            self.set_timer(CONFIG_PREBUILD_DELAY - quiet, self._prebuild_config)
+            return
+        self.app.prebuild_config()
 
     @property
     def table(self) -> DataTable:
