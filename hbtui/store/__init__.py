@@ -25,7 +25,6 @@ from hbtui.store.browse_reads import (
     IdealCompletions,
     RepeatGroup,
     ReviewPosition,
-    SearchMatches,
     StoreBrowse,
 )
 from hbtui.store.meta_eval import INSERT_CHUNK, MetaEvalResult, MetaEvalRowView, MetaEvalWork, StoreMetaEval
@@ -55,6 +54,7 @@ from hbtui.store.rows import (
     verdict_met,
 )
 from hbtui.store.run_actions import Deleted, RunInUse, StoreRunActions
+from hbtui.store.search_hits import SearchMatches
 from hbtui.store.work import (
     CachedVerdict,
     ConversationScore,

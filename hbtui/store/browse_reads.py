@@ -8,7 +8,11 @@ import json
 import sqlite3
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+import aiosqlite
+
+from hbtui.store.connection import ReadsByVersion
 from hbtui.store.search import match_expression
 from hbtui.store.search_hits import SearchMatches, StoreSearchHits
 
@@ -104,8 +108,9 @@ class ReviewPosition:
 
 
 class StoreBrowse(StoreSearchHits):
-    # The last criteria read, with the run and the database version it was read at.
-    _criteria_stats: tuple[tuple[int, tuple[int, int]], list[CriterionStats]] | None = None
+    def __init__(self, connection: aiosqlite.Connection, path: Path) -> None:
+        super().__init__(connection, path)
+        self._criteria_stats: ReadsByVersion[list[CriterionStats]] = ReadsByVersion(1)  # by run
 
     async def repeat_groups(self, run_id: int) -> list[RepeatGroup]:
         """The run's conversations grouped by record (its repeats), in the order of first position."""
@@ -190,9 +195,9 @@ class StoreBrowse(StoreSearchHits):
         database changed since the last read: the aggregate over a run's verdicts takes 30 ms at
         60,000, which every opening of the criteria view paid."""
         version = await self.database_version()
-        cached = self._criteria_stats
-        if cached is not None and cached[0] == (run_id, version):
-            return list(cached[1])
+        cached = self._criteria_stats.get(run_id, version)
+        if cached is not None:
+            return list(cached)
         rows = await self._all(
             f"SELECT criterion, tags, max(points), count(*), sum(status = 'met'), sum(status = 'not_met'),"
             f" sum(status = 'error') FROM verdicts WHERE run_id = ? GROUP BY {CRITERIA_GROUP}",
@@ -202,7 +207,7 @@ class StoreBrowse(StoreSearchHits):
             CriterionStats(text, tags, float(points), n, met, not_met, errors)
             for text, tags, points, n, met, not_met, errors in rows
         ]
-        self._criteria_stats = ((run_id, version), stats)
+        self._criteria_stats.put(run_id, version, stats)
         return list(stats)
 
     async def criterion_conversations(self, run_id: int, criterion: str, tags_json: str) -> list[tuple[int, int]]:

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Hashable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import aiosqlite
+
+Version = tuple[int, int]  # Connection.database_version
+ReadT = TypeVar("ReadT")
+
+
+class ReadsByVersion(Generic[ReadT]):
+    """Reads kept until the database changes: each under its key, with the database version it
+    was read at; the ``kept`` keys last asked for."""
+
+    def __init__(self, kept: int) -> None:
+        self.kept = kept
+        self._reads: OrderedDict[Hashable, tuple[Version, ReadT]] = OrderedDict()
+
+    def get(self, key: Hashable, version: Version) -> ReadT | None:
+        """What was read under ``key`` at ``version``; None if it was not, or at another."""
+        found = self._reads.get(key)
+        if found is None or found[0] != version:
+            return None
+        self._reads.move_to_end(key)
+        return found[1]
+
+    def put(self, key: Hashable, version: Version, read: ReadT) -> None:
+        self._reads[key] = (version, read)
+        self._reads.move_to_end(key)
+        while len(self._reads) > self.kept:
+            self._reads.popitem(last=False)
 
 
 class Connection:
@@ -21,7 +48,7 @@ class Connection:
         await cursor.close()
         return list(rows)
 
-    async def database_version(self) -> tuple[int, int]:
+    async def database_version(self) -> Version:
         """What changes with the database: another connection's commit (SQLite's data_version)
         or a row this one changed. The same twice: nothing was written in between."""
         (version,) = await self._one("PRAGMA data_version")

@@ -68,12 +68,20 @@ def like_pattern(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def like_clause(text: str) -> tuple[str, list[Any]]:
+    """Conversations whose preview, reply or prompt_id holds ``text`` (a condition to bracket)."""
+    pattern = like_pattern(text)
+    return (
+        "preview LIKE ? ESCAPE '\\' OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\'",
+        [pattern, pattern, pattern],
+    )
+
+
 def text_clause(text: str) -> tuple[str, list[Any]]:
     """Conversations whose preview, reply or prompt_id holds ``text``, or one of whose criteria
-    or explanations has its words."""
-    pattern = like_pattern(text)
-    clause = "preview LIKE ? ESCAPE '\\' OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\'"
-    args: list[Any] = [pattern, pattern, pattern]
+    or explanations has its words: the search as one condition (``search_hits`` reads it once
+    per text and version; this is what it reads)."""
+    clause, args = like_clause(text)
     expression = match_expression(text)
     if expression is not None:
         # Uncorrelated: the index is asked once, not once per conversation.

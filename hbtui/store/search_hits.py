@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
-from hbtui.store.search import like_pattern, match_expression
+import aiosqlite
+
+from hbtui.store.connection import ReadsByVersion
+from hbtui.store.search import like_clause, match_expression
 from hbtui.store.search_index import StoreSearchIndex
 
 # Searches remembered: the last few texts typed, each a few bytes per conversation matched.
@@ -43,43 +46,34 @@ class SearchHits:
 
 
 class StoreSearchHits(StoreSearchIndex):
-    # (run, text) -> (the database version it was read at, what was found); oldest first.
-    _search_hits: OrderedDict[tuple[int, str], tuple[tuple[int, int], SearchHits]] | None = None
-    _searching: asyncio.Lock | None = None
+    def __init__(self, connection: aiosqlite.Connection, path: Path) -> None:
+        super().__init__(connection, path)
+        self._search_hits: ReadsByVersion[SearchHits] = ReadsByVersion(SEARCHES_KEPT)  # by (run, text)
+        self._searching = asyncio.Lock()  # the list and the match counts ask at once: one reads
 
     async def search_hits(self, run_id: int, text: str) -> SearchHits:
         """The conversations of the run whose preview, reply or prompt_id holds ``text``, or one of
         whose criteria or explanations has its words (``search.text_clause``, read once)."""
-        if self._searching is None:
-            self._searching = asyncio.Lock()
-            self._search_hits = OrderedDict()
-        cache = self._search_hits
-        assert cache is not None
-        async with self._searching:  # the list and the match counts ask at once: one reads
+        key = (run_id, text)
+        async with self._searching:
+            # Nothing written since the last read: its index was up to date, and so is what it found.
+            hits = self._search_hits.get(key, await self.database_version())
+            if hits is not None:
+                return hits
             await self.index_for_search(run_id)
-            # Taken before the reads: a change made while they run moves it, and the next search
-            # reads again.
+            # Taken after the index's own writes and before the reads: a change made while they
+            # run moves it, and the next search reads again.
             version = await self.database_version()
-            key = (run_id, text)
-            cached = cache.get(key)
-            if cached is not None and cached[0] == version:
-                cache.move_to_end(key)
-                return cached[1]
             hits = await self._read_search_hits(run_id, text)
-            cache[key] = (version, hits)
-            cache.move_to_end(key)
-            while len(cache) > SEARCHES_KEPT:
-                cache.popitem(last=False)
+            self._search_hits.put(key, version, hits)
             return hits
 
     async def _read_search_hits(self, run_id: int, text: str) -> SearchHits:
-        pattern = like_pattern(text)
+        condition, args = like_clause(text)
         in_text = [
             row[0]
             for row in await self._all(
-                "SELECT id FROM conversations WHERE run_id = ? AND (preview LIKE ? ESCAPE '\\'"
-                " OR reply LIKE ? ESCAPE '\\' OR prompt_id LIKE ? ESCAPE '\\')",
-                (run_id, pattern, pattern, pattern),
+                f"SELECT id FROM conversations WHERE run_id = ? AND ({condition})", (run_id, *args)
             )
         ]
         found = set(in_text)
