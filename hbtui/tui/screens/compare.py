@@ -192,6 +192,7 @@ class CompareScreen(ResponsiveScreen):
             ("compare-summary-tab", "1 Summary"),
             ("moved-tab", "2 Moved"),
             ("disagreements-tab", "3 Disagreements"),
+            switcher="compare-tabs",
             active="compare-summary-tab",
         )
         with ContentSwitcher(initial="compare-summary-tab", id="compare-tabs"):
@@ -266,7 +267,6 @@ class CompareScreen(ResponsiveScreen):
 
     # ---- actions -----------------------------------------------------------------------------
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(ContentSwitcher).current = tab
         self.query_one(KeyTabs).active = tab
         focus = {"moved-tab": "#moved-table", "disagreements-tab": "#disagreement-table"}.get(tab, "#compare-scroll")
         self.set_focus(self.query_one(focus))

@@ -338,7 +338,9 @@ class RunScreen(ResponsiveScreen):
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
         yield Static(Text(f"Run {self.run_id}", style="bold"), id="run-title")
-        yield KeyTabs(("summary", "1 Summary"), ("conversations", "2 Conversations"), active="summary")
+        yield KeyTabs(
+            ("summary", "1 Summary"), ("conversations", "2 Conversations"), switcher="run-tabs", active="summary"
+        )
         with ContentSwitcher(initial="summary", id="run-tabs"):
             with Vertical(id="summary"):
                 with VerticalScroll(id="summary-scroll"):
@@ -683,7 +685,6 @@ class RunScreen(ResponsiveScreen):
         return self.query_one(KeyTabs).active
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(ContentSwitcher).current = tab
         self.query_one(KeyTabs).active = tab
         # set_focus, not focus(): focus() is deferred, and a key typed right after (2 G) would go astray.
         self.set_focus(self.conversation_list if tab == "conversations" else self.query_one("#summary-scroll"))
