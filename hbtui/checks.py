@@ -88,7 +88,15 @@ async def _check_endpoint(
     if served is not None:
         results.append(CheckResult(name, True, f"reachable, key accepted, {len(served)} models served"))
 
-    client = ChatClient(endpoint, limiter=AdaptiveLimiter(1), timeout=timeout, max_attempts=2, backoff_base=0.2)
+    # A short patience: a check that meets nothing but 429s says so within seconds, not minutes.
+    client = ChatClient(
+        endpoint,
+        limiter=AdaptiveLimiter(1),
+        timeout=timeout,
+        max_attempts=2,
+        backoff_base=0.2,
+        rate_limit_patience=min(timeout, 20.0),
+    )
     try:
         for purpose, model in models:
             label = f"{purpose} model {model}{where}"
@@ -105,6 +113,10 @@ async def _check_endpoint(
                 results.append(CheckResult(label, False, _scrub(_chat_error(exc, model), key)))
                 continue
             results.append(CheckResult(label, True, f"answered in {result.latency_ms:.0f} ms"))
+            pacer = client.pacers.get(model)
+            pace = pacer.describe() if pacer is not None else None
+            if pace:
+                results.append(CheckResult(f"{label} limits", True, pace))
             if purpose == "grader":
                 quirks = client.quirks.get(model)
                 if quirks is not None and not quirks.json_schema:

@@ -315,6 +315,19 @@ def port_number(text: str) -> int:
     return port
 
 
+def invoked_as() -> str:
+    """hbtui as the user invoked it, for the commands printed as next steps: ``hbtui`` when that
+    name runs this very script (or it ran as ``python -m hbtui``), else the path they typed
+    (``.venv/bin/hbtui`` in a venv not activated)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) != "hbtui":
+        return "hbtui"  # python -m hbtui: which python is not known here; the name is what docs use
+    found = shutil.which("hbtui")
+    if found and os.path.realpath(found) == os.path.realpath(argv0):
+        return "hbtui"
+    return argv0
+
+
 def say(text: str = "", *, error: bool = False) -> None:
     """Print what a command reports. Names of runs, themes, axes, models and files come from
     datasets, models and users: their control characters are shown, never obeyed (an OSC 52
@@ -445,7 +458,7 @@ async def drive(
             f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
             error=True,
         )
-        say(resume_hint(final.id, engine.error or final.error), error=True)
+        say(resume_hint(final.id, engine.error or final.error, invoked_as()), error=True)
         return EXIT_FAILED
     say(f"run {final.id} {one_line(final.name)} {status}; continue with: hbtui resume {final.id}", error=True)
     return EXIT_INTERRUPTED

@@ -1,7 +1,9 @@
 """One async OpenAI-compatible chat client on aiohttp, for both the model under test and the grader.
 
-Retries with exponential backoff and jitter on 429, 5xx, timeouts and dropped connections
-(honouring ``Retry-After``), a bounded number of attempts, and the provider quirks that break
+Retries with exponential backoff and jitter on 5xx, timeouts and dropped connections, a bounded
+number of attempts; a rate-limit 429 is no failed attempt: the call waits for the endpoint's pace
+(hbtui.rate_limits) and goes again, while a quota or a daily limit stops it at once. And the
+provider quirks that break
 naive harnesses: ``response_format`` refused, parameters a model refuses or wants renamed,
 reasoning in a separate field or inside ``<think>``. What was learned about an endpoint and
 model is remembered for the rest of the client's life and reported once through ``on_note``.
@@ -32,8 +34,10 @@ from hbtui.errors import (  # noqa: F401
     BAD_RESPONSE,
     CONNECTION,
     CONTEXT_LENGTH,
+    DAILY_LIMIT,
     FATAL_KINDS,
     NOT_FOUND,
+    QUOTA,
     RATE_LIMITED,
     REFUSED,
     SERVER_ERROR,
@@ -42,7 +46,10 @@ from hbtui.errors import (  # noqa: F401
     UNPARSEABLE,
 )
 from hbtui.limiter import GENERATION, AdaptiveLimiter
+from hbtui.rate_limits import DAILY, RatePacer, classify_refusal, refusal_message
+from hbtui.rate_limits import QUOTA as QUOTA_REFUSAL
 from hbtui.redact import provider_text, redact
+from hbtui.text import one_line
 
 if TYPE_CHECKING:
     # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
@@ -312,8 +319,23 @@ class ChatClient:
         http: aiohttp.ClientSession | None = None,
         gate: asyncio.Event | None = None,
         before_send: Callable[[], None] | None = None,
+        rate_limits: Mapping[str, tuple[float | None, float | None]] | None = None,
+        rate_limit_patience: float = 600.0,
+        key_name: str = "API_KEY",
     ) -> None:
+        """``rate_limits``: (RPM, TPM) given for a model, which win over what is learned;
+        ``key_name``: the setting that holds this endpoint's key, for a quota's message."""
         self.endpoint = endpoint
+        self.rate_limits = dict(rate_limits or {})
+        self.rate_limit_patience = rate_limit_patience
+        self.key_name = key_name
+        # One pace per model, as OpenAI's limits are per model (hbtui.rate_limits).
+        self.pacers: dict[str, RatePacer] = {}
+        # Since when this endpoint has answered nothing but rate-limit 429s (monotonic), if it has.
+        self.refusing_since: float | None = None
+        # A quota or daily limit reached, or the endpoint closed by its pool: every later call
+        # raises this, unsent (a call in flight counts; none is sent after it).
+        self.closed: ChatError | None = None
         self.limiter = limiter
         self.timeout = timeout
         self.max_attempts = max_attempts
@@ -384,9 +406,21 @@ class ChatClient:
             quirks.dropped.add(param)
             self.on_note(f"{where}: parameter {param} refused; leaving it out from now on")
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(max(retry_after, 0.0), 120.0) + random.uniform(0, self.backoff_base / 4)
+    def pacer(self, model: str) -> RatePacer:
+        pacer = self.pacers.get(model)
+        if pacer is None:
+            rpm, tpm = self.rate_limits.get(model, (None, None))
+            pacer = self.pacers[model] = RatePacer(rpm, tpm)
+        return pacer
+
+    def _closed_error(self, attempts: int) -> ChatError:
+        closed = self.closed
+        assert closed is not None
+        error = ChatError(closed.kind, closed.message, closed.status, attempts)
+        error.endpoint = self.endpoint.label
+        return error
+
+    def _delay(self, attempt: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
         return random.uniform(ceiling / 2, ceiling)
 
@@ -431,19 +465,37 @@ class ChatClient:
         self, request: ChatRequest, quirks: ModelQuirks, leave: Callable[[], bool] | None = None
     ) -> ChatResult:
         model = request.model
+        pacer = self.pacer(model)
         attempts = 0
         adjustments = 0
+        refusals = 0  # rate-limit 429s of this call
         while True:
             attempts += 1
             body = self._body(request, quirks)
-            retry_after: float | None = None
+            if self.closed is not None:
+                raise self._closed_error(attempts - 1)
             await self._acquire(request.priority)
+            prompt_chars = 0
+            if pacer.paced or pacer.refused:
+                # The endpoint's pace: waited for in the slot, outside the call's TIMEOUT.
+                prompt_chars = _prompt_chars(request.messages)
+                tokens = pacer.estimate_tokens(prompt_chars, request.max_tokens) if pacer.token_rate else 0.0
+                try:
+                    await pacer.turn(tokens)
+                except BaseException:
+                    self.limiter.release()
+                    raise
+            if self.closed is not None:
+                self.limiter.release()
+                raise self._closed_error(attempts - 1)
             if leave is not None and leave():
                 # Set aside while this call waited for its turn: it goes elsewhere, unsent.
                 self.limiter.release()
                 moved = ChatError(CONNECTION, "endpoint set aside before the call was sent", attempts=attempts - 1)
                 moved.endpoint = self.endpoint.label
                 raise moved
+            sent_at = time.monotonic()
+            pacer.sent(sent_at)
             started = time.perf_counter()
             try:
                 response = await self._post(body)
@@ -468,16 +520,24 @@ class ChatClient:
                         error = exc
                     else:
                         self.limiter.succeeded()
+                        self._answered(pacer, model, response, sent_at, prompt_chars, result.prompt_tokens)
                         self.on_call(CallRecord(self.endpoint.label, True, None, latency_ms))
                         result.endpoint = self.endpoint.label
                         return result
                 else:
                     message, param, code = _error_message(response, self.endpoint.secrets)
-                    if status == 429:
-                        self.limiter.rate_limited()
-                        retry_after = _retry_after(response)
-                        error = ChatError(RATE_LIMITED, message, status, attempts)
-                    elif status >= 500:
+                    if status in (402, 429):
+                        stop = self._refused(pacer, model, response, message, code, latency_ms, attempts, leave)
+                        if stop is not None:
+                            raise stop
+                        attempts -= 1  # waiting for the endpoint's rate is no failed try
+                        refusals += 1
+                        if not pacer.holding():
+                            # No wait said, no pace known: this call backs off on its own.
+                            await asyncio.sleep(self._delay(min(refusals, 6)))
+                        continue
+                    self._answered(pacer, model, response, sent_at, 0, 0)
+                    if status >= 500:
                         error = ChatError(SERVER_ERROR, message, status, attempts)
                     elif status == 408:
                         error = ChatError(TIMEOUT, message, status, attempts)
@@ -504,7 +564,69 @@ class ChatClient:
             self.on_call(CallRecord(self.endpoint.label, False, error.kind, latency_ms, error.message))
             if error.kind not in TRANSIENT_KINDS or attempts >= self.max_attempts or (leave is not None and leave()):
                 raise error
-            await asyncio.sleep(self._delay(attempts, retry_after))
+            await asyncio.sleep(self._delay(attempts))
+
+    def _answered(
+        self, pacer: RatePacer, model: str, response: HttpAnswer, sent_at: float, chars: int, tokens: int
+    ) -> None:
+        """Any answer but a 429: the endpoint answers again, and its headers may tell its pace."""
+        self.refusing_since = None
+        note = pacer.answered(response.headers, sent_at, chars, tokens)
+        if note:
+            self.on_note(f"{self.endpoint.label} model {model}: {note}")
+
+    def _refused(
+        self,
+        pacer: RatePacer,
+        model: str,
+        response: HttpAnswer,
+        message: str,
+        code: str | None,
+        latency_ms: float,
+        attempts: int,
+        leave: Callable[[], bool] | None,
+    ) -> ChatError | None:
+        """A 429 or 402: None when the call is to wait for the pace and go again; else the error
+        it ends in (a quota, a daily limit, or RATE_LIMIT_PATIENCE of nothing but 429s)."""
+        label = self.endpoint.label
+        refusal = classify_refusal(
+            response.status_code, code, _error_type(response), message, response.headers, self.rate_limit_patience
+        )
+        if refusal.kind in (QUOTA_REFUSAL, DAILY):
+            kind = QUOTA if refusal.kind == QUOTA_REFUSAL else DAILY_LIMIT
+            error = ChatError(
+                kind, refusal_message(refusal, self.key_name, self.rate_limit_patience), response.status_code, attempts
+            )
+            error.endpoint = label
+            if self.closed is None:
+                self.closed = error
+                self.on_note(f"{label} model {model}: {one_line(message, 300)}")
+            self.on_call(CallRecord(label, False, kind, latency_ms, error.message))
+            return error
+        now = time.monotonic()
+        note = pacer.refused_now(response.headers, refusal.wait)
+        if not pacer.holding():
+            self.limiter.rate_limited()  # no rate to keep, no wait said: fewer in flight meanwhile
+        if note:
+            self.on_note(f"{label} model {model}: {note}")
+        self.refusing_since = self.refusing_since or now
+        self.on_call(CallRecord(label, False, RATE_LIMITED, latency_ms, message))
+        patience = self.rate_limit_patience
+        if now - self.refusing_since >= patience:
+            pace = pacer.describe()
+            error = ChatError(
+                RATE_LIMITED,
+                f"{label} answered nothing but 429 (rate limited) for {now - self.refusing_since:.0f} s"
+                f" (RATE_LIMIT_PATIENCE {patience:g} s)" + (f"; its pace was {pace}" if pace else "") + f": {message}",
+                response.status_code,
+                attempts,
+            )
+        elif leave is not None and leave():
+            error = ChatError(RATE_LIMITED, message, response.status_code, attempts)
+        else:
+            return None
+        error.endpoint = label
+        return error
 
     def _result(self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
         """A 200 that is not a chat completion is a bad response (retried), never a crash."""
@@ -577,6 +699,29 @@ def _fenced_body(data: bytes, may_send: Callable[[], bool]) -> Any:
     return _FENCED_BODY(data, may_send)
 
 
+def _prompt_chars(messages: list[dict]) -> int:
+    """The characters of a request's messages, for its token estimate."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(part.get("text") or "") for part in content if isinstance(part, dict))
+    return total
+
+
+def _error_type(response: HttpAnswer | httpx.Response) -> str | None:
+    """The ``error.type`` of an OpenAI-style error body (insufficient_quota names itself there too)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    value = error.get("type") if isinstance(error, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _count(value: object) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else 0
 
@@ -640,18 +785,6 @@ def _transport_error(exc: Exception, timeout: float, attempts: int, secrets: tup
         return ChatError(TIMEOUT, f"no answer within {timeout:g} s", attempts=attempts)
     detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
     return ChatError(CONNECTION, f"connection failed ({detail})", attempts=attempts)
-
-
-def _retry_after(response: httpx.Response | HttpAnswer) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        ms = response.headers.get("retry-after-ms")
-        return float(ms) / 1000 if ms and ms.replace(".", "", 1).isdigit() else None
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-    return seconds if math.isfinite(seconds) else None
 
 
 async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:

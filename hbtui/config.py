@@ -59,6 +59,7 @@ EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="min
 TEMPERATURE = Number(at_most=2.0, shape="0 to 2")
 WHOLE = WholeNumber(shape="a whole number, at least 1")
 SECONDS = Number(shape="seconds")
+PER_MINUTE = ListOf(item=Number(), what="limit", shape="per minute, one for all endpoints or one per endpoint")
 TEMPLATE = NameOrPath(names=TEMPLATE_NAMES, shape="reference, builtin, or a file")
 YES_NO = Bool(shape="true or false")
 PENALTY = NamedNumber(
@@ -261,7 +262,8 @@ class Settings:
         "CONCURRENCY",
         WHOLE,
         RUN,
-        "requests in flight per endpoint (shrinks by itself while an endpoint answers 429)",
+        "requests in flight per endpoint; a concurrency set above an endpoint's rate limit slows down to the"
+        " limit instead of failing (see RPM)",
         8,
         label="Concurrency",
     )
@@ -273,6 +275,54 @@ class Settings:
         default_text="CONCURRENCY",
         label="Concurrency",
         placeholder="same as the model under test",
+    )
+    # The rate limits hosted providers enforce, per model at each endpoint (hbtui.rate_limits):
+    # learned from their headers or their 429s unless given here, where they win.
+    rpm: tuple[float, ...] | None = _described(
+        "RPM",
+        PER_MINUTE,
+        RUN,
+        "requests per minute the model under test may be sent at each endpoint (one for all, or one per"
+        " BASE_URL endpoint); calls are spread out to it",
+        default_text="learned from the endpoint",
+        label="Requests/min",
+        placeholder="learned from the endpoint",
+    )
+    tpm: tuple[float, ...] | None = _described(
+        "TPM",
+        PER_MINUTE,
+        RUN,
+        "tokens per minute (prompt plus max tokens, as providers count them) the model under test may be sent"
+        " at each endpoint",
+        default_text="learned from the endpoint",
+        label="Tokens/min",
+        placeholder="learned from the endpoint",
+    )
+    grader_rpm: tuple[float, ...] | None = _described(
+        "GRADER_RPM",
+        PER_MINUTE,
+        RUN,
+        "requests per minute of the grader at each endpoint",
+        default_text="RPM on the same endpoint, else learned",
+        label="Requests/min",
+        placeholder="learned from the endpoint",
+    )
+    grader_tpm: tuple[float, ...] | None = _described(
+        "GRADER_TPM",
+        PER_MINUTE,
+        RUN,
+        "tokens per minute of the grader at each endpoint",
+        default_text="TPM on the same endpoint, else learned",
+        label="Tokens/min",
+        placeholder="learned from the endpoint",
+    )
+    rate_limit_patience: float = _described(
+        "RATE_LIMIT_PATIENCE",
+        SECONDS,
+        RUN,
+        "seconds an endpoint may answer nothing but 429 before it is set aside (or the run stops, resumable);"
+        " a provider's wait longer than this is a daily limit, and the run stops at once",
+        600.0,
     )
     timeout: float = _described(
         "TIMEOUT", SECONDS, RUN, "seconds to wait for one answer", 120.0, label="Timeout (seconds)"
@@ -399,6 +449,18 @@ class Settings:
     def effective_grader_concurrency(self) -> int:
         return self.grader_concurrency or self.concurrency
 
+    @property
+    def grader_shares_endpoints(self) -> bool:
+        return not self.grader_base_url or self.grader_base_url == self.base_url
+
+    def rate_limits(self, grader: bool) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
+        """(RPM, TPM) of the model under test or of the grader, as given: the grader's own, else
+        the test model's where the grader shares its endpoints."""
+        if not grader:
+            return self.rpm, self.tpm
+        shared = self.grader_shares_endpoints
+        return self.grader_rpm or (self.rpm if shared else None), self.grader_tpm or (self.tpm if shared else None)
+
     def with_overrides(self, **values: Any) -> Settings:
         """Command-line values on top; None means "not given" and keeps the current value."""
         given = {
@@ -433,6 +495,22 @@ class Settings:
                 continue
             raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
         self.test_endpoints, self.grader_endpoints  # noqa: B018 - raise on keys that match no endpoint
+        self.endpoint_rate_limits()
+
+    def endpoint_rate_limits(self) -> dict[bool, list[tuple[float | None, float | None]]]:
+        """(RPM, TPM) of each endpoint, for the model under test (False) and the grader (True),
+        in their endpoints' order; SettingsError when a list fits neither one nor each endpoint."""
+        out: dict[bool, list[tuple[float | None, float | None]]] = {}
+        for grader in (False, True):
+            count = len(self.grader_endpoints if grader else self.test_endpoints)
+            url_key = "GRADER_BASE_URL" if grader and not self.grader_shares_endpoints else "BASE_URL"
+            rpm, tpm = self.rate_limits(grader)
+            rpm_key = "GRADER_RPM" if grader and self.grader_rpm else "RPM"
+            tpm_key = "GRADER_TPM" if grader and self.grader_tpm else "TPM"
+            out[grader] = list(
+                zip(per_endpoint(rpm, count, rpm_key, url_key), per_endpoint(tpm, count, tpm_key, url_key))
+            )
+        return out
 
     def public_dict(self) -> dict[str, Any]:
         """Settings as stored with a run and shown on screen: keys reduced to a mask."""
@@ -464,6 +542,21 @@ def pair_endpoints(
     if urls and len(keys) == len(urls):
         return list(zip(urls, keys, strict=True))
     return [(url, keys[0] if keys else None) for url in urls]
+
+
+def per_endpoint(values: tuple[float, ...] | None, count: int, key: str, url_key: str) -> list[float | None]:
+    """A per-endpoint setting (RPM, TPM...) for ``count`` endpoints: none, one for all, or one
+    each in the endpoints' order."""
+    if not values:
+        return [None] * count
+    if len(values) == 1:
+        return [values[0]] * count
+    if len(values) != count:
+        raise SettingsError(
+            f"{key} lists {len(values)} limits for {count} endpoint{'s' if count != 1 else ''} in {url_key}:"
+            " give one for every endpoint, or one per endpoint in the same order"
+        )
+    return list(values)
 
 
 def _flag(attribute: str, described: Setting) -> str | None:

@@ -25,6 +25,7 @@ from hbtui.fidelity import requests_line
 from hbtui.files import private_file
 from hbtui.numbering import conversation_number, criterion_number
 from hbtui.prices import PriceError, cost_text, load_prices, total_cost, usage_line
+from hbtui.rate_limits import limits_line
 from hbtui.run_metadata import duration_text, run_duration
 from hbtui.run_report import StoredReport
 from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
@@ -234,6 +235,7 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f"- {requests_line(run.requests)}",
         *([f"- {skipped}"] if (skipped := skipped_line(run.plan)) else []),
         f"- concurrency: {s.get('concurrency')}",
+        *([f"- {limits}"] if (limits := limits_line((run.requests or {}).get("limits"))) else []),
         f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",
         f"- duration: {duration_text(run_duration(run))} (from start to end, pauses and interruptions included)",

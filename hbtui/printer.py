@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from hbtui.errors import RATE_LIMITED
 from hbtui.events import (
     CallFailed,
     ConversationScored,
@@ -74,6 +75,7 @@ class ProgressPrinter:
         self.last_print = 0.0
         self.tally = Tally()
         self.failed_calls = 0
+        self.refused_calls = 0  # rate-limit 429s: no failed attempt, the call waits and goes again
         self.scores: list[float] = []
         self.name = ""
         # The calls answered here, by second, and the pauses (start, end or None): the rate is
@@ -133,7 +135,10 @@ class ProgressPrinter:
             if event.score is not None:
                 self.scores.append(event.score)
         elif isinstance(event, CallFailed):
-            self.failed_calls += 1
+            if event.kind == RATE_LIMITED:
+                self.refused_calls += 1
+            else:
+                self.failed_calls += 1
         elif isinstance(event, Noted):
             self._print(f"note: {one_line(event.message, LINE_WIDTH - 6)}")
         elif isinstance(event, RunFinished):
@@ -163,5 +168,7 @@ class ProgressPrinter:
         if tally.skipped:
             parts.append(f"{tally.skipped} skipped: no reply")
         parts.append(f"failed attempts {self.failed_calls}")
+        if self.refused_calls:
+            parts.append(f"{self.refused_calls:,} refused by rate limits (429)")
         for line in fitted_lines(parts):
             self._print(line)

@@ -7,6 +7,7 @@ import time
 from hbtui.completion_groups import group_description, skipped_line
 from hbtui.fidelity import requests_line
 from hbtui.prices import cost_text, total_cost, usage_line
+from hbtui.rate_limits import limits_line
 from hbtui.run_kinds import IMPORTED, META_EVAL, META_EVAL_SCORE, MODEL_RUN, kind_label
 from hbtui.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
 from hbtui.run_stats import RunStatistics, WorstAtKScores, penalty_label
@@ -216,6 +217,9 @@ def render_report(
         head += "".join(f"\n{line}" for line in kind_lines(run))
     else:  # an import sent no requests of hbtui's
         head += f"\n{one_line(requests_line(run.requests), 600)}"
+        limits = limits_line((run.requests or {}).get("limits"))
+        if limits:
+            head += f"\n{one_line(limits, 600)}"
     skipped = skipped_line(run.plan)
     if skipped:
         head += f"\n{one_line(skipped, 600)}"

@@ -19,6 +19,9 @@ from hbtui.background_import import import_in_background
 from hbtui.client import (
     CONNECTION,
     CONTEXT_LENGTH,
+    DAILY_LIMIT,
+    QUOTA,
+    RATE_LIMITED,
     TRANSIENT_KINDS,
     UNPARSEABLE,
     ChatError,
@@ -48,6 +51,7 @@ from hbtui.fidelity import describe_requests
 from hbtui.grading import fill_template, grade_as_configured, graded_conversation, load_template
 from hbtui.limiter import GENERATION
 from hbtui.numbering import conversation_label, criterion_label
+from hbtui.rate_limits import merge_summaries
 from hbtui.store import (
     ERROR,
     MET,
@@ -255,7 +259,12 @@ class Engine:
     def requests_record(self) -> dict:
         """What this run's requests were, from the settings and what the providers made of them."""
         self.deviations |= self.pool.deviations()
-        return describe_requests(self.settings, self._template.name, self._template.sha256, self.deviations)
+        record = describe_requests(self.settings, self._template.name, self._template.sha256, self.deviations)
+        # The limits' figures add up over the run's processes (a resume keeps its earlier ones).
+        limits = merge_summaries((self.run.requests or {}).get("limits"), self.pool.limits())
+        if limits:
+            record["limits"] = limits
+        return record
 
     async def _record_changed_settings(self) -> None:
         """A resume given other settings (--base-url, --model-test...) records them on the run,
@@ -319,8 +328,17 @@ class Engine:
             self._finish_ahead()
         else:
             await self._claim_and_recover()
-        test = self.pool.replicas(settings.test_endpoints, settings.concurrency)
-        grader = self.pool.replicas(settings.grader_endpoints, settings.effective_grader_concurrency)
+        limits = settings.endpoint_rate_limits()
+        test = self.pool.replicas(
+            settings.test_endpoints, settings.concurrency, model=settings.model_test, rate_limits=limits[False]
+        )
+        grader = self.pool.replicas(
+            settings.grader_endpoints,
+            settings.effective_grader_concurrency,
+            model=settings.model_grader,
+            rate_limits=limits[True],
+            key_name="API_KEY" if settings.grader_shares_endpoints else "GRADER_API_KEY",
+        )
         writer = asyncio.create_task(self.writer.run(), name="hbtui-writer")
         if self.ahead is not None:
             self.ahead.start()
@@ -482,8 +500,13 @@ class Engine:
             unreachable = ChatError(CONNECTION, f"cannot reach {exc.endpoint}: {exc.message}", exc.status, exc.attempts)
             self._stop(unreachable, stop_calls=True)
             return True
+        if exc.kind == RATE_LIMITED:
+            # Only after RATE_LIMIT_PATIENCE of nothing but 429s: no call fails on rate limits alone.
+            self._stop(exc, stop_calls=True)
+            return True
         if exc.fatal:
-            self._stop(exc)
+            # A quota or daily limit refuses every call after it: those waiting are stopped now.
+            self._stop(exc, stop_calls=exc.kind in (QUOTA, DAILY_LIMIT))
             return True
         return False
 

@@ -6,6 +6,10 @@ through :class:`Replicas`, each to the endpoint with the fewest in flight for it
 endpoint that refuses connections, or answers 5xx or nothing several times running, is set
 aside for a while (doubling, up to a minute) and its unanswered call goes to another; then one
 call at a time tries it again. Nothing answered is ever sent again, so nothing is paid twice.
+
+Rate limits are each client's (hbtui.rate_limits): a 429 is no failure here. One that has
+answered nothing but 429 for RATE_LIMIT_PATIENCE is set aside while a sibling answers; with none
+left the run stops, resumable, naming the limit.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from hbtui.client import (
     CONNECTION,
+    RATE_LIMITED,
     SERVER_ERROR,
     TIMEOUT,
     TRANSIENT_KINDS,
@@ -32,6 +37,7 @@ from hbtui.client import (
 from hbtui.config import Settings
 from hbtui.events import CallFailed, Event
 from hbtui.limiter import AdaptiveLimiter
+from hbtui.rate_limits import pace_summary
 
 SET_ASIDE_SECONDS = 2.0  # the first time an endpoint is set aside; doubled each time after, up to:
 SET_ASIDE_CAP = 60.0
@@ -148,15 +154,28 @@ class EndpointPool:
         """Calls sent and not yet answered, over every endpoint."""
         return sum(limiter.in_flight for limiter in self.limiters.values())
 
-    def replicas(self, endpoints: list[tuple[str, str | None]], concurrency: int) -> Replicas:
-        """The calls of one model, over its endpoints ((URL, key) pairs), ``concurrency`` each."""
-        members = [self.client(endpoint, concurrency) for endpoint in endpoints_of(endpoints)]
+    def replicas(
+        self,
+        endpoints: list[tuple[str, str | None]],
+        concurrency: int,
+        *,
+        model: str | None = None,
+        rate_limits: list[tuple[float | None, float | None]] | None = None,
+        key_name: str = "API_KEY",
+    ) -> Replicas:
+        """The calls of one model, over its endpoints ((URL, key) pairs), ``concurrency`` each;
+        ``rate_limits``: the (RPM, TPM) given for ``model`` at each endpoint, in their order."""
+        members = [self.client(endpoint, concurrency, key_name) for endpoint in endpoints_of(endpoints)]
+        if model is not None and rate_limits:
+            for member, limits in zip(members, rate_limits):
+                if any(limits):
+                    member.rate_limits[model] = limits
         labels = {member.endpoint.label for member in members}
         for label in labels:
             self.live.endpoints[label].siblings |= labels - {label}
         return Replicas(self, members)
 
-    def client(self, endpoint: Endpoint, concurrency: int) -> ChatClient:
+    def client(self, endpoint: Endpoint, concurrency: int, key_name: str = "API_KEY") -> ChatClient:
         label = endpoint.label
         if label not in self.clients:
             limiter = AdaptiveLimiter(concurrency)
@@ -172,6 +191,8 @@ class EndpointPool:
                 on_call=self.on_call,
                 gate=self.calls_open,
                 before_send=self.before_send,
+                rate_limit_patience=self.settings.rate_limit_patience,
+                key_name=key_name,
             )
         return self.clients[label]
 
@@ -232,8 +253,54 @@ class EndpointPool:
         """Whether calls to another endpoint than ``endpoint`` are in flight."""
         return any(limiter.in_flight for url, limiter in self.limiters.items() if url != endpoint)
 
+    def _rate_limited(self, stats: EndpointStats, record: CallRecord) -> None:
+        """A 429: after RATE_LIMIT_PATIENCE of nothing else, set aside while a sibling answers,
+        else the run stops (resumable), naming the limit."""
+        client = self.clients[record.endpoint]
+        since = client.refusing_since
+        patience = self.settings.rate_limit_patience
+        now = time.monotonic()
+        if since is None or now - since < patience:
+            return
+        live_siblings = [label for label in stats.siblings if self.live.endpoints[label].aside_until is None]
+        if live_siblings:
+            if stats.aside_until is None or stats.aside_until <= now:
+                stats.aside_until = now + patience
+                self.on_note(
+                    f"endpoint {record.endpoint} set aside for {patience:g} s: nothing but 429 (rate limited) for"
+                    f" {now - since:.0f} s (RATE_LIMIT_PATIENCE); its calls go to the others meanwhile"
+                )
+            return
+        paces = [pacer.describe() for pacer in client.pacers.values() if pacer.paced]
+        pace = f"; paced to {paces[0]}" if len(paces) == 1 else ""
+        self.on_unreachable(
+            ChatError(
+                RATE_LIMITED,
+                f"{record.endpoint} answered nothing but 429 (rate limited) for {now - since:.0f} s"
+                f" (RATE_LIMIT_PATIENCE {patience:g} s){pace}: {record.message}",
+                429,
+            ),
+            record.endpoint,
+        )
+
+    def limits(self) -> dict | None:
+        """What the rate limits did in this process (hbtui.rate_limits.pace_summary)."""
+        several = len(self.clients) > 1
+        return pace_summary(
+            {
+                (f"{model} at {label}" if several else model): pacer
+                for label, client in self.clients.items()
+                for model, pacer in client.pacers.items()
+            }
+        )
+
     def on_call(self, record: CallRecord) -> None:
         stats = self.live.endpoints[record.endpoint]
+        if record.kind == RATE_LIMITED:
+            # Not a failed try (the call waits for the pace and goes again): counted as refused.
+            self._rate_limited(stats, record)
+            self.emit(CallFailed(self.run_id, record.endpoint, RATE_LIMITED, record.message))
+            return
         stats.calls += 1
         stats.successes += record.ok
         if record.ok:
@@ -293,6 +360,7 @@ class EndpointPool:
                 for url, s in self.live.endpoints.items()
             },
             "call_errors": dict(self.live.errors_by_kind),
+            **({"limits": limits} if (limits := self.limits()) else {}),
         }
 
     def deviations(self) -> set[str]:

@@ -77,6 +77,9 @@ GRADER_SETTINGS = (
     *MEASURED_GRADER,
     "grader_base_url",
     "grader_concurrency",
+    "grader_rpm",
+    "grader_tpm",
+    "rate_limit_patience",
     "timeout",
     "max_attempts",
     "grader_parse_attempts",
@@ -107,13 +110,23 @@ async def refuse_measured_changes(store: Store, run: RunRow, settings: Settings)
             )
 
 
-def resume_hint(run_id: int, error: str | None) -> str:
-    """What to do about a run that stopped on ``error``, as one line naming the command.
+def resume_hint(run_id: int, error: str | None, prog: str = "hbtui") -> str:
+    """What to do about a run that stopped on ``error``, as one line naming the command (``prog``:
+    hbtui as the user invoked it, e.g. ``.venv/bin/hbtui``).
 
     A resume keeps the run's endpoint and model names (they are part of what the run is), so
     fixing BASE_URL in .env does not move it: the hint says which flag does.
     """
     kind = (error or "").split(":", 1)[0]
+    if kind in ("quota", "daily_limit"):
+        return f"then: {prog} resume {run_id}"
+    if kind == "rate_limited":
+        return (
+            f"once the endpoint takes calls again: {prog} resume {run_id} (with RPM or TPM set lower, or"
+            f" RATE_LIMIT_PATIENCE longer: {prog} resume {run_id} --rpm N)"
+        )
+    if prog != "hbtui":
+        return resume_hint(run_id, error).replace("hbtui resume", f"{prog} resume")
     if kind == "connection":
         return (
             f"once the server answers: hbtui resume {run_id} (a run keeps its endpoint; to move it:"

@@ -17,6 +17,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from hbtui.errors import RATE_LIMITED
 from hbtui.events import (
     CallFailed,
     ConversationScored,
@@ -28,6 +29,7 @@ from hbtui.events import (
     RunFinished,
 )
 from hbtui.progress import Tally, completions_by_second, count_completion, running_rate, running_spans
+from hbtui.rate_limits import limits_line
 from hbtui.store import RunRow, Store
 
 RECENT_ERRORS = 4
@@ -62,6 +64,7 @@ class MonitorView:
     error: str | None = None
     driver: str | None = None  # host:pid of a run another process drives, and whether it is heard from
     driver_log: str | None = None  # where its detached driver writes (hbtui.engine.detached)
+    limits: str | None = None  # what the endpoints' rate limits did (hbtui.rate_limits.limits_line)
 
     @classmethod
     def of_run(cls, run: RunRow, **figures: Any) -> MonitorView:
@@ -106,6 +109,7 @@ class MonitorView:
             self.error,
             self.driver,
             self.driver_log,
+            self.limits,
         )
 
 
@@ -188,7 +192,8 @@ class RunCounters:
             where = event.where or "a conversation"
             self.recent_errors.append((time.time(), event.kind, f"{where}: no reply: {event.message}"))
         elif isinstance(event, CallFailed):
-            self.retried_by_kind[event.kind] += 1
+            if event.kind != RATE_LIMITED:  # a 429 is no failed attempt: the limits row counts it
+                self.retried_by_kind[event.kind] += 1
         elif isinstance(event, Noted):
             if event.message.startswith("stopping"):
                 self.recent_errors.append((time.time(), "fatal", event.message))
@@ -237,6 +242,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
         tokens=(counters.tokens[0], counters.tokens[1], counters.tokens[2], counters.tokens[3]),
         final_score=finished.score if finished else None,
         error=finished.error if finished else None,
+        limits=limits_line(snapshot.get("limits")),
     )
 
 
@@ -290,4 +296,6 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         error=run.error,
         driver=run.driver_label(now),
         driver_log=run.driver_log,
+        # While it runs, the heartbeat's figures; once ended, the run's record of them.
+        limits=limits_line((live or {}).get("limits") or (run.requests or {}).get("limits")),
     )

@@ -223,6 +223,19 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # so the repeats of one prompt get replies of different text and length (and so different
     # verdicts on criteria without a marker): what repeats measure.
     "numbered_replies": False,
+    # Limits as hosted providers enforce them, or None: {"rpm": N, "tpm": N, "headers": true,
+    # "scope": "model"}. Each is a token bucket refilled at rpm/60 (tpm/60) a second holding one
+    # second of it; a request costs one request and its prompt tokens plus the max tokens it asks
+    # for. "headers": the x-ratelimit-* headers on every answer (limit per minute, remaining,
+    # reset), as OpenAI sends them; false: a 429 and its Retry-After only. "scope": "model" (one
+    # bucket per model, as OpenAI's limits are) or "key" (one for every model).
+    "rate_limit": None,
+    # Every chat call answers as an account out of credit: 429 insufficient_quota (OpenAI's), or
+    # with quota_status 402, OpenRouter's "insufficient credits".
+    "quota_exhausted": False,
+    "quota_status": 429,
+    # Every chat call answers 429 with this Retry-After and Groq's per-day text (None: off).
+    "daily_limit_retry_after": None,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -237,9 +250,11 @@ _NUMBER_KEYS = frozenset(
         "persistent_429_until",
         "context_chars",
         "truncate_grader_below",
+        "daily_limit_retry_after",
     }
 )
-_NULLABLE_KEYS = frozenset({"context_chars", "truncate_grader_below"})
+_NULLABLE_KEYS = frozenset({"context_chars", "truncate_grader_below", "daily_limit_retry_after"})
+RATE_LIMIT_KEYS = frozenset({"rpm", "tpm", "headers", "scope"})
 ECHO_FORMS: tuple[str, ...] = ("full", "masked", "headers")
 ECHO_CALLS: tuple[str, ...] = ("all", "generation", "grader")
 
@@ -279,6 +294,17 @@ def validate_config_update(update: Any) -> dict[str, Any]:
         raise ValueError("echo_auth_status must be an HTTP error status (400-599)")
     if "echo_auth_calls" in update and update["echo_auth_calls"] not in ECHO_CALLS:
         raise ValueError(f"echo_auth_calls must be one of {list(ECHO_CALLS)}")
+    limits = update.get("rate_limit")
+    if limits is not None:
+        if not isinstance(limits, dict) or set(limits) - RATE_LIMIT_KEYS:
+            raise ValueError(f"rate_limit must be null or an object of {sorted(RATE_LIMIT_KEYS)}")
+        for key in ("rpm", "tpm"):
+            if limits.get(key) is not None and (not isinstance(limits[key], (int, float)) or limits[key] <= 0):
+                raise ValueError(f"rate_limit.{key} must be a positive number or null")
+        if limits.get("scope", "model") not in ("model", "key"):
+            raise ValueError("rate_limit.scope must be model or key")
+    if "quota_status" in update and update["quota_status"] not in (402, 429):
+        raise ValueError("quota_status must be 402 or 429")
     if "reject_params" in update and not isinstance(update["reject_params"], list):
         raise ValueError("reject_params must be a list of parameter names")
     return update
@@ -305,6 +331,12 @@ class Stats:
         self.by_model: Counter[str] = Counter()
         self.json_schema_requests = 0
         self.params_seen: Counter[str] = Counter()
+        # The rate limits: requests refused for want of their rate, and the wall-clock times of
+        # the first request and of the last answer written whole (a rate "first to last").
+        self.rate_refused = 0
+        self.rate_tokens_taken = 0  # the tokens the requests let through counted (prompt + max tokens)
+        self.first_request_at: float | None = None
+        self.last_answer_at: float | None = None
 
     def reset(self) -> None:
         # In-flight requests are still running; keep the gauge truthful.
@@ -327,6 +359,10 @@ class Stats:
             "by_model": dict(self.by_model),
             "json_schema_requests": self.json_schema_requests,
             "params_seen": dict(self.params_seen),
+            "rate_refused": self.rate_refused,
+            "rate_tokens_taken": self.rate_tokens_taken,
+            "first_request_at": self.first_request_at,
+            "last_answer_at": self.last_answer_at,
         }
 
 
@@ -347,6 +383,7 @@ class ServerState:
         self.server_errors_sent = 0
         self.completion_counter = 0
         self.captured: list[str] = []  # raw request bodies, while capture_requests is on
+        self.buckets: dict[str, RateBuckets] = {}  # by model, or "" for the key (rate_limit.scope)
         self.apply_config(config)
 
     def apply_config(self, update: dict[str, Any]) -> None:
@@ -361,6 +398,8 @@ class ServerState:
             self.script_queue = deque(self.config["script"])
         if "persistent_429_until" in update:
             self.persistent_429_served = 0
+        if "rate_limit" in update:
+            self.buckets.clear()  # a limit changed mid-run starts full, as a provider's does
 
     def choose_fault(self, grader: bool) -> str | None:
         """Pick this request's fault (None for none); called once per request on arrival."""
@@ -393,6 +432,135 @@ class ServerState:
         if jitter_ms > 0:
             delay_ms += self.jitter_rng.uniform(0.0, jitter_ms)
         return delay_ms / 1000.0
+
+
+class TokenBucket:
+    """``per_minute`` refilled continuously at per_minute/60 a second, holding one second of it."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.per_minute = per_minute
+        self.rate = per_minute / 60.0
+        self.capacity = max(self.rate, 1.0)
+        self.level = self.capacity
+        self.at = time.monotonic()
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = now
+
+    def wait_for(self, cost: float) -> float:
+        """Seconds until ``cost`` is in the bucket (0: now)."""
+        return max(0.0, (min(cost, self.capacity) - self.level) / self.rate)
+
+    def headers(self, name: str) -> dict[str, str]:
+        """OpenAI's three headers for this limit: per minute, what is left of the minute's worth
+        (the bucket's share of it), and how long until the bucket is full again."""
+        remaining = int(self.level / self.capacity * self.per_minute)
+        reset = (self.capacity - self.level) / self.rate
+        return {
+            f"x-ratelimit-limit-{name}": str(int(self.per_minute)),
+            f"x-ratelimit-remaining-{name}": str(remaining),
+            f"x-ratelimit-reset-{name}": f"{reset * 1000:.0f}ms" if reset < 1 else f"{reset:.3f}s",
+        }
+
+
+class RateBuckets:
+    def __init__(self, rpm: float | None, tpm: float | None) -> None:
+        self.requests = TokenBucket(rpm) if rpm else None
+        self.tokens = TokenBucket(tpm) if tpm else None
+
+    def take(self, tokens: float) -> tuple[float, str]:
+        """Take one request of ``tokens``; (0, "") when it may go, else (seconds to wait, which)."""
+        now = time.monotonic()
+        waits = []
+        for bucket, cost, name in ((self.requests, 1.0, "requests"), (self.tokens, tokens, "tokens")):
+            if bucket is not None:
+                bucket.refill(now)
+                wait = bucket.wait_for(cost)
+                if wait > 0:
+                    waits.append((wait, name))
+        if waits:
+            return max(waits)
+        if self.requests is not None:
+            self.requests.level -= 1.0
+        if self.tokens is not None:
+            self.tokens.level -= min(tokens, self.tokens.capacity)
+        return 0.0, ""
+
+    def headers(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for bucket, name in ((self.requests, "requests"), (self.tokens, "tokens")):
+            if bucket is not None:
+                out.update(bucket.headers(name))
+        return out
+
+
+def _rate_limit_answer(state: ServerState, model: str, body: dict[str, Any], prompt_tokens: int) -> web.Response | None:
+    """A 429 when the request's rate or tokens are not there yet (taken from the buckets when
+    they are); the headers are added to every answer through request["rate_headers"]."""
+    limits = state.config["rate_limit"]
+    scope = "" if limits.get("scope") == "key" else model
+    buckets = state.buckets.get(scope)
+    if buckets is None:
+        buckets = state.buckets[scope] = RateBuckets(limits.get("rpm"), limits.get("tpm"))
+    asked = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+    cost = prompt_tokens + (asked if isinstance(asked, (int, float)) else 0)
+    wait, which = buckets.take(cost)
+    if not wait:
+        state.stats.rate_tokens_taken += cost
+    headers = buckets.headers() if limits.get("headers", True) else {}
+    if not wait:
+        return None
+    state.stats.rate_refused += 1
+    headers["Retry-After"] = f"{wait:.3f}"
+    if limits.get("headers", True):
+        headers["retry-after-ms"] = f"{wait * 1000:.0f}"
+    bucket = buckets.requests if which == "requests" else buckets.tokens
+    assert bucket is not None
+    unit = "RPM" if which == "requests" else "TPM"
+    return openai_error(
+        429,
+        f"Rate limit reached for {model} in organization org-fake on {which} per min ({unit}):"
+        f" Limit {bucket.per_minute:.0f}, Used {bucket.per_minute:.0f}. Please try again in {wait * 1000:.0f}ms."
+        " Visit https://platform.openai.com/account/rate-limits to learn more.",
+        "requests" if which == "requests" else "tokens",
+        "rate_limit_exceeded",
+        headers=headers,
+    )
+
+
+def _quota_answer(state: ServerState, model: str) -> web.Response | None:
+    config = state.config
+    if config["quota_exhausted"]:
+        if config["quota_status"] == 402:
+            return _json(
+                {
+                    "error": {
+                        "message": "Insufficient credits. Add more using https://openrouter.ai/credits",
+                        "code": 402,
+                    }
+                },
+                status=402,
+            )
+        return openai_error(
+            429,
+            "You exceeded your current quota, please check your plan and billing details. For more information on"
+            " this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors.",
+            "insufficient_quota",
+            "insufficient_quota",
+        )
+    daily = config["daily_limit_retry_after"]
+    if daily is not None:
+        minutes, seconds = divmod(int(daily), 60)
+        return openai_error(
+            429,
+            f"Rate limit reached for model `{model}` in organization `org_fake` service tier `on_demand` on requests"
+            f" per day (RPD): Limit 14400, Used 14400, Requested 1. Please try again in {minutes}m{seconds}s.",
+            "requests",
+            "rate_limit_exceeded",
+            headers={"Retry-After": str(int(daily))},
+        )
+    return None
 
 
 STATE_KEY = web.AppKey("state", ServerState)
@@ -467,6 +635,8 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE_KEY]
     stats = state.stats
     stats.requests += 1
+    if stats.first_request_at is None:
+        stats.first_request_at = time.time()
     stats.in_flight += 1
     if stats.in_flight > stats.max_in_flight:
         stats.max_in_flight = stats.in_flight
@@ -486,6 +656,12 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
         stats.by_status[str(response.status)] += 1
         if response.status == 200:
             _answered(state, request, response)
+        rate_headers = request.get("rate_headers")
+        if rate_headers:
+            response.headers.update(rate_headers)
+        if response.status == 200:
+            # Written whole before the handler returns only once prepared; near enough for a rate.
+            stats.last_answer_at = time.time()
         return response
     # Deliberate drop: the transport is already closed; aiohttp ignores the
     # failed write of this placeholder, so the client sees no response at all.
@@ -548,6 +724,18 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
 
     if state.restrict_models and model not in state.known_models:
         return openai_error(404, f"The model `{model}` does not exist", "invalid_request_error", "model_not_found")
+
+    quota = _quota_answer(state, model)
+    if quota is not None:
+        return quota
+    if config["rate_limit"]:
+        refused = _rate_limit_answer(state, model, body, prompt_token_count(messages))
+        if refused is not None:
+            return refused
+        if config["rate_limit"].get("headers", True):
+            request["rate_headers"] = state.buckets[
+                "" if config["rate_limit"].get("scope") == "key" else model
+            ].headers()
 
     fault = state.choose_fault(grader)
     if fault is not None:

@@ -339,6 +339,9 @@ class MonitorScreen(ResponsiveScreen):
             grid.add_row(label, row)
         if not view.endpoints:
             grid.add_row("in flight", Text("–" if view.in_process or view.ended else "– (no heartbeat yet)"))
+        if view.limits:
+            # "paced to 1,800 requests/min from the endpoint's headers; 12 answers refused (429)"
+            grid.add_row("limits", safe(view.limits.removeprefix("limits: "), 400))
         p50 = "–" if view.latency_p50 is None else f"{view.latency_p50:.0f} ms"
         p95 = "–" if view.latency_p95 is None else f"{view.latency_p95:.0f} ms"
         grid.add_row("latency", Text(f"p50 {p50}  p95 {p95}"))
