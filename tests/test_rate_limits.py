@@ -365,3 +365,25 @@ def test_check_prints_the_limits_and_names_a_quota(limited, server):
     result = hbtui("check", cwd=limited, timeout=60)
     assert result.returncode != 0
     assert "out of credit or quota (insufficient_quota)" in result.stdout + result.stderr
+
+
+def test_the_monitor_shows_what_the_limits_did(tmp_path, server):
+    """The heartbeat carries the pace and the refusals; once ended, the run's record does."""
+    from hbtui.store import Store
+    from hbtui.tui.monitor_data import view_from_store
+    from tests.conftest import run_engine, settings_for
+
+    server.control(latency_ms=5, rate_limit={"rpm": 1200, "headers": True})
+    data = write_jsonl(tmp_path / "data.jsonl", records(4))
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    settings = settings_for(server, db, grader_template="builtin", model_grader="test-model")
+    run_id, status = asyncio.run(run_engine(settings, data))
+    assert status == "finished"
+
+    async def view():
+        async with await Store.open(str(db)) as store:
+            return await view_from_store(store, run_id)
+
+    shown = asyncio.run(view())
+    assert shown.limits is not None
+    assert shown.limits.startswith("limits: paced to 1,200 requests/min from the endpoint's headers; 0 answers")
