@@ -65,7 +65,12 @@ def _chat_error(exc: ChatError, model: str) -> str:
 
 
 async def _check_endpoint(
-    role: str, endpoint: Endpoint, models: list[tuple[str, str]], timeout: float, named: bool = False
+    role: str,
+    endpoint: Endpoint,
+    models: list[tuple[str, str]],
+    timeout: float,
+    named: bool = False,
+    rate_limit_patience: float = 600.0,
 ) -> list[CheckResult]:
     """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader".
     ``named``: one of several endpoints, so each line says which (its URL, never its key)."""
@@ -95,7 +100,9 @@ async def _check_endpoint(
         timeout=timeout,
         max_attempts=2,
         backoff_base=0.2,
-        rate_limit_patience=min(timeout, 20.0),
+        rate_limit_patience=rate_limit_patience,
+        refusals_for=min(timeout, 20.0),
+        key_name="GRADER_API_KEY" if role == "grader" else "API_KEY",
     )
     try:
         for purpose, model in models:
@@ -155,7 +162,14 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
     # Each endpoint is asked on its own: one replica down or with a wrong key is named.
     for role, endpoints, models in _roles(test_endpoints, grader_endpoints, test_models, grader_models):
         for endpoint in endpoints_of(endpoints):
-            results += await _check_endpoint(role, endpoint, models, timeout, named=len(endpoints) > 1)
+            results += await _check_endpoint(
+                role,
+                endpoint,
+                models,
+                timeout,
+                named=len(endpoints) > 1,
+                rate_limit_patience=settings.rate_limit_patience,
+            )
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
     if not settings.model_grader:

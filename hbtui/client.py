@@ -322,12 +322,16 @@ class ChatClient:
         rate_limits: Mapping[str, tuple[float | None, float | None]] | None = None,
         rate_limit_patience: float = 600.0,
         key_name: str = "API_KEY",
+        refusals_for: float | None = None,
     ) -> None:
         """``rate_limits``: (RPM, TPM) given for a model, which win over what is learned;
         ``key_name``: the setting that holds this endpoint's key, for a quota's message."""
         self.endpoint = endpoint
         self.rate_limits = dict(rate_limits or {})
         self.rate_limit_patience = rate_limit_patience
+        # How long nothing but 429s is borne before the call gives up (the patience, unless told:
+        # the connection check gives up sooner, but still tells a daily limit by the patience).
+        self.refusals_for = rate_limit_patience if refusals_for is None else refusals_for
         self.key_name = key_name
         # One pace per model, as OpenAI's limits are per model (hbtui.rate_limits).
         self.pacers: dict[str, RatePacer] = {}
@@ -611,7 +615,7 @@ class ChatClient:
             self.on_note(f"{label} model {model}: {note}")
         self.refusing_since = self.refusing_since or now
         self.on_call(CallRecord(label, False, RATE_LIMITED, latency_ms, message))
-        patience = self.rate_limit_patience
+        patience = self.refusals_for
         if now - self.refusing_since >= patience:
             pace = pacer.describe()
             error = ChatError(
