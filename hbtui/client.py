@@ -643,10 +643,19 @@ class ChatClient:
             body = response.json()
             choice = body["choices"][0]
             message = choice["message"]
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+            # RecursionError: JSON nested past Python's stack (10,000 arrays): a bad answer of
+            # this call, retried, never the run's end.
             raise bad() from None
         if not isinstance(choice, dict) or not isinstance(message, dict):
             raise bad()
+        finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+        if message.get("content") is None and finish_reason != "length":
+            # No reply at all (the reference asks again): never graded as an empty one. A null
+            # cut off by its token limit (reasoning used the whole budget) is a cut-off reply.
+            raise ChatError(
+                BAD_RESPONSE, f"the answer holds no reply (content null, finish_reason {finish_reason})", 200, attempts
+            )
         content, reasoning = split_reasoning(message)
         # Replaced here, before the reply is graded: what was graded is what is stored and read.
         content, invalid_content = replace_lone_surrogates(content)
@@ -656,7 +665,7 @@ class ChatClient:
         return ChatResult(
             content=content,
             reasoning=reasoning,
-            finish_reason=choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None,
+            finish_reason=finish_reason,
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
             latency_ms=latency_ms,

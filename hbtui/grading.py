@@ -175,6 +175,8 @@ def _balanced_objects(text: str):
                 in_string = True
             elif char == "{":
                 depth += 1
+                if depth > MAX_VERDICT_DEPTH:
+                    break  # no verdict is nested this deep: the next brace, not a scan to the end
             elif char == "}":
                 depth -= 1
                 if depth == 0:
@@ -183,20 +185,25 @@ def _balanced_objects(text: str):
         start = text.find("{", start + 1)
 
 
+# A verdict is one flat object; a candidate nested deeper than this is not one (a hostile answer
+# nested 100,000 deep would otherwise be scanned to its end once per brace).
+MAX_VERDICT_DEPTH = 64
+
+
 def parse_verdict(text: str) -> Verdict | None:
     """Schema-shaped JSON first; else the first balanced object that parses and has a boolean
     ``criteria_met`` (code fences and prose around it are common)."""
     stripped = text.strip()
     try:
         verdict = _as_verdict(json.loads(stripped))
-    except ValueError:
+    except (ValueError, RecursionError):  # a grader's text nested past Python's stack: no verdict
         verdict = None
     if verdict:
         return verdict
     for candidate in _balanced_objects(stripped):
         try:
             verdict = _as_verdict(json.loads(candidate))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if verdict:
             return verdict

@@ -236,6 +236,13 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "quota_status": 429,
     # Every chat call answers 429 with this Retry-After and Groq's per-day text (None: off).
     "daily_limit_retry_after": None,
+    # Hostile answers: "content": null with this finish_reason ("stop", or "length" as a reasoning
+    # model out of budget gives it) for "generation", "grader" or "all" calls; and JSON nested
+    # 10,000 deep, as an extra field of the body ("body") or 100,000 deep inside a grader's text
+    # ("grader_content").
+    "null_content": None,
+    "null_content_finish": "stop",
+    "deep_json": None,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -303,6 +310,12 @@ def validate_config_update(update: Any) -> dict[str, Any]:
                 raise ValueError(f"rate_limit.{key} must be a positive number or null")
         if limits.get("scope", "model") not in ("model", "key"):
             raise ValueError("rate_limit.scope must be model or key")
+    if update.get("null_content") not in (None, "generation", "grader", "all"):
+        raise ValueError("null_content must be null, generation, grader or all")
+    if update.get("null_content_finish", "stop") not in ("stop", "length"):
+        raise ValueError("null_content_finish must be stop or length")
+    if update.get("deep_json") not in (None, "body", "grader_content"):
+        raise ValueError("deep_json must be null, body or grader_content")
     if "quota_status" in update and update["quota_status"] not in (402, 429):
         raise ValueError("quota_status must be 402 or 429")
     if "reject_params" in update and not isinstance(update["reject_params"], list):
@@ -830,10 +843,25 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             content = content.replace('"explanation": "', '"explanation": "\\ud800 ', 1) + f" {LONE_SURROGATE}"
         else:
             content += f" {LONE_SURROGATE}"
+    if grader and config["deep_json"] == "grader_content":
+        content = "[" * 100_000 + "]" * 100_000
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if config["reasoning_field"] or config["lone_surrogate"]:
         message["reasoning_content"] = reasoning
+    if config["null_content"] in ("all", "grader" if grader else "generation"):
+        message["content"] = None
+        finish_reason = config["null_content_finish"]
     state.completion_counter += 1
+    if config["deep_json"] == "body":
+        deep = "[" * 10_000 + "]" * 10_000
+        text = json.dumps(
+            {
+                "id": f"chatcmpl-fake{state.completion_counter:08d}",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            }
+        )
+        return web.Response(body=(text[:-1] + ', "extra": ' + deep + "}").encode(), content_type="application/json")
     return _json(
         {
             "id": f"chatcmpl-fake{state.completion_counter:08d}",
