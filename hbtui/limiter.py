@@ -3,12 +3,14 @@
 Grading waits ahead of generation when both share an endpoint, so conversations finish (and
 scores appear) as the run goes instead of all replies first and all verdicts last.
 
-When an endpoint keeps answering 429, the cap shrinks multiplicatively (at most once per
-``cooldown`` seconds, so one burst of refusals counts once) and grows back by one after about
-one window of successes (``growth`` x the current cap), as TCP's congestion window does: a run
-started with too high a concurrency slows down instead of failing, while an endpoint that
-refuses now and then (a 429 that does not shrink the cap leaves the count alone) keeps its
-concurrency.
+It bounds what is in flight; what is sent each second is the pace's (hbtui.rate_limits), which
+a call waits for once it holds its slot. A run started with a concurrency far above an
+endpoint's rate limit slows down to the limit instead of failing: its calls wait for the pace.
+
+Only a 429 that teaches no pace (it says no wait, and no rate is known) shrinks the cap,
+multiplicatively (at most once per ``cooldown`` seconds, so one burst of refusals counts once);
+it grows back by one after about one window of successes (``growth`` x the current cap), as
+TCP's congestion window does. An endpoint that refuses now and then keeps its concurrency.
 """
 
 from __future__ import annotations
