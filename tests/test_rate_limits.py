@@ -255,6 +255,7 @@ def test_settings_win_over_what_the_endpoint_says(limited, server):
 
 
 def test_a_limit_that_changes_mid_run_is_followed(limited, server):
+    write_jsonl(limited / "data.jsonl", records(40))  # 200 calls: 4 s at the first limit
     server.control(latency_ms=30, rate_limit={"rpm": 3000, "headers": True})
     process = __import__("subprocess").Popen(
         [__import__("sys").executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--concurrency", "32"],
@@ -264,7 +265,7 @@ def test_a_limit_that_changes_mid_run_is_followed(limited, server):
     server.control(rate_limit={"rpm": 900, "headers": True})
     out, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
-    assert verdicts(limited) == (80, 0)
+    assert verdicts(limited) == (160, 0)
     assert "900 requests/min" in out
     stats = server.stats()
     assert stats["rate_refused"] <= 0.1 * stats["requests"], stats
