@@ -736,7 +736,11 @@ def _error_type(response: HttpAnswer | httpx.Response) -> str | None:
 
 
 def _count(value: object) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else 0
+    """A token count as the provider reports it, or 0 where it is no count: negative, not finite
+    (int(inf) raised), or beyond what SQLite's integers hold."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if 0 <= value < 2**53 else 0
 
 
 def _aiohttp():

@@ -67,3 +67,10 @@ def test_a_grader_answering_null_leaves_its_criteria_failed_for_regrade(server, 
     with sqlite3.connect(db) as connection:
         kinds = connection.execute("SELECT DISTINCT status, error_kind FROM verdicts").fetchall()
     assert kinds == [("error", BAD_RESPONSE)]
+
+
+@pytest.mark.parametrize("count, stored", [(-5, 0), (1e300, 0), (2**70, 0), (True, 0), ("12", 0), (12, 12)])
+def test_a_token_count_that_is_no_count_is_stored_as_0(server, count, stored):
+    server.control(usage={"prompt_tokens": count, "completion_tokens": count})
+    result = call(server)
+    assert (result.prompt_tokens, result.completion_tokens) == (stored, stored)

@@ -243,6 +243,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "null_content": None,
     "null_content_finish": "stop",
     "deep_json": None,
+    # The usage object every answer carries instead of the true one (negative, infinite counts).
+    "usage": None,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -869,7 +871,8 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             "created": int(time.time()),
             "model": model,
             "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": {
+            "usage": config["usage"]
+            or {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
