@@ -337,8 +337,8 @@ class ChatClient:
         self.pacers: dict[str, RatePacer] = {}
         # Since when this endpoint has answered nothing but rate-limit 429s (monotonic), if it has.
         self.refusing_since: float | None = None
-        # A quota or daily limit reached, or the endpoint closed by its pool: every later call
-        # raises this, unsent (a call in flight counts; none is sent after it).
+        # A quota or daily limit reached: every later call raises this, unsent (the calls already
+        # in flight are the only ones sent after it).
         self.closed: ChatError | None = None
         self.limiter = limiter
         self.timeout = timeout
@@ -598,9 +598,7 @@ class ChatClient:
         )
         if refusal.kind in (QUOTA_REFUSAL, DAILY):
             kind = QUOTA if refusal.kind == QUOTA_REFUSAL else DAILY_LIMIT
-            error = ChatError(
-                kind, refusal_message(refusal, self.key_name, self.rate_limit_patience), response.status_code, attempts
-            )
+            error = ChatError(kind, refusal_message(refusal, self.key_name), response.status_code, attempts)
             error.endpoint = label
             if self.closed is None:
                 self.closed = error

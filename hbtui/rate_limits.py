@@ -255,7 +255,7 @@ def duration_text(seconds: float) -> str:
     return f"{seconds} s"
 
 
-def refusal_message(refusal: Refusal, key_name: str, patience: float, now: float | None = None) -> str:
+def refusal_message(refusal: Refusal, key_name: str, now: float | None = None) -> str:
     """The one line a run (or the check) stops with for a quota or a daily limit."""
     if refusal.kind == QUOTA:
         return (
@@ -267,10 +267,6 @@ def refusal_message(refusal: Refusal, key_name: str, patience: float, now: float
         at = time.localtime((time.time() if now is None else now) + refusal.wait)
         when = f"it resets in {duration_text(refusal.wait)} (at {time.strftime('%H:%M', at)} local time)"
     return f"the endpoint's {refusal.what}-per-day limit is reached; {when}"
-
-
-def quota_hint(run_id: int, prog: str = "hbtui") -> str:
-    return f"then: {prog} resume {run_id}"
 
 
 SOURCE_WORDS = {"settings": "the RPM/TPM settings", "headers": "the endpoint's headers", "429s": "its 429 answers"}
@@ -293,7 +289,6 @@ class RatePacer:
         self.request_source: str | None = "settings" if rpm else None
         self.token_source: str | None = "settings" if tpm else None
         self.share = HEADROOM
-        self.daily: AnnouncedLimits | None = None  # a daily limit announced (not a pace)
         self._next_at = 0.0  # monotonic: the next call may go then
         self._next_token_at = 0.0
         self._hold_until = 0.0  # a Retry-After: nothing goes before it
@@ -388,10 +383,10 @@ class RatePacer:
         if len(tenths) > WINDOW_TENTHS:
             tenths.popleft()
 
-    def _taken_per_second(self, now: float, since: float | None = None) -> tuple[float, int]:
-        """(sends not refused a second, sends) over the last second, or since ``since`` (a
-        bucket refusing since then is empty: what it took since is its rate, without the burst
-        it held before)."""
+    def _window(self, now: float, since: float | None = None) -> tuple[float, int, float]:
+        """(sends not refused a second, sends, refused share) over the last second, or since
+        ``since`` (a bucket refusing since then is empty: what it took since is its rate, without
+        the burst it held before)."""
         newest = int(now * 10)
         oldest = newest - WINDOW_TENTHS + 1
         if since is not None:
@@ -405,13 +400,7 @@ class RatePacer:
                 refused += refusals
         # Over the tenths it has been sending in (a run's first second is not a whole one).
         seconds = max(now - first / 10, 0.1)
-        return (sent - refused) / seconds, sent
-
-    def _refused_share(self, now: float) -> float:
-        oldest = int(now * 10) - WINDOW_TENTHS + 1
-        sent = sum(sends for tenth, sends, _ in self._tenths if tenth >= oldest)
-        refused = sum(refusals for tenth, _, refusals in self._tenths if tenth >= oldest)
-        return refused / sent if sent else 0.0
+        return (sent - refused) / seconds, sent, refused / sent if sent else 0.0
 
     def answered(self, headers: Mapping[str, str], sent_at: float, prompt_chars: int, prompt_tokens: int) -> str | None:
         """An answer that was not a 429; returns a note when the pace it announces is new."""
@@ -439,8 +428,7 @@ class RatePacer:
             if limit is None:
                 continue
             if limit.daily:
-                self.daily = limits  # a budget, not a pace: when it runs out, the run stops
-                continue
+                continue  # a budget, not a pace: when it runs out, the 429 says so and the run stops
             if name == "requests" and not self.set_rpm:
                 self.request_rate, self.request_source = limit.per_second, "headers"
             elif name == "tokens" and not self.set_tpm:
@@ -462,9 +450,7 @@ class RatePacer:
         and then, which slowing down would not cure; the client backs off that call alone."""
         self.refused += 1
         now = time.monotonic()
-        if self._tenths and self._tenths[-1][0] == int(now * 10):
-            self._tenths[-1][2] += 1
-        elif self._tenths:
+        if self._tenths:
             self._tenths[-1][2] += 1  # refused at once: counted with the tenth it was sent in
         before = self.describe()
         note = self.learn(headers)
@@ -477,8 +463,7 @@ class RatePacer:
         cooldown = 0.3 if self._refusing_since is not None else SLOW_DOWN_EVERY / 2  # a first guess is made good soon
         if self.unpaced_refusals or now - self._last_slow_down < cooldown:
             return note
-        taken, sent = self._taken_per_second(now)
-        share = self._refused_share(now)
+        taken, sent, share = self._window(now)
         if self._share_at_slow_down is not None and now - self._last_slow_down >= SLOW_DOWN_EVERY:
             # Below a limit, the endpoint takes as much as before and refuses less. Refusals that
             # go on at the same share while less and less is taken (a proxy or a shared key
@@ -496,8 +481,9 @@ class RatePacer:
                 return "refusals at random, not a rate: calls wait their Retry-After only"
         self._share_at_slow_down = (taken, share)
         if self.request_rate is None and self.token_rate is None:
-            if sent < 4 or share < ENGAGE_SHARE:
-                # Too few calls to tell a rate from, or a refusal now and then: the hold alone.
+            if sent < 4 or share < ENGAGE_SHARE or taken <= 0:
+                # Too few calls to tell a rate from, a refusal now and then, or nothing taken at
+                # all (no rate, only a wait: a pace of nothing would hold its calls for ever).
                 return note
             # A first guess (what it took over the last second holds the burst its bucket held,
             # so it is high), made good by the next refusals: see below.
@@ -509,15 +495,19 @@ class RatePacer:
                 return note
             # Refusing since the first guess, so its bucket was empty all along: what it took
             # since then is its rate.
-            taken, _ = self._taken_per_second(now, since=self._refusing_since)
-            self.request_rate = max(0.5, min(self.request_rate, taken))
+            taken, _, _ = self._window(now, since=self._refusing_since)
+            if taken > 0:
+                self.request_rate = max(0.5, min(self.request_rate, taken))
             self._refusing_since = None
         elif share < SLOW_DOWN_SHARE:
             return note  # the odd refusal at the edge of the limit: its Retry-After is enough
         elif self.request_source == "429s" and self.request_rate is not None:
             # What it took while refusing is its rate; a pace already below that falls anyway.
-            taken, _ = self._taken_per_second(now, since=self._last_slow_down)
-            self.request_rate = max(0.5, taken if taken < self.request_rate else self.request_rate * SLOW_DOWN)
+            taken, _, _ = self._window(now, since=self._last_slow_down)
+            if 0 < taken < self.request_rate:
+                self.request_rate = max(0.5, taken)
+            else:  # nothing taken since, or already below it: a step down, not a pace of nothing
+                self.request_rate = max(0.5, self.request_rate * SLOW_DOWN)
         elif now - self._last_slow_down >= SLOW_DOWN_EVERY:
             self.share = max(LOWEST_SHARE, self.share * SLOW_DOWN)
         self._last_slow_down = now

@@ -133,11 +133,11 @@ def test_which_refusal_a_429_is(status, code, error_type, message, headers, kind
 
 def test_the_stop_lines_name_the_cause_and_when_it_resets():
     quota = classify_refusal(429, "insufficient_quota", None, "", {}, 600)
-    assert refusal_message(quota, "GRADER_API_KEY", 600) == (
+    assert refusal_message(quota, "GRADER_API_KEY") == (
         "the account behind GRADER_API_KEY is out of credit or quota (insufficient_quota): check its plan and billing"
     )
     daily = classify_refusal(429, None, None, GROQ_PER_DAY, {"retry-after": "7200"}, 600)
-    line = refusal_message(daily, "API_KEY", 600, now=0)
+    line = refusal_message(daily, "API_KEY", now=0)
     at = time.strftime("%H:%M", time.localtime(7200))
     assert line == f"the endpoint's requests-per-day limit is reached; it resets in 2h0m (at {at} local time)"
 
@@ -160,15 +160,16 @@ def test_calls_are_spread_at_the_pace_not_released_together():
 
 
 def test_a_retry_after_holds_every_call_and_teaches_no_rate_from_a_few_refusals():
-    async def go() -> float:
+    async def go() -> tuple[float, bool]:
         pacer = RatePacer()
         pacer.sent(time.monotonic())
         pacer.refused_now({}, 0.3)
         started = time.monotonic()
         await pacer.turn()
-        return time.monotonic() - started
+        return time.monotonic() - started, pacer.paced
 
-    assert asyncio.run(go()) >= 0.28
+    waited, paced = asyncio.run(go())
+    assert waited >= 0.28 and not paced
 
 
 def test_limits_line():
@@ -388,3 +389,17 @@ def test_the_monitor_shows_what_the_limits_did(tmp_path, server):
     shown = asyncio.run(view())
     assert shown.limits is not None
     assert shown.limits.startswith("limits: paced to 1,200 requests/min from the endpoint's headers; 0 answers")
+
+
+def test_an_endpoint_of_nothing_but_429s_is_set_aside_while_another_answers(tmp_path, server):
+    with FakeServer(config={"latency_ms": 10, "persistent_429_until": 10**6, "retry_after": 0.2}) as refusing:
+        server.control(latency_ms=10)
+        (tmp_path / ".env").write_text(
+            f"BASE_URL={refusing.base_url},{server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=test-model\n"
+            "GRADER_TEMPLATE=builtin\nRATE_LIMIT_PATIENCE=2\n"
+        )
+        write_jsonl(tmp_path / "data.jsonl", records(20))
+        result = hbtui("run", "--data", "data.jsonl", cwd=tmp_path, timeout=120)
+        assert result.returncode == 0, result.stderr
+        assert verdicts(tmp_path) == (80, 0)
+        assert f"endpoint {refusing.base_url} set aside for 2 s: nothing but 429" in result.stdout

@@ -7,9 +7,9 @@ endpoint that refuses connections, or answers 5xx or nothing several times runni
 aside for a while (doubling, up to a minute) and its unanswered call goes to another; then one
 call at a time tries it again. Nothing answered is ever sent again, so nothing is paid twice.
 
-Rate limits are each client's (hbtui.rate_limits): a 429 is no failure here. One that has
-answered nothing but 429 for RATE_LIMIT_PATIENCE is set aside while a sibling answers; with none
-left the run stops, resumable, naming the limit.
+Rate limits are each client's (hbtui.rate_limits): a 429 is no failure here. An endpoint that
+has answered nothing but 429 for RATE_LIMIT_PATIENCE is set aside while a sibling answers; with
+none left, its calls raise rate_limited and the run stops, resumable, naming the limit.
 """
 
 from __future__ import annotations
@@ -254,34 +254,21 @@ class EndpointPool:
         return any(limiter.in_flight for url, limiter in self.limiters.items() if url != endpoint)
 
     def _rate_limited(self, stats: EndpointStats, record: CallRecord) -> None:
-        """A 429: after RATE_LIMIT_PATIENCE of nothing else, set aside while a sibling answers,
-        else the run stops (resumable), naming the limit."""
-        client = self.clients[record.endpoint]
-        since = client.refusing_since
+        """A 429: after RATE_LIMIT_PATIENCE of nothing else, set aside while a sibling answers.
+        With none, the call itself raises rate_limited, and the engine stops the run on it."""
+        since = self.clients[record.endpoint].refusing_since
         patience = self.settings.rate_limit_patience
         now = time.monotonic()
         if since is None or now - since < patience:
             return
-        live_siblings = [label for label in stats.siblings if self.live.endpoints[label].aside_until is None]
-        if live_siblings:
-            if stats.aside_until is None or stats.aside_until <= now:
-                stats.aside_until = now + patience
-                self.on_note(
-                    f"endpoint {record.endpoint} set aside for {patience:g} s: nothing but 429 (rate limited) for"
-                    f" {now - since:.0f} s (RATE_LIMIT_PATIENCE); its calls go to the others meanwhile"
-                )
+        if not any(self.live.endpoints[label].aside_until is None for label in stats.siblings):
             return
-        paces = [pacer.describe() for pacer in client.pacers.values() if pacer.paced]
-        pace = f"; paced to {paces[0]}" if len(paces) == 1 else ""
-        self.on_unreachable(
-            ChatError(
-                RATE_LIMITED,
-                f"{record.endpoint} answered nothing but 429 (rate limited) for {now - since:.0f} s"
-                f" (RATE_LIMIT_PATIENCE {patience:g} s){pace}: {record.message}",
-                429,
-            ),
-            record.endpoint,
-        )
+        if stats.aside_until is None or stats.aside_until <= now:
+            stats.aside_until = now + patience
+            self.on_note(
+                f"endpoint {record.endpoint} set aside for {patience:g} s: nothing but 429 (rate limited) for"
+                f" {now - since:.0f} s (RATE_LIMIT_PATIENCE); its calls go to the others meanwhile"
+            )
 
     def limits(self) -> dict | None:
         """What the rate limits did in this process (hbtui.rate_limits.pace_summary)."""
