@@ -611,12 +611,12 @@ async def cmd_control(args: argparse.Namespace, settings: Settings, control: str
             raise UsageError(f"run {run.id} is {shown}: there is nothing to {verb}")
         if shown == "interrupted":
             raise UsageError(
-                f"run {run.id}'s driver ({run.owner or 'unknown'}) is gone, or silent past its heartbeat:"
+                f"run {run.id}'s driver ({run.owner_shown or 'unknown'}) is gone, or silent past its heartbeat:"
                 f" nothing runs to {verb} (hbtui resume {run.id} continues the run)"
             )
         if not await store.request_control(run.id, control):
             raise UsageError(f"run {run.id} ended meanwhile, or is being cancelled: nothing to {verb}")
-        say(f"run {run.id}: {verb} asked of its driver ({run.owner})")
+        say(f"run {run.id}: {verb} asked of its driver ({run.owner_shown})")
         deadline = time.monotonic() + CONTROL_PATIENCE_SECONDS
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)

@@ -245,6 +245,57 @@ def test_a_stopped_driver_is_not_taken_over_and_the_refusal_says_how_to_go_on(tm
     assert asyncio.run(claim(_owner_of(os.getpid()).replace(str(os.getpid()), str(sleeper.pid), 1), 0))
 
 
+# ---- 1. a driver in another PID namespace or boot of this host name: only its heartbeat tells ---
+
+
+@pytest.mark.skipif(not Path("/proc/self/ns/pid").exists(), reason="needs /proc for the PID namespace")
+def test_a_driver_of_another_pid_namespace_or_boot_is_taken_over_only_once_its_heartbeat_is_stale(tmp_path):
+    # Containers that share a host name, or `docker exec`: the driver's pid is not this
+    # namespace's. Its pid may be no process here (it counted as gone: taken over at once, 63
+    # calls paid twice) or an unrelated live one (it counted as alive for ever).
+    from hbtui.store import HEARTBEAT_STALE_SECONDS
+    from hbtui.store.owners import this_space
+    from tests.support.synth import synthesize_run
+
+    db = tmp_path / "db.sqlite"
+    namespace, boot = this_space()
+    assert namespace is not None and boot is not None
+    host, no_such_pid = socket.gethostname(), int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+    live_pid, live_start = _owner_of(os.getpid()).rsplit(":", 2)[1:]
+    elsewhere = {
+        "another PID namespace": f"{host}/{int(namespace) + 1}/{boot}",
+        "another boot": f"{host}/{namespace}/{boot[::-1]}",
+    }
+
+    async def claim(owner_text, heartbeat_age):
+        async with await Store.open(db) as store:
+            runs = await store.list_runs()
+            run_id = runs[0].id if runs else await synthesize_run(store, conversations=2, name="held")
+            await store.db.execute(
+                "UPDATE runs SET status = 'running', owner = ?, lease = 'theirs', heartbeat_at = ?",
+                (owner_text, time.time() - heartbeat_age),
+            )
+            await store.db.commit()
+            shown = (await store.get_run(run_id)).shown_status()
+            try:
+                return shown, await store.claim_run(run_id, "me:1:1")
+            except RunBusy as busy:
+                return shown, str(busy)
+
+    for where, space in elsewhere.items():
+        for pid in (no_such_pid, f"{live_pid}:{live_start}"):
+            shown, refusal = asyncio.run(claim(f"{space}:{pid}", heartbeat_age=1))
+            assert shown == "running", (where, pid)
+            assert refusal.startswith(f"run 1 is being driven by process {host}:{str(pid).split(':')[0]}, "), refusal
+            assert "(heartbeat 1 s ago); watch it with `hbtui monitor` instead" in refusal
+            assert ("in another PID namespace" if where == "another PID namespace" else "before a reboot") in refusal
+            shown, lease = asyncio.run(claim(f"{space}:{pid}", heartbeat_age=HEARTBEAT_STALE_SECONDS + 5))
+            assert shown == "interrupted", (where, pid)
+            assert len(lease) == 32, lease  # taken over
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT owner FROM runs").fetchone() == ("me:1:1",)
+
+
 # ---- 2. a write lock held longer than the busy timeout -----------------------------------------
 
 

@@ -141,3 +141,69 @@ def test_a_write_lock_held_by_another_process_for_14_s_loses_nothing(shell, serv
     assert first.returncode == 0, err
     assert "database is locked by another connection" in out
     assert server.stats()["requests"] == EVERY_CALL_ONCE
+
+
+# A new PID namespace under the same host name, as a container or a pod that shares its name:
+# the run's process is pid 1 there, and pid 1 here is another process. --kill-child: killing
+# unshare kills the run.
+UNSHARE_PIDS = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+
+
+def _can_unshare_pids() -> bool:
+    try:
+        return subprocess.run([*UNSHARE_PIDS, "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_unshare_pids(), reason="needs unshare of a PID namespace (root or user namespaces)")
+def test_a_live_driver_in_another_pid_namespace_of_this_host_name_is_not_taken_over_until_its_heartbeat_stops(
+    shell, server
+):
+    cwd, env = shell
+    env["HBTUI_HEARTBEAT_PATIENCE"] = "5"  # well above a live driver's silence, far below the default 15 s
+    db = cwd / "runs" / "hbtui.sqlite"
+    contained = subprocess.Popen(
+        [*UNSHARE_PIDS, sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--name", "contained"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_answers(db, 50, contained)
+        with sqlite3.connect(db) as conn:
+            owner = conn.execute("SELECT owner FROM runs").fetchone()[0]
+        assert owner.rsplit(":", 2)[1] == "1"  # pid 1 of its namespace; here pid 1 is another, live process
+        resumed = subprocess.run(
+            [sys.executable, "-m", "hbtui", "resume", "contained"],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert resumed.returncode == 2, resumed.stderr
+        assert resumed.stderr.count("\n") == 1, resumed.stderr
+        assert "is being driven by process" in resumed.stderr and "in another PID namespace" in resumed.stderr
+        assert contained.poll() is None  # still driving its run
+    finally:
+        contained.kill()
+        contained.wait()
+    stored_at_kill = stored_answers(db)
+    time.sleep(6)  # its heartbeat goes stale: the driver is gone, as far as this namespace can tell
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "contained"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert stored_at_kill < EVERY_CALL_ONCE and stored_answers(db) == EVERY_CALL_ONCE
+    # Paid twice at most: what was in flight at the kill, on the wire (8) or received and not yet
+    # committed (at most as many again).
+    assert server.stats()["requests"] - EVERY_CALL_ONCE <= 2 * 8

@@ -149,7 +149,7 @@ def test_a_driver_gone_silent_is_said_not_pretended(tmp_path, small_dataset):
     result = hbtui("pause", "gone", cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr == (
-        "hbtui: error: run 1's driver (otherhost:123:1) is gone, or silent past its heartbeat: nothing runs to"
+        "hbtui: error: run 1's driver (otherhost:123) is gone, or silent past its heartbeat: nothing runs to"
         " pause (hbtui resume 1 continues the run)\n"
     )
 

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from hbtui.run_kinds import MODEL_RUN
 from hbtui.run_report import StoredReport
 from hbtui.scoring import conversation_score
-from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
+from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
 from hbtui.store.search import text_clause, verdict_clause
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
@@ -165,6 +165,11 @@ class RunRow:
             return owner.label
         silent = (time.time() if now is None else now) - (self.heartbeat_at or self.created_at)
         return f"{owner.label}, no heartbeat for {elapsed(silent)}"
+
+    @property
+    def owner_shown(self) -> str | None:
+        """Its driver as a user reads it (host:pid), not the stored namespace and boot ids."""
+        return owner_label(self.owner)
 
     def heartbeat_stale(self, now: float | None = None) -> bool:
         now = time.time() if now is None else now

@@ -60,8 +60,8 @@ class StoreRunActions(Connection):
             run = run_from_row(row)
             if run.shown_status() == "running":
                 raise RunInUse(
-                    f"run {run.id} is being driven by {run.owner or 'another process'}: cancel it first (x in its"
-                    f" monitor, or hbtui cancel {run.id}), then delete it"
+                    f"run {run.id} is being driven by {run.owner_shown or 'another process'}: cancel it first"
+                    f" (x in its monitor, or hbtui cancel {run.id}), then delete it"
                 )
             reusing = await self.runs_reusing(run.id)
             if reusing:

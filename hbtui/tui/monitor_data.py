@@ -274,7 +274,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         run,
         status=status,
         in_process=False,
-        owner=run.owner,
+        owner=run.owner_shown,
         tally=tally,
         calls_per_second=rate,
         eta_seconds=eta(remaining, rate) if running else None,

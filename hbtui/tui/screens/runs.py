@@ -350,8 +350,9 @@ class RunsScreen(RunActions):
             return
         status = run.shown_status()
         if status == "running":
+            owner = run.owner_shown
             self.notify(
-                f"run {run_id} is driven by another process{f' ({one_line(run.owner, 60)})' if run.owner else ''};"
+                f"run {run_id} is driven by another process{f' ({one_line(owner, 60)})' if owner else ''};"
                 " press m to monitor it",
                 markup=False,
                 severity="warning",
