@@ -84,10 +84,11 @@ class UsageError(Exception):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """A mistyped command is one line too (argparse prints the whole usage first)."""
+    """A mistyped command is one line too (argparse prints the whole usage first), what was
+    typed shown as text: argparse quotes an unrecognised argument raw."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"hbtui: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        print(f"hbtui: error: {visible_line(message)} (see `{self.prog} --help`)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 

@@ -11,7 +11,7 @@ import json
 
 from hbtui.numbering import conversation_label
 from hbtui.store import ERROR, MET, NOT_MET, ConversationDetail, VerdictRow
-from hbtui.text import visible_controls
+from hbtui.text import visible_controls, visible_line
 
 
 def verdict_word(v: VerdictRow) -> str:
@@ -49,7 +49,7 @@ def conversation_markdown(detail: ConversationDetail, run_id: int, number: int |
     positives = sum(1 for v in detail.verdicts if v.points > 0)
     met = s.n_met if s.n_met is not None else 0
     lines.append(
-        f"- prompt_id: `{visible_controls(s.prompt_id)}`  \n- theme: {visible_controls(s.theme or '-')}  \n"
+        f"- prompt_id: `{visible_line(s.prompt_id)}`  \n- theme: {visible_line(s.theme or '-')}  \n"
         f"- score: {score}, {met} of {positives} positive criteria met, {s.penalties} penalties triggered,"
         f" {s.n_errors} grader errors"
     )

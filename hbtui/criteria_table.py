@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hbtui.files import private_file
 from hbtui.store.browse_reads import CriterionStats
+from hbtui.text import spreadsheet_cell, visible_controls, visible_line
 
 
 def _missed_first(c: CriterionStats) -> tuple:
@@ -37,7 +38,8 @@ def sorted_criteria(stats: Sequence[CriterionStats], sort: str) -> list[Criterio
 
 def criteria_csv(stats: Sequence[CriterionStats]) -> str:
     """One row a distinct criterion; for a penalty (negative points) ``met`` counts the times it
-    was triggered. Tags are joined with a space, as HealthBench writes none with one."""
+    was triggered. Tags are joined with a space, as HealthBench writes none with one. Text is
+    shown as the other exports show it (controls visible, a would-be formula after a ``'``)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -45,9 +47,9 @@ def criteria_csv(stats: Sequence[CriterionStats]) -> str:
         fraction = c.met_fraction
         writer.writerow(
             (
-                c.criterion,
-                " ".join(c.tags),
-                f"{c.points:g}",
+                spreadsheet_cell(visible_controls(c.criterion)),
+                spreadsheet_cell(visible_line(" ".join(c.tags))),
+                f"{c.points:g}",  # a number, negative for a penalty: never quoted as text
                 c.conversations,
                 c.met,
                 c.not_met,

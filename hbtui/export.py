@@ -3,8 +3,10 @@ the run folder (`results.jsonl` + `description.md`) that users of the single-scr
 
 JSONL holds text exactly as stored (JSON escapes control characters itself). CSV and
 `description.md` are read in terminals and spreadsheets, so their control characters are made
-visible (ESC as ␛): a prompt_id or a theme name cannot send escape sequences from them. Files are
-owner-only since they hold the run's data.
+visible (ESC as ␛, a bidi override as ⟨U+202E⟩; in ids and tags every zero-width character too):
+a prompt_id or a theme name cannot send escape sequences from them, nor read backwards. A CSV
+text cell that a spreadsheet would take for a formula starts with ``'``. Files are owner-only
+since they hold the run's data.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
 from hbtui.store import ERROR, RunRow, Store, verdict_met
 from hbtui.store.reads import parsed_tags
 from hbtui.store.rows import ExportConversation, ExportVerdict
-from hbtui.text import one_line, visible_controls
+from hbtui.text import one_line, spreadsheet_cell, visible_controls, visible_line
 
 CSV_COLUMNS = [
     "position",
@@ -111,6 +113,14 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     return count
 
 
+def review_cells(cells: list) -> list:
+    """A review's cells with their text made visible: its note is running text, the rest names."""
+    return [
+        (visible_controls if column == "review_note" else visible_line)(cell) if isinstance(cell, str) else cell
+        for column, cell in zip(REVIEW_CSV_COLUMNS, cells, strict=True)
+    ]
+
+
 async def write_csv(store: Store, run_id: int, out: Path) -> int:
     count = 0
     reviews = await ExportReviews.of(store, run_id)
@@ -123,27 +133,27 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                 met = verdict_met(v.status)
                 writer.writerow(
                     [
-                        visible_controls(cell) if isinstance(cell, str) else cell
+                        spreadsheet_cell(cell)
                         for cell in (
                             conv.position,
                             conv.repeat,
-                            conv.prompt_id,
+                            visible_line(conv.prompt_id),
                             "" if conv.score is None else conv.score,
                             v.idx,
-                            v.criterion,
+                            visible_controls(v.criterion),
                             v.points,
-                            " ".join(parsed_tags(v.tags)),
+                            visible_line(" ".join(parsed_tags(v.tags))),
                             "" if met is None else str(met).lower(),
                             v.status,
-                            v.explanation or "",
-                            v.error_kind or "",
-                            v.error or "",
+                            visible_controls(v.explanation or ""),
+                            visible_line(v.error_kind or ""),
+                            visible_controls(v.error or ""),
                             conversation_number(conv.position),
                             conv.repeat + 1,
                             criterion_number(v.idx),
-                            *reviews.csv_cells(v, reviewed_score),
-                            conv.completion_group or "",
-                            conv.completion or "",
+                            *review_cells(reviews.csv_cells(v, reviewed_score)),
+                            visible_line(conv.completion_group or ""),
+                            visible_line(conv.completion or ""),
                         )
                     ]
                 )
@@ -221,13 +231,13 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f"- plan: {run.plan.get('records')} records, limit {run.plan.get('limit')}, seed {run.plan.get('seed')},"
         f" repeats {run.plan.get('repeats')}",
         (
-            f"- replies: {run.model_test}, the records' own (no model under test was called)"
+            f"- replies: {one_line(run.model_test, 200)}, the records' own (no model under test was called)"
             if run.plan.get("completions")
-            else f"- model under test: {run.model_test} at {s.get('base_url')}, temperature"
+            else f"- model under test: {one_line(run.model_test, 200)} at {s.get('base_url')}, temperature"
             f" {s.get('temperature_test')}, max tokens {s.get('max_tokens_test')}, reasoning effort"
             f" {s.get('reasoning_test') or 'not sent'}"
         ),
-        f"- grader: {run.model_grader} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
+        f"- grader: {one_line(run.model_grader, 200)} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
         f" {s.get('temperature_grader')}, max tokens {s.get('max_tokens_grader')}, reasoning effort"
         f" {s.get('reasoning_grader') or 'not sent'}",
         f"- grader template: {(run.requests or {}).get('grader_template', {}).get('name') or s.get('grader_template')}"

@@ -33,7 +33,7 @@ HEADER = f"{'met%':>6} {'met':>5} {'miss':>5} {'err':>4} {'pts':>4}  criterion  
 def row_text(c: CriterionStats) -> str:
     fraction = c.met_fraction
     share = "   -  " if fraction is None else f"{100 * fraction:5.1f}%"
-    tags = " ".join(t for t in c.tags if not t.startswith("level:"))
+    tags = one_line(" ".join(t for t in c.tags if not t.startswith("level:")), 200)  # the dataset's, as data
     return f"{share} {c.met:>5} {c.not_met:>5} {c.errors:>4} {c.points:>+4g}  {one_line(c.criterion, 400)}  [{tags}]"
 
 

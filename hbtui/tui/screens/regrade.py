@@ -17,7 +17,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from hbtui.config import setting_for
 from hbtui.presets import built_in_presets
 from hbtui.store import RunRow
-from hbtui.text import one_line
+from hbtui.text import one_line, visible_controls
 from hbtui.tui.handle import AppModal
 from hbtui.tui.screens.config import check_setting
 from hbtui.tui.widgets.ordered_input import OrderedInput
@@ -40,8 +40,9 @@ REFERENCE_FIELDS = (
 
 
 def _text(name: str, value: object) -> str:
-    """A setting's value as its field shows it, as everywhere a value is typed back."""
-    return setting_for(name).kind.text(value)
+    """A setting's value as its field shows it, as everywhere a value is typed back. The run's
+    own values may come from an imported file: their controls are shown, never acted on."""
+    return visible_controls(setting_for(name).kind.text(value))
 
 
 class RegradeModal(AppModal[dict[str, str] | None]):

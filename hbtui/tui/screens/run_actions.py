@@ -17,7 +17,7 @@ from textual.widgets import Input, Static
 
 from hbtui.services import RunActionError, delete_run, export_format, export_run, rename_run
 from hbtui.store import RunRow, Store, StoreError
-from hbtui.text import one_line
+from hbtui.text import one_line, visible_line
 from hbtui.tui.handle import AppModal, AppScreen
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.widgets.ordered_input import OrderedInput
@@ -103,11 +103,15 @@ class RunActions(AppScreen):
         if run is None:
             return
 
+        # The field starts from the name as every list shows it: its controls and zero-width
+        # characters visible, not acted on by the terminal. Left as it is, it renames nothing.
+        shown = visible_line(run.name)
+
         def answered(name: str | None) -> None:
-            if name and name != run.name:
+            if name and name != shown:
                 self._rename(run, name)
 
-        self.app.push_screen(AskTextModal(f"New name for run {run.id}:", run.name, "a unique name"), answered)
+        self.app.push_screen(AskTextModal(f"New name for run {run.id}:", shown, "a unique name"), answered)
 
     @work(group="run-action", exclusive=False)
     async def _rename(self, run: RunRow, name: str) -> None:
