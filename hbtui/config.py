@@ -512,6 +512,13 @@ class Settings:
             )
         return out
 
+    @property
+    def configured_keys(self) -> tuple[str, ...]:
+        """Every key given (the model under test's, the grader's): never data, so taken out of
+        replies and grader answers before they are graded or stored (hbtui.redact.redact_keys)."""
+        keys = (key for setting in SETTINGS if setting.secret for key in getattr(self, setting.attribute) or ())
+        return tuple(dict.fromkeys(key for key in keys if key))
+
     def public_dict(self) -> dict[str, Any]:
         """Settings as stored with a run and shown on screen: keys reduced to a mask."""
         out: dict[str, Any] = {}

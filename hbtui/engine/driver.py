@@ -10,6 +10,7 @@ generate-then-grade chain. Every answer goes to the result writer.
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import time
 from collections.abc import AsyncGenerator, Sequence
@@ -52,6 +53,7 @@ from hbtui.grading import fill_template, grade_as_configured, graded_conversatio
 from hbtui.limiter import GENERATION
 from hbtui.numbering import conversation_label, criterion_label
 from hbtui.rate_limits import merge_summaries
+from hbtui.redact import redact_keys
 from hbtui.store import (
     ERROR,
     MET,
@@ -74,6 +76,14 @@ CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances f
 CONTROL_SECONDS = 0.5  # how often the driver reads what other processes ask of its run
 PAUSED, CANCELLED = "paused", "cancelled"  # the controls (runs.control); None: run
 FIRST_PAGE = 32  # the first page small: calls go out while the next is read
+# The run's deviation for replies a configured key was taken out of, with their number (a resume
+# reads it back and adds its own).
+KEYS_REDACTED = "{} had a configured key redacted before grading: the grader saw the redacted text"
+_KEYS_REDACTED = re.compile(r"(\d+) repl(?:y|ies) had a configured key redacted before grading")
+
+
+def _replies(count: int) -> str:
+    return f"{count} {'reply' if count == 1 else 'replies'}"
 
 
 async def _stored(plan: asyncio.Task[int]) -> bool:
@@ -136,6 +146,13 @@ class Engine:
         self.keys = RequestKeys(settings, self._template)
         # What hbtui's negotiation changed in the requests (see hbtui.fidelity), for the run's record.
         self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
+        self.api_keys = settings.configured_keys
+        self.replies_redacted = 0  # replies a configured key was taken out of, over the run's processes
+        for deviation in list(self.deviations):
+            if counted := _KEYS_REDACTED.match(deviation):
+                self.deviations.discard(deviation)
+                self.replies_redacted += int(counted.group(1))
+        self._explanation_redacted = False  # said once in the run's log
         self.cancel_status = "interrupted"
         self._control_seen: str | None = None  # the control last applied (see _watch_controls)
         self._stopping = False  # cancelled: the calls in flight finish, no new one starts
@@ -259,7 +276,10 @@ class Engine:
     def requests_record(self) -> dict:
         """What this run's requests were, from the settings and what the providers made of them."""
         self.deviations |= self.pool.deviations()
-        record = describe_requests(self.settings, self._template.name, self._template.sha256, self.deviations)
+        deviations = self.deviations | (
+            {KEYS_REDACTED.format(_replies(self.replies_redacted))} if self.replies_redacted else set()
+        )
+        record = describe_requests(self.settings, self._template.name, self._template.sha256, deviations)
         # The limits' figures add up over the run's processes (a resume keeps its earlier ones).
         limits = merge_summaries((self.run.requests or {}).get("limits"), self.pool.limits())
         if limits:
@@ -297,6 +317,11 @@ class Engine:
         if idx is None:
             return conversation_label(item.position, item.repeat, repeats)
         return criterion_label(idx, item.position, item.repeat, repeats)
+
+    def _without_keys(self, text: str) -> str:
+        """A provider's text (a reply, a grader's answer) without the run's keys: it is stored,
+        shown, and a reply is sent to the grader (see hbtui.redact)."""
+        return redact_keys(text, self.api_keys) if text and self.api_keys else text
 
     def _note_invalid_text(self, what: str) -> None:
         self._note(f"{what} held invalid characters (lone surrogates), stored with U+FFFD")
@@ -653,13 +678,19 @@ class Engine:
                 )
             )
             return None
+        content, reasoning = (
+            self._without_keys(result.content),
+            result.reasoning and self._without_keys(result.reasoning),
+        )
+        if content != result.content or reasoning != result.reasoning:
+            self.replies_redacted += 1
         self._store_answer(
             ReplyResult(
                 item.conversation_id,
                 "generated",
                 time.time(),
-                reply=result.content,
-                reasoning=result.reasoning,
+                reply=content,
+                reasoning=reasoning,
                 finish_reason=result.finish_reason,
                 attempts=result.attempts,
                 latency_ms=result.latency_ms,
@@ -682,7 +713,7 @@ class Engine:
                 result.finish_reason == "length",
             )
         )
-        return result.content
+        return content
 
     async def _grade_conversation(self, client: Replicas, item: WorkItem) -> None:
         statuses = {idx: status for idx, _, status in item.all_criteria}
@@ -806,7 +837,14 @@ class Engine:
         status = ERROR if verdict is None else MET if verdict.criteria_met else NOT_MET
         statuses[idx] = status
         now = time.time()
-        explanation = verdict.explanation if verdict else None
+        explanation = self._without_keys(verdict.explanation) if verdict else None
+        raw_output, reasoning = (
+            self._without_keys(outcome.raw_output),
+            outcome.reasoning and self._without_keys(outcome.reasoning),
+        )
+        if (raw_output, reasoning) != (outcome.raw_output, outcome.reasoning) and not self._explanation_redacted:
+            self._explanation_redacted = True
+            self._note(f"a configured key was redacted from the grader's answer on {self._label(item, idx)}")
         self._store_answer(
             VerdictResult(
                 status,
@@ -814,8 +852,8 @@ class Engine:
                 idx,
                 key,
                 explanation,
-                outcome.raw_output,
-                outcome.reasoning,
+                raw_output,
+                reasoning,
                 outcome.error,
                 outcome.error_kind,
                 outcome.attempts,

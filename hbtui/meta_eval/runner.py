@@ -28,8 +28,14 @@ from hbtui.meta_eval.data import NAME, MetaRow, check_file, chosen, read_rows
 from hbtui.meta_eval.grading import meta_grader_prompt
 from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
 from hbtui.meta_eval.summary import meta_eval_summary_of
+from hbtui.redact import redact_keys
 from hbtui.store import ERROR, INSERT_CHUNK, MET, NOT_MET, MetaEvalResult, MetaEvalWork, RunRow, Store
 from hbtui.store.owners import this_owner
+
+
+def _without_keys(text: str | None, keys: tuple[str, ...]) -> str | None:
+    return redact_keys(text, keys) if text and keys else text
+
 
 FLUSH_SECONDS = 0.5  # results reach the database this often (the workers never write: see execute)
 HEARTBEAT_SECONDS = 2.0
@@ -222,12 +228,13 @@ class MetaEvalDriver:
                 )
             else:
                 verdict = outcome.verdict
+                keys = settings.configured_keys  # never stored, whatever the grader echoes
                 result = MetaEvalResult(
                     item.row_id,
                     (MET if verdict.criteria_met else NOT_MET) if verdict else ERROR,
-                    explanation=verdict.explanation if verdict else None,
-                    raw_output=outcome.raw_output,
-                    reasoning=outcome.reasoning,
+                    explanation=_without_keys(verdict.explanation, keys) if verdict else None,
+                    raw_output=_without_keys(outcome.raw_output, keys),
+                    reasoning=_without_keys(outcome.reasoning, keys),
                     error=outcome.error,
                     error_kind=outcome.error_kind,
                     attempts=outcome.attempts,

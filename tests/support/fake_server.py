@@ -245,6 +245,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "deep_json": None,
     # The usage object every answer carries instead of the true one (negative, infinite counts).
     "usage": None,
+    # What a provider may put into its answers (a key it was sent): every generation reply is this
+    # text instead of the deterministic one, and every grader explanation starts with this one.
+    "reply_text": None,
+    "explanation_text": None,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -320,6 +324,9 @@ def validate_config_update(update: Any) -> dict[str, Any]:
         raise ValueError("deep_json must be null, body or grader_content")
     if "quota_status" in update and update["quota_status"] not in (402, 429):
         raise ValueError("quota_status must be 402 or 429")
+    for key in ("reply_text", "explanation_text"):
+        if not isinstance(update.get(key), (str, type(None))):
+            raise ValueError(f"{key} must be a string or null")
     if "reject_params" in update and not isinstance(update["reject_params"], list):
         raise ValueError("reject_params must be a list of parameter names")
     return update
@@ -830,7 +837,7 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             content = prefix + cut_source[: len(cut_source) // 2]
             finish_reason = "length"
     else:
-        content = expected_generation_reply(last_user_text(messages))
+        content = config["reply_text"] or expected_generation_reply(last_user_text(messages))
         if config["numbered_replies"]:
             content += f" Call {stats.generation}." + " More detail." * (stats.generation % 5)
         if config["truncate_generation"]:
@@ -845,6 +852,9 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             content = content.replace('"explanation": "', '"explanation": "\\ud800 ', 1) + f" {LONE_SURROGATE}"
         else:
             content += f" {LONE_SURROGATE}"
+    if grader and config["explanation_text"]:
+        escaped = json.dumps(config["explanation_text"])[1:-1]
+        content = content.replace('"explanation": "', f'"explanation": "{escaped} ', 1)
     if grader and config["deep_json"] == "grader_content":
         content = "[" * 100_000 + "]" * 100_000
     message: dict[str, Any] = {"role": "assistant", "content": content}
