@@ -3,7 +3,7 @@ run, rows lost, keys found in files.
 
 Run by hand on a fresh clone (asserts nothing, prints figures, exits 0):
 
-    .venv/bin/python bench/bench_trials.py [--records N] [--quick]
+    .venv/bin/python bench/bench_trials.py [--records N] [--quick] [--kills N] [--only kill ...]
 
 Everything goes through real `python -m hbtui` processes in a temporary folder holding a `.env`
 (BASE_URL, a long API_KEY, the two models, CONCURRENCY=8), against the project's test server in
@@ -13,7 +13,9 @@ where that folder is absent. Every trial runs the same sample, so its final repl
 score can be compared row by row with the uninterrupted run's:
 
 1. baseline  an uninterrupted run; its call count is the reference
-2. kill      SIGKILL at random moments, `hbtui resume` after each
+2. kill      SIGKILL at random moments, `hbtui resume` after each; the server's log of when it
+             wrote each answer's last byte tells the calls truly in flight at a kill from those
+             answered and not yet stored
 3. stop      SIGSTOP (Ctrl-Z) for 20 s; `hbtui resume` from another shell meanwhile; SIGCONT
 4. takeover  stopped, then taken over "from another host"; SIGCONT; then resumed
 5. lock      another process holds the database's write lock for longer than the busy timeout
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +47,7 @@ sys.path.insert(0, str(ROOT))
 from hbtui.config import ALIASES, BY_KEY
 from hbtui.grading import grader_prompt, load_template
 from tests.support.fake_server import DEFAULT_CONFIG, expected_verdict
+from tests.support.kills import Killed, kill_gap, stop_then_kill, written_answers
 from tests.support.server_process import FakeServer
 
 SHARED = Path(os.environ.get("HBTUI_HEALTHBENCH_DIR") or ROOT.parent / "shared" / "healthbench")
@@ -164,6 +168,22 @@ def stored_answers(db: Path) -> int:
         return 0  # not created yet, or its schema not yet written
 
 
+def received_and_stored(db: Path, since: float, until: float) -> int:
+    """Answers received between ``since`` and ``until`` (the times the client stored with them)
+    and in the database now: a process's own, not those of an earlier one it recovered."""
+    try:
+        return query(
+            db,
+            "SELECT (SELECT count(*) FROM verdicts WHERE status != 'pending' AND from_cache = 0"
+            " AND graded_at BETWEEN ?1 AND ?2) + (SELECT count(*) FROM conversations"
+            " WHERE status != 'pending' AND generated_at BETWEEN ?1 AND ?2)",
+            since,
+            until,
+        )[0][0]
+    except sqlite3.Error:
+        return 0  # not created yet, or its schema not yet written
+
+
 def has_run(db: Path) -> bool:
     try:
         return db.exists() and query(db, "SELECT count(*) FROM runs")[0][0] > 0
@@ -244,6 +264,16 @@ def wait_for_answers(db: Path, at_least: int, process: subprocess.Popen, timeout
     return False
 
 
+def wait_for_own_answer(db: Path, since: float, process: subprocess.Popen, timeout: float = 120) -> bool:
+    """Until an answer the process received is stored (not one of an earlier process it recovered)."""
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        if received_and_stored(db, since, time.time()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 # ---- the trials -------------------------------------------------------------------------------
 
 
@@ -264,6 +294,7 @@ class Trials:
         self.base = Snapshot()
         self.base_calls = 0
         self.base_answers = 0
+        self.base_multiplicity: Counter[tuple[str, str]] = Counter()  # answers of each request body
 
     def folder(self, name: str, **kwargs) -> Folder:
         self.server.control(**DEFAULT_CONFIG)
@@ -288,9 +319,12 @@ class Trials:
 
     def baseline(self) -> None:
         folder = self.folder("baseline")
+        written = folder.path / "server-written.jsonl"
+        self.server.control(written_log=str(written))
         started = time.monotonic()
         done = folder.finish(folder.start_run(self.records))
         self.base_calls, self.base = self.calls(), snapshot(folder.db)
+        self.base_multiplicity = Counter(request for request, _ in written_answers(written))
         self.base_answers = stored_answers(folder.db)
         self.report(
             Row("baseline", str(done.code), self.base_calls, 0, 0, f"{time.monotonic() - started:.0f} s"),
@@ -300,10 +334,13 @@ class Trials:
 
     def kill(self, kills: int) -> None:
         folder = self.folder("kill")
+        written = folder.path / "server-written.jsonl"
+        self.server.control(written_log=str(written))
         rng = random.Random(11)
-        made = processes = in_flight = early = 0
+        made = processes = early = 0
+        killed: list[Killed] = []
         while True:
-            sent_before, stored_before = self.calls(), stored_answers(folder.db)
+            sent_before, started_at = self.calls(), time.time()
             process = folder.start("resume", RUN) if has_run(folder.db) else folder.start_run(self.records)
             processes += 1
             if made < kills:
@@ -311,27 +348,39 @@ class Trials:
                 if in_start_up:  # opening, migrating, planning, claiming
                     time.sleep(rng.uniform(0.05, 0.8))
                 else:  # at a random moment of its work, with calls in flight
-                    wait_for_answers(folder.db, stored_before + 1, process)
+                    wait_for_own_answer(folder.db, started_at, process)
                     time.sleep(rng.uniform(0.0, 0.6))
                 if process.poll() is None:
-                    process.send_signal(signal.SIGKILL)
-                    process.wait()
+                    # Stopped first, so that what it has not read of its sockets stays there to be
+                    # counted: from then on it reads nothing, as if killed at that moment.
+                    died_at, unread = stop_then_kill(process, self.server.port)
                     made += 1
                     early += in_start_up
                     time.sleep(0.05)  # let the server see the dropped connections
-                    in_flight += (self.calls() - sent_before) - (stored_answers(folder.db) - stored_before)
+                    sent = self.calls() - sent_before
+                    stored = received_and_stored(folder.db, started_at, died_at)
+                    killed.append(Killed(started_at, died_at, sent, stored, unread))
                     continue
             done = folder.finish(process)
             break
         got = snapshot(folder.db)
+        gap = kill_gap(killed, written_answers(written), self.base_multiplicity)
+        extra = self.calls() - self.base_calls
+        buffered = "?" if gap.unread is None else str(gap.unread)
+        allowed = gap.in_flight + (gap.unread or 0)
         self.conclude(
             folder,
             "kill",
             f"{made} kills, last {done.code}",
-            f"{got.duplicates} duplicates; {in_flight} in flight at the kills",
+            f"{got.duplicates} duplicates; in flight {gap.in_flight} + in a socket buffer {buffered};"
+            f" answered not stored {gap.not_stored}; asked again {extra}",
             f"{made} SIGKILLs ({early} in start-up) over {processes} processes, last exit {done.code};"
             f" duplicate rows {got.duplicates}; same score {got.score == self.base.score};"
-            f" sent and not yet committed at the kills: {in_flight}",
+            f" at the kills, sent and not yet committed {gap.sent - gap.committed} = answered (last byte written)"
+            f" but not stored {gap.not_stored} + truly in flight (no answer written yet) {gap.in_flight};"
+            f" answers in a socket buffer at the kills {buffered}; calls asked again {extra}, of them answered"
+            f" before the kill {gap.answered_asked_again}; goal: asked again <= in flight + in a socket buffer"
+            f" = {allowed}: {'met' if extra <= allowed else 'NOT MET'}",
         )
 
     def stop(self, patience: float | None, stopped_for: float) -> None:
@@ -598,7 +647,15 @@ def main() -> int:
         "--quick", action="store_true", help="fewer records and kills, shorter stops and locks (about a minute)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print where it is")
+    parser.add_argument("--kills", type=int, help="SIGKILLs of the kill trial (default 10, 4 with --quick)")
+    parser.add_argument(
+        "--only",
+        choices=("kill", "stop", "takeover", "lock", "faults", "keys"),
+        action="append",
+        help="run only this trial (again for more); the baseline always runs",
+    )
     args = parser.parse_args()
+    chosen = set(args.only or ("kill", "stop", "takeover", "lock", "faults", "keys"))
     records = args.records or (20 if args.quick else 60)
     started = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="hbtui-trials-")
@@ -613,17 +670,22 @@ def main() -> int:
     with FakeServer(api_key=KEY) as server:
         trials = Trials(server, root, data, records, args.quick)
         trials.baseline()
-        trials.kill(4 if args.quick else 10)
-        trials.stop(2, 6 if args.quick else 20)
-        if not args.quick:
-            trials.stop(None, 20)
-        trials.takeover()
-        if args.quick:
-            trials.lock(4, 2)
-        else:
-            trials.lock(14, None)
-        trials.faults()
-        leaks = trials.keys()
+        if "kill" in chosen:
+            trials.kill(args.kills or (4 if args.quick else 10))
+        if "stop" in chosen:
+            trials.stop(2, 6 if args.quick else 20)
+            if not args.quick:
+                trials.stop(None, 20)
+        if "takeover" in chosen:
+            trials.takeover()
+        if "lock" in chosen:
+            if args.quick:
+                trials.lock(4, 2)
+            else:
+                trials.lock(14, None)
+        if "faults" in chosen:
+            trials.faults()
+        leaks = trials.keys() if "keys" in chosen else []
     crashed = tracebacks(root)
     print_summary(trials.rows, leaks, crashed)
     print(f"total {time.monotonic() - started:.0f} s")

@@ -10,6 +10,8 @@ from pathlib import Path
 from hbtui.engine.run_plan import run_name_problem
 from hbtui.export import write_csv, write_jsonl
 from hbtui.store import Deleted, RunRow, Store, StoreError
+from hbtui.store.answer_journal import remove_journal
+from hbtui.store.disk_reserve import remove_reserve
 from hbtui.text import one_line
 
 RUN_FOLDER_FILES = ("results.jsonl", "description.md")  # what hbtui writes in a run's folder
@@ -70,9 +72,13 @@ def mebibytes(size: int) -> str:
 
 
 async def delete_run(store: Store, run: RunRow, *, remove_folder: bool) -> Removal:
-    """Delete the run's rows (refused while driven or reused: RunInUse says which), its folder
-    if asked, then VACUUM (in the store's own thread: the caller's loop stays free)."""
+    """Delete the run's rows (refused while driven or reused: RunInUse says which) and its
+    answer journal, its folder if asked, then VACUUM (in the store's own thread: the caller's
+    loop stays free). The journal goes in any case: it holds answers of rows that are gone, beside
+    the database rather than in the run's folder."""
     deleted = await store.delete_run(run)
+    await asyncio.to_thread(remove_journal, store.path, run.id)
+    remove_reserve(store.path, run.id)  # one a killed driver left (hbtui.store.disk_reserve)
     if remove_folder:
         note = await asyncio.to_thread(remove_run_folder, deleted.folder)
     else:

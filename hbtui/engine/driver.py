@@ -336,6 +336,7 @@ class Engine:
             # Created under this process's lease, with what its requests are, and nothing done yet.
             self.writer.lease = head.lease
             self.writer.confirmed_at = time.monotonic()
+            self.writer.start_journal(self.run.created_at)
             run = self.run
             self.emit(
                 RunStarted(
@@ -399,6 +400,9 @@ class Engine:
         run_id = self.run.id
         self.writer.lease = await self.store.claim_run(run_id, self.owner)
         self.writer.confirmed_at = time.monotonic()
+        # Before the errors are put back in the queue: a recovered answer is stored as received.
+        if recovered := await self.writer.recover_journal(self.run.created_at):
+            self._note(f"journal: {recovered} answers received before the stop stored, not asked again")
         await self._record_changed_settings()
         await self.store.set_requests(run_id, self.requests_record())
         # Calls that got no answer (timeouts, refused connections, 5xx, 429 after every retry) are

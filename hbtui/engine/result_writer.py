@@ -3,7 +3,9 @@
 Each completed call is handed over as a typed record (hbtui.store.work); everything queued
 since the last commit goes in one transaction, so under light load every result commits at
 once and under heavy load many share one. What is committed is never asked again, so resuming
-a killed run does only the missing work.
+a killed run does only the missing work. A paid answer is also written to the run's answer
+journal (hbtui.store.answer_journal) as it is handed over: one killed before its commit is
+stored from there by the resume, not asked again.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -25,13 +28,25 @@ from hbtui.store import (
     StoreError,
     VerdictResult,
 )
+from hbtui.store.answer_journal import AnswerJournal, read_journal
 
 HEARTBEAT_SECONDS = 2.0
 # No new call goes out unless a write confirmed, this recently, that this process still holds
 # the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
 # when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
 LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
-COMMIT_INTERVAL = 0.05  # seconds at least from the end of one commit to the start of the next
+
+
+def _commit_interval() -> float:
+    """For tests only (HBTUI_COMMIT_INTERVAL, seconds): a long interval holds answers received
+    and not committed, so that a test can kill a run between the two."""
+    try:
+        return max(0.0, float(os.environ.get("HBTUI_COMMIT_INTERVAL") or 0.05))
+    except ValueError:
+        return 0.05
+
+
+COMMIT_INTERVAL = _commit_interval()  # seconds at least from the end of one commit to the start of the next
 
 Result = ReplyResult | VerdictResult | ConversationScore | LogLine
 
@@ -110,6 +125,49 @@ class ResultWriter:
     _queue: asyncio.Queue[Result | Heartbeat | None] = field(default_factory=asyncio.Queue, init=False)
     _committed_at: float = field(default=-math.inf, init=False)  # of the last commit
     _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    # Every paid answer handed over and not yet committed is also in it (None: not kept, as in
+    # a writer of the tests, or a journal that could not be written).
+    journal: AnswerJournal | None = field(default=None, init=False)
+
+    def start_journal(self, created_at: float) -> None:
+        """The run's journal, new and empty, before its first call (``created_at``: the run's)."""
+        try:
+            self.journal = AnswerJournal(self.store.path, self.run_id, created_at, self.lease)
+        except OSError as exc:
+            self._journal_failed(f"the answer journal beside {self.store.path} cannot be created ({exc})")
+
+    async def recover_journal(self, created_at: float) -> int:
+        """Once this process holds the run's lease (claim_run), and before its first call: the
+        answers an earlier process of the run journaled and never committed are stored, under
+        the lease, then the journal starts anew. Returns how many were stored."""
+        assert self.lease is not None, "only the process that holds the run's lease reads its journal"
+        try:
+            journaled = await asyncio.to_thread(read_journal, self.store.path, self.run_id, created_at)
+        except OSError as exc:
+            self._journal_failed(f"the answer journal of run {self.run_id} cannot be read ({exc})")
+            return 0
+        stored = 0
+        if journaled.replies or journaled.verdicts:
+            stored = await self.store.recover_answers(
+                journaled.replies, journaled.verdicts, run_id=self.run_id, lease=self.lease
+            )
+        if journaled.ignored:
+            self.log(
+                "info", f"{journaled.ignored} lines of the answer journal cut short (by a kill) or damaged: ignored"
+            )
+        self.start_journal(created_at)  # only now: what the old files held is committed
+        return stored
+
+    def _journal_failed(self, message: str) -> None:
+        """Without its journal the run goes on as before it had one: the answers received and
+        not committed when it is killed are asked again."""
+        if self.journal is not None:
+            with contextlib.suppress(OSError):
+                self.journal.close(remove=False)  # what it holds is not all committed
+            self.journal = None
+        message += "; answers not yet committed at a kill will be asked again"
+        self.log("warning", message)
+        self.on_warning(message)
 
     def _enqueue(self, entry: Result | Heartbeat) -> None:
         self.queued += 1
@@ -120,8 +178,13 @@ class ResultWriter:
         self._enqueue(entry)
 
     def put_answer(self, entry: ReplyResult | VerdictResult) -> None:
-        """A paid answer: counted until it is committed."""
+        """A paid answer: counted until it is committed, and journaled meanwhile."""
         self.unwritten += 1
+        if self.journal is not None:
+            try:
+                self.journal.append(entry)
+            except OSError as exc:
+                self._journal_failed(f"the answer journal of run {self.run_id} cannot be written ({exc})")
         self._enqueue(entry)
 
     def heartbeat(self, live: dict) -> None:
@@ -149,8 +212,30 @@ class ResultWriter:
     async def run(self) -> None:
         """Until closed: each transaction is fenced by the run's lease (a takeover stops this
         driver at its next write)."""
+        try:
+            await self._commit_until_closed()
+        finally:
+            journal, self.journal = self.journal, None
+            if journal is not None:
+                # Stopped before its last commit (a store error, a takeover): the files stay
+                # for the resume, which stores what they hold that the database lacks.
+                with contextlib.suppress(OSError):
+                    journal.close(remove=False)
+
+    def _journal_done(self) -> None:
+        """Everything handed over is committed and nothing more comes: the journal goes."""
+        journal, self.journal = self.journal, None
+        if journal is not None:
+            with contextlib.suppress(OSError):  # files left behind hold only what is committed
+                journal.close(remove=True)
+
+    async def _commit_until_closed(self) -> None:
         if self.ready is not None:
-            await asyncio.shield(self.ready)  # a cancelled writer must not cancel what it waited on
+            try:
+                await asyncio.shield(self.ready)  # a cancelled writer must not cancel what it waited on
+            except Exception:
+                self._journal_done()  # the run was never stored: nothing to resume
+                raise
         queue = self._queue
         batch = PendingBatch()
         locked_since: float | None = None
@@ -167,9 +252,13 @@ class ResultWriter:
                     await asyncio.wait_for(self._closing.wait(), COMMIT_INTERVAL - since)
             while not queue.empty():
                 batch.add(queue.get_nowait())
-            if batch.empty:
+            if batch.empty:  # closed, with nothing since the last commit
+                self._journal_done()
                 return
             through = self.queued  # the queue is empty: everything handed over is in this batch or committed
+            journal = self.journal
+            if journal is not None:
+                journal.seal()  # what is journaled from now on is not in this batch
             attempt_started = time.monotonic()
             try:
                 await self.store.write_batch(batch.results, run_id=self.run_id, lease=self.lease, live=batch.heartbeat)
@@ -182,8 +271,13 @@ class ResultWriter:
                 if waited >= self.patience:
                     raise StoreError(
                         f"the database {self.store.path} stayed locked by another connection for {waited:.0f} s"
-                        f" (DB_WRITE_PATIENCE {self.patience:g} s); {answers} answers"
-                        " received meanwhile could not be stored and will be asked again on resume"
+                        f" (DB_WRITE_PATIENCE {self.patience:g} s); {answers} answers received meanwhile could"
+                        " not be stored"
+                        + (
+                            " and will be asked again on resume"
+                            if self.journal is None
+                            else ": they are kept in the run's answer journal, and the resume stores them"
+                        )
                     ) from None
                 if not batch.lock_noted:
                     batch.lock_noted = True
@@ -203,7 +297,13 @@ class ResultWriter:
             self._committed_at = time.monotonic()
             self.committed = through
             self.unwritten -= batch.results.results
+            if journal is not None and journal is self.journal:
+                try:
+                    journal.committed()
+                except OSError as exc:
+                    self._journal_failed(f"the answer journal of run {self.run_id} cannot be emptied ({exc})")
             self.on_written()
             if batch.done:
+                self._journal_done()
                 return
             batch = PendingBatch()

@@ -22,7 +22,7 @@ from hbtui.store.rows import (
     StoreError,
     conversation_outcome,
 )
-from hbtui.store.work import PlannedConversation, ResultBatch, RunClaim
+from hbtui.store.work import PlannedConversation, ReplyResult, ResultBatch, RunClaim, VerdictResult
 
 # What a call spent, as a reply and a verdict both record it: attempts and tokens add up over
 # retries (regrade, resume), since all of them were spent.
@@ -62,6 +62,21 @@ CACHE_PARAMS = attrgetter(
     "prompt_tokens",
     "completion_tokens",
     "graded_at",
+)
+# A reply and a verdict as the engine's results store them (REPLY_PARAMS, VERDICT_PARAMS), and a
+# paid verdict kept in the cache (CACHE_PARAMS).
+REPLY_UPDATE = (
+    f"UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, {SPENT_COLUMNS},"
+    " generated_at = ?, endpoint = ? WHERE id = ?"
+)
+VERDICT_UPDATE = (
+    f"UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, {SPENT_COLUMNS},"
+    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ?, endpoint = ?"
+    " WHERE conversation_id = ? AND idx = ?"
+)
+CACHE_INSERT = (
+    "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
+    " latency_ms, prompt_tokens, completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # A conversation's summary, as the engine writes it after its last verdict, a refresh recomputes
 # it and an import stores it: ConversationOutcome.as_row's parameters.
@@ -606,6 +621,41 @@ class StoreWrites(Connection):
             await self.db.commit()
         return len(changed)
 
+    async def recover_answers(
+        self, replies: Sequence[ReplyResult], verdicts: Sequence[VerdictResult], *, run_id: int, lease: str
+    ) -> int:
+        """Answers an earlier process of the run received and never committed (its answer
+        journal, hbtui.store.answer_journal), stored under ``lease``: RunTakenOver, and nothing
+        stored, when the run no longer holds it. Returns how many were stored.
+
+        An answer is stored only where its row is still pending and holds no answer as recent:
+        one that was committed (the kill came between the commit and the journal's emptying) is
+        there already, or was put back to pending since by a resume or `regrade-errors`, which
+        keep its time. Storing it again would count its attempts twice, or undo the retry asked
+        for. So a record of any lease of the run is stored at most once, whichever process
+        received it: an answer it paid for, to the run's own request.
+        """
+        db = self.db
+        stored = 0
+        async with self._transaction(immediate=False):
+            await self._fence(run_id, lease)
+            if replies:
+                cursor = await db.executemany(
+                    f"{REPLY_UPDATE} AND run_id = ? AND status = 'pending' AND coalesce(generated_at, -1) < ?",
+                    [(*REPLY_PARAMS(item), run_id, item.generated_at) for item in replies],
+                )
+                stored += cursor.rowcount
+            if verdicts:
+                cursor = await db.executemany(
+                    f"{VERDICT_UPDATE} AND run_id = ? AND status = 'pending' AND coalesce(graded_at, -1) < ?",
+                    [(*VERDICT_PARAMS(item), run_id, item.graded_at) for item in verdicts],
+                )
+                stored += cursor.rowcount
+            paid = [v for v in verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]
+            if paid:
+                await db.executemany(CACHE_INSERT, [CACHE_PARAMS(item) for item in paid])
+        return stored
+
     async def write_batch(
         self, batch: ResultBatch, *, run_id: int | None = None, lease: str | None = None, live: dict | None = None
     ) -> None:
@@ -619,25 +669,12 @@ class StoreWrites(Connection):
             if lease is not None and run_id is not None:
                 await self._fence(run_id, lease, live)
             if batch.replies:
-                await db.executemany(
-                    f"UPDATE conversations SET status = ?, reply = ?, reasoning = ?, finish_reason = ?, {SPENT_COLUMNS},"
-                    " generated_at = ?, endpoint = ? WHERE id = ?",
-                    [REPLY_PARAMS(item) for item in batch.replies],
-                )
+                await db.executemany(REPLY_UPDATE, [REPLY_PARAMS(item) for item in batch.replies])
             if batch.verdicts:
-                await db.executemany(
-                    f"UPDATE verdicts SET status = ?, explanation = ?, raw_output = ?, reasoning = ?, {SPENT_COLUMNS},"
-                    " graded_at = ?, cache_key = coalesce(?, cache_key), from_cache = ?, endpoint = ?"
-                    " WHERE conversation_id = ? AND idx = ?",
-                    [VERDICT_PARAMS(item) for item in batch.verdicts],
-                )
+                await db.executemany(VERDICT_UPDATE, [VERDICT_PARAMS(item) for item in batch.verdicts])
             paid = [v for v in batch.verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]
             if paid:
-                await db.executemany(
-                    "INSERT OR IGNORE INTO verdict_cache (key, status, explanation, raw_output, reasoning, attempts,"
-                    " latency_ms, prompt_tokens, completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [CACHE_PARAMS(item) for item in paid],
-                )
+                await db.executemany(CACHE_INSERT, [CACHE_PARAMS(item) for item in paid])
             if batch.scores:
                 await db.executemany(SUMMARY_UPDATE, [item.as_row() for item in batch.scores])
             if batch.log:

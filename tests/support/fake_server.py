@@ -216,6 +216,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # A file to which every chat request answered 200 adds one line, {"kind", "sha256"} of its
     # body, flushed at once: what was paid for, still readable after the server is gone.
     "answers_log": None,
+    # A file to which every chat answer adds one line once its last byte is written to the
+    # socket, {"kind", "sha256", "status", "written_at"} (time.time()), flushed at once: which
+    # answers a client killed at a given moment had been sent whole (read, or still in its
+    # socket buffer), and which were still in flight.
+    "written_log": None,
     # After this many chat requests answered 200, the server drops every request and its process
     # exits a moment later (a replica that dies mid-run: refused connections from then on).
     "die_after_answers": None,
@@ -684,6 +689,8 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
         if response.status == 200:
             # Written whole before the handler returns only once prepared; near enough for a rate.
             stats.last_answer_at = time.time()
+        if config.get("written_log"):
+            await _write_and_log(request, response, config["written_log"])
         return response
     # Deliberate drop: the transport is already closed; aiohttp ignores the
     # failed write of this placeholder, so the client sees no response at all.
@@ -700,6 +707,18 @@ def _answered(state: ServerState, request: web.Request, response: web.Response) 
             log.write(json.dumps({"kind": kind, "sha256": hashlib.sha256(body).hexdigest()}) + "\n")
     if state.answered_200 == config.get("die_after_answers"):
         asyncio.get_running_loop().call_later(0.2, os._exit, 0)
+
+
+async def _write_and_log(request: web.Request, response: web.Response, path: str) -> None:
+    """Send the answer whole now (aiohttp leaves a prepared response alone once the handler
+    returns it), then log that its last byte was written."""
+    await response.prepare(request)
+    await response.write_eof()
+    body = request.get("raw_body", b"")
+    kind = "grader" if GRADER_MARKER in body.decode("utf-8", "replace") else "generation"
+    entry = {"kind": kind, "sha256": hashlib.sha256(body).hexdigest(), "status": response.status}
+    with open(path, "a", encoding="utf-8") as log:
+        log.write(json.dumps({**entry, "written_at": time.time()}) + "\n")
 
 
 async def _chat_completion(state: ServerState, request: web.Request) -> web.Response | None:
