@@ -102,7 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
             **({"default": None} if defaults else missing),
         )
         parser.add_argument(
-            "--env-file", help="settings file (default .env)", **({"default": ".env"} if defaults else missing)
+            # None: not named, so the default .env, which may be absent; a file named must exist.
+            "--env-file",
+            help="settings file (default .env)",
+            **({"default": None} if defaults else missing),
         )
         return parser
 
@@ -360,12 +363,21 @@ def _warn_if_shared(db_path: str, warn) -> None:
 
 # The demo too: it uses no endpoint of .env, so a bad value there must not stop it.
 READ_ONLY_COMMANDS = (None, "monitor", "runs", "show", "compare", "export", "demo")
+DEFAULT_ENV_FILE = ".env"
+# The app writes its settings to the file named (ctrl+g on its form), so that file may be new;
+# `serve` names it to every tab's app.
+ENV_FILE_WRITERS = (None, "serve")
+
+
+def env_file_of(args: argparse.Namespace) -> str:
+    return args.env_file or DEFAULT_ENV_FILE
 
 
 def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
     # Browsing never needs an endpoint: a bad value elsewhere in .env must not lock the user out.
     lenient = args.command in READ_ONLY_COMMANDS
-    settings = load_settings(args.env_file, warn=warn, lenient=lenient)
+    must_exist = args.env_file is not None and args.command not in ENV_FILE_WRITERS
+    settings = load_settings(env_file_of(args), warn=warn, lenient=lenient, must_exist=must_exist)
     if getattr(args, "preset", None):  # .env < environment < preset < flags
         settings = replace(settings, **preset_settings(args.preset))
     overrides = {setting.attribute: getattr(args, setting.attribute, None) for _, setting in SETTING_FLAGS}
@@ -829,7 +841,7 @@ def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -
 
     app = HBTuiApp(
         settings=settings,
-        env_file=args.env_file,
+        env_file=env_file_of(args),
         monitor_run=getattr(args, "run", None) if args.command == "monitor" else None,
     )
     app.startup_problems = problems

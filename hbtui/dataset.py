@@ -190,6 +190,9 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
         content = message.get("content")
         if not isinstance(content, str):
             raise _fail(path, line_number, f"{where}: field 'prompt[{i}].content': missing or not a string")
+        if not content.strip():
+            # The model would be asked nothing, and its answer to nothing graded as if it were an answer.
+            raise _fail(path, line_number, f"{where}: field 'prompt[{i}].content': is empty")
         if len(content) > MAX_MESSAGE_CHARS:
             raise _fail(
                 path,

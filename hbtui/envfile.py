@@ -11,9 +11,7 @@ import re
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from dotenv import dotenv_values
-
-from hbtui.config import ALIASES, SETTINGS, STORAGE, Settings
+from hbtui.config import ALIASES, SETTINGS, STORAGE, Settings, SettingsError, read_env_file
 from hbtui.files import private_file
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:@+,%=-]*$")
@@ -50,8 +48,8 @@ def env_file_values(path: str | Path | None) -> dict[str, str | None]:
     if path is None or not Path(path).is_file():
         return {}
     try:
-        values = dotenv_values(path)
-    except (OSError, UnicodeDecodeError):
+        values = read_env_file(Path(path)).values  # its problems were said when the settings were read
+    except (OSError, SettingsError):
         return {}
     return {ALIASES.get(key, key): value for key, value in values.items()}
 

@@ -62,11 +62,21 @@ CSV_COLUMNS = [
 ]
 
 
+def run_models(run: RunRow) -> dict[str, str]:
+    """The names every line of a run's JSONL carries: an export read on another machine (`hbtui
+    import`) says which model was graded by which, as the run did."""
+    return {"model_test": run.model_test, "model_grader": run.model_grader}
+
+
 def jsonl_line(
-    conv: ExportConversation, verdicts: Sequence[ExportVerdict], prompt: list, reviews: ExportReviews
+    conv: ExportConversation,
+    verdicts: Sequence[ExportVerdict],
+    prompt: list,
+    reviews: ExportReviews,
+    models: dict[str, str],
 ) -> str:
     """A conversation's line of the JSONL export and of results.jsonl, its newline included;
-    ``prompt``: its record's prompt, parsed."""
+    ``prompt``: its record's prompt, parsed; ``models``: its run's (run_models)."""
     line = {
         "prompt_id": conv.prompt_id,
         "repeat": conv.repeat,
@@ -94,6 +104,7 @@ def jsonl_line(
     # The browser's numbers (1-based), added after the keys scripts read: "repeat" stays 0-based.
     line["conversation_number"] = conversation_number(conv.position)
     line["repeat_number"] = conv.repeat + 1
+    line.update(models)
     # Which of the record's own completions a completions run graded; null for a model's reply.
     line["completion_group"] = conv.completion_group
     line["completion_label"] = conv.completion
@@ -104,11 +115,12 @@ async def write_jsonl(store: Store, run_id: int, out: Path) -> int:
     count = 0
     prompts: dict[str, list] = {}  # a record's prompt, parsed once for all its repeats
     reviews = await ExportReviews.of(store, run_id)
+    models = run_models(await store.get_run(run_id))
     with private_file(out) as handle:
         async for conv, verdicts in store.export_rows(run_id):
             body = conv.record_body
             prompt = prompts.get(body) or prompts.setdefault(body, json.loads(body)["prompt"])
-            handle.write(jsonl_line(conv, verdicts, prompt, reviews))
+            handle.write(jsonl_line(conv, verdicts, prompt, reviews, models))
             count += 1
     return count
 

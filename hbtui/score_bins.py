@@ -1,9 +1,11 @@
 """The one binning rule for conversation scores, shared by the monitor, the summary and `show`.
 
-Bins are 0.1 wide and aligned on tenths, from the tenth of the lowest score up to 1.0. A score
-below zero (a penalty outweighing the points) widens the range by whole bins instead of being
-folded into a wider first bin, so every chart of the same scores draws the same bars. Ticks
-fall on round values (1, 2 or 5 times a power of ten), so an axis never reads -0.7 -0.5 -0.1.
+Bins are 0.1 wide and aligned on tenths, from the tenth of the lowest score up to 1.0, and at
+least MIN_BINS of them: scores that all fall in one tenth (every one 1.000) are one bar among
+empty ones, not a chart filled from edge to edge by its only bar. A score below zero (a penalty
+outweighing the points) widens the range by whole bins instead of being folded into a wider
+first bin, so every chart of the same scores draws the same bars. Ticks fall on round values
+(1, 2 or 5 times a power of ten), so an axis never reads -0.7 -0.5 -0.1.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 TENTHS = 10  # bins per unit score
+MIN_BINS = 5  # the fewest bins shown: 0.5 to 1.0
 
 
 def histogram(scores: Sequence[float]) -> list[tuple[float, float, int]]:
@@ -19,7 +22,7 @@ def histogram(scores: Sequence[float]) -> list[tuple[float, float, int]]:
     if not scores:
         return []
     # The small epsilon keeps 0.3 (stored as 0.29999...) in the bin it names.
-    first = min(math.floor(min(scores) * TENTHS + 1e-9), TENTHS - 1)
+    first = min(math.floor(min(scores) * TENTHS + 1e-9), TENTHS - MIN_BINS)
     counts = [0] * (TENTHS - first)
     for score in scores:
         counts[min(math.floor(score * TENTHS + 1e-9), TENTHS - 1) - first] += 1

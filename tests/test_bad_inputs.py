@@ -223,6 +223,68 @@ def test_env_value(folder, good_data, capsys, case, monkeypatch):
     one_line_error(capsys, ["run", "--data", str(good_data)], named)
 
 
+# name: (a line the .env of `folder` gets after a blank line, so on line 5, what the message says)
+ENV_FILE_LINES = {
+    "a known key without =": ("MODEL_GRADER", ".env:5: 'MODEL_GRADER' has no '='"),
+    "a line that is no KEY=value": ("use the grader below", ".env:5: not a KEY=value line"),
+    "an unterminated quote": ('MODEL_TEST="gpt-4.1', ".env:5: the quote that opens the value of 'MODEL_TEST' is not"),
+    "a NUL byte in a value": ("MODEL_TEST=test\0model", ".env:5: the value of 'MODEL_TEST' holds a NUL byte"),
+}
+CALLING_COMMANDS = {
+    "run": ["run", "--data", "good.jsonl"],
+    "resume": ["resume", "kept"],
+    "regrade-errors": ["regrade-errors", "kept"],
+    "check": ["check"],
+}
+
+
+def add_env_line(folder: Path, line: str) -> None:
+    env = folder / ".env"
+    env.write_text(env.read_text() + "\n" + line + "\n")
+
+
+@pytest.mark.parametrize("command", sorted(CALLING_COMMANDS))
+@pytest.mark.parametrize("case", sorted(ENV_FILE_LINES))
+def test_env_file_line_stops_a_command_that_calls(folder, good_data, capsys, case, command):
+    line, named = ENV_FILE_LINES[case]
+    add_env_line(folder, line)
+    one_line_error(capsys, CALLING_COMMANDS[command], named)
+
+
+@pytest.mark.parametrize("command", ["runs", "show", "export"])
+@pytest.mark.parametrize("case", sorted(ENV_FILE_LINES))
+def test_env_file_line_is_a_warning_for_a_command_that_reads(folder, capsys, case, command):
+    line, named = ENV_FILE_LINES[case]
+    add_env_line(folder, line)
+    assert main(READ_COMMANDS[command]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"hbtui: warning: {named}") and err.count("\n") == 1, err
+
+
+def test_env_file_named_and_missing(folder, capsys):
+    one_line_error(capsys, ["runs", "--env-file", "typo.env"], "--env-file typo.env: no such file")
+    one_line_error(capsys, ["check", "--env-file", "typo.env"], "--env-file typo.env: no such file")
+
+
+def test_the_default_env_file_missing_is_no_problem(folder, capsys):
+    (folder / ".env").unlink()
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("case", sorted(ENV_FILE_LINES))
+def test_env_file_line_as_a_real_process_calls_nothing(tmp_path, server, case):
+    """`check` stops before its first call: the value with a NUL byte never reaches the server."""
+    line, named = ENV_FILE_LINES[case]
+    (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    add_env_line(tmp_path, line)
+    result = hbtui("check", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"hbtui: error: {named}") and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert server.stats()["requests"] == 0
+
+
 def test_env_without_a_model(folder, good_data, capsys):
     (folder / ".env").write_text(f"BASE_URL={UNREACHABLE}\nMODEL_GRADER=g\n")
     one_line_error(capsys, ["run", "--data", str(good_data)], "MODEL_TEST is not set")

@@ -41,6 +41,14 @@ CASES = {
         "not 'user'",
     ),
     "no positive points": (broken(rubrics=[{"criterion": "x", "points": -5, "tags": []}]), "1", "positive points"),
+    "empty user message": (broken(prompt=[{"role": "user", "content": ""}]), "1", "'prompt[0].content': is empty"),
+    "blank message before the last": (
+        broken(
+            prompt=[{"role": "user", "content": " \n\t"}, {"role": "assistant", "content": "yo"}, GOOD["prompt"][0]]
+        ),
+        "1",
+        "'prompt[0].content': is empty",
+    ),
     "huge message": (broken(prompt=[{"role": "user", "content": "a" * 5_000_001}]), "1", "prompt[0].content"),
     "missing prompt id": (broken(prompt_id=...), "1", "'prompt_id'"),
     "repeated prompt id": (line(GOOD) + "\n" + line(GOOD), "2", "repeats line 1"),

@@ -5,7 +5,10 @@ import asyncio
 import json
 import sqlite3
 import stat
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,10 @@ from hbtui.dataset import load_jsonl
 from hbtui.services import Engine, plan_run
 from hbtui.store import Store, StoreError
 from tests.conftest import run_engine, settings_for
+from tests.support.full_disk import in_small_disk
+from tests.test_cli import clean_env
+
+FULL_DISK = Path(__file__).parent / "support" / "full_disk.py"
 
 
 class LimitAfterStart:
@@ -183,3 +190,29 @@ def test_database_and_run_folder_are_owner_only(server, tmp_path, small_dataset)
     path = asyncio.run(folder())
     for item in [db.parent, db, path, *path.iterdir()]:
         assert not stat.S_IMODE(item.stat().st_mode) & 0o077, item
+
+
+def test_a_run_stopped_by_a_full_disk_is_listed_as_failed_as_its_driver_said(server, tmp_path, small_dataset):
+    """The end of a run a full disk stops is a write too, which the WAL had no room for: the run
+    stayed `running` under an owner soon gone, listed as `interrupted`. A real full disk (a
+    tmpfs, in a mount namespace of the test's own), since only that refuses the WAL its room."""
+    records = [json.loads(line) for line in small_dataset.read_text().splitlines()]
+    many = [dict(r, prompt_id=f"{r['prompt_id']}-{i}") for i in range(100) for r in records]
+    small_dataset.write_text("".join(json.dumps(r) + "\n" for r in many))
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    (tmp_path / ".env").write_text(
+        f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\nCONCURRENCY=4\n"
+    )
+    server.control(latency_ms=20)  # the run lasts a few seconds: the disk fills while its calls go on
+    probe = in_small_disk(disk, "4m", ["true"])
+    if not probe or subprocess.run(probe, capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace for a small disk here (unshare)")
+    argv = in_small_disk(disk, "4m", [sys.executable, str(FULL_DISK), str(disk), str(small_dataset)])
+    result = subprocess.run(argv, cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout)
+    assert seen["filled"] and seen["code"] == 1, seen
+    assert "failed: cannot write to the database" in seen["output"] and "disk is full" in seen["output"], seen
+    (listed,) = seen["runs"].splitlines()[1:2]
+    assert listed.split()[2] == "failed", seen["runs"]

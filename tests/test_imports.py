@@ -5,6 +5,7 @@ imported, with real databases and the project's test server where a run or a reg
 import asyncio
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -234,10 +235,13 @@ def test_an_hbtui_run_folder_and_export_import_as_the_source_run(here, capsys):
     assert db_rows(here, explanations, 2) == db_rows(here, explanations, 1)
     scores = [db_rows(here, "SELECT score FROM runs WHERE id = ?", i)[0][0] for i in (1, 2, 3)]
     assert scores[1] == pytest.approx(scores[0], abs=1e-12) and scores[2] == pytest.approx(scores[0], abs=1e-12)
-    ((model, grader),) = db_rows(here, "SELECT model_test, model_grader FROM runs WHERE id = 2")
-    assert (model, grader) == ("test-model", "grader-model")
+    for imported in (2, 3):  # the folder's names are in its description, the export's in its lines
+        ((model, grader),) = db_rows(here, "SELECT model_test, model_grader FROM runs WHERE id = ?", imported)
+        assert (model, grader) == ("test-model", "grader-model")
     assert cli.main(["show", "from-folder"]) == 0
     assert "the file's own score" in capsys.readouterr().out
+    assert cli.main(["show", "from-export"]) == 0
+    assert "test-model graded by grader-model" in capsys.readouterr().out
 
 
 def test_an_imported_run_is_regraded_by_asking_the_grader_and_never_resumed(here, server, capsys):
@@ -305,9 +309,45 @@ def _export_line(here: Path) -> Path:
     return path
 
 
+def _export_line_scored(score: str) -> Callable[[Path], Path]:
+    def make(here: Path) -> Path:
+        path = here / "made.jsonl"
+        path.write_text('{"prompt_id": "p1", "repeat": 0, "score": SCORE}\n'.replace("SCORE", score))
+        return path
+
+    return make
+
+
+def _allresults_example_scored(here: Path) -> Path:
+    path = allresults_file(here)
+    document = json.loads(path.read_text())
+    document["metadata"]["example_level_metadata"][1]["score"] = "high"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _hbtui_folder_scored(score: str) -> Callable[[Path], Path]:
+    def make(here: Path) -> Path:
+        folder = here / "20250520-101112-made"
+        folder.mkdir()
+        assert cli.main(["export", "kept", "--out", str(folder / "results.jsonl")]) == 0
+        (folder / "description.md").write_text(f"# Run made\n\n## Score: {score} (95% CI 0.1 to 0.2)\n")
+        return folder
+
+    return make
+
+
 @pytest.mark.parametrize(
     "make, says",
     [
+        (_export_line_scored('"high"'), 'made.jsonl:1: score: must be a number (is "high")'),
+        (_export_line_scored("true"), "made.jsonl:1: score: must be a number (is true)"),
+        (_export_line_scored("NaN"), "made.jsonl:1: score: must be a number (is NaN)"),
+        (_export_line_scored("Infinity"), "made.jsonl:1: score: must be a number (is Infinity)"),
+        (_allresults_example_scored, 'metadata.example_level_metadata[1].score: must be a number (is "high")'),
+        (_hbtui_folder_scored("high"), 'description.md:3: Score: not a number ("high")'),
+        (_hbtui_folder_scored("nan"), 'description.md:3: Score: not a number ("nan")'),
+        (lambda here: legacy_folder(here, score="inf"), 'description.md:15: Score: not a number ("inf")'),
         (_bad_line, 'results.jsonl:2: rubrics[0].criteria_met: must be true or false (is "yes")'),
         (_broken_json, "results.jsonl:2: invalid JSON at column"),
         (_allresults_field, "allresults.json: metadata.example_level_metadata[2].completion: missing"),

@@ -6,6 +6,7 @@ behind, and PyPI's two packages are small archives made in the test (the only fa
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -60,7 +61,7 @@ def test_a_missing_cmake_stops_the_install_before_anything_is_downloaded(root, p
 def test_the_demo_says_so_in_one_line_and_exits_2(root, pypi, monkeypatch, tmp_path, capsys, small_dataset):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setattr(local_model, "platform_flags", lambda: ())
-    code = cli.main(["demo", "--headless", "--data", str(small_dataset), "--env-file", str(tmp_path / "none.env")])
+    code = cli.main(["demo", "--headless", "--data", str(small_dataset), "--env-file", os.devnull])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "needs cmake" in err, err
 
@@ -68,7 +69,7 @@ def test_the_demo_says_so_in_one_line_and_exits_2(root, pypi, monkeypatch, tmp_p
 def test_a_demo_without_the_main_subset_says_which_two_ways_there_are(root, monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("HBTUI_DATA_URL", "http://127.0.0.1:9/nothing")  # the discard port: refused
     monkeypatch.setenv("HBTUI_CACHE", str(tmp_path / "cache"))
-    code = cli.main(["demo", "--headless", "--env-file", str(tmp_path / "none.env")])
+    code = cli.main(["demo", "--headless", "--env-file", os.devnull])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert "main subset could not be downloaded" in err and "connect to the network once" in err

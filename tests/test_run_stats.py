@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sqlite3
 from itertools import combinations
 from pathlib import Path
@@ -132,7 +133,7 @@ def repeated_run(server, tmp_path, monkeypatch):
 
 def show_json(capsys, db: Path, *flags: str) -> dict:
     capsys.readouterr()
-    assert main(["show", "thrice", "--json", "--db", str(db), "--env-file", "none.env", *flags]) == 0
+    assert main(["show", "thrice", "--json", "--db", str(db), "--env-file", os.devnull, *flags]) == 0
     return json.loads(capsys.readouterr().out)
 
 
@@ -156,7 +157,7 @@ def test_repeats_report_worst_at_k_computed_from_the_stored_scores(repeated_run,
     assert worst["1"] >= worst["2"] >= worst["3"]
 
     capsys.readouterr()
-    assert main(["show", "thrice", "--db", str(db), "--env-file", "none.env"]) == 0
+    assert main(["show", "thrice", "--db", str(db), "--env-file", os.devnull]) == 0
     text = capsys.readouterr().out
     assert "worst-at-k over 3 repeats (4 prompts with every repeat scored)" in text
     assert f"score  {worst['1']:.3f}  {worst['2']:.3f}  {worst['3']:.3f}" in text
@@ -188,7 +189,7 @@ def test_length_adjusted_score_of_a_run_by_hand(repeated_run, capsys):
                 "--db",
                 str(db),
                 "--env-file",
-                "none.env",
+                os.devnull,
                 "--length-penalty",
                 "0.0299",
                 "--length-centre",
@@ -236,7 +237,7 @@ def test_tokens_and_cost_of_a_run(repeated_run, capsys, tmp_path):
     test_cost = (test_in * 0.5 + test_out * 1.5) / 1e6
     assert shown["cost"]["total"] == pytest.approx(test_cost + grader_cost)
     capsys.readouterr()
-    assert main(["show", "thrice", "--db", str(db), "--env-file", "none.env"]) == 0
+    assert main(["show", "thrice", "--db", str(db), "--env-file", os.devnull]) == 0
     text = capsys.readouterr().out
     assert "model under test test-model: " in text and f"cost    {test_cost + grader_cost:.4f} in all" in text
 

@@ -80,3 +80,32 @@ def test_the_chart_spans_the_rule_with_round_ticks(width, scores):
     assert step in (0.1, 0.2, 0.5, 1.0) and all(abs(label / step - round(label / step)) < 1e-6 for label in labels)
     counts = [int(line.split("┤")[0]) for line in chart if "┤" in line]
     assert len({a - b for a, b in itertools.pairwise(counts)}) == 1 and counts[-1] == 0
+
+
+def test_scores_all_in_one_tenth_are_one_bin_among_empty_ones():
+    bins = histogram([1.0] * 20)
+    assert [low for low, _, _ in bins] == pytest.approx([0.5, 0.6, 0.7, 0.8, 0.9])
+    assert [count for *_, count in bins] == [0, 0, 0, 0, 20]
+    assert [line.split()[-1] for line in text_histogram([1.0] * 20)] == ["0", "0", "0", "0", "20"]
+
+
+@pytest.mark.parametrize("width", [60, 120])
+def test_a_chart_of_every_score_one_is_full_only_in_the_bin_of_one(width):
+    """Every score 1.000 made a chart of one bin, which plotext drew edge to edge at full height
+    under the labels 0.9 0.9 0.9 1.0 1.0 1.0."""
+
+    async def lines() -> list[str]:
+        app = ChartApp([1.0] * 20)
+        async with app.run_test(size=(width, 14)) as pilot:
+            await pilot.pause()
+            chart = app.query_one(ScoreHistogram)
+            return ["".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height)]
+
+    chart = asyncio.run(lines())
+    labels = chart[-1].split()
+    assert labels == ["0.5", "0.6", "0.7", "0.8", "0.9", "1.0"]
+    top = next(line for line in chart if line.lstrip().startswith("20┤"))
+    plot = top.split("┤", 1)[1].rsplit("│", 1)[0]  # inside the frame
+    filled = [i for i, char in enumerate(plot) if char == "█"]
+    # Only the last fifth of the plot, the bin 0.9 to 1.0, is drawn at full height.
+    assert filled and filled[0] > 0.8 * len(plot) and len(filled) < 0.2 * len(plot), top

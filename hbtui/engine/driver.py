@@ -68,6 +68,7 @@ from hbtui.store import (
     WorkItem,
     conversation_outcome,
 )
+from hbtui.store.disk_reserve import keep_reserve, remove_reserve
 from hbtui.store.owners import this_owner
 from hbtui.store.work import WORK_PAGE
 from hbtui.verdict_cache import RequestKeys, conversation_digest
@@ -354,6 +355,7 @@ class Engine:
             self._finish_ahead()
         else:
             await self._claim_and_recover()
+        keep_reserve(self.store.path, run_id)  # room for the end, should the disk fill (hbtui.store.disk_reserve)
         limits = settings.endpoint_rate_limits()
         test = self.pool.replicas(
             settings.test_endpoints, settings.concurrency, model=settings.model_test, rate_limits=limits[False]
@@ -450,6 +452,8 @@ class Engine:
         finally:
             if self.ahead is not None:
                 await self.ahead.close()
+            if not self.taken_over:  # else the reserve is the new driver's
+                remove_reserve(self.store.path, self.run.id)
 
     async def _close_run(self, writer: asyncio.Task, heartbeat: asyncio.Task, status: str, error: str | None) -> str:
         run_id = self.run.id
@@ -492,6 +496,8 @@ class Engine:
             prepared = await self.ahead.finish() if self.ahead is not None else None
             settled = await settle(self.store, self.run, prepared.tally if prepared else None)
         self.error = settled.error
+        if store_error is not None:
+            remove_reserve(self.store.path, run_id)  # the room it kept is this end's: the disk may be full
         try:
             await record_end(
                 self.store,

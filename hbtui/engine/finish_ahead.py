@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TextIO
 
 from hbtui.engine.result_writer import ResultWriter
-from hbtui.export import jsonl_line
+from hbtui.export import jsonl_line, run_models
 from hbtui.export_reviews import ExportReviews
 from hbtui.scoring import ReportTally
 from hbtui.store import Store
@@ -68,6 +68,7 @@ class FinishAhead:
         self._committed: set[int] = set()  # positions complete and committed, not yet read
         self._results: TextIO | None = None
         self._no_reviews = ExportReviews([])
+        self._models: dict[str, str] | None = None  # the run's names, read with the first stretch
         self._closing = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -107,8 +108,11 @@ class FinishAhead:
         if unsettled := await self.store.conversations_unsettled(self.run_id, positions):
             raise RuntimeError(f"{unsettled} of the conversations at {positions} are not complete in the database")
         inputs = await self.store.scoring_inputs(self.run_id, positions)
+        if self._models is None:
+            self._models = run_models(await self.store.get_run(self.run_id))
+        models = self._models
         lines = [
-            jsonl_line(conv, verdicts, json.loads(conv.record_body)["prompt"], self._no_reviews)
+            jsonl_line(conv, verdicts, json.loads(conv.record_body)["prompt"], self._no_reviews, models)
             async for conv, verdicts in self.store.export_rows(self.run_id, positions)
         ]
         if len(inputs) != len(positions) or len(lines) != len(positions):

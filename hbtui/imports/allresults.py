@@ -22,6 +22,7 @@ def read_allresults(path: Path) -> ImportedFile:
         raise ImportProblem(f"{path}: metadata.example_level_metadata: is empty (no conversations)")
     conversations = []
     for example in examples:
+        example.number("score", required=False, nullable=True)  # its own: hbtui scores it again
         items = example.children("rubric_items")
         completion = example.messages("completion")
         conversations.append(

@@ -177,23 +177,30 @@ class Fields:
         raise AssertionError  # fail raised
 
 
-def description_fields(text: str) -> dict[str, str]:
-    """``Key: value`` lines of a description (markdown list marks and bold allowed)."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
+def description_lines(text: str) -> dict[str, tuple[str, int]]:
+    """``Key: value`` lines of a description (markdown list marks and bold allowed): key ->
+    (value, line number); the first of a key counts."""
+    fields: dict[str, tuple[str, int]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
         key, colon, value = line.strip().lstrip("-* ").partition(":")
         if colon and key and not key.startswith("#"):
-            fields.setdefault(key.strip().strip("*").strip().lower(), value.strip())
+            fields.setdefault(key.strip().strip("*").strip().lower(), (value.strip(), number))
     return fields
 
 
+def finite_number(text: str, where: str) -> float:
+    """``text`` as a number, or one line naming ``where``: a word, NaN or infinity is none."""
+    try:
+        number = float(text)
+    except ValueError:
+        raise ImportProblem(f"{where}: not a number ({_shown(text)})") from None
+    if not math.isfinite(number):
+        raise ImportProblem(f"{where}: not a number ({_shown(text)})")
+    return number
+
+
 def stated_number(value: str | None, where: str) -> float | None:
+    """The single-script harness's ``Score``: its first word; ``None`` or ``nan`` where it had none."""
     if value is None or value.strip() in ("", "None", "nan"):
         return None
-    try:
-        number = float(value.split()[0])
-    except ValueError:
-        raise ImportProblem(f"{where}: not a number ({_shown(value)})") from None
-    if not math.isfinite(number):
-        raise ImportProblem(f"{where}: not a number ({_shown(value)})")
-    return number
+    return finite_number(value.split()[0], where)

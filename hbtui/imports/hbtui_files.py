@@ -6,17 +6,34 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hbtui.imports.common import Fields, ImportedFile, ImportProblem, ReadConversation, jsonl_lines, read_text
+from hbtui.imports.common import (
+    Fields,
+    ImportedFile,
+    ImportProblem,
+    ReadConversation,
+    finite_number,
+    jsonl_lines,
+    read_text,
+)
 from hbtui.store import ImportedReply
 
 FOLDER, EXPORT = "hbtui run folder", "hbtui export"
+MODEL_KEYS = ("model_test", "model_grader")  # hbtui.export.run_models
 KNOWN_TEMPLATES = ("reference", "builtin")  # a file's path names a file of the other machine
 
 
-def read_hbtui_lines(path: Path) -> list[ReadConversation]:
+def read_hbtui_lines(path: Path) -> tuple[list[ReadConversation], dict[str, str]]:
+    """The conversations, and the run's model names as its lines give them (an export of an
+    earlier version gives none)."""
     conversations = []
+    models: dict[str, str] = {}
     for number, obj in jsonl_lines(path):
         line = Fields(obj, f"{path}:{number}")
+        for key in MODEL_KEYS:
+            name = line.text(key, required=False)
+            if name:
+                models.setdefault(key, name)
+        line.number("score", required=False, nullable=True)  # the line's own: hbtui scores it again
         reply = line.text("completion", nullable=True)
         repeat = line.number("repeat")
         if repeat is None or repeat < 0 or repeat != int(repeat):
@@ -48,7 +65,7 @@ def read_hbtui_lines(path: Path) -> list[ReadConversation]:
         )
     if not conversations:
         raise ImportProblem(f"{path}: holds no conversations")
-    return conversations
+    return conversations, models
 
 
 _LINE = {
@@ -63,18 +80,27 @@ _LINE = {
 
 def read_hbtui(path: Path) -> ImportedFile:
     """A folder (with its description) or an export file (lines alone)."""
-    if not path.is_dir():
-        return ImportedFile(format=EXPORT, path=path, conversations=read_hbtui_lines(path))
-    imported = ImportedFile(format=FOLDER, path=path, conversations=read_hbtui_lines(path / "results.jsonl"))
+    folder = path.is_dir()
+    conversations, models = read_hbtui_lines(path / "results.jsonl" if folder else path)
+    imported = ImportedFile(
+        format=FOLDER if folder else EXPORT,
+        path=path,
+        conversations=conversations,
+        model_test=models.get("model_test", "unknown"),
+        model_grader=models.get("model_grader", "unknown"),
+    )
+    if not folder:
+        return imported
     description = path / "description.md"
     if not description.exists():
         return imported
     found: dict[str, str] = {}
-    for line in read_text(description).splitlines():
+    line_of: dict[str, int] = {}
+    for number, line in enumerate(read_text(description).splitlines(), start=1):
         for key, pattern in _LINE.items():
             match = pattern.match(line)
             if match and key not in found:
-                found[key] = match.group(1)
+                found[key], line_of[key] = match.group(1), number
     imported.stated = found
     imported.model_test = found.get("model_test") or imported.model_test
     imported.model_grader = found.get("model_grader") or imported.model_grader
@@ -82,8 +108,5 @@ def read_hbtui(path: Path) -> ImportedFile:
     if found.get("template") in KNOWN_TEMPLATES:
         imported.settings["grader_template"] = found["template"]
     if "score" in found:
-        try:
-            imported.stated_score = float(found["score"])
-        except ValueError:
-            raise ImportProblem(f"{description}: Score: not a number ({found['score']!r})") from None
+        imported.stated_score = finite_number(found["score"], f"{description}:{line_of['score']}: Score")
     return imported

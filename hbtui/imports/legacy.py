@@ -13,7 +13,7 @@ from hbtui.imports.common import (
     ImportedFile,
     ImportProblem,
     ReadConversation,
-    description_fields,
+    description_lines,
     jsonl_lines,
     read_text,
     stated_number,
@@ -54,7 +54,9 @@ def read_legacy(folder: Path) -> ImportedFile:
     if not conversations:
         raise ImportProblem(f"{results}: holds no conversations (the run stopped before its first one?)")
     description = folder / "description.md"
-    stated = description_fields(read_text(description)) if description.exists() else {}
+    lines = description_lines(read_text(description)) if description.exists() else {}
+    stated = {key: value for key, (value, _) in lines.items()}
+    score_line = lines["score"][1] if "score" in lines else None
     imported = ImportedFile(
         format=FORMAT,
         path=folder,
@@ -65,7 +67,7 @@ def read_legacy(folder: Path) -> ImportedFile:
             "reasoning_test": _effort(stated.get("model evaluated reasoning effort")),
             "reasoning_grader": _effort(stated.get("model grader reasoning effort")),
         },
-        stated_score=stated_number(stated.get("score"), f"{description}: Score"),
+        stated_score=stated_number(stated.get("score"), f"{description}:{score_line}: Score"),
         stated=stated,
         dataset_named=stated.get("dataset"),
     )

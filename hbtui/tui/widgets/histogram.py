@@ -118,8 +118,10 @@ class ScoreHistogram(Widget):
         plt.plotsize(width, height)
         plt.theme("clear")
         plt.bar([low + BIN_WIDTH / 2 for low in starts], counts, color="green", width=0.6)
-        # Ticks on round values only (hbtui.score_bins): as many as their labels have room for.
-        xticks = round_ticks(starts[0], starts[-1] + BIN_WIDTH, max(1, (width - 8) // X_LABEL_COLUMNS))
+        # Ticks on round values only (hbtui.score_bins): as many as their labels have room for, and
+        # none between two bins' edges (labels of one decimal would repeat: 0.9 0.9 1.0 1.0).
+        most = max(1, min((width - 8) // X_LABEL_COLUMNS, len(starts)))
+        xticks = round_ticks(starts[0], starts[-1] + BIN_WIDTH, most)
         plt.xticks(xticks, [f"{t:.1f}" for t in xticks])
         plt.xlim(starts[0], starts[-1] + BIN_WIDTH)
         rows = max(min(height - 5, 4), 1)
