@@ -20,6 +20,7 @@ import re
 import socket
 import sys
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,16 +33,21 @@ from hbtui.background_import import import_in_background
 from hbtui.errors import (  # noqa: F401
     AUTH,
     BAD_RESPONSE,
+    CLIENT_ERROR,
     CONNECTION,
+    CONTENT_FILTER,
     CONTEXT_LENGTH,
     DAILY_LIMIT,
     FATAL_KINDS,
     NOT_FOUND,
     QUOTA,
     RATE_LIMITED,
+    REDIRECTED,
     REFUSED,
+    RETRIED_KINDS,
     SERVER_ERROR,
     TIMEOUT,
+    TOO_LARGE,
     TRANSIENT_KINDS,
     UNPARSEABLE,
 )
@@ -61,6 +67,11 @@ CONTEXT_PATTERNS = re.compile(
     r"context[ _]length|context size|maximum context|context window|too many tokens|exceed_context|prompt is too long",
     re.IGNORECASE,
 )
+# What a provider's error code says when its content filter refused the request.
+CONTENT_FILTER_CODES = ("content_filter", "content_policy_violation")
+MAX_REDIRECTS = 5  # within the endpoint's origin (a path moved, a trailing slash)
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+MIB = 1 << 20
 THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
 # A lone surrogate (JSON's "\ud800", valid JSON) is not text: SQLite refuses to store it.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -118,6 +129,10 @@ class Endpoint:
     @property
     def chat_url(self) -> str:
         return self.base_url.rstrip("/") + "/chat/completions"
+
+    @property
+    def origin(self) -> str:
+        return origin_of(self.base_url)
 
     @property
     def secrets(self) -> tuple[str | None, ...]:
@@ -249,6 +264,74 @@ class HttpAnswer:
         return self.content.decode("utf-8", "replace")
 
 
+def origin_of(url: str) -> str:
+    """scheme://host:port of a URL, the port written out: what a redirect may not leave."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class AnswerTooLarge(Exception):
+    """An answer past MAX_ANSWER_MIB: ``size`` bytes read (after decompression) when it was cut."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """A response's body, decompressed as it arrives, never holding more than ``limit`` bytes of
+    it: a 50 MB reply, or a 1 MB gzip that inflates to 1 GiB, is cut at the limit (AnswerTooLarge)
+    instead of filling the memory. The session leaves decompression to this (auto_decompress off)
+    since aiohttp inflates each chunk whole, however large it grows."""
+    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding in ("identity", ""):
+        inflate = None
+        declared = response.content_length
+        if declared is not None and declared > limit:
+            raise AnswerTooLarge(declared)
+    elif encoding in ("gzip", "x-gzip", "deflate"):
+        # 47: a gzip or zlib header, told apart by the stream itself ("deflate" is zlib, as the
+        # HTTP spec has it; a raw deflate stream, which some servers send, is tried on failure).
+        inflate = zlib.decompressobj(47)
+    else:
+        raise ValueError(f"an answer in Content-Encoding {encoding!r}, which was not asked for")
+    parts: list[bytes] = []
+    size = 0
+    first = True
+    async for chunk in response.content.iter_any():
+        if inflate is None:
+            size += len(chunk)
+            if size > limit:
+                raise AnswerTooLarge(size)
+            parts.append(chunk)
+            continue
+        data = chunk
+        while data:
+            try:
+                piece = inflate.decompress(data, limit - size + 1)
+            except zlib.error:
+                if not first or encoding != "deflate":
+                    raise ValueError("an answer whose compressed body is corrupt") from None
+                inflate = zlib.decompressobj(-15)
+                piece = inflate.decompress(data, limit - size + 1)
+            first = False
+            size += len(piece)
+            if size > limit:
+                raise AnswerTooLarge(size)
+            parts.append(piece)
+            data = inflate.unconsumed_tail
+    if inflate is not None:
+        rest = inflate.flush()
+        size += len(rest)
+        if size > limit:
+            raise AnswerTooLarge(size)
+        parts.append(rest)
+    return b"".join(parts)
+
+
 def split_reasoning(message: dict) -> tuple[str, str | None]:
     """Final answer and reasoning from a message, whichever way the server delivers reasoning."""
     content = message.get("content") or ""
@@ -323,10 +406,15 @@ class ChatClient:
         rate_limit_patience: float = 600.0,
         key_name: str = "API_KEY",
         refusals_for: float | None = None,
+        max_answer_bytes: int = 8 * MIB,
     ) -> None:
         """``rate_limits``: (RPM, TPM) given for a model, which win over what is learned;
-        ``key_name``: the setting that holds this endpoint's key, for a quota's message."""
+        ``key_name``: the setting that holds this endpoint's key, for a quota's message;
+        ``timeout``: the most one answer may take, from sending to its last byte (the wait for
+        the endpoint's pace is not part of it); ``max_answer_bytes``: the most an answer may
+        hold after decompression (MAX_ANSWER_MIB)."""
         self.endpoint = endpoint
+        self.max_answer_bytes = max_answer_bytes
         self.rate_limits = dict(rate_limits or {})
         self.rate_limit_patience = rate_limit_patience
         # How long nothing but 429s is borne before the call gives up (the patience, unless told:
@@ -377,13 +465,48 @@ class ChatClient:
             self.before_send()
         return self.gate is None or self.gate.is_set()
 
-    async def _post(self, body: dict[str, Any]) -> HttpAnswer:
+    async def _post(self, body: dict[str, Any], attempts: int) -> HttpAnswer:
+        """One answer, read whole within TIMEOUT from the first byte sent to the last received
+        (a server that drips a byte a second never resets it), and within MAX_ANSWER_MIB.
+        Redirects are followed only within the endpoint's origin: another server's answer is
+        never taken for the model's, nor sent its key."""
         data = encode_request(body)
         http = self.http  # imports aiohttp, whole, before the body's class is made from it
-        sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
-        async with http.post(self._chat_url, data=sent, headers=self._headers) as response:
-            content = await response.read()
-            return HttpAnswer(response.status, response.reason or "", response.headers, content)
+        url = self._chat_url
+        async with asyncio.timeout(self.timeout):
+            for _ in range(MAX_REDIRECTS + 1):
+                sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
+                async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
+                    location = response.headers.get("Location")
+                    if response.status in REDIRECT_STATUSES and location:
+                        target = str(response.url.join(_aiohttp_url(location)))
+                        if origin_of(target) != self.endpoint.origin:
+                            raise ChatError(
+                                REDIRECTED,
+                                f"{self._chat_url} redirected (HTTP {response.status}) to another origin,"
+                                f" {one_line(target, 200)}: refused, so that no other server answers for the"
+                                " model or is sent its key; set BASE_URL to the server meant",
+                                response.status,
+                                attempts,
+                            )
+                        url = target
+                        continue
+                    try:
+                        content = await read_answer(response, self.max_answer_bytes)
+                    except AnswerTooLarge as exc:
+                        raise ChatError(
+                            TOO_LARGE,
+                            f"the answer is over MAX_ANSWER_MIB ({self.max_answer_bytes / MIB:g} MiB) after"
+                            f" decompression: cut at {exc.size:,} bytes, not read further",
+                            response.status,
+                            attempts,
+                        ) from None
+                    except ValueError as exc:
+                        raise ChatError(BAD_RESPONSE, str(exc), response.status, attempts) from None
+                    return HttpAnswer(response.status, response.reason or "", response.headers, content)
+        raise ChatError(
+            BAD_RESPONSE, f"{self._chat_url}: more than {MAX_REDIRECTS} redirects", response.status, attempts
+        )
 
     def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
         """The request as this endpoint and model accept it, after what they refused so far."""
@@ -502,8 +625,10 @@ class ChatClient:
             pacer.sent(sent_at)
             started = time.perf_counter()
             try:
-                response = await self._post(body)
+                response = await self._post(body, attempts)
                 error = None
+            except ChatError as exc:  # too large, redirected away, undecodable
+                error = exc
             except (TimeoutError, _aiohttp().ClientError) as exc:
                 if isinstance(exc.__cause__, CallWithheld):
                     # Stopped between its slot and its bytes, and its right to call lapsed
@@ -555,6 +680,10 @@ class ChatClient:
                         code == "context_length_exceeded" or CONTEXT_PATTERNS.search(message)
                     ):
                         error = ChatError(CONTEXT_LENGTH, message, status, attempts)
+                    elif 400 <= status < 500 and (
+                        code in CONTENT_FILTER_CODES or _error_type(response) in CONTENT_FILTER_CODES
+                    ):
+                        error = ChatError(CONTENT_FILTER, message, status, attempts)
                     else:
                         refused = _refused_param(message, param, body) if status in (400, 422) else None
                         if refused and adjustments < 6:
@@ -562,11 +691,13 @@ class ChatClient:
                             attempts -= 1  # learning what the server accepts is not a failed try
                             self._learn(model, quirks, refused)
                             continue
-                        error = ChatError(REFUSED, message, status, attempts)
+                        # Not a verdict on the conversation (a proxy's "400 bad request"): an
+                        # error of this call, asked again by resume and regrade-errors.
+                        error = ChatError(CLIENT_ERROR, message, status, attempts)
             error.attempts = attempts
             error.endpoint = self.endpoint.label
             self.on_call(CallRecord(self.endpoint.label, False, error.kind, latency_ms, error.message))
-            if error.kind not in TRANSIENT_KINDS or attempts >= self.max_attempts or (leave is not None and leave()):
+            if error.kind not in RETRIED_KINDS or attempts >= self.max_attempts or (leave is not None and leave()):
                 raise error
             await asyncio.sleep(self._delay(attempts))
 
@@ -648,6 +779,9 @@ class ChatClient:
         if not isinstance(choice, dict) or not isinstance(message, dict):
             raise bad()
         finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+        if finish_reason == "content_filter":
+            # The provider's filter stopped the reply: a refusal, as a 4xx content_filter is.
+            raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
         if message.get("content") is None and finish_reason != "length":
             # No reply at all (the reference asks again): never graded as an empty one. A null
             # cut off by its token limit (reasoning used the whole budget) is a cut-off reply.
@@ -741,6 +875,13 @@ def _count(value: object) -> int:
     return int(value) if 0 <= value < 2**53 else 0
 
 
+def _aiohttp_url(text: str) -> Any:
+    """A Location header as yarl's URL (aiohttp's own), relative or not."""
+    from yarl import URL
+
+    return URL(text)
+
+
 def _aiohttp():
     """aiohttp, imported by the first request that needs it (by then usually loaded already: see
     load_http_in_background)."""
@@ -769,7 +910,12 @@ def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
 
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections + 8, keepalive_timeout=30),
+        # The whole answer's TIMEOUT is ChatClient._post's; these bound its parts.
         timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout, 15.0), sock_read=timeout),
+        # Bodies are inflated by read_answer, against MAX_ANSWER_MIB; only what it can inflate
+        # is asked for (aiohttp would offer br too where brotli is installed).
+        auto_decompress=False,
+        headers={"Accept-Encoding": "gzip, deflate"},
     )
 
 
@@ -797,7 +943,8 @@ def unreachable_reason(exc: BaseException) -> str:
 
 def _transport_error(exc: Exception, timeout: float, attempts: int, secrets: tuple[str | None, ...]) -> ChatError:
     if unreachable_reason(exc) == "no answer within the timeout":
-        return ChatError(TIMEOUT, f"no answer within {timeout:g} s", attempts=attempts)
+        # TIMEOUT bounds the whole answer, first byte sent to last received.
+        return ChatError(TIMEOUT, f"no answer within {timeout:g} s (TIMEOUT)", attempts=attempts)
     detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
     return ChatError(CONNECTION, f"connection failed ({detail})", attempts=attempts)
 
@@ -810,7 +957,9 @@ async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:
         response = await http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers)
     if response.status_code != 200:
         message, _, _ = _error_message(response, endpoint.secrets)
-        kind = AUTH if response.status_code in (401, 403) else NOT_FOUND if response.status_code == 404 else REFUSED
+        kind = (
+            AUTH if response.status_code in (401, 403) else NOT_FOUND if response.status_code == 404 else CLIENT_ERROR
+        )
         raise ChatError(kind, message, response.status_code)
     data = response.json().get("data", [])
     return [str(item.get("id")) for item in data if isinstance(item, dict)]

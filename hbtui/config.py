@@ -59,17 +59,28 @@ URL = Url(shape="an http(s) URL")
 URLS = ListOf(item=Url(), what="endpoint", shape="http(s) URLs, comma-separated")
 KEYS = ListOf(item=Kind(), what="key")
 EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="minimal, low, medium, high")
-TEMPERATURE = Number(at_most=2.0, shape="0 to 2")
-WHOLE = WholeNumber(shape="a whole number, at least 1")
-SECONDS = Number(shape="seconds")
-PER_MINUTE = ListOf(item=Number(), what="limit", shape="per minute, one for all endpoints or one per endpoint")
+# Every number is bounded (hbtui.setting_kinds): the shape is what the docs say of its range.
+TEMPERATURE = Number(at_least=0.0, at_most=2.0, shape="0 to 2")
+TOKENS = WholeNumber(at_most=1_000_000, shape="1 to 1,000,000")
+ATTEMPTS = WholeNumber(at_most=100, shape="1 to 100")
+# The workers are the sum of the limits over every endpoint: Settings.check_bounds bounds that too.
+MAX_IN_FLIGHT = 4096
+IN_FLIGHT = WholeNumber(at_most=MAX_IN_FLIGHT, shape="1 to 4,096 (over all endpoints together)")
+SECONDS = Number(at_most=86_400.0, shape="seconds, above 0 up to 86,400 (a day)")
+PER_MINUTE = ListOf(
+    item=Number(at_most=1e10),
+    what="limit",
+    shape="per minute, above 0 up to 10,000,000,000; one for all endpoints or one per endpoint",
+)
+MIB = Number(at_most=1024.0, shape="MiB, above 0 up to 1,024")
 TEMPLATE = NameOrPath(names=TEMPLATE_NAMES, shape="reference, builtin, or a file")
 YES_NO = Bool(shape="true or false")
 PENALTY = NamedNumber(
     named=tuple(LENGTH_PENALTIES.items()),
     what="a penalty per 500 characters",
     off_words=("", "off", "none"),
-    shape="a number, main, hard, consensus, or off",
+    at_most=100.0,
+    shape="0 to 100, main, hard, consensus, or off",
 )
 COMPLETIONS = Choice(
     choices=("physician", "reference"), what="a completions mode", shape="physician, reference, or none"
@@ -77,7 +88,8 @@ COMPLETIONS = Choice(
 CENTRE = NamedNumber(
     named=tuple((name, LENGTH_CENTRE) for name in LENGTH_PENALTIES),
     what="a centre in characters",
-    shape="characters",
+    at_most=10_000_000.0,
+    shape="characters, 0 to 10,000,000",
 )
 
 
@@ -256,14 +268,14 @@ class Settings:
         "TEMPERATURE_GRADER", TEMPERATURE, SAMPLING, "temperature of the grader", 0.3, label="Temperature"
     )
     max_tokens_test: int = _described(
-        "MAX_TOKENS_TEST", WHOLE, SAMPLING, "max tokens of a reply", 2048, label="Max tokens"
+        "MAX_TOKENS_TEST", TOKENS, SAMPLING, "max tokens of a reply", 2048, label="Max tokens"
     )
     max_tokens_grader: int = _described(
-        "MAX_TOKENS_GRADER", WHOLE, SAMPLING, "max tokens of a verdict", 1024, label="Max tokens"
+        "MAX_TOKENS_GRADER", TOKENS, SAMPLING, "max tokens of a verdict", 1024, label="Max tokens"
     )
     concurrency: int = _described(
         "CONCURRENCY",
-        WHOLE,
+        IN_FLIGHT,
         RUN,
         "requests in flight per endpoint; a concurrency set above an endpoint's rate limit slows down to the"
         " limit instead of failing (see RPM)",
@@ -272,7 +284,7 @@ class Settings:
     )
     grader_concurrency: int | None = _described(
         "GRADER_CONCURRENCY",
-        WHOLE,
+        IN_FLIGHT,
         RUN,
         "requests in flight to a separate grader endpoint",
         default_text="CONCURRENCY",
@@ -328,14 +340,28 @@ class Settings:
         600.0,
     )
     timeout: float = _described(
-        "TIMEOUT", SECONDS, RUN, "seconds to wait for one answer", 120.0, label="Timeout (seconds)"
+        "TIMEOUT",
+        SECONDS,
+        RUN,
+        "seconds one answer may take, from sending the request to the answer's last byte (waiting for an"
+        " endpoint's rate limit is not counted)",
+        120.0,
+        label="Timeout (seconds)",
+    )
+    max_answer_mib: float = _described(
+        "MAX_ANSWER_MIB",
+        MIB,
+        RUN,
+        "the most one model or grader answer may hold after decompression, in MiB; a larger one is cut"
+        " there and is an error of that call (too_large)",
+        8.0,
     )
     max_attempts: int = _described(
-        "MAX_ATTEMPTS", WHOLE, RUN, "attempts per call before it counts as failed", 6, label="Max attempts"
+        "MAX_ATTEMPTS", ATTEMPTS, RUN, "attempts per call before it counts as failed", 6, label="Max attempts"
     )
     grader_parse_attempts: int = _described(
         "GRADER_PARSE_ATTEMPTS",
-        WHOLE,
+        ATTEMPTS,
         RUN,
         "times a grader is asked when its answer holds no verdict",
         3,
@@ -499,6 +525,23 @@ class Settings:
             raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
         self.test_endpoints, self.grader_endpoints  # noqa: B018 - raise on keys that match no endpoint
         self.endpoint_rate_limits()
+        self.check_in_flight()
+
+    def check_in_flight(self) -> None:
+        """Each endpoint has CONCURRENCY workers (a grader of its own, GRADER_CONCURRENCY): their
+        sum over every endpoint is bounded as CONCURRENCY alone is."""
+        parts = [(self.concurrency, len(self.test_endpoints), "CONCURRENCY", "BASE_URL")]
+        if not self.grader_shares_endpoints:
+            parts.append(
+                (self.effective_grader_concurrency, len(self.grader_endpoints), "GRADER_CONCURRENCY", "GRADER_BASE_URL")
+            )
+        total = sum(limit * count for limit, count, _, _ in parts)
+        if total > MAX_IN_FLIGHT:
+            terms = " + ".join(f"{key} {limit:,} x {count} endpoints of {urls}" for limit, count, key, urls in parts)
+            raise SettingsError(
+                f"{terms} = {total:,} calls in flight, more than {MAX_IN_FLIGHT:,}: lower CONCURRENCY"
+                " (the calls in flight are the sum over every endpoint)"
+            )
 
     def endpoint_rate_limits(self) -> dict[bool, list[tuple[float | None, float | None]]]:
         """(RPM, TPM) of each endpoint, for the model under test (False) and the grader (True),

@@ -317,24 +317,13 @@ def download_file(official: OfficialFile, cache_dir: str | Path, progress: Progr
     # A mirror (or a proxy cache on an air-gapped box) can stand in for OpenAI's bucket.
     url = os.environ.get("HBTUI_DATA_URL", OFFICIAL_BASE).rstrip("/") + "/" + official.filename
     digest = hashlib.sha256()
-    import httpx  # only a download needs it: `hbtui run --data FILE` starts without it
+    from hbtui.downloads import DownloadError, download_to  # only a download needs httpx
 
     try:
-        with httpx.stream("GET", url, timeout=60, follow_redirects=True) as response:
-            if response.status_code != 200:
-                raise DownloadFailed(f"{url}: HTTP {response.status_code}")
-            total = int(response.headers.get("content-length") or 0) or None
-            done = 0
-            with partial.open("wb") as handle:
-                for chunk in response.iter_bytes(1 << 16):
-                    handle.write(chunk)
-                    digest.update(chunk)
-                    done += len(chunk)
-                    if progress:
-                        progress(done, total)
-    except httpx.HTTPError as exc:
+        download_to(url, partial, on_chunk=digest.update, progress=progress)
+    except (DownloadError, OSError) as exc:
         partial.unlink(missing_ok=True)
-        raise DownloadFailed(f"{url}: download failed ({type(exc).__name__}: {exc})") from None
+        raise DownloadFailed(f"{url}: {exc}") from None
     if digest.hexdigest() != official.sha256:
         partial.unlink(missing_ok=True)
         raise DatasetError(f"{url}: sha256 {digest.hexdigest()} differs from the published {official.sha256}")

@@ -27,6 +27,7 @@ TEMPERATURE = 0.5
 MAX_TOKENS = 2048
 
 CONNECT_TIMEOUT_SECONDS = 5.0
+MAX_REFERENCE_BYTES = 1 << 20  # the pinned file is 30 kB: a server sending more is no mirror of it
 
 
 class ReferenceUnavailable(Exception):
@@ -59,22 +60,21 @@ def reference_file(cache_dir: str | Path) -> Path:
             f"{path}: sha256 {digest} is not the pinned file's {EVAL_SHA256}; delete it to fetch it again"
         )
     url = os.environ.get("HBTUI_SIMPLE_EVALS_URL", RAW_BASE).rstrip("/") + "/" + EVAL_FILE
-    import httpx  # only a download needs it: a run with the prompt cached starts without it
+    from hbtui.downloads import DownloadError, download_to  # a run with the prompt cached starts without httpx
 
-    try:
-        response = httpx.get(url, timeout=httpx.Timeout(30.0, connect=CONNECT_TIMEOUT_SECONDS), follow_redirects=True)
-    except httpx.HTTPError as exc:
-        raise ReferenceUnavailable(
-            f"the reference grader prompt could not be fetched from {url} ({type(exc).__name__}); {_alternatives(path)}"
-        ) from None
-    if response.status_code != 200:
-        raise ReferenceUnavailable(f"{url}: HTTP {response.status_code}; {_alternatives(path)}")
-    data = response.content
-    if _sha256(data) != EVAL_SHA256:
-        raise ReferenceUnavailable(f"{url}: sha256 {_sha256(data)} is not the pinned file's {EVAL_SHA256}")
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".part")
-    partial.write_bytes(data)
+    try:
+        download_to(url, partial, max_bytes=MAX_REFERENCE_BYTES, deadline=120.0, connect=CONNECT_TIMEOUT_SECONDS)
+        data = partial.read_bytes()
+    except (DownloadError, OSError) as exc:
+        partial.unlink(missing_ok=True)
+        raise ReferenceUnavailable(
+            f"the reference grader prompt could not be fetched from {url} ({exc}); {_alternatives(path)}"
+        ) from None
+    if _sha256(data) != EVAL_SHA256:
+        partial.unlink(missing_ok=True)
+        raise ReferenceUnavailable(f"{url}: sha256 {_sha256(data)} is not the pinned file's {EVAL_SHA256}")
     os.replace(partial, path)
     return path
 

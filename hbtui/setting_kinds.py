@@ -118,11 +118,27 @@ class Bool(Kind):
         raise SettingsError(f"{where}: {raw!r} is not true or false")
 
 
+def _number_text(value: float) -> str:
+    """A bound as the docs and errors write it: 4,096, 0.5, 86,400."""
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True)
 class WholeNumber(Kind):
-    """A whole number of at least 1."""
+    """A whole number from ``at_least`` to ``at_most``: every count is bounded, since a value
+    far past sense (CONCURRENCY=1000000000) would otherwise be tried, and end in the kernel
+    killing the process."""
+
+    at_least: int = 1
+    at_most: int = 1_000_000
+
+    @property
+    def range_text(self) -> str:
+        return f"{_number_text(self.at_least)} to {_number_text(self.at_most)}"
 
     def parse(self, raw: Any, where: str) -> int | None:
+        if isinstance(raw, bool):
+            raise SettingsError(f"{where}: {raw!r} is not a whole number")
         text = _stripped(raw)
         if text == "":
             return None
@@ -130,18 +146,27 @@ class WholeNumber(Kind):
             value = int(text)
         except ValueError:
             raise SettingsError(f"{where}: {raw!r} is not a whole number") from None
-        if value < 1:
-            raise SettingsError(f"{where}: {value} must be at least 1")
+        if not self.at_least <= value <= self.at_most:
+            raise SettingsError(f"{where}: {value} is outside {self.range_text}")
         return value
 
 
 @dataclass(frozen=True)
 class Number(Kind):
-    """A finite number: greater than 0, or (``at_most``) from 0 to that bound."""
+    """A finite number from ``at_least`` to ``at_most``; ``at_least`` None: greater than 0."""
 
-    at_most: float | None = None
+    at_most: float = 1e9
+    at_least: float | None = None
+
+    @property
+    def range_text(self) -> str:
+        if self.at_least is None:
+            return f"above 0 up to {_number_text(self.at_most)}"
+        return f"{_number_text(self.at_least)} to {_number_text(self.at_most)}"
 
     def parse(self, raw: Any, where: str) -> float | None:
+        if isinstance(raw, bool):
+            raise SettingsError(f"{where}: {raw!r} is not a number")
         text = _stripped(raw)
         if text == "":
             return None
@@ -151,10 +176,9 @@ class Number(Kind):
             raise SettingsError(f"{where}: {raw!r} is not a number") from None
         if not math.isfinite(number):
             raise SettingsError(f"{where}: {raw!r} is not a finite number")
-        if self.at_most is not None and not 0 <= number <= self.at_most:
-            raise SettingsError(f"{where}: {number} is outside 0 to {self.at_most:g}")
-        if self.at_most is None and number <= 0:
-            raise SettingsError(f"{where}: {number} must be greater than 0")
+        low_ok = number > 0 if self.at_least is None else number >= self.at_least
+        if not low_ok or number > self.at_most:
+            raise SettingsError(f"{where}: {number:g} is outside {self.range_text}")
         return number
 
 
@@ -166,6 +190,7 @@ class NamedNumber(Kind):
     named: tuple[tuple[str, float], ...] = ()
     what: str = "a number"
     off_words: tuple[str, ...] = ()
+    at_most: float = 1e9
 
     def parse(self, raw: Any, where: str) -> float | None:
         word = _stripped(raw).lower()
@@ -181,6 +206,8 @@ class NamedNumber(Kind):
             raise SettingsError(problem) from None
         if not math.isfinite(value) or value < 0:
             raise SettingsError(problem)
+        if value > self.at_most:
+            raise SettingsError(f"{where}: {value:g} is outside 0 to {_number_text(self.at_most)}")
         return value
 
 

@@ -64,7 +64,7 @@ def _code(text: str) -> str:
 
 
 def readme_table() -> str:
-    rows = ["| key | flag | section | meaning | default |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| key | flag | section | meaning | values | default |", "| --- | --- | --- | --- | --- | --- |"]
     for setting in SETTINGS:
         key = ", ".join(_code(name) for name in (setting.key, *setting.aliases))
         secret = "secret: kept in memory only, never stored or shown" if setting.secret else ""
@@ -73,7 +73,7 @@ def readme_table() -> str:
         meaning = re.sub(r"(<<\w+>>)", r"`\1`", meaning)  # not taken for HTML tags
         rows.append(
             f"| {key} | {_code(setting.flag or '')} | {setting.section.name} | {meaning} |"
-            f" {_code(setting.shown_default)} |"
+            f" {setting.kind.shape.replace('|', chr(92) + '|')} | {_code(setting.shown_default)} |"
         )
     return "\n".join([TABLE_START, *rows, TABLE_END])
 

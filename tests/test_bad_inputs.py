@@ -210,6 +210,19 @@ ENV_VALUES = {
     ),
     "length penalty misspelled": ("LENGTH_PENALTY=hardd", "LENGTH_PENALTY (.env:4): 'hardd' is not a penalty"),
     "length centre NaN": ("LENGTH_CENTRE=nan", "LENGTH_CENTRE (.env:4): 'nan'"),
+    # Every number is bounded: a value past sense is refused, not tried (a billion workers).
+    "concurrency a billion": ("CONCURRENCY=1000000000", "CONCURRENCY (.env:4): 1000000000 is outside 1 to 4,096"),
+    "grader concurrency 0": ("GRADER_CONCURRENCY=0", "GRADER_CONCURRENCY (.env:4): 0 is outside 1 to 4,096"),
+    "max tokens ten billion": ("MAX_TOKENS_TEST=10000000000", "MAX_TOKENS_TEST (.env:4): 10000000000 is outside 1"),
+    "max attempts 1000": ("MAX_ATTEMPTS=1000", "MAX_ATTEMPTS (.env:4): 1000 is outside 1 to 100"),
+    "timeout a year": ("TIMEOUT=31536000", "TIMEOUT (.env:4): 3.1536e+07 is outside above 0 up to 86,400"),
+    "rpm 1e12": ("RPM=1e12", "RPM (.env:4): 1e+12 is outside above 0 up to 10,000,000,000"),
+    "answer limit 0": ("MAX_ANSWER_MIB=0", "MAX_ANSWER_MIB (.env:4): 0 is outside above 0 up to 1,024"),
+    "length penalty 1e6": ("LENGTH_PENALTY=1e6", "LENGTH_PENALTY (.env:4): 1e+06 is outside 0 to 100"),
+    "concurrency times endpoints": (
+        "CONCURRENCY=3000\nBASE_URL=http://127.0.0.1:9/v1,http://127.0.0.2:9/v1",
+        "CONCURRENCY 3,000 x 2 endpoints of BASE_URL = 6,000 calls in flight, more than 4,096",
+    ),
 }
 
 

@@ -36,7 +36,7 @@ def test_correct_spelling_wins_over_old(tmp_path):
     [
         ("BASE_URL=not a url", ["BASE_URL", ".env:2"]),
         ("REASONING_TEST=extreme", ["REASONING_TEST", "extreme"]),
-        ("CONCURRENCY=-4", ["CONCURRENCY", "at least 1"]),
+        ("CONCURRENCY=-4", ["CONCURRENCY", "-4 is outside 1 to 4,096"]),
         ("CONCURRENCY=lots", ["CONCURRENCY", "whole number"]),
         ("TEMPERATURE_TEST=7", ["TEMPERATURE_TEST", "0 to 2"]),
         ("MODLE_TEST=x", ["MODLE_TEST", "MODEL_TEST"]),

@@ -321,19 +321,22 @@ def test_resume_asks_again_what_got_no_answer(server, tmp_path, small_dataset):
     run_id, _status = asyncio.run(run_engine(settings, small_dataset))
     with sqlite3.connect(db) as conn:  # as a run ends after its retries ran out, or a refusal
         conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'server_error' WHERE idx = 0")
-        conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'refused' WHERE idx = 1")
+        conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'content_filter' WHERE idx = 1")
+        # What older versions stored for any 4xx: no verdict on the criterion, so asked again.
+        conn.execute("UPDATE verdicts SET status = 'error', error_kind = 'refused' WHERE idx = 2")
+        unanswered = conn.execute("SELECT count(*) FROM verdicts WHERE idx IN (0, 2)").fetchone()[0]
     server.reset_stats()
 
     async def resume():
         async with await Store.open(db) as store:
             return await Engine(store, await store.get_run(run_id), settings, backoff_base=0.01).execute()
 
-    # The grader's refusal stays an error (an answer, kept until regrade-errors): incomplete.
+    # The content filter's refusal stays an error (an answer, kept until regrade-errors): incomplete.
     assert asyncio.run(resume()) == "incomplete"
-    assert server.stats()["requests"] == 3  # the three criteria that got no answer; not the refused
+    assert server.stats()["requests"] == unanswered  # what got no answer; not the refused
     with sqlite3.connect(db) as conn:
         kinds = [k for (k,) in conn.execute("SELECT error_kind FROM verdicts WHERE status = 'error'")]
-    assert kinds == ["refused"] * 3
+    assert kinds and set(kinds) == {"content_filter"}
 
 
 def test_a_key_is_never_sent_to_another_host_on_resume(finished_run_db):

@@ -13,7 +13,7 @@ from textual.widgets import DataTable
 
 from hbtui import cli
 from hbtui.checks import check_connection
-from hbtui.client import AUTH, REFUSED, SERVER_ERROR, ChatClient, ChatError, Endpoint, list_models
+from hbtui.client import AUTH, CLIENT_ERROR, SERVER_ERROR, ChatClient, ChatError, Endpoint, list_models
 from hbtui.config import mask_secret
 from hbtui.limiter import AdaptiveLimiter
 from hbtui.redact import REDACTED, redact
@@ -65,9 +65,9 @@ ECHOES = [
     ("full", 401, AUTH),
     ("masked", 401, AUTH),
     ("headers", 500, SERVER_ERROR),
-    ("full", 400, REFUSED),
-    ("masked", 400, REFUSED),
-    ("headers", 400, REFUSED),
+    ("full", 400, CLIENT_ERROR),
+    ("masked", 400, CLIENT_ERROR),
+    ("headers", 400, CLIENT_ERROR),
 ]
 
 
@@ -150,7 +150,7 @@ RUN_ECHOES = [
     ("full", 401, "all", "runs"),  # fatal: the run stops, its error and log say why
     ("masked", 401, "all", "runs"),
     ("headers", 500, "generation", "conversations"),  # retried, then the conversation has no reply
-    ("masked", 400, "generation", "conversations"),
+    ("masked", 400, "generation", "runs"),  # every reply refused the same way: the run stops
     ("full", 400, "grader", "verdicts"),
 ]
 

@@ -78,7 +78,7 @@ def test_the_cached_file_yields_the_pinned_template_and_a_copy_by_hand_works_off
         reference.reference_template(cache)
     message = str(missing.value)
     assert str(reference.cached_path(cache)) in message and "GRADER_TEMPLATE=builtin" in message and "\n" not in message
-    reference.cached_path(cache).parent.mkdir(parents=True)
+    reference.cached_path(cache).parent.mkdir(parents=True, exist_ok=True)
     reference.cached_path(cache).write_bytes(REFERENCE_EVAL.read_bytes())
     text = reference.reference_template(cache)
     assert len(text) == 3181 and text == _evaluated_template()

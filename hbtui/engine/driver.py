@@ -18,6 +18,7 @@ from pathlib import Path
 
 from hbtui.background_import import import_in_background
 from hbtui.client import (
+    CLIENT_ERROR,
     CONNECTION,
     CONTEXT_LENGTH,
     DAILY_LIMIT,
@@ -534,6 +535,17 @@ class Engine:
         if exc.kind == CONNECTION and self.pool.never_answered(exc.endpoint):
             unreachable = ChatError(CONNECTION, f"cannot reach {exc.endpoint}: {exc.message}", exc.status, exc.attempts)
             self._stop(unreachable, stop_calls=True)
+            return True
+        if exc.kind == CLIENT_ERROR and self.pool.refuses_every_call(exc.endpoint):
+            # A 4xx that every call gets (a proxy refusing the requests' shape): stop, resumable,
+            # rather than fail thousands of conversations one by one.
+            refusing = ChatError(
+                CLIENT_ERROR,
+                f"{exc.endpoint} refused every call with HTTP {exc.status}: {exc.message}",
+                exc.status,
+                exc.attempts,
+            )
+            self._stop(refusing, stop_calls=True)
             return True
         if exc.kind == RATE_LIMITED:
             # Only after RATE_LIMIT_PATIENCE of nothing but 429s: no call fails on rate limits alone.

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hbtui.client import (
+    CLIENT_ERROR,
     CONNECTION,
+    MIB,
     RATE_LIMITED,
+    RETRIED_KINDS,
     SERVER_ERROR,
     TIMEOUT,
-    TRANSIENT_KINDS,
     CallRecord,
     ChatClient,
     ChatError,
@@ -43,6 +45,9 @@ SET_ASIDE_SECONDS = 2.0  # the first time an endpoint is set aside; doubled each
 SET_ASIDE_CAP = 60.0
 FAILURES_TO_SET_ASIDE = 3  # 5xx or no answer within the timeout, in a row; a refused connection: 1
 LIVE, SET_ASIDE = "live", "set aside"
+# Calls in a row that ended in a 4xx that is no refusal, with no answer before them, that stop
+# the run (one alone could be one conversation's: a few agree that it is the endpoint).
+CLIENT_ERRORS_TO_STOP = 3
 
 
 RATE_SECONDS = 10  # an endpoint's rate: its answers over the last whole seconds, this many
@@ -81,6 +86,7 @@ class EndpointStats:
     successes: int = 0  # the failed ones: calls - successes
     failing_since: float | None = None  # monotonic time of the first connection failure since the last answer
     failures_in_a_row: int = 0  # of the kinds that set an endpoint aside
+    client_errors: int = 0  # calls that ended in a 4xx that is no refusal (CLIENT_ERROR)
     aside_until: float | None = None  # monotonic: set aside until then, then tried one call at a time
     times_set_aside: int = 0  # since it last answered
     # Calls handed to it and not yet done: in flight, waiting for its limit, or for its first call
@@ -193,6 +199,7 @@ class EndpointPool:
                 before_send=self.before_send,
                 rate_limit_patience=self.settings.rate_limit_patience,
                 key_name=key_name,
+                max_answer_bytes=int(self.settings.max_answer_mib * MIB),
             )
         return self.clients[label]
 
@@ -290,6 +297,7 @@ class EndpointPool:
             return
         stats.calls += 1
         stats.successes += record.ok
+        stats.client_errors += record.kind == CLIENT_ERROR
         if record.ok:
             stats.rate.answered()
             self._answered(stats, record.endpoint)
@@ -318,6 +326,12 @@ class EndpointPool:
             kind = record.kind or "unknown"
             self.live.errors_by_kind[kind] = self.live.errors_by_kind.get(kind, 0) + 1
             self.emit(CallFailed(self.run_id, record.endpoint, kind, record.message))
+
+    def refuses_every_call(self, endpoint: str | None) -> bool:
+        """Whether ``endpoint`` has answered nothing since the run started but 4xx that are no
+        refusal, several calls' worth: a misconfigured proxy that every call would meet."""
+        stats = self.live.endpoints.get(endpoint or "")
+        return stats is not None and stats.client_errors >= CLIENT_ERRORS_TO_STOP and self.never_answered(endpoint)
 
     def never_answered(self, endpoint: str | None) -> bool:
         """Whether ``endpoint`` is one of this run's and has not answered once since it started
@@ -402,7 +416,7 @@ class Replicas:
             except ChatError as exc:
                 spent += exc.attempts
                 exc.attempts = spent
-                if exc.kind in TRANSIENT_KINDS and leave() and spent < member.max_attempts * len(members):
+                if exc.kind in RETRIED_KINDS and leave() and spent < member.max_attempts * len(members):
                     continue
                 raise
             finally:

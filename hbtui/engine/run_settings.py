@@ -132,6 +132,11 @@ def resume_hint(run_id: int, error: str | None, prog: str = "hbtui") -> str:
             f"once the server answers: hbtui resume {run_id} (a run keeps its endpoint; to move it:"
             f" hbtui resume {run_id} --base-url URL, or --grader-base-url URL)"
         )
+    if kind in ("redirected", "client_error"):
+        return (
+            f"point the run at the server meant (a run keeps its endpoint): hbtui resume {run_id}"
+            " --base-url URL (or --grader-base-url URL)"
+        )
     if kind == "auth":
         return f"set the key (API_KEY, or GRADER_API_KEY, in .env or the environment), then: hbtui resume {run_id}"
     if kind == "not_found":

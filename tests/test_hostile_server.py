@@ -1,0 +1,288 @@
+"""Servers that misbehave below HTTP's politeness: a drip that never ends, an answer of 50 MB or a
+gzip bomb, a redirect to another server, a proxy's 400 for every call. Each ends as an error of
+that call (or, where every call would meet it, the run's stop), within TIMEOUT and within
+MAX_ANSWER_MIB, against tests.support.hostile_server over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hbtui.client import (
+    CLIENT_ERROR,
+    CONTENT_FILTER,
+    MIB,
+    REDIRECTED,
+    TIMEOUT,
+    TOO_LARGE,
+    AnswerTooLarge,
+    ChatClient,
+    ChatError,
+    Endpoint,
+)
+from hbtui.limiter import AdaptiveLimiter
+from tests.conftest import make_record, write_jsonl
+from tests.support.hostile_server import Behaviour, HostileServer
+
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def hostile():
+    with HostileServer() as server:
+        yield server
+
+
+def call(base_url: str, *, timeout: float = 5.0, max_attempts: int = 2, max_answer_bytes: int = 8 * MIB, key=None):
+    async def go():
+        client = ChatClient(
+            Endpoint(base_url, key),
+            limiter=AdaptiveLimiter(2),
+            timeout=timeout,
+            max_attempts=max_attempts,
+            backoff_base=0.01,
+            max_answer_bytes=max_answer_bytes,
+        )
+        try:
+            return await client.complete("test-model", MESSAGES)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+# ---- 1. TIMEOUT is the whole answer's ----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode, interval", [("drip_body", 0.2), ("drip_headers", 0.2), ("drip_chunks", 0.05)])
+def test_a_drip_that_never_ends_is_a_timeout_of_the_whole_answer(hostile, mode, interval):
+    # Each byte (or chunk) comes well within TIMEOUT of the last: only a deadline on the whole
+    # answer ends it. Before, sock_read was the timeout and these calls never ended.
+    hostile.behaviour = Behaviour(mode=mode, interval=interval)
+    started = time.monotonic()
+    with pytest.raises(ChatError) as error:
+        call(hostile.base_url, timeout=1.0, max_attempts=2)
+    assert error.value.kind == TIMEOUT and error.value.attempts == 2
+    assert "no answer within 1 s" in error.value.message
+    assert len(hostile.requests) == 2
+    assert time.monotonic() - started < 20  # two deadlines and a backoff; never the drip's end
+
+
+# ---- 3. the answer's size ---------------------------------------------------------------
+
+
+def test_an_answer_over_the_limit_is_cut_there_and_not_asked_again(hostile):
+    hostile.behaviour = Behaviour(mode="big", size=3 * MIB)
+    with pytest.raises(ChatError) as error:
+        call(hostile.base_url, max_answer_bytes=1 * MIB)
+    assert error.value.kind == TOO_LARGE and error.value.attempts == 1
+    assert "MAX_ANSWER_MIB (1 MiB)" in error.value.message
+    assert len(hostile.requests) == 1  # a model that wrote that much would write it again
+
+
+def test_a_gzip_bomb_is_cut_at_the_limit_as_it_inflates(hostile):
+    hostile.behaviour = Behaviour(mode="gzip_bomb")
+    with pytest.raises(ChatError) as error:
+        call(hostile.base_url, max_answer_bytes=2 * MIB)
+    assert error.value.kind == TOO_LARGE
+    cut = int(error.value.message.split("cut at ")[1].split(" bytes")[0].replace(",", ""))
+    assert 2 * MIB < cut <= 2 * MIB + 1  # read one byte past the limit, no more
+
+
+def test_a_gzip_answer_within_the_limit_is_read(hostile):
+    hostile.behaviour = Behaviour(mode="gzip", content="Zipped reply.")
+    assert call(hostile.base_url).content == "Zipped reply."
+    assert hostile.requests[0]["headers"]["accept-encoding"] == "gzip, deflate"
+
+
+def test_read_answer_raises_on_a_declared_length_past_the_limit():
+    class Declared:
+        headers = {"Content-Length": "100"}
+        content_length = 100
+
+    from hbtui.client import read_answer
+
+    with pytest.raises(AnswerTooLarge):
+        asyncio.run(read_answer(Declared(), 10))  # type: ignore[arg-type]
+
+
+def _peak_rss_mib(command: list[str], env: dict[str, str], cwd: Path) -> tuple[int, float, str]:
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    output = process.stdout.read().decode()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, usage.ru_maxrss / 1024, output  # ru_maxrss is in KiB on Linux
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["big", "gzip_bomb"])
+def test_a_50_mb_answer_or_a_gzip_bomb_leaves_hbtui_run_under_300_mib(hostile, tmp_path, mode):
+    hostile.behaviour = Behaviour(mode=mode, size=50 * 1024 * 1024)
+    data = write_jsonl(tmp_path / "one.jsonl", [make_record("p1", [("Advises rest", 5, ["axis:accuracy"])])])
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("BASE_URL", "API_KEY", "MODEL_", "GRADER_"))},
+        "BASE_URL": hostile.base_url,
+        "MODEL_TEST": "m",
+        "MODEL_GRADER": "g",
+        "GRADER_TEMPLATE": "builtin",
+        "MAX_ATTEMPTS": "2",
+        "HBTUI_DB": str(tmp_path / "runs" / "hbtui.sqlite"),
+    }
+    code, peak, output = _peak_rss_mib(
+        [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", mode], env, tmp_path
+    )
+    assert "Traceback" not in output
+    assert code != 0 and "too_large" in output, output
+    assert peak < 300, f"peak {peak:.0f} MiB"
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as db:
+        assert db.execute("SELECT status, error_kind FROM conversations").fetchall() == [("failed", TOO_LARGE)]
+
+
+# ---- 12. redirects ----------------------------------------------------------------------
+
+
+def test_a_redirect_to_another_origin_is_refused_naming_both(hostile):
+    with HostileServer() as other:
+        hostile.behaviour = Behaviour(mode="redirect", location=other.base_url + "/chat/completions")
+        with pytest.raises(ChatError) as error:
+            call(hostile.base_url, key="sk-secret-key-value-1234")
+        assert error.value.kind == REDIRECTED and error.value.fatal
+        assert hostile.base_url in error.value.message and other.origin in error.value.message
+        assert other.requests == []  # its answer is never taken, nor is it sent the key
+
+
+def test_a_redirect_within_the_origin_is_followed_with_the_key(hostile):
+    hostile.behaviour = Behaviour(
+        mode="redirect", location="/v2/chat/completions", redirect_from="/v1/chat/completions", content="moved"
+    )
+    assert call(hostile.base_url, key="sk-key").content == "moved"
+    assert [r["path"] for r in hostile.requests] == ["/v1/chat/completions", "/v2/chat/completions"]
+    moved = hostile.requests[1]
+    assert moved["method"] == "POST" and moved["headers"]["authorization"] == "Bearer sk-key"
+    assert moved["body"] == hostile.requests[0]["body"]
+
+
+def test_a_download_follows_a_redirect_to_a_cdn_without_authorization(tmp_path, monkeypatch):
+    from hbtui.dataset import OfficialFile, download_file
+
+    payload = b'{"prompt_id": "x"}\n'
+    import hashlib
+
+    with HostileServer() as cdn, HostileServer() as origin:
+        cdn.behaviour = Behaviour(mode="status", status=200, body=payload)
+        origin.behaviour = Behaviour(mode="redirect", location=cdn.origin + "/file.jsonl", redirect_status=302)
+        monkeypatch.setenv("HBTUI_DATA_URL", origin.origin)
+        official = OfficialFile("file.jsonl", hashlib.sha256(payload).hexdigest(), 1)
+        path = download_file(official, tmp_path)
+        assert path.read_bytes() == payload
+        assert cdn.requests and "authorization" not in cdn.requests[0]["headers"]
+
+
+# ---- 13. a 4xx that is no refusal -------------------------------------------------------
+
+
+def test_a_generic_400_is_an_error_of_that_call_not_a_refusal(hostile):
+    hostile.behaviour = Behaviour(mode="status", status=400)
+    with pytest.raises(ChatError) as error:
+        call(hostile.base_url, max_attempts=4)
+    assert error.value.kind == CLIENT_ERROR and error.value.attempts == 1
+    assert len(hostile.requests) == 1  # the same request would get the same 400
+
+
+@pytest.mark.parametrize("code", ["content_filter", "content_policy_violation"])
+def test_a_4xx_content_filter_is_a_refusal(hostile, code):
+    body = json.dumps({"error": {"message": "filtered", "type": "invalid_request_error", "code": code}}).encode()
+    hostile.behaviour = Behaviour(mode="status", status=400, body=body)
+    with pytest.raises(ChatError) as error:
+        call(hostile.base_url)
+    assert error.value.kind == CONTENT_FILTER
+
+
+def test_a_200_ended_by_the_content_filter_is_a_refusal(hostile):
+    hostile.behaviour = Behaviour(mode="ok", content="", finish_reason="content_filter")
+    with pytest.raises(ChatError) as error:
+        call(hostile.base_url, max_attempts=3)
+    assert error.value.kind == CONTENT_FILTER and len(hostile.requests) == 1
+
+
+def test_a_400_for_every_call_stops_the_run_resumable(hostile, tmp_path):
+    from hbtui import cli
+
+    hostile.behaviour = Behaviour(mode="status", status=400)
+    data = write_jsonl(
+        tmp_path / "d.jsonl", [make_record(f"p{i}", [("Advises rest", 5, ["axis:accuracy"])]) for i in range(40)]
+    )
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("BASE_URL", "API_KEY", "MODEL_", "GRADER_"))},
+        "BASE_URL": hostile.base_url,
+        "MODEL_TEST": "m",
+        "MODEL_GRADER": "g",
+        "GRADER_TEMPLATE": "builtin",
+        "CONCURRENCY": "2",
+        "HBTUI_DB": str(db),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", "proxy"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli is not None and "Traceback" not in result.stderr
+    assert result.returncode != 0
+    assert "refused every call with HTTP 400" in result.stdout + result.stderr
+    assert "--base-url" in result.stdout + result.stderr  # what to do about it
+    assert len(hostile.requests) < 10  # not 40 conversations failed one by one
+    with sqlite3.connect(db) as connection:
+        (failed,) = connection.execute("SELECT count(*) FROM conversations WHERE status = 'failed'").fetchone()
+        (pending,) = connection.execute("SELECT count(*) FROM conversations WHERE status = 'pending'").fetchone()
+    assert pending >= 30 and failed <= 5
+
+
+def test_client_errors_and_older_refused_rows_are_asked_again_by_regrade_errors(server, small_dataset, tmp_path):
+    from tests.conftest import run_engine, settings_for
+
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    settings = settings_for(server, db, grader_template="builtin")
+    run_id, status = asyncio.run(run_engine(settings, small_dataset))
+    assert status == "finished"
+    with sqlite3.connect(db) as connection:
+        ids = [row[0] for row in connection.execute("SELECT id FROM conversations ORDER BY id")]
+        connection.execute(
+            "UPDATE conversations SET status = 'failed', reply = NULL, error_kind = 'refused' WHERE id = ?", (ids[0],)
+        )
+        connection.execute(
+            "UPDATE conversations SET status = 'failed', reply = NULL, error_kind = 'client_error' WHERE id = ?",
+            (ids[1],),
+        )
+    from hbtui.store import Store
+
+    async def reset():
+        async with await Store.open(db) as store:
+            return await store.reset_errors(run_id)
+
+    _, replies = asyncio.run(reset())
+    assert replies == 2
+
+
+def test_a_download_that_drips_ends_at_its_own_deadline(tmp_path, monkeypatch):
+    from hbtui.dataset import DatasetError, OfficialFile, download_file
+
+    with HostileServer() as dripping:
+        dripping.behaviour = Behaviour(mode="drip_headers", interval=0.2)
+        monkeypatch.setenv("HBTUI_DATA_URL", dripping.origin)
+        monkeypatch.setenv("HBTUI_DOWNLOAD_TIMEOUT", "1.5")
+        with pytest.raises(DatasetError, match=r"not complete within 1.5 s \(HBTUI_DOWNLOAD_TIMEOUT\)"):
+            download_file(OfficialFile("file.jsonl", "0" * 64, 1), tmp_path)
+    assert not list(tmp_path.glob("*.part"))  # nothing half-written is left to be mistaken for it
