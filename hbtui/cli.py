@@ -867,7 +867,8 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
             port=args.port,
             expose=args.expose,
             db_path=settings.db_path,
-            env_file=args.env_file,
+            env_file=env_file_of(args),
+            max_tabs=settings.serve_max_tabs,
             say=say,
         )
     except ServeError as exc:

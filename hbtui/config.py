@@ -387,6 +387,16 @@ class Settings:
         " stops saying so (no new call is sent meanwhile)",
         300.0,
     )
+    # Each tab of `hbtui serve` is an app process of its own, about 63 MB: 20 tabs took 1.3 GB.
+    serve_max_tabs: int = _described(
+        "SERVE_MAX_TABS",
+        WholeNumber(at_most=256, shape="1 to 256"),
+        RUN,
+        "browser tabs `hbtui serve` runs at once, each an app process of its own (about 63 MB); a tab"
+        " opened past them gets a page saying so, and a tab closed frees its place",
+        8,
+        flag=None,
+    )
     grader_template: str = _described(
         "GRADER_TEMPLATE",
         TEMPLATE,

@@ -11,6 +11,11 @@ this module puts three guards in front of every route (page, websocket, static f
 - an `Origin` header, when the browser sends one (always on the websocket), must be this server's
   own, so that no other web page can drive the app from the user's browser.
 
+Each tab's app is a process of about 63 MB, so at most SERVE_MAX_TABS of them run at once; a
+tab opened past them gets a page saying why, and a tab closed frees its place once its app has
+ended. A request aiohttp cannot read (no `Host` header in HTTP/1.1, a malformed line) is answered
+400 by aiohttp itself, which would also print a traceback: a client's bad request prints nothing.
+
 The websocket's and static files' URLs are derived from each request, so the page works behind
 `ssh -L 9000:127.0.0.1:8000 box` (textual-serve writes absolute URLs from its own host and port).
 
@@ -24,7 +29,9 @@ import asyncio
 import contextlib
 import errno
 import hmac
+import html
 import ipaddress
+import logging
 import secrets
 import shlex
 import socket
@@ -38,6 +45,7 @@ from urllib.parse import urlsplit
 import aiohttp_jinja2
 import jinja2
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
@@ -45,6 +53,9 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 COOKIE_PREFIX = "hbtui-serve-"
 SECRET_PARAMETER = "key"
 FORBIDDEN = "forbidden: open the URL that `hbtui serve` printed\n"
+NO_HOST = "bad request: no Host header\n"
+# The websocket's close code for a tab refused for want of a place: "try again later".
+TRY_AGAIN_LATER = 1013
 
 
 class ServeError(Exception):
@@ -118,14 +129,55 @@ async def close_quietly(websocket: web.WebSocketResponse) -> None:
     await websocket.close()
 
 
+def tabs_full(open_tabs: int, limit: int) -> str:
+    """Why a tab is refused, in one line: how many are open, the limit, and how to raise it."""
+    tabs = f"{open_tabs} tab{'s' if open_tabs != 1 else ''} of hbtui {'are' if open_tabs != 1 else 'is'} open"
+    return (
+        f"{tabs}, as many as SERVE_MAX_TABS={limit} allows (each tab is an app process of its own):"
+        " close one and reload this page, or raise SERVE_MAX_TABS (1 to 256) in .env or the environment"
+        " and start hbtui serve again"
+    )
+
+
+def tabs_full_page(open_tabs: int, limit: int) -> str:
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>hbtui: no tab free</title></head>\n'
+        '<body style="background:#0c181f;color:#e8eef2;font:16px/1.5 monospace;margin:3em">\n'
+        f"<h1>hbtui: no tab free</h1>\n<p>{html.escape(tabs_full(open_tabs, limit))}</p>\n</body></html>\n"
+    )
+
+
+class ClientErrorsQuiet(logging.Handler):
+    """aiohttp's log of the requests it handles. A request it could not read (no Host header, a
+    malformed line) it has answered 400 itself; that is the client's fault, and a traceback of it
+    on the server's terminal says nothing to the user (and anyone could fill it): nothing is
+    printed. Anything else is one line."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            return
+        detail = f"{type(error).__name__}: {error}" if error else record.getMessage()
+        print(f"hbtui: a request failed: {detail}", file=sys.stderr)
+
+
+def request_logger() -> logging.Logger:
+    logger = logging.getLogger("hbtui.serve.requests")
+    if not logger.handlers:
+        logger.addHandler(ClientErrorsQuiet())
+        logger.propagate = False
+    return logger
+
+
 class GuardedServer(Server):
     """textual-serve's server with a secret, and `Host` and `Origin` checks, on every route."""
 
-    def __init__(self, command: str, sock: socket.socket, *, exposed: bool, secret: str) -> None:
+    def __init__(self, command: str, sock: socket.socket, *, exposed: bool, secret: str, max_tabs: int) -> None:
         host, port = sock.getsockname()[:2]
         super().__init__(command, host=host, port=port, title="hbtui")
         self.sock = sock
         self.secret = secret
+        self.max_tabs = max_tabs
         # Reached from other machines, the page is addressed by one of this machine's addresses
         # or names. An address cannot be rebound, only a DNS name can: of names, only this
         # machine's own are taken.
@@ -158,8 +210,10 @@ class GuardedServer(Server):
     async def guard(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
-        host_header = request.headers.get("Host", "")
+        host_header = request.headers.get("Host")
         origin = request.headers.get("Origin")
+        if host_header is None:  # HTTP/1.0 (aiohttp answers HTTP/1.1 without one itself)
+            return web.Response(status=400, text=NO_HOST)
         if not self.host_allowed(host_header):
             return web.Response(status=403, text=FORBIDDEN)
         # A page of this server sends its own origin; any other origin is another site's page.
@@ -181,7 +235,7 @@ class GuardedServer(Server):
         return response
 
     async def _make_app(self) -> web.Application:
-        app = web.Application(middlewares=[self.guard])
+        app = web.Application(middlewares=[self.guard], handler_args={"logger": request_logger()})
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
         app.add_routes(
             [
@@ -206,6 +260,11 @@ class GuardedServer(Server):
         tab: AppService | None = None
         try:
             await websocket.prepare(request)
+            if len(self.tabs) >= self.max_tabs:  # counted and taken with no await between
+                # Two pages loaded at once may both have found a place: the terminal says why.
+                await websocket.send_bytes(f"\r\nhbtui: {tabs_full(len(self.tabs), self.max_tabs)}\r\n".encode())
+                await websocket.close(code=TRY_AGAIN_LATER, message=b"no tab free: SERVE_MAX_TABS")
+                return websocket
             tab = AppService(
                 self.command,
                 write_bytes=websocket.send_bytes,
@@ -223,8 +282,12 @@ class GuardedServer(Server):
             print(f"hbtui: a browser tab's app ended: {type(error).__name__}: {error}", file=sys.stderr)
         finally:
             if tab is not None:
-                self.tabs.discard(tab)
-                await tab.stop()
+                try:
+                    await tab.stop()
+                finally:
+                    # Its place is free once its app has ended, not before: the limit is on
+                    # processes. Until then Ctrl-C's end_every_tab still sees it.
+                    self.tabs.discard(tab)
         return websocket
 
     async def end_every_tab(self, app: web.Application) -> None:
@@ -240,6 +303,10 @@ class GuardedServer(Server):
                     process.kill()
 
     async def handle_index(self, request: web.Request) -> web.Response:
+        if len(self.tabs) >= self.max_tabs:
+            return web.Response(
+                status=503, text=tabs_full_page(len(self.tabs), self.max_tabs), content_type="text/html"
+            )
         # Every URL from the request's own scheme and host, so the page works behind a tunnel
         # whose local port differs from ours.
         base = f"{request.scheme}://{request.host}"
@@ -264,7 +331,9 @@ class GuardedServer(Server):
         web.run_app(self._make_app(), sock=self.sock, print=lambda *args: None, handle_signals=True, shutdown_timeout=3)
 
 
-def serve(*, host: str, port: int, expose: bool, db_path: str, env_file: str, say: Callable[..., None]) -> int:
+def serve(
+    *, host: str, port: int, expose: bool, db_path: str, env_file: str, max_tabs: int, say: Callable[..., None]
+) -> int:
     if not is_loopback(host) and not expose:
         raise ServeError(
             f"--host {host} would let other machines reach the app, which starts paid runs and writes "
@@ -272,7 +341,11 @@ def serve(*, host: str, port: int, expose: bool, db_path: str, env_file: str, sa
         )
     sock = bind(host, port)
     server = GuardedServer(
-        app_command(db_path, env_file), sock, exposed=not is_loopback(host), secret=secrets.token_urlsafe(24)
+        app_command(db_path, env_file),
+        sock,
+        exposed=not is_loopback(host),
+        secret=secrets.token_urlsafe(24),
+        max_tabs=max_tabs,
     )
     if not is_loopback(host):
         say(

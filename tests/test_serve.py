@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from pathlib import Path
 
 import aiohttp
 import httpx
@@ -140,3 +141,98 @@ def test_a_port_in_use_is_one_line(tmp_path):
         result = hbtui("serve", "--port", str(port), cwd=tmp_path, timeout=30)
     assert result.returncode == 2
     assert result.stderr == f"hbtui: error: port {port} is in use on 127.0.0.1: choose another with --port\n"
+
+
+# ---- requests aiohttp cannot read, and the limit on tabs ---------------------------------------
+
+
+async def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
+    """A request as sent, byte for byte (no client adds a Host header): its status and body."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), timeout=30)  # the server closes after a 400
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+def test_a_request_without_a_host_header_is_400_in_one_line_and_prints_no_traceback(tmp_path):
+    with ServedApp(tmp_path / "hbtui.sqlite", env=clean_env()) as served:
+        for request in (
+            b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n",
+            f"GET /ws?key={served.secret} HTTP/1.1\r\nConnection: close\r\n\r\n".encode(),
+            b"GET / HTTP/1.0\r\n\r\n",
+        ):
+            status, body = asyncio.run(raw_request(served.port, request))
+            assert status == 400, (request, body)
+            assert b"Host" in body and body.strip().count(b"\n") == 0, body
+        assert get(served, "/", headers=cookie(served)).status_code == 200  # and it serves on
+    assert served.process is not None and served.process.stderr is not None
+    stderr = served.process.stderr.read()
+    assert "Traceback" not in stderr and "Error handling request" not in stderr, stderr
+
+
+def app_processes(served: ServedApp) -> int:
+    """The tabs' apps the server runs: its child processes."""
+    assert served.process is not None
+    pid = served.process.pid
+    return len(Path(f"/proc/{pid}/task/{pid}/children").read_text().split())
+
+
+async def open_tab(served: ServedApp, session: aiohttp.ClientSession) -> aiohttp.ClientWebSocketResponse:
+    origin = f"http://127.0.0.1:{served.port}"
+    return await session.ws_connect(
+        f"ws://127.0.0.1:{served.port}/ws?width=100&height=30", headers={**cookie(served), "Origin": origin}
+    )
+
+
+async def terminal_text(websocket: aiohttp.ClientWebSocketResponse, until: bytes) -> bytes:
+    """What the tab's terminal is sent, until ``until`` shows or the socket closes."""
+    received = bytearray()
+    while until not in received:
+        message = await asyncio.wait_for(websocket.receive(), timeout=60)
+        if message.type == aiohttp.WSMsgType.BINARY:
+            received.extend(message.data)
+        elif message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
+            break
+    return bytes(received)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="counts the server's child processes in /proc")
+async def test_a_tab_past_serve_max_tabs_gets_a_page_saying_why_and_a_closed_tab_frees_its_place(tmp_path):
+    (tmp_path / ".env").write_text(f"BASE_URL=http://127.0.0.1:9/v1\nAPI_KEY={KEY}\nMODEL_TEST=m\nMODEL_GRADER=g\n")
+    full = "2 tabs of hbtui are open, as many as SERVE_MAX_TABS=2 allows"
+    with ServedApp(tmp_path / "hbtui.sqlite", env=clean_env({"SERVE_MAX_TABS": "2"})) as served:
+        async with aiohttp.ClientSession() as session:
+            first, second = await open_tab(served, session), await open_tab(served, session)
+            for tab in (first, second):
+                assert b"API key" in await terminal_text(tab, until=b"API key")  # its app runs
+            assert app_processes(served) == 2
+
+            page = await asyncio.to_thread(get, served, "/", headers=cookie(served))
+            assert page.status_code == 503 and page.headers["Content-Type"].startswith("text/html")
+            assert "<title>hbtui: no tab free</title>" in page.text
+            assert full in page.text and "raise SERVE_MAX_TABS (1 to 256) in .env or the environment" in page.text
+            # A page loaded while a place was free, whose websocket comes once none is: told on its terminal.
+            third = await open_tab(served, session)
+            refusal = await terminal_text(third, until=b"\x00never")
+            assert full.encode() in refusal and b"close one and reload this page" in refusal
+            assert third.closed and third.close_code == 1013  # try again later
+            assert app_processes(served) == 2  # no app started for it
+
+            await first.close()
+            deadline = asyncio.get_running_loop().time() + 30
+            while (await asyncio.to_thread(get, served, "/", headers=cookie(served))).status_code != 200:
+                assert asyncio.get_running_loop().time() < deadline, "the closed tab's place was never freed"
+                await asyncio.sleep(0.2)
+            fourth = await open_tab(served, session)
+            assert b"API key" in await terminal_text(fourth, until=b"API key")
+            assert app_processes(served) == 2
+            await asyncio.gather(second.close(), fourth.close())
+
+
+def test_a_tab_limit_out_of_its_range_is_one_line(tmp_path):
+    result = hbtui("serve", "--port", "0", cwd=tmp_path, env_extra={"SERVE_MAX_TABS": "0"}, timeout=30)
+    assert result.returncode == 2
+    assert result.stderr == "hbtui: error: SERVE_MAX_TABS (environment): 0 is outside 1 to 256\n"

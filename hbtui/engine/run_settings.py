@@ -47,8 +47,9 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
 
 # Settings that may differ on a resume without changing what the run is: where its database
 # and cache are found, and the keys (stored masked; a new session brings them again).
-# The reviewer is who reads the run, not how it was made: a run's settings never name them.
-UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key", "reviewer"}
+# The reviewer is who reads the run, not how it was made: a run's settings never name them; nor
+# does how many browser tabs `hbtui serve` runs.
+UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key", "reviewer", "serve_max_tabs"}
 
 # What a run measures. A resume may change how the run is reached (endpoint, keys, concurrency,
 # timeouts, patience), never these: that would put two models' replies, or two graders'
