@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -31,6 +30,7 @@ from hbtui.client import (
 from hbtui.limiter import AdaptiveLimiter
 from tests.conftest import make_record, write_jsonl
 from tests.support.hostile_server import Behaviour, HostileServer
+from tests.support.peak_rss import run_measured
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 
@@ -114,15 +114,6 @@ def test_read_answer_raises_on_a_declared_length_past_the_limit():
         asyncio.run(read_answer(Declared(), 10))  # type: ignore[arg-type]
 
 
-def _peak_rss_mib(command: list[str], env: dict[str, str], cwd: Path) -> tuple[int, float, str]:
-    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    assert process.stdout is not None
-    output = process.stdout.read().decode()
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return process.returncode, usage.ru_maxrss / 1024, output  # ru_maxrss is in KiB on Linux
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["big", "gzip_bomb"])
 def test_a_50_mb_answer_or_a_gzip_bomb_leaves_hbtui_run_under_300_mib(hostile, tmp_path, mode):
@@ -137,7 +128,7 @@ def test_a_50_mb_answer_or_a_gzip_bomb_leaves_hbtui_run_under_300_mib(hostile, t
         "MAX_ATTEMPTS": "2",
         "HBTUI_DB": str(tmp_path / "runs" / "hbtui.sqlite"),
     }
-    code, peak, output = _peak_rss_mib(
+    code, peak, output = run_measured(
         [sys.executable, "-m", "hbtui", "run", "--data", str(data), "--name", mode], env, tmp_path
     )
     assert "Traceback" not in output
