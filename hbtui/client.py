@@ -290,8 +290,10 @@ async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
     if encoding in ("identity", ""):
         inflate = None
         declared = response.content_length
-        if declared is not None and declared > limit:
-            raise AnswerTooLarge(declared)
+        if declared is not None:
+            if declared > limit:
+                raise AnswerTooLarge(declared)
+            return await response.read()  # the usual answer: its length known, and within the limit
     elif encoding in ("gzip", "x-gzip", "deflate"):
         # 47: a gzip or zlib header, told apart by the stream itself ("deflate" is zlib, as the
         # HTTP spec has it; a raw deflate stream, which some servers send, is tried on failure).
