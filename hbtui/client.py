@@ -469,46 +469,43 @@ class ChatClient:
 
     async def _post(self, body: dict[str, Any], attempts: int) -> HttpAnswer:
         """One answer, read whole within TIMEOUT from the first byte sent to the last received
-        (a server that drips a byte a second never resets it), and within MAX_ANSWER_MIB.
-        Redirects are followed only within the endpoint's origin: another server's answer is
-        never taken for the model's, nor sent its key."""
+        (the session's total timeout: a server that drips a byte a second never resets it), and
+        within MAX_ANSWER_MIB. Redirects are followed only within the endpoint's origin: another
+        server's answer is never taken for the model's, nor sent its key."""
         data = encode_request(body)
         http = self.http  # imports aiohttp, whole, before the body's class is made from it
         url = self._chat_url
-        async with asyncio.timeout(self.timeout):
-            for _ in range(MAX_REDIRECTS + 1):
-                sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
-                async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
-                    location = response.headers.get("Location")
-                    if response.status in REDIRECT_STATUSES and location:
-                        target = str(response.url.join(_aiohttp_url(location)))
-                        if origin_of(target) != self.endpoint.origin:
-                            raise ChatError(
-                                REDIRECTED,
-                                f"{self._chat_url} redirected (HTTP {response.status}) to another origin,"
-                                f" {one_line(target, 200)}: refused, so that no other server answers for the"
-                                " model or is sent its key; set BASE_URL to the server meant",
-                                response.status,
-                                attempts,
-                            )
-                        url = target
-                        continue
-                    try:
-                        content = await read_answer(response, self.max_answer_bytes)
-                    except AnswerTooLarge as exc:
+        for _ in range(MAX_REDIRECTS + 1):
+            sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
+            async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
+                location = response.headers.get("Location")
+                if response.status in REDIRECT_STATUSES and location:
+                    target = str(response.url.join(_aiohttp_url(location)))
+                    if origin_of(target) != self.endpoint.origin:
                         raise ChatError(
-                            TOO_LARGE,
-                            f"the answer is over MAX_ANSWER_MIB ({self.max_answer_bytes / MIB:g} MiB) after"
-                            f" decompression: cut at {exc.size:,} bytes, not read further",
+                            REDIRECTED,
+                            f"{self._chat_url} redirected (HTTP {response.status}) to another origin,"
+                            f" {one_line(target, 200)}: refused, so that no other server answers for the"
+                            " model or is sent its key; set BASE_URL to the server meant",
                             response.status,
                             attempts,
-                        ) from None
-                    except ValueError as exc:
-                        raise ChatError(BAD_RESPONSE, str(exc), response.status, attempts) from None
-                    return HttpAnswer(response.status, response.reason or "", response.headers, content)
-        raise ChatError(
-            BAD_RESPONSE, f"{self._chat_url}: more than {MAX_REDIRECTS} redirects", response.status, attempts
-        )
+                        )
+                    url = target
+                    continue
+                try:
+                    content = await read_answer(response, self.max_answer_bytes)
+                except AnswerTooLarge as exc:
+                    raise ChatError(
+                        TOO_LARGE,
+                        f"the answer is over MAX_ANSWER_MIB ({self.max_answer_bytes / MIB:g} MiB) after"
+                        f" decompression: cut at {exc.size:,} bytes, not read further",
+                        response.status,
+                        attempts,
+                    ) from None
+                except ValueError as exc:
+                    raise ChatError(BAD_RESPONSE, str(exc), response.status, attempts) from None
+                return HttpAnswer(response.status, response.reason or "", response.headers, content)
+        raise ChatError(BAD_RESPONSE, f"{self._chat_url}: more than {MAX_REDIRECTS} redirects", None, attempts)
 
     def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
         """The request as this endpoint and model accept it, after what they refused so far."""
@@ -912,8 +909,9 @@ def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
 
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=connections + 8, keepalive_timeout=30),
-        # The whole answer's TIMEOUT is ChatClient._post's; these bound its parts.
-        timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout, 15.0), sock_read=timeout),
+        # TIMEOUT is the whole answer's, from sending to its last byte read: a server that drips
+        # a byte a second never resets it, as it reset the read timeout this was before.
+        timeout=aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 15.0)),
         # Bodies are inflated by read_answer, against MAX_ANSWER_MIB; only what it can inflate
         # is asked for (aiohttp would offer br too where brotli is installed).
         auto_decompress=False,
