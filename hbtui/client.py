@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urljoin, urlsplit
 
 import orjson
 
@@ -266,8 +267,6 @@ class HttpAnswer:
 
 def origin_of(url: str) -> str:
     """scheme://host:port of a URL, the port written out: what a redirect may not leave."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
@@ -302,13 +301,18 @@ async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
         raise ValueError(f"an answer in Content-Encoding {encoding!r}, which was not asked for")
     parts: list[bytes] = []
     size = 0
+
+    def take(piece: bytes) -> None:
+        nonlocal size
+        size += len(piece)
+        if size > limit:
+            raise AnswerTooLarge(size)
+        parts.append(piece)
+
     first = True
     async for chunk in response.content.iter_any():
         if inflate is None:
-            size += len(chunk)
-            if size > limit:
-                raise AnswerTooLarge(size)
-            parts.append(chunk)
+            take(chunk)
             continue
         data = chunk
         while data:
@@ -320,17 +324,10 @@ async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
                 inflate = zlib.decompressobj(-15)
                 piece = inflate.decompress(data, limit - size + 1)
             first = False
-            size += len(piece)
-            if size > limit:
-                raise AnswerTooLarge(size)
-            parts.append(piece)
+            take(piece)
             data = inflate.unconsumed_tail
     if inflate is not None:
-        rest = inflate.flush()
-        size += len(rest)
-        if size > limit:
-            raise AnswerTooLarge(size)
-        parts.append(rest)
+        take(inflate.flush())
     return b"".join(parts)
 
 
@@ -480,7 +477,7 @@ class ChatClient:
             async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
                 location = response.headers.get("Location")
                 if response.status in REDIRECT_STATUSES and location:
-                    target = str(response.url.join(_aiohttp_url(location)))
+                    target = urljoin(str(response.url), location)
                     if origin_of(target) != self.endpoint.origin:
                         raise ChatError(
                             REDIRECTED,
@@ -872,13 +869,6 @@ def _count(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
     return int(value) if 0 <= value < 2**53 else 0
-
-
-def _aiohttp_url(text: str) -> Any:
-    """A Location header as yarl's URL (aiohttp's own), relative or not."""
-    from yarl import URL
-
-    return URL(text)
 
 
 def _aiohttp():
