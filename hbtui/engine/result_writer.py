@@ -161,10 +161,7 @@ class ResultWriter:
     def _journal_failed(self, message: str) -> None:
         """Without its journal the run goes on as before it had one: the answers received and
         not committed when it is killed are asked again."""
-        if self.journal is not None:
-            with contextlib.suppress(OSError):
-                self.journal.close(remove=False)  # what it holds is not all committed
-            self.journal = None
+        self._drop_journal(remove=False)  # what it holds is not all committed
         message += "; answers not yet committed at a kill will be asked again"
         self.log("warning", message)
         self.on_warning(message)
@@ -215,19 +212,20 @@ class ResultWriter:
         try:
             await self._commit_until_closed()
         finally:
-            journal, self.journal = self.journal, None
-            if journal is not None:
-                # Stopped before its last commit (a store error, a takeover): the files stay
-                # for the resume, which stores what they hold that the database lacks.
-                with contextlib.suppress(OSError):
-                    journal.close(remove=False)
+            # Stopped before its last commit (a store error, a takeover): the files stay for the
+            # resume, which stores what they hold that the database lacks.
+            self._drop_journal(remove=False)
 
     def _journal_done(self) -> None:
         """Everything handed over is committed and nothing more comes: the journal goes."""
+        self._drop_journal(remove=True)  # files left behind would hold only what is committed
+
+    def _drop_journal(self, *, remove: bool) -> None:
+        """No more journaling; ``remove``: its files go too (everything they held is committed)."""
         journal, self.journal = self.journal, None
         if journal is not None:
-            with contextlib.suppress(OSError):  # files left behind hold only what is committed
-                journal.close(remove=True)
+            with contextlib.suppress(OSError):
+                journal.close(remove=remove)
 
     async def _commit_until_closed(self) -> None:
         if self.ready is not None:

@@ -651,10 +651,15 @@ class StoreWrites(Connection):
                     [(*VERDICT_PARAMS(item), run_id, item.graded_at) for item in verdicts],
                 )
                 stored += cursor.rowcount
-            paid = [v for v in verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]
-            if paid:
-                await db.executemany(CACHE_INSERT, [CACHE_PARAMS(item) for item in paid])
+            await self._cache_paid(verdicts)
         return stored
+
+    async def _cache_paid(self, verdicts: Sequence[VerdictResult]) -> None:
+        """The paid verdicts (met or not, asked of the grader, not the cache) into the verdict
+        cache, inside the caller's transaction."""
+        paid = [v for v in verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]
+        if paid:
+            await self.db.executemany(CACHE_INSERT, [CACHE_PARAMS(item) for item in paid])
 
     async def write_batch(
         self, batch: ResultBatch, *, run_id: int | None = None, lease: str | None = None, live: dict | None = None
@@ -672,9 +677,7 @@ class StoreWrites(Connection):
                 await db.executemany(REPLY_UPDATE, [REPLY_PARAMS(item) for item in batch.replies])
             if batch.verdicts:
                 await db.executemany(VERDICT_UPDATE, [VERDICT_PARAMS(item) for item in batch.verdicts])
-            paid = [v for v in batch.verdicts if v.cache_key and not v.from_cache and v.status in (MET, NOT_MET)]
-            if paid:
-                await db.executemany(CACHE_INSERT, [CACHE_PARAMS(item) for item in paid])
+            await self._cache_paid(batch.verdicts)
             if batch.scores:
                 await db.executemany(SUMMARY_UPDATE, [item.as_row() for item in batch.scores])
             if batch.log:
