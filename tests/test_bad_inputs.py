@@ -213,7 +213,10 @@ ENV_VALUES = {
     # Every number is bounded: a value past sense is refused, not tried (a billion workers).
     "concurrency a billion": ("CONCURRENCY=1000000000", "CONCURRENCY (.env:4): 1000000000 is outside 1 to 4,096"),
     "grader concurrency 0": ("GRADER_CONCURRENCY=0", "GRADER_CONCURRENCY (.env:4): 0 is outside 1 to 4,096"),
-    "max tokens ten billion": ("MAX_TOKENS_TEST=10000000000", "MAX_TOKENS_TEST (.env:4): 10000000000 is outside 1"),
+    "max tokens ten billion": (
+        "MAX_TOKENS_TEST=10000000000",
+        "MAX_TOKENS_TEST (.env:4): 10000000000 is outside 1 to 1,000,000",
+    ),
     "max attempts 1000": ("MAX_ATTEMPTS=1000", "MAX_ATTEMPTS (.env:4): 1000 is outside 1 to 100"),
     "timeout a year": ("TIMEOUT=31536000", "TIMEOUT (.env:4): 3.1536e+07 is outside above 0 up to 86,400"),
     "rpm 1e12": ("RPM=1e12", "RPM (.env:4): 1e+12 is outside above 0 up to 10,000,000,000"),

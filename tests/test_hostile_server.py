@@ -162,7 +162,7 @@ def test_a_redirect_within_the_origin_is_followed_with_the_key(hostile):
     assert moved["body"] == hostile.requests[0]["body"]
 
 
-def test_a_download_follows_a_redirect_to_a_cdn_without_authorization(tmp_path, monkeypatch):
+def test_a_download_follows_a_redirect_to_a_cdn_and_sends_neither_a_key(tmp_path, monkeypatch):
     from hbtui.dataset import OfficialFile, download_file
 
     payload = b'{"prompt_id": "x"}\n'
@@ -175,7 +175,8 @@ def test_a_download_follows_a_redirect_to_a_cdn_without_authorization(tmp_path, 
         official = OfficialFile("file.jsonl", hashlib.sha256(payload).hexdigest(), 1)
         path = download_file(official, tmp_path)
         assert path.read_bytes() == payload
-        assert cdn.requests and "authorization" not in cdn.requests[0]["headers"]
+        assert origin.requests and cdn.requests  # the redirect was followed
+        assert not any("authorization" in r["headers"] for r in origin.requests + cdn.requests)
 
 
 # ---- 13. a 4xx that is no refusal -------------------------------------------------------
@@ -194,8 +195,9 @@ def test_a_4xx_content_filter_is_a_refusal(hostile, code):
     body = json.dumps({"error": {"message": "filtered", "type": "invalid_request_error", "code": code}}).encode()
     hostile.behaviour = Behaviour(mode="status", status=400, body=body)
     with pytest.raises(ChatError) as error:
-        call(hostile.base_url)
-    assert error.value.kind == CONTENT_FILTER
+        call(hostile.base_url, max_attempts=3)
+    assert error.value.kind == CONTENT_FILTER and not error.value.fatal
+    assert error.value.attempts == 1 and len(hostile.requests) == 1  # a refusal is an answer: not asked again
 
 
 def test_a_200_ended_by_the_content_filter_is_a_refusal(hostile):
@@ -206,8 +208,6 @@ def test_a_200_ended_by_the_content_filter_is_a_refusal(hostile):
 
 
 def test_a_400_for_every_call_stops_the_run_resumable(hostile, tmp_path):
-    from hbtui import cli
-
     hostile.behaviour = Behaviour(mode="status", status=400)
     data = write_jsonl(
         tmp_path / "d.jsonl", [make_record(f"p{i}", [("Advises rest", 5, ["axis:accuracy"])]) for i in range(40)]
@@ -230,7 +230,7 @@ def test_a_400_for_every_call_stops_the_run_resumable(hostile, tmp_path):
         text=True,
         timeout=120,
     )
-    assert cli is not None and "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr
     assert result.returncode != 0
     assert "refused every call with HTTP 400" in result.stdout + result.stderr
     assert "--base-url" in result.stdout + result.stderr  # what to do about it
@@ -239,6 +239,16 @@ def test_a_400_for_every_call_stops_the_run_resumable(hostile, tmp_path):
         (failed,) = connection.execute("SELECT count(*) FROM conversations WHERE status = 'failed'").fetchone()
         (pending,) = connection.execute("SELECT count(*) FROM conversations WHERE status = 'pending'").fetchone()
     assert pending >= 30 and failed <= 5
+    # Resumable: once the proxy takes the requests, a resume asks every conversation again (this
+    # server's "verdicts" are no verdicts, so the run then ends incomplete on its grading).
+    hostile.behaviour = Behaviour(mode="ok")
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "proxy"], env=env, cwd=tmp_path, capture_output=True, timeout=120
+    )
+    assert b"Traceback" not in resumed.stderr
+    with sqlite3.connect(db) as connection:
+        left = connection.execute("SELECT count(*) FROM conversations WHERE status != 'generated'").fetchone()
+    assert left == (0,), resumed.stdout
 
 
 def test_client_errors_and_older_refused_rows_are_asked_again_by_regrade_errors(server, small_dataset, tmp_path):
@@ -257,6 +267,10 @@ def test_client_errors_and_older_refused_rows_are_asked_again_by_regrade_errors(
             "UPDATE conversations SET status = 'failed', reply = NULL, error_kind = 'client_error' WHERE id = ?",
             (ids[1],),
         )
+        connection.execute(
+            "UPDATE conversations SET status = 'failed', reply = NULL, error_kind = 'content_filter' WHERE id = ?",
+            (ids[2],),
+        )
     from hbtui.store import Store
 
     async def reset():
@@ -265,13 +279,16 @@ def test_client_errors_and_older_refused_rows_are_asked_again_by_regrade_errors(
 
     _, replies = asyncio.run(reset())
     assert replies == 2
+    with sqlite3.connect(db) as connection:
+        statuses = dict(connection.execute("SELECT id, status FROM conversations WHERE id IN (?, ?, ?)", ids[:3]))
+    assert statuses == {ids[0]: "pending", ids[1]: "pending", ids[2]: "failed"}  # a refusal stays an answer
 
 
 def test_a_download_that_drips_ends_at_its_own_deadline(tmp_path, monkeypatch):
     from hbtui.dataset import DatasetError, OfficialFile, download_file
 
     with HostileServer() as dripping:
-        dripping.behaviour = Behaviour(mode="drip_headers", interval=0.2)
+        dripping.behaviour = Behaviour(mode="drip_body", interval=0.2)  # its .part is begun, then dropped
         monkeypatch.setenv("HBTUI_DATA_URL", dripping.origin)
         monkeypatch.setenv("HBTUI_DOWNLOAD_TIMEOUT", "1.5")
         with pytest.raises(DatasetError, match=r"not complete within 1.5 s \(HBTUI_DOWNLOAD_TIMEOUT\)"):
