@@ -128,11 +128,23 @@ def held_back_run(folder: Path, server, log: Path) -> Iterator[subprocess.Popen]
             return None
         return answered - stored_answers(db)
 
-    try:
-        wait_until(lambda: driver.poll() is None and (uncommitted() or 0) >= 32, "the run holding answers uncommitted")
+    # Settled: answers held, nothing in flight, and no more sent for a while. Where it stops
+    # depends on the machine's speed: at the 32 answers it may hold unwritten, or earlier, when
+    # no commit has confirmed its lease for a few seconds (both close its gate).
+    seen: dict = {"held": None, "since": time.monotonic()}
+
+    def settled() -> bool:
+        if driver.poll() is not None:
+            raise AssertionError(f"the run ended before it settled: {driver.stderr.read() if driver.stderr else ''}")
         held = uncommitted()
-        time.sleep(0.3)  # nothing more comes: its gate is closed
-        assert uncommitted() == held and driver.poll() is None
+        if held != seen["held"]:
+            seen.update(held=held, since=time.monotonic())
+            return False
+        return bool(held) and time.monotonic() - seen["since"] >= 0.5
+
+    try:
+        wait_until(settled, "the run holding answers uncommitted, its gate closed", timeout=120.0)
+        assert driver.poll() is None
         yield driver
     finally:
         if driver.poll() is None:
@@ -148,7 +160,7 @@ def test_answers_received_before_a_sigkill_are_stored_by_the_resume_not_asked_ag
         held = sum(written(log).values()) - stored_answers(db)  # received, read, not committed
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
-    assert sum(written(log).values()) - stored_answers(db) == held >= 32  # none of them committed
+    assert sum(written(log).values()) - stored_answers(db) == held > 0  # none of them committed
     # A record the kill cut short in the middle of its write: ignored.
     with open(journal_paths(db, 1)[0], "ab") as journal:
         journal.write(b'0123abcd {"run":1,"created":')
