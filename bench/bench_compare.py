@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.frame_timer import FrameTimer
-from hbtui.compare import compare_runs
+from hbtui.analysis.compare import compare_runs
 from hbtui.store import Store
 from tests.support.browser_harness import browser_app
 from tests.support.synth import synthesize_run

@@ -28,8 +28,8 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hbtui.dataset import load_jsonl
-from hbtui.grading import fill_template, load_template, render_conversation
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.grading import fill_template, load_template, render_conversation
 from tests.support.server_process import FakeServer
 
 DATA = ROOT.parent / "shared" / "healthbench" / "healthbench_main_subset.jsonl"

@@ -22,11 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hbtui.config import Settings
-from hbtui.meta_eval.headless import current_summary
+from hbtui.core.settings.config import Settings
 from hbtui.meta_eval.metrics import model_agreement, physician_agreement
-from hbtui.meta_eval.runner import plan_meta_eval
-from hbtui.meta_eval.summary import labelled_rows
+from hbtui.meta_eval.plan import plan_meta_eval
+from hbtui.meta_eval.summary import current_summary, labelled_rows
 from hbtui.store import Store
 from tests.support.meta_rows import meta_rows, write_rows
 

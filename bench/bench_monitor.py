@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.frame_timer import FrameTimer
-from hbtui.config import Settings
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.settings.config import Settings
 from hbtui.services import plan_run
 from hbtui.store import (
     MET,

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.bench_browser import ms, until
 from bench.frame_timer import FrameTimer
-from hbtui import reviews as rv
-from hbtui.review_report import review_of_run, run_review
+from hbtui.analysis.review_report import review_of_run, run_review
+from hbtui.core import reviews as rv
 from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.run import RunScreen

@@ -44,8 +44,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hbtui.config import ALIASES, BY_KEY
-from hbtui.grading import grader_prompt, load_template
+from hbtui.core.grading import grader_prompt, load_template
+from hbtui.core.settings.config import ALIASES, BY_KEY
 from tests.support.fake_server import DEFAULT_CONFIG, expected_verdict
 from tests.support.kills import Killed, kill_gap, stop_then_kill, written_answers
 from tests.support.server_process import FakeServer

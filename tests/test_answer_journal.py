@@ -32,7 +32,8 @@ from tests.conftest import make_record, write_jsonl
 from tests.test_cli import clean_env, hbtui
 from tests.test_run_control import wait_until
 
-CONVERSATIONS = 12  # 4 criteria each: 60 calls, well past the 32 answers a run holds unwritten
+CONVERSATIONS = 30  # 4 criteria each: 150 calls, past twice the 32 answers a run holds unwritten
+# (the first commit, which is not held back, may take up to 32 of them when storing the plan is slow)
 HELD_BACK = {"HBTUI_COMMIT_INTERVAL": "600"}
 
 
@@ -135,7 +136,9 @@ def held_back_run(folder: Path, server, log: Path) -> Iterator[subprocess.Popen]
 
     def settled() -> bool:
         if driver.poll() is not None:
-            raise AssertionError(f"the run ended before it settled: {driver.stderr.read() if driver.stderr else ''}")
+            raise AssertionError(
+                f"the run ended (exit {driver.returncode}) before it settled: {driver.stderr.read() if driver.stderr else ''}"
+            )
         held = uncommitted()
         if held != seen["held"]:
             seen.update(held=held, since=time.monotonic())

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import schema
 from hbtui.cli import main
-from hbtui.config import BY_KEY
-from hbtui.store import Store
+from hbtui.core.settings.config import BY_KEY
+from hbtui.store import Store, schema
 from tests.conftest import make_record
 from tests.support.synth import synthesize_run
 from tests.test_cli import hbtui

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import schema
-from hbtui.store import ConversationFilter, Store
+from hbtui.store import ConversationFilter, Store, schema
 from hbtui.store.search import SORT_CHOICES, match_expression
 from tests.support.browse import synthetic_db
 from tests.support.old_schema import make_database_before

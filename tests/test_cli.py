@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from hbtui.report import render_runs
+from hbtui.render.report import render_runs
 from hbtui.store import Store
 from tests.support.synth import synthesize_run
 
@@ -222,7 +222,7 @@ def mode_of(path) -> int:
 
 def test_files_written_over_become_owner_only(finished_run_db, capsys):
     from hbtui import cli
-    from hbtui.export import write_run_folder
+    from hbtui.render.export import write_run_folder
 
     runs_root = finished_run_db.parent
     for name in ("out.jsonl", "out.csv"):

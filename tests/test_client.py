@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hbtui.client import (
+from hbtui.client.chat import (
     AUTH,
     CONNECTION,
     CONTEXT_LENGTH,
@@ -21,8 +21,8 @@ from hbtui.client import (
     encode_request,
     split_reasoning,
 )
-from hbtui.grading import VERDICT_FORMAT, parse_verdict
-from hbtui.limiter import AdaptiveLimiter
+from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.core.grading import VERDICT_FORMAT, parse_verdict
 from tests.conftest import run_engine, settings_for
 from tests.support.server_process import FakeServer
 
@@ -188,7 +188,7 @@ def test_split_reasoning_handles_think_blocks():
 
 
 def test_limiter_shrinks_on_persistent_429_and_grows_back(server):
-    """429s that say no wait teach no rate (hbtui.rate_limits): fewer go in flight meanwhile."""
+    """429s that say no wait teach no rate (hbtui.core.rate_limits): fewer go in flight meanwhile."""
     server.control(persistent_429_until=6, retry_after=0.0)
 
     async def go():
@@ -246,7 +246,7 @@ def test_first_call_goes_alone_then_the_rest_together(server):
 def test_retry_after_that_is_not_a_number_falls_back_to_backoff():
     import httpx
 
-    from hbtui.rate_limits import retry_after_seconds
+    from hbtui.core.rate_limits import retry_after_seconds
 
     for value in ("nan", "inf", "-inf", "Wed, 21 Oct 2015 07:28:00 GMT"):
         assert retry_after_seconds(httpx.Response(429, headers={"Retry-After": value}).headers) is None

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hbtui import cli
-from hbtui.compare import Conversation, Criterion, Kappa, NothingToCompare, compare, kappa_of, paired_difference
+from hbtui.analysis.compare import Conversation, Criterion, NothingToCompare, compare, paired_difference
+from hbtui.core.verdicts import Kappa, kappa_of
 from hbtui.store import RunRow
 from tests.conftest import (
     CONSENSUS_SUBSET,
@@ -264,7 +265,7 @@ def test_compare_two_runs_with_different_graders(two_graded_runs, capsys):
 
 def test_the_stored_scores_give_the_same_overall_themes_and_moves_as_the_verdicts(two_graded_runs):
     """The screen first shows a comparison of the stored scores, then the full one: they agree."""
-    from hbtui.compare import compare_runs, compare_scores
+    from hbtui.analysis.compare import compare_runs, compare_scores
     from hbtui.store import Store
 
     async def both():

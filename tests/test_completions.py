@@ -16,12 +16,13 @@ import types
 
 import pytest
 
-from hbtui import cli, reference, schema
-from hbtui.completion_groups import GROUPS
-from hbtui.completions import plan_completions
-from hbtui.config import Settings, SettingsError
-from hbtui.dataset import DatasetError, load_jsonl
-from hbtui.store import Store
+from hbtui import cli
+from hbtui.core import reference
+from hbtui.core.completion_groups import GROUPS
+from hbtui.core.completions import plan_completions
+from hbtui.core.dataset import DatasetError, load_jsonl
+from hbtui.core.settings.config import Settings, SettingsError
+from hbtui.store import Store, schema
 from tests.conftest import MAIN_SUBSET, make_record, needs_shared, write_jsonl
 from tests.support.fake_server import expected_verdict
 from tests.support.old_schema import make_database_before
@@ -370,9 +371,9 @@ def test_a_completions_runs_exports_and_summaries_say_which_completion_and_call_
     called, while a model's run keeps its line and exports the new columns empty."""
     import csv
 
-    from hbtui.config import Settings
-    from hbtui.prices import load_prices
-    from hbtui.run_stats import run_statistics
+    from hbtui.analysis.run_stats import run_statistics
+    from hbtui.core.settings.config import Settings
+    from hbtui.core.settings.prices import load_prices
     from hbtui.tui.screens.run import summary_text
 
     monkeypatch.chdir(tmp_path)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hbtui.config import Settings, SettingsError, load_settings, mask_secret
+from hbtui.core.settings.config import Settings, SettingsError, load_settings, mask_secret
 
 
 def write_env(tmp_path, text):

@@ -138,7 +138,7 @@ async def test_the_configuration_screen_refuses_a_name_that_reads_as_a_reference
 
 
 def test_an_old_schema_in_a_read_only_folder_is_named_not_misread(tmp_path):
-    from hbtui import schema
+    from hbtui.store import schema
 
     folder = tmp_path / "old"
     folder.mkdir()

@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-import hbtui.dataset as dataset_module
-from hbtui.dataset import DatasetError, load_jsonl, sample
+import hbtui.core.dataset as dataset_module
+from hbtui.core.dataset import DatasetError, load_jsonl, sample
 from tests.conftest import CONSENSUS_SUBSET, HARD_SUBSET, MAIN_SUBSET, make_record, needs_shared
 
 GOOD = make_record("ok-1", [("Advises rest", 5, ["axis:accuracy"])])

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import schema
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
 from hbtui.services import launch_detached, plan_run
-from hbtui.store import Store
+from hbtui.store import Store, schema
 from tests.conftest import KEYED_SERVER_SECRET, settings_for, small_records, write_jsonl
 from tests.support.old_schema import make_database_before
 from tests.support.server_process import FakeServer
@@ -37,7 +36,7 @@ def run_status(db: Path) -> tuple[str, str | None]:
 
 async def launch(tmp_path: Path, server: FakeServer, kind: str = "model", **values):
     """A run planned and given to a driver of its own: a model run, or a meta-eval of 200 rows."""
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.meta_eval.plan import plan_meta_eval
     from tests.support.meta_rows import meta_rows, write_rows
 
     db = tmp_path / "runs" / "hbtui.sqlite"
@@ -133,7 +132,7 @@ async def test_runs_lists_the_host_process_and_log_of_a_run_being_driven(tmp_pat
 
 async def test_runs_says_plainly_that_a_driver_on_another_host_has_gone_silent(tmp_path, small_dataset, capsys):
     from hbtui import cli
-    from hbtui.config import Settings
+    from hbtui.core.settings.config import Settings
 
     db = tmp_path / "runs" / "hbtui.sqlite"
     async with await Store.open(db) as store:
@@ -165,7 +164,7 @@ def test_the_settings_snapshot_is_owner_only_and_holds_no_key(tmp_path):
 
 
 def settings_for_keys(tmp_path: Path):
-    from hbtui.config import Settings
+    from hbtui.core.settings.config import Settings
 
     return Settings(
         base_url="http://127.0.0.1:9/v1",

@@ -7,8 +7,8 @@ from functools import partial
 
 import pytest
 
-from hbtui import dataset
-from hbtui.dataset import DatasetError, OfficialFile, load_subset
+from hbtui.core import dataset
+from hbtui.core.dataset import DatasetError, OfficialFile, load_subset
 from tests.conftest import make_record, write_jsonl
 
 

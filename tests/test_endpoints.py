@@ -11,8 +11,8 @@ import pytest
 from conftest import make_record, run_engine, settings_for, write_jsonl
 
 from hbtui import cli
-from hbtui.checks import check_connection
-from hbtui.config import Settings, SettingsError
+from hbtui.client.checks import check_connection
+from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.engine.endpoint_pool import EndpointPool
 from hbtui.store import Store
 from tests.support.server_process import FakeServer
@@ -185,7 +185,7 @@ def test_keys_are_stored_masked_and_never_whole():
 
 
 def test_an_endpoint_is_set_aside_on_a_refused_connection_and_back_when_it_answers(monkeypatch):
-    from hbtui.client import CONNECTION, CallRecord
+    from hbtui.client.chat import CONNECTION, CallRecord
     from hbtui.engine import endpoint_pool
 
     clock = [1000.0]
@@ -211,7 +211,7 @@ def test_an_endpoint_is_set_aside_on_a_refused_connection_and_back_when_it_answe
 
 
 def test_one_endpoint_is_never_set_aside():
-    from hbtui.client import CONNECTION, CallRecord
+    from hbtui.client.chat import CONNECTION, CallRecord
 
     settings = Settings(base_url="http://a.invalid/v1")
     pool = EndpointPool(settings, 1, 0.01, lambda m: None, lambda e: None, lambda e, u: None)
@@ -265,7 +265,7 @@ def test_many_endpoints_take_three_rows_at_most():
 
 
 def test_a_database_of_the_schema_before_gets_the_endpoint_columns(tmp_path):
-    from hbtui import schema
+    from hbtui.store import schema
     from tests.support.old_schema import make_database_before
 
     db = tmp_path / "old.sqlite"
@@ -307,8 +307,8 @@ def test_the_check_command_names_each_endpoint(server, tmp_path, monkeypatch, ca
 
 
 async def test_a_call_queued_for_an_endpoint_set_aside_meanwhile_is_not_sent(server):
-    from hbtui.client import CONNECTION, ChatClient, ChatError, Endpoint
-    from hbtui.limiter import AdaptiveLimiter
+    from hbtui.client.chat import CONNECTION, ChatClient, ChatError, Endpoint
+    from hbtui.client.limiter import AdaptiveLimiter
 
     client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(1))
     try:

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from hbtui.dataset import load_jsonl
-from hbtui.grading import grader_prompt, load_template
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.grading import grader_prompt, load_template
 from hbtui.services import Engine, plan_run, resume_hint
 from hbtui.store import RunBusy, Store
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
@@ -190,7 +190,7 @@ def test_second_process_cannot_drive_a_live_run(server, tmp_path, small_dataset)
 
 
 def test_engine_and_store_never_import_textual():
-    code = "import sys, hbtui.engine, hbtui.store, hbtui.cli, hbtui.export; print('textual' in sys.modules, 'rich' in sys.modules)"
+    code = "import sys, hbtui.engine, hbtui.store, hbtui.cli, hbtui.render.export; print('textual' in sys.modules, 'rich' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -340,7 +340,7 @@ def test_resume_asks_again_what_got_no_answer(server, tmp_path, small_dataset):
 
 
 def test_a_key_is_never_sent_to_another_host_on_resume(finished_run_db):
-    from hbtui.config import Settings, SettingsError
+    from hbtui.core.settings.config import Settings, SettingsError
     from hbtui.services import settings_for_run
 
     async def load():

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from hbtui.dataset import load_jsonl, sample
+from hbtui.core.dataset import load_jsonl, sample
+from hbtui.core.scoring import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, bootstrap_means
 from hbtui.engine import driver
-from hbtui.scoring import BOOTSTRAP_SAMPLES, BOOTSTRAP_SEED, bootstrap_means
 from hbtui.services import Engine, plan_run
 from hbtui.store import Store
 from tests.conftest import make_record, offline_settings, run_engine, settings_for, write_jsonl

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import export
-from hbtui import reviews as rv
-from hbtui.dataset import load_jsonl
+from hbtui.core import reviews as rv
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.events import ConversationScored
 from hbtui.engine.result_writer import ResultWriter
-from hbtui.events import ConversationScored
+from hbtui.render import export
 from hbtui.services import Engine, compute_report, plan_run, start_run
 from hbtui.store import ConversationOutcome, ConversationScore, NothingToReview, Store
 from hbtui.store.owners import this_owner

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hbtui.grading import (
+from hbtui.core.grading import (
     TemplateError,
     default_template,
     grader_prompt,

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import schema
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
 from hbtui.services import Engine, plan_run
-from hbtui.store import Store, StoreError
+from hbtui.store import Store, StoreError, schema
 from tests.conftest import run_engine, settings_for
 from tests.support.full_disk import in_small_disk
 from tests.test_cli import clean_env
@@ -178,7 +177,7 @@ def test_dead_process_shows_interrupted_with_how_long_ago(finished_run_db):
 
 
 def test_database_and_run_folder_are_owner_only(server, tmp_path, small_dataset):
-    from hbtui.export import write_run_folder
+    from hbtui.render.export import write_run_folder
 
     db = tmp_path / "private" / "db.sqlite"
     asyncio.run(run_engine(settings_for(server, db), small_dataset, name="private"))

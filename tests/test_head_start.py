@@ -9,8 +9,8 @@ import asyncio
 import sqlite3
 
 from hbtui import cli
-from hbtui.dataset import load_jsonl
-from hbtui.events import ReplyGenerated
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.events import ReplyGenerated
 from hbtui.services import Engine, start_run
 from hbtui.store import Store
 from hbtui.store.owners import this_owner

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from hbtui.client import BAD_RESPONSE, ChatError
-from hbtui.grading import parse_verdict
+from hbtui.client.chat import BAD_RESPONSE, ChatError
+from hbtui.core.grading import parse_verdict
 from tests.conftest import run_engine, settings_for
 from tests.test_client import call
 

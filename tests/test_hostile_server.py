@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from hbtui.client import (
+from hbtui.client.chat import (
     CLIENT_ERROR,
     CONTENT_FILTER,
     MIB,
@@ -27,7 +27,7 @@ from hbtui.client import (
     ChatError,
     Endpoint,
 )
-from hbtui.limiter import AdaptiveLimiter
+from hbtui.client.limiter import AdaptiveLimiter
 from tests.conftest import make_record, write_jsonl
 from tests.support.hostile_server import Behaviour, HostileServer
 from tests.support.peak_rss import run_measured
@@ -108,7 +108,7 @@ def test_read_answer_raises_on_a_declared_length_past_the_limit():
         headers = {"Content-Length": "100"}
         content_length = 100
 
-    from hbtui.client import read_answer
+    from hbtui.client.chat import read_answer
 
     with pytest.raises(AnswerTooLarge):
         asyncio.run(read_answer(Declared(), 10))  # type: ignore[arg-type]
@@ -163,7 +163,7 @@ def test_a_redirect_within_the_origin_is_followed_with_the_key(hostile):
 
 
 def test_a_download_follows_a_redirect_to_a_cdn_and_sends_neither_a_key(tmp_path, monkeypatch):
-    from hbtui.dataset import OfficialFile, download_file
+    from hbtui.core.dataset import OfficialFile, download_file
 
     payload = b'{"prompt_id": "x"}\n'
     import hashlib
@@ -285,7 +285,7 @@ def test_client_errors_and_older_refused_rows_are_asked_again_by_regrade_errors(
 
 
 def test_a_download_that_drips_ends_at_its_own_deadline(tmp_path, monkeypatch):
-    from hbtui.dataset import DatasetError, OfficialFile, download_file
+    from hbtui.core.dataset import DatasetError, OfficialFile, download_file
 
     with HostileServer() as dripping:
         dripping.behaviour = Behaviour(mode="drip_body", interval=0.2)  # its .part is begun, then dropped

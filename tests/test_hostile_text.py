@@ -13,13 +13,13 @@ import pytest
 from textual.widgets import Input
 
 from hbtui import cli
-from hbtui.conversation_markdown import conversation_markdown
-from hbtui.criteria_table import write_criteria_csv
-from hbtui.dataset import load_jsonl
-from hbtui.export import write_csv, write_jsonl, write_run_folder
+from hbtui.analysis.criteria_table import write_criteria_csv
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.text import middle_cut, one_line, spreadsheet_cell, visible_controls, visible_line
+from hbtui.render.conversation_markdown import conversation_markdown
+from hbtui.render.export import write_csv, write_jsonl, write_run_folder
 from hbtui.services import compute_report, plan_run
 from hbtui.store import ReplyResult, ResultBatch, Store, VerdictResult
-from hbtui.text import middle_cut, one_line, spreadsheet_cell, visible_controls, visible_line
 from hbtui.tui.screens.regrade import RegradeModal
 from hbtui.tui.screens.run_actions import AskTextModal
 from hbtui.tui.screens.runs import RunsScreen

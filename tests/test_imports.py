@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hbtui import cli, schema
-from hbtui.scoring import conversation_score
-from hbtui.store import Store
+from hbtui import cli
+from hbtui.core.scoring import conversation_score
+from hbtui.store import Store, schema
 from tests import test_reference
 from tests.conftest import small_records, user_folder, write_jsonl
 from tests.support.old_schema import database_at

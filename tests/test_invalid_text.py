@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from hbtui.client import CONTEXT_LENGTH, ChatClient, ChatError, Endpoint
-from hbtui.limiter import AdaptiveLimiter
+from hbtui.client.chat import CONTEXT_LENGTH, ChatClient, ChatError, Endpoint
+from hbtui.client.limiter import AdaptiveLimiter
 from tests.conftest import run_engine, settings_for
 
 SURROGATE = re.compile("[\ud800-\udfff]")

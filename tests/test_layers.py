@@ -1,4 +1,4 @@
-"""The layer contracts (pyproject.toml, run by the gate's lint-imports) cover every core module."""
+"""The layer contracts (pyproject.toml, run by the gate's lint-imports) cover every package."""
 
 import subprocess
 import sys
@@ -8,20 +8,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_core_module_is_held_to_the_contract_that_it_never_imports_the_app():
+def test_every_package_of_hbtui_has_its_layer_in_the_contracts():
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    core = next(c for c in contracts if "hbtui.tui" in c.get("forbidden_modules", []))
-    modules = {
-        f"hbtui.{p.stem}"
-        for p in (ROOT / "hbtui").glob("*.py")
-        if p.stem not in ("__init__", "__main__", "cli", "demo", "serve")
-    }
-    # Packages too (store), but the app; cli, demo and serve are entry points, above the app and the core.
-    modules |= {
-        f"hbtui.{p.name}" for p in (ROOT / "hbtui").iterdir() if (p / "__init__.py").exists() and p.name != "tui"
-    }
-    assert modules == set(core["source_modules"]), "a new core module must be added to the contract"
-    assert {"textual", "rich"} <= set(core["forbidden_modules"])
+    layers = next(c for c in contracts if c["type"] == "layers")
+    named = {part.strip() for layer in layers["layers"] for part in layer.replace(":", "|").split("|")}
+    hbtui = ROOT / "hbtui"
+    children = {p.stem for p in hbtui.glob("*.py")} | {p.name for p in hbtui.iterdir() if (p / "__init__.py").exists()}
+    assert children - {"__init__", "__main__"} == named, "a new module or package of hbtui must be given its layer"
+    assert layers["exhaustive"] and layers["containers"] == ["hbtui"]
+    # Below the app (cli, tui, web), no package imports Textual or Rich.
+    light = next(c for c in contracts if "textual" in c.get("forbidden_modules", []))
+    assert {"textual", "rich"} <= set(light["forbidden_modules"])
+    assert named - {m.removeprefix("hbtui.") for m in light["source_modules"]} == {"cli", "tui", "web"}
+    assert any(c["type"] == "acyclic_siblings" and c["ancestors"] == ["hbtui"] for c in contracts)
 
 
 def test_the_command_line_starts_without_the_heavy_modules_it_needs_only_later():
@@ -33,8 +32,8 @@ def test_the_command_line_starts_without_the_heavy_modules_it_needs_only_later()
     # by the commands that use them.
     code = (
         "import sys, hbtui.cli, hbtui.services, hbtui.store\n"
-        "heavy = {'numpy', 'textual', 'textual_serve', 'hbtui.serve', 'aiohttp', 'httpx', 'hbtui.compare',"
-        " 'hbtui.imports', 'hbtui.llama_server', 'hbtui.local_model'} & set(sys.modules)\n"
+        "heavy = {'numpy', 'textual', 'textual_serve', 'hbtui.web.serve', 'aiohttp', 'httpx', 'hbtui.analysis.compare',"
+        " 'hbtui.imports', 'hbtui.local.llama_server', 'hbtui.local.model'} & set(sys.modules)\n"
         "assert not heavy, heavy"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -51,7 +50,7 @@ def test_aiohttp_loaded_in_the_background_fails_without_a_traceback():
         "        if name == 'aiohttp':\n"
         "            raise ImportError('aiohttp broken')\n"
         "sys.meta_path.insert(0, Refuse())\n"
-        "from hbtui.client import load_http_in_background\n"
+        "from hbtui.client.chat import load_http_in_background\n"
         "load_http_in_background()\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

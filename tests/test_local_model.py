@@ -13,9 +13,10 @@ import threading
 
 import pytest
 
-from hbtui import cli, local_model
-from hbtui.llama_server import LlamaServer, LlamaServerError
-from hbtui.local_model import InstallCancelled, LocalModelError
+from hbtui import cli
+from hbtui.local import model as local_model
+from hbtui.local.llama_server import LlamaServer, LlamaServerError
+from hbtui.local.model import InstallCancelled, LocalModelError
 from tests.support.fake_install import GGUF, executable, leftovers
 
 
@@ -165,7 +166,7 @@ def test_a_server_that_does_not_start_shows_its_last_lines(tmp_path):
 
 
 def test_a_server_that_stays_silent_is_stopped_at_its_timeout(tmp_path, monkeypatch):
-    import hbtui.llama_server
+    import hbtui.local.llama_server
 
     started: list[subprocess.Popen] = []
     real_popen = subprocess.Popen
@@ -174,7 +175,7 @@ def test_a_server_that_stays_silent_is_stopped_at_its_timeout(tmp_path, monkeypa
         started.append(real_popen(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(hbtui.llama_server.subprocess, "Popen", recorded)
+    monkeypatch.setattr(hbtui.local.llama_server.subprocess, "Popen", recorded)
     binary = executable(tmp_path / "llama-server", "#!/bin/sh\necho still loading\nexec sleep 60\n")
     server = LlamaServer(binary, tmp_path / "m.gguf", startup_timeout=1)
     with pytest.raises(LlamaServerError, match="did not start within 1 s; its last lines: still loading"):

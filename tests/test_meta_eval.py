@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 import hbtui
-from hbtui import cli, schema
-from hbtui.grading import load_template
+from hbtui import cli
+from hbtui.core.grading import load_template
 from hbtui.meta_eval.data import chosen, read_rows
 from hbtui.meta_eval.grading import meta_grader_prompt
 from hbtui.meta_eval.headless import drive_meta_eval
 from hbtui.meta_eval.runner import MetaEvalDriver
 from hbtui.meta_eval.summary import labelled_rows, meta_eval_summary
-from hbtui.store import Store
+from hbtui.store import Store, schema
 from tests.conftest import REFERENCE_EVAL, settings_for, user_folder
 from tests.support.fake_server import expected_verdict
 from tests.support.meta_rows import meta_rows, write_rows
@@ -152,7 +152,7 @@ async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_
     data = write_rows(tmp_path / "meta.jsonl", meta_rows(240))
     settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=2, grader_concurrency=2)
     server.control(latency_ms=25)  # 240 rows, 2 at a time: 3 s, stopped after the first writes
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.meta_eval.plan import plan_meta_eval
 
     async with await Store.open(settings.db_path) as store:
         run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="stop-me")
@@ -313,8 +313,8 @@ def test_a_meta_eval_of_a_thousand_rows_runs_end_to_end_as_a_process(server, tmp
 async def test_planning_streams_the_file_rather_than_holding_it(tmp_path):
     import tracemalloc
 
-    from hbtui.config import Settings
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.core.settings.config import Settings
+    from hbtui.meta_eval.plan import plan_meta_eval
 
     rows = meta_rows(6000, seed=1)
     for number, row in enumerate(rows):
@@ -342,7 +342,7 @@ def meta_mirror(tmp_path, monkeypatch):
     import threading
     from functools import partial
 
-    from hbtui.dataset import OfficialFile
+    from hbtui.core.dataset import OfficialFile
     from hbtui.meta_eval import data as meta_data
 
     served = tmp_path / "served"
@@ -412,7 +412,7 @@ async def test_cancel_from_another_process_ends_a_meta_eval_as_cancelled_and_it_
     data = write_rows(tmp_path / "meta.jsonl", meta_rows(200))
     settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite", concurrency=1, grader_concurrency=1)
     server.control(latency_ms=30)
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.meta_eval.plan import plan_meta_eval
 
     async with await Store.open(settings.db_path) as store:
         run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="c")
@@ -429,7 +429,7 @@ async def test_cancel_from_another_process_ends_a_meta_eval_as_cancelled_and_it_
 
 async def test_verdicts_being_written_when_the_last_row_is_graded_are_kept(server, tmp_path, monkeypatch):
     """The writer was cancelled in the middle of a slow write at the end, and its batch lost."""
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.meta_eval.plan import plan_meta_eval
 
     user_folder(tmp_path, monkeypatch, server)
     data = write_rows(tmp_path / "meta.jsonl", meta_rows(30))

@@ -10,7 +10,7 @@ import types
 
 import pytest
 
-from hbtui.grading import grader_messages, load_template
+from hbtui.core.grading import grader_messages, load_template
 from hbtui.meta_eval.grading import meta_grader_prompt
 from hbtui.meta_eval.metrics import (
     MODEL,

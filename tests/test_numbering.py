@@ -9,8 +9,8 @@ import io
 import re
 import sqlite3
 
-from hbtui.numbering import conversation_label, criterion_label, repeat_label
-from hbtui.printer import ProgressPrinter
+from hbtui.core.numbering import conversation_label, criterion_label, repeat_label
+from hbtui.render.printer import ProgressPrinter
 from hbtui.store import Store
 from hbtui.tui.monitor_data import RunCounters
 from tests.conftest import make_record, run_engine, settings_for, write_jsonl
@@ -57,7 +57,7 @@ def test_failures_are_named_as_the_browser_numbers_them_in_the_lines_the_monitor
 
 
 def test_the_conversation_header_and_the_comparison_label_every_repeat_of_how_many():
-    from hbtui.compare_report import repeated
+    from hbtui.render.compare_report import repeated
     from hbtui.store.rows import ConversationDetail, ConversationSummary
     from hbtui.tui.screens.conversation import header_text
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
-from hbtui.events import CallFailed, CriterionGraded, GenerationFailed, Noted, RunFinished, RunStarted
-from hbtui.numbering import conversation_label
-from hbtui.printer import ProgressPrinter
+from hbtui.core.events import CallFailed, CriterionGraded, GenerationFailed, Noted, RunFinished, RunStarted
+from hbtui.core.numbering import conversation_label
+from hbtui.render.printer import ProgressPrinter
 
 LONG_MODEL = "meta-llama/Llama-3.3-70B-Instruct-Turbo-Free-with-a-very-long-provider-suffix"
 

@@ -8,10 +8,9 @@ import textwrap
 
 import pytest
 
-from hbtui import schema
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
 from hbtui.services import plan_run
-from hbtui.store import Store
+from hbtui.store import Store, schema
 from tests.conftest import settings_for
 from tests.test_cli import hbtui
 

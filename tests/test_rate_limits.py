@@ -1,4 +1,4 @@
-"""Providers' rate limits (hbtui.rate_limits): headers read, 429s told apart, calls paced; and
+"""Providers' rate limits (hbtui.core.rate_limits): headers read, 429s told apart, calls paced; and
 `hbtui run` against the test server enforcing limits as providers do (token buckets, the
 x-ratelimit-* headers or none, Retry-After, insufficient_quota, a daily limit)."""
 
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from hbtui.rate_limits import (
+from hbtui.core.rate_limits import (
     DAILY,
     QUOTA,
     RATE_LIMIT,

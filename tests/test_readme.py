@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.config import load_settings
+from hbtui.core.settings.config import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

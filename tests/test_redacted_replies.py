@@ -14,8 +14,8 @@ import time
 import pytest
 
 from hbtui import cli
-from hbtui.config import mask_secret
-from hbtui.redact import REDACTED, redact, redact_keys
+from hbtui.core.redact import REDACTED, redact, redact_keys
+from hbtui.core.settings.config import mask_secret
 from hbtui.store import Store
 
 KEY = "sk-proj-REPLYLEAK7c2e1b5d8046Q7vXw9"  # the model under test's

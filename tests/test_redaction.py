@@ -12,11 +12,11 @@ import pytest
 from textual.widgets import DataTable
 
 from hbtui import cli
-from hbtui.checks import check_connection
-from hbtui.client import AUTH, CLIENT_ERROR, SERVER_ERROR, ChatClient, ChatError, Endpoint, list_models
-from hbtui.config import mask_secret
-from hbtui.limiter import AdaptiveLimiter
-from hbtui.redact import REDACTED, redact
+from hbtui.client.chat import AUTH, CLIENT_ERROR, SERVER_ERROR, ChatClient, ChatError, Endpoint, list_models
+from hbtui.client.checks import check_connection
+from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.core.redact import REDACTED, redact
+from hbtui.core.settings.config import mask_secret
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.run import RunScreen

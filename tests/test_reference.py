@@ -13,16 +13,17 @@ import types
 
 import pytest
 
-from hbtui import cli, reference
-from hbtui.client import ChatClient, ChatRequest, Endpoint, ModelQuirks
-from hbtui.config import Settings
-from hbtui.dataset import load_jsonl
-from hbtui.fidelity import describe_requests, requests_line
-from hbtui.grading import fill_template, graded_conversation, grader_messages, load_template, parse_verdict
-from hbtui.limiter import AdaptiveLimiter
-from hbtui.presets import built_in_presets
+from hbtui import cli
+from hbtui.client.chat import ChatClient, ChatRequest, Endpoint, ModelQuirks
+from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.core import reference
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.fidelity import describe_requests, requests_line
+from hbtui.core.grading import fill_template, graded_conversation, grader_messages, load_template, parse_verdict
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.presets import built_in_presets
+from hbtui.core.verdict_cache import RequestKeys
 from hbtui.store import Store
-from hbtui.verdict_cache import RequestKeys
 from tests.conftest import MAIN_SUBSET, REFERENCE_EVAL, needs_shared, settings_for
 from tests.support.reference_modules import reference_modules
 
@@ -249,7 +250,7 @@ def test_negotiation_that_changes_a_request_is_recorded_on_the_run(server, tmp_p
 
 
 def test_an_old_run_is_marked_as_graded_with_the_builtin_prompt(tmp_path):
-    from hbtui import schema
+    from hbtui.store import schema
 
     db = tmp_path / "old.sqlite"
     with sqlite3.connect(db) as conn:
@@ -309,7 +310,7 @@ def test_a_run_that_cannot_have_its_prompt_stops_before_any_call(
 
 
 def test_a_meta_evals_requests_name_only_the_graders_differences_as_a_model_runs_do():
-    from hbtui.meta_eval.runner import meta_requests
+    from hbtui.meta_eval.plan import meta_requests
 
     settings = reference_settings(temperature_grader=0.2, temperature_test=0.9, reasoning_test="high")
     record = meta_requests(settings, load_template("builtin"))

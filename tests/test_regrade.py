@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hbtui import cli
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
 from hbtui.services import plan_run
 from hbtui.store import Store
 from tests.conftest import make_record, offline_settings, user_folder, write_jsonl

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from hbtui import cli
-from hbtui.dataset import load_jsonl
-from hbtui.events import RunStarted
-from hbtui.printer import ProgressPrinter
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.events import RunStarted
+from hbtui.render.printer import ProgressPrinter
 from hbtui.services import Engine, plan_run
 from hbtui.store import RunBusy, Store
 from hbtui.tui.monitor_data import RunCounters, view_from_store

@@ -6,12 +6,11 @@ import sqlite3
 
 import pytest
 
-from hbtui import reviews as rv
-from hbtui import schema
-from hbtui.compare import kappa_of
-from hbtui.review_report import run_review
+from hbtui.analysis.review_report import run_review
+from hbtui.core import reviews as rv
+from hbtui.core.verdicts import kappa_of
 from hbtui.services import compute_report
-from hbtui.store import NothingToReview, Store
+from hbtui.store import NothingToReview, Store, schema
 from tests.support.old_schema import make_database_before
 from tests.test_reference import needs_reference
 from tests.test_reference import ref as ref  # a fixture
@@ -229,8 +228,8 @@ def test_the_glance_scores_again_only_what_reviews_touch_and_agrees_with_a_full_
     scoring every conversation over again."""
     import random
 
-    from hbtui.review_report import glance
-    from hbtui.scoring import clipped_mean, conversation_score
+    from hbtui.analysis.review_report import glance
+    from hbtui.core.scoring import clipped_mean, conversation_score
     from tests.support.synth import synthesize_run
 
     async def scenario():

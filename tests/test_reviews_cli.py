@@ -8,10 +8,10 @@ import json
 import pytest
 
 from hbtui import cli
-from hbtui import reviews as rv
-from hbtui.compare import kappa_of
-from hbtui.export import CSV_COLUMNS
-from hbtui.export_reviews import REVIEW_CSV_COLUMNS
+from hbtui.core import reviews as rv
+from hbtui.core.verdicts import kappa_of
+from hbtui.render.export import CSV_COLUMNS
+from hbtui.render.export_reviews import REVIEW_CSV_COLUMNS
 from hbtui.store import Store
 
 NUMBER_COLUMNS = ["conversation_number", "repeat_number", "criterion_number"]

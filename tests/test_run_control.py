@@ -135,8 +135,8 @@ def test_a_driver_gone_silent_is_said_not_pretended(tmp_path, small_dataset):
 
     async def make() -> None:
         async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
-            from hbtui.config import Settings
-            from hbtui.dataset import load_jsonl
+            from hbtui.core.dataset import load_jsonl
+            from hbtui.core.settings.config import Settings
             from hbtui.services import plan_run
 
             settings = Settings(base_url="http://127.0.0.1:9/v1", model_test="m", model_grader="g")
@@ -155,8 +155,8 @@ def test_a_driver_gone_silent_is_said_not_pretended(tmp_path, small_dataset):
 
 
 async def test_the_monitor_asks_the_driver_of_another_process_through_the_database(tmp_path, small_dataset):
-    from hbtui.config import Settings
-    from hbtui.dataset import load_jsonl
+    from hbtui.core.dataset import load_jsonl
+    from hbtui.core.settings.config import Settings
     from hbtui.services import plan_run
     from hbtui.tui.screens.monitor import MonitorScreen
     from tests.support.browser_harness import browser_app
@@ -195,9 +195,9 @@ async def test_the_printed_rate_after_a_pause_from_another_process_leaves_the_pa
     import io
     import re
 
-    from hbtui.dataset import load_jsonl
-    from hbtui.events import CriterionGraded, ReplyGenerated
-    from hbtui.printer import ProgressPrinter
+    from hbtui.core.dataset import load_jsonl
+    from hbtui.core.events import CriterionGraded, ReplyGenerated
+    from hbtui.render.printer import ProgressPrinter
     from hbtui.services import Engine, plan_run
     from tests.conftest import settings_for
 

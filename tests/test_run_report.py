@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from hbtui import cli
-from hbtui.run_report import StoredReport
 from hbtui.store import Store, conversation_outcome
 from hbtui.store.rows import ConversationOutcome
+from hbtui.store.run_report import StoredReport
 
 GOLDEN = Path(__file__).parent / "golden"
 # As the code before the typed report wrote it (the golden runs' report_json, frozen then), and

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hbtui import scoring
+from hbtui.analysis.run_stats import complete_groups, length_adjusted, worst_at_k
 from hbtui.cli import main
-from hbtui.config import Settings, load_settings
-from hbtui.prices import Price, PriceError, load_prices, model_usage, total_cost
-from hbtui.run_stats import complete_groups, length_adjusted, worst_at_k
+from hbtui.core import scoring
+from hbtui.core.settings.config import Settings, load_settings
+from hbtui.core.settings.prices import Price, PriceError, load_prices, model_usage, total_cost
 from tests.conftest import make_record, run_engine, settings_for, write_jsonl
 
 # Scores of 4 prompts over 3 repeats, unclipped (HealthBench scores go below 0).

@@ -10,8 +10,8 @@ import itertools
 import pytest
 from textual.app import App, ComposeResult
 
-from hbtui.report import text_histogram
-from hbtui.score_bins import histogram, round_ticks
+from hbtui.core.score_bins import histogram, round_ticks
+from hbtui.render.report import text_histogram
 from hbtui.tui.widgets.histogram import ScoreHistogram
 
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from hbtui.scoring import (
+from hbtui.core.scoring import (
     ConversationInput,
     GradedCriterion,
     conversation_metrics,

@@ -8,8 +8,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from hbtui import schema
-from hbtui.store import ConversationFilter, Store, _read_only_uri
+from hbtui.store import ConversationFilter, Store, _read_only_uri, schema
 from tests.support.old_schema import make_database_before
 
 

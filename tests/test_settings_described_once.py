@@ -1,4 +1,4 @@
-"""Each setting is described once (hbtui/config.py); `.env` keys, flags, the configuration screen's
+"""Each setting is described once (hbtui/core/settings/config.py); `.env` keys, flags, the configuration screen's
 checks, `.env.example` and the README's table follow from that description and agree with it."""
 
 from __future__ import annotations
@@ -8,20 +8,21 @@ import sys
 
 import pytest
 
-from hbtui import cli, settings_docs
-from hbtui.config import BY_KEY, SETTINGS, STORAGE, Settings, SettingsError, load_settings, setting_for
+from hbtui import cli
+from hbtui.core.settings import settings_docs
+from hbtui.core.settings.config import BY_KEY, SETTINGS, STORAGE, Settings, SettingsError, load_settings, setting_for
 from hbtui.tui.screens.config import FIELDS, check_field
 
 
 def test_env_example_is_the_one_written_from_the_settings():
     assert settings_docs.ENV_EXAMPLE.read_text(encoding="utf-8") == settings_docs.env_example(), (
-        "run: python -m hbtui.settings_docs --write"
+        "run: python -m hbtui.core.settings.settings_docs --write"
     )
 
 
 def test_the_readme_settings_table_agrees_with_the_settings():
     readme = settings_docs.README.read_text(encoding="utf-8")
-    assert settings_docs.readme_with_table(readme) == readme, "run: python -m hbtui.settings_docs --write"
+    assert settings_docs.readme_with_table(readme) == readme, "run: python -m hbtui.core.settings.settings_docs --write"
 
 
 def test_the_check_command_says_which_file_is_out_of_date(tmp_path, monkeypatch):
@@ -34,7 +35,10 @@ def test_the_check_command_says_which_file_is_out_of_date(tmp_path, monkeypatch)
 
 def test_the_docs_command_runs_as_documented():
     check = subprocess.run(
-        [sys.executable, "-m", "hbtui.settings_docs", "--check"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "hbtui.core.settings.settings_docs", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert check.returncode == 0, check.stderr
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 from contextlib import asynccontextmanager
 
 import pytest
 from textual.widgets import DataTable, Input, Select, Static
 
-from hbtui import scoring
-from hbtui.config import Settings
+from hbtui.core import scoring
+from hbtui.core.settings.config import Settings
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
@@ -366,7 +367,7 @@ def test_an_unexpected_error_is_one_line_and_a_log_without_locals(tmp_path):
     secret = "fake-LOCAL-SECRET-0042"
     script = tmp_path / "broken_app.py"
     script.write_text(f"""
-from hbtui.config import Settings
+from hbtui.core.settings.config import Settings
 from hbtui.tui.app import HBTuiApp
 
 class Broken(HBTuiApp):
@@ -388,7 +389,7 @@ Broken(Settings(db_path={str(tmp_path / "db.sqlite")!r}), env_file=None).run(hea
 
 async def plan_only(settings, data, name):
     """A run planned and never driven: what a `hbtui run` killed before its first call leaves."""
-    from hbtui.dataset import load_jsonl
+    from hbtui.core.dataset import load_jsonl
     from hbtui.services import plan_run
 
     async with await Store.open(settings.db_path) as store:
@@ -586,8 +587,14 @@ async def test_an_app_shut_down_while_its_configuration_screen_is_built_ahead_en
 
 
 async def test_a_run_continued_from_the_list_reads_as_starting_not_as_ended_until_its_process_takes_it(
-    server, small_dataset, tmp_path
+    server, small_dataset, tmp_path, monkeypatch
 ):
+    # The process the app starts waits 2 s before Python starts: the moment before it takes the
+    # run lasts that long, however fast this machine is.
+    slow_python = tmp_path / "slow-python"
+    slow_python.write_text(f'#!/bin/sh\nsleep 2\nexec "{sys.executable}" "$@"\n')
+    slow_python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(slow_python))
     db = tmp_path / "db.sqlite"
     run_id = await plan_only(settings_for(server, db), small_dataset, "stopped")
     with sqlite3.connect(db) as connection:  # as a Ctrl-C leaves it
@@ -602,11 +609,12 @@ async def test_a_run_continued_from_the_list_reads_as_starting_not_as_ended_unti
         monitor = app.screen
         shown: list[str] = []
 
-        def taken() -> bool:
+        def seen(*statuses: str) -> bool:
             if monitor.view is not None:
                 shown.append(monitor.view.status)
-            return monitor.view is not None and monitor.view.status in ("running", "finished")
+            return monitor.view is not None and monitor.view.status in statuses
 
-        await wait_for(pilot, taken, timeout=30, what="its process to take the run")
+        await wait_for(pilot, lambda: seen("starting"), timeout=30, what="the run read as starting")
+        await wait_for(pilot, lambda: seen("running", "finished"), timeout=30, what="its process to take the run")
         assert "interrupted" not in shown and "starting" in shown, shown
         await wait_for(pilot, lambda: not app.drivers_going(), timeout=30, what="its process to end")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.compare import compare_runs
+from hbtui.analysis.compare import compare_runs
 from hbtui.store import Store
 from hbtui.tui.screens.compare import CompareScreen
 from hbtui.tui.screens.help import HelpModal

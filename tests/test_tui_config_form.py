@@ -11,8 +11,8 @@ import pytest
 from textual.widgets import Input, OptionList, Select
 from textual.widgets._select import SelectOverlay
 
-from hbtui.config import load_settings
-from hbtui.presets import load_presets, save_preset
+from hbtui.core.settings.config import load_settings
+from hbtui.core.settings.presets import load_presets, save_preset
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import LOCAL_FILE, ConfigScreen
 from hbtui.tui.screens.confirm import ConfirmModal

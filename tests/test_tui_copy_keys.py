@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.conversation_markdown import conversation_markdown
+from hbtui.render.conversation_markdown import conversation_markdown
 from hbtui.store import Store
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browse import open_conversation, open_run, synthetic_db

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.criteria_table import CSV_COLUMNS, criteria_csv, sorted_criteria
+from hbtui.analysis.criteria_table import CSV_COLUMNS, criteria_csv, sorted_criteria
 from hbtui.store import Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.criteria import CriteriaScreen, CriteriaTable

@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 from textual.widgets import Input, Select
 
-from hbtui import local_model
+from hbtui.local import model as local_model
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import DEMO_CHOICE, ConfigScreen

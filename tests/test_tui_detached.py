@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.dataset import load_jsonl
+from hbtui.core.dataset import load_jsonl
+from hbtui.core.text import middle_cut
 from hbtui.services import plan_run
 from hbtui.store import Store
-from hbtui.text import middle_cut
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.quit import QuitModal
@@ -191,7 +191,7 @@ async def user_folder_with_a_pending_run(tmp_path: Path, server, name: str, kind
     """A user's folder (.env for the keyed server, its key in it) whose database holds run 1,
     planned and not started (a model run, or a meta-eval of 30 rows): the app's `c` continues
     it. Returns the database."""
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.meta_eval.plan import plan_meta_eval
     from tests.support.meta_rows import meta_rows, write_rows
 
     (tmp_path / ".env").write_text(
@@ -434,7 +434,7 @@ async def test_a_meta_eval_started_from_the_form_outlives_the_app_and_a_later_mo
 
 
 async def test_a_meta_eval_continued_with_c_is_graded_by_a_process_of_its_own(tmp_path, slow_keyed_server):
-    from hbtui.meta_eval.runner import plan_meta_eval
+    from hbtui.meta_eval.plan import plan_meta_eval
     from hbtui.tui.screens.meta_eval import MetaEvalScreen
     from tests.support.meta_rows import meta_rows, write_rows
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from hbtui.config import Settings
+from hbtui.core.settings.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.conversation import ConversationScreen
@@ -83,8 +83,8 @@ def test_reviewing_at_80_columns_the_header_keeps_both_scores_before_the_counts(
     and a review, the graded and the reviewed score stay; the run's reviewed score, the counts
     and the prompt_id give way first (a new user's trial saw both scores dropped)."""
     from hbtui.store.rows import ConversationDetail, ConversationSummary
-    from hbtui.tui.reviewing import score_part
     from hbtui.tui.screens.conversation import header_text
+    from hbtui.tui.screens.reviewing import score_part
 
     summary = ConversationSummary(40, 39, 0, "ace28a77-bbbb", "emergency", "", "generated", 0.032, 6, 6, 0, 12, None)
     detail = ConversationDetail(summary, [], [], "reply", None, None, None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from contextlib import asynccontextmanager
 
-from hbtui.config import Settings
+from hbtui.core.settings.config import Settings
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen

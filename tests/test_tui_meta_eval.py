@@ -9,8 +9,9 @@ import sqlite3
 import pytest
 from textual.widgets import DataTable, Input, Select
 
-from hbtui.config import Settings
-from hbtui.meta_eval.runner import MetaEvalDriver, plan_meta_eval
+from hbtui.core.settings.config import Settings
+from hbtui.meta_eval.plan import plan_meta_eval
+from hbtui.meta_eval.runner import MetaEvalDriver
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.config import Settings
-from hbtui.progress import running_spans
+from hbtui.analysis.progress import running_spans
+from hbtui.core.settings.config import Settings
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.monitor_data import RunCounters, view_from_counters, view_from_store
@@ -306,7 +306,7 @@ def test_a_monitor_of_another_process_leaves_the_paused_seconds_out_of_the_rate(
 async def test_each_bar_says_what_it_counts_and_the_score_names_its_n(finished_run_db):
     """Replies all in, verdicts at 84%: the full bar says replies, not conversations, and the
     score says over how many scored conversations."""
-    from hbtui.progress import Tally
+    from hbtui.analysis.progress import Tally
     from hbtui.tui.monitor_data import MonitorView
 
     app = HBTuiApp(settings=Settings(db_path=str(finished_run_db)), env_file=None, monitor_run="small-run")

@@ -64,7 +64,7 @@ async def test_a_widget_that_misses_its_parts_while_the_app_quits_is_no_internal
     user lost nothing, so it ends quietly. Before it is ending, the same error is a crash."""
     from textual.css.query import NoMatches
 
-    from hbtui.config import Settings
+    from hbtui.core.settings.config import Settings
 
     app = HBTuiApp(settings=Settings(db_path=str(tmp_path / "hbtui.sqlite")), env_file=None)
     async with app.run_test(size=(80, 24)) as pilot:

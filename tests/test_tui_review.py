@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import reviews as rv
+from hbtui.core import reviews as rv
 from hbtui.store import Store, StoreError
-from hbtui.tui import reviewing
+from hbtui.tui.screens import reviewing
 from hbtui.tui.screens.review_question import ReviewQuestion
 from hbtui.tui.widgets.review_summary import ReviewSummary
 from tests.support.browser_harness import browser_app
@@ -116,7 +116,7 @@ async def test_served_the_name_is_asked_once_per_tab(finished_run_db, monkeypatc
 
 
 async def test_the_reviewer_setting_names_the_review(finished_run_db):
-    from hbtui.config import Settings
+    from hbtui.core.settings.config import Settings
     from hbtui.tui.app import HBTuiApp
 
     # A name is data: its markup and escapes are shown, never obeyed.
@@ -159,7 +159,7 @@ async def test_run_summary_shows_both_scores_and_the_review_filter_lists(finishe
 async def test_the_filter_menu_offers_the_review_filter_too(finished_run_db):
     """`f` is where a reviewer finds every filter (the README says so): the review filter is
     there beside `v`, picked from a list (a new user's trial missed it in the menu)."""
-    from hbtui.tui.filter_menu import MENU
+    from hbtui.tui.screens.filter_menu import MENU
     from hbtui.tui.screens.picker import PickerModal
 
     await add_reviews(finished_run_db)
@@ -213,8 +213,8 @@ async def test_a_regrade_shows_the_earlier_review_as_a_hint_without_applying_it(
 async def test_the_screens_run_score_after_each_flip_is_the_reviewed_report_to_the_bit(tmp_path):
     """The conversation screen scores one conversation again per review; the run's reviewed score
     it draws is still the reviewed report's overall score, bit for bit."""
-    from hbtui.review_report import run_review
-    from hbtui.tui.reviewing import ReviewLedger, scored_conversation
+    from hbtui.analysis.review_report import run_review
+    from hbtui.tui.screens.reviewing import ReviewLedger, scored_conversation
     from tests.support.synth import synthesize_run
 
     async with await Store.open(tmp_path / "hbtui.sqlite") as store:
@@ -240,7 +240,7 @@ async def test_an_undo_made_before_its_flip_is_stored_settles_after_it(tmp_path)
     """`w` then `u` faster than the database writes: the undo is shown pointing at the flip still
     on its way; once both are stored, the ledger holds them as the database does (it raised
     "not in list" when the flip settled first, and the app stopped with an internal error)."""
-    from hbtui.tui.reviewing import ReviewLedger, scored_conversation
+    from hbtui.tui.screens.reviewing import ReviewLedger, scored_conversation
     from tests.support.synth import synthesize_run
 
     async with await Store.open(tmp_path / "hbtui.sqlite") as store:

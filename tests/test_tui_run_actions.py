@@ -12,7 +12,7 @@ import pytest
 from textual.widgets import Input
 
 from hbtui import cli
-from hbtui.config import Settings
+from hbtui.core.settings.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.picker import PickerModal

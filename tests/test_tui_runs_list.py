@@ -7,7 +7,7 @@ import json
 import sqlite3
 import time
 
-from hbtui.report import render_runs
+from hbtui.render.report import render_runs
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.runs import COLUMNS, RunsScreen

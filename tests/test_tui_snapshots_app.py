@@ -13,7 +13,7 @@ import time
 import pytest
 from textual.widgets import Input
 
-from hbtui.config import Settings
+from hbtui.core.settings.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.monitor import MonitorScreen

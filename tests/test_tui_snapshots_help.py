@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from hbtui.config import Settings
+from hbtui.core.settings.config import Settings
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.keymap import rows as keymap_rows
 from hbtui.tui.screens.conversation import ConversationScreen

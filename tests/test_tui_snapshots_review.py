@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from hbtui import reviews as rv
+from hbtui.core import reviews as rv
 from hbtui.store import Store
 from hbtui.tui.screens.review_question import ReviewQuestion
 from hbtui.tui.widgets.review_summary import ReviewSummary

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.config import Settings
-from hbtui.prices import PriceError, load_prices
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.prices import PriceError, load_prices
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.monitor_data import RunCounters, view_from_store

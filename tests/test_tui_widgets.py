@@ -9,8 +9,8 @@ from textual import on
 from textual.app import App, ComposeResult
 
 from hbtui.store import ConversationFilter, Store
-from hbtui.tui.screens.run import FilterInput
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
+from hbtui.tui.widgets.filter_input import FilterInput
 from tests.support.synth import synthesize_run
 from tests.support.tui import wait_for
 

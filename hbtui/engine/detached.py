@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from hbtui.config import SETTINGS, Settings
+from hbtui.core.settings.config import SETTINGS, Settings
 from hbtui.store import RunRow, Store
 
 DRIVE_COMMAND = "_drive"  # hidden: only the launcher below runs it

@@ -3,7 +3,7 @@
 The work is read from the database a page at a time in plan order (what is held does not grow
 with the run). Generation and grading overlap: a conversation's criteria are graded
 (concurrently) as soon as its reply exists, and grading waits ahead of generation for a shared
-endpoint (see hbtui.limiter), so that scores appear as the run goes and the run ends on one
+endpoint (see hbtui.client.limiter), so that scores appear as the run goes and the run ends on one
 generate-then-grade chain. Every answer goes to the result writer.
 """
 
@@ -16,28 +16,21 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
-from hbtui.background_import import import_in_background
-from hbtui.client import (
+from hbtui.client.chat import (
     CLIENT_ERROR,
     CONNECTION,
     CONTEXT_LENGTH,
     DAILY_LIMIT,
     QUOTA,
     RATE_LIMITED,
-    TRANSIENT_KINDS,
-    UNPARSEABLE,
     ChatError,
     load_http_in_background,
 )
-from hbtui.completion_groups import replied_by_of
-from hbtui.config import Settings
-from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
-from hbtui.engine.finish_ahead import FinishAhead
-from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
-from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
-from hbtui.engine.run_plan import HeadStart
-from hbtui.engine.run_settings import UNRECORDED_SETTINGS
-from hbtui.events import (
+from hbtui.core.background_import import import_in_background
+from hbtui.core.calls import GENERATION
+from hbtui.core.completion_groups import replied_by_of
+from hbtui.core.errors import TRANSIENT_KINDS, UNPARSEABLE
+from hbtui.core.events import (
     ConversationScored,
     CriterionGraded,
     Event,
@@ -49,12 +42,18 @@ from hbtui.events import (
     RunFinished,
     RunStarted,
 )
-from hbtui.fidelity import describe_requests
-from hbtui.grading import fill_template, grade_as_configured, graded_conversation, load_template
-from hbtui.limiter import GENERATION
-from hbtui.numbering import conversation_label, criterion_label
-from hbtui.rate_limits import merge_summaries
-from hbtui.redact import redact_keys
+from hbtui.core.fidelity import describe_requests
+from hbtui.core.grading import fill_template, grade_as_configured, graded_conversation, load_template
+from hbtui.core.numbering import conversation_label, criterion_label
+from hbtui.core.rate_limits import merge_summaries
+from hbtui.core.redact import redact_keys
+from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
+from hbtui.core.verdict_cache import RequestKeys, conversation_digest
+from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
+from hbtui.engine.finish_ahead import FinishAhead
+from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
+from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
+from hbtui.engine.run_plan import HeadStart
 from hbtui.store import (
     ERROR,
     MET,
@@ -72,7 +71,6 @@ from hbtui.store import (
 from hbtui.store.disk_reserve import keep_reserve, remove_reserve
 from hbtui.store.owners import this_owner
 from hbtui.store.work import WORK_PAGE
-from hbtui.verdict_cache import RequestKeys, conversation_digest
 
 CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
 CONTROL_SECONDS = 0.5  # how often the driver reads what other processes ask of its run
@@ -139,14 +137,14 @@ class Engine:
             ready=head_start.stored if head_start else None,
         )
         self.taken_over = False
-        # Verdicts found in the cache for this run's pending criteria (see hbtui.verdict_cache)
+        # Verdicts found in the cache for this run's pending criteria (see hbtui.core.verdict_cache)
         # are served without a call. Regrades, resumes and retries look; a fresh run only when asked.
         self.use_cache = use_cache
         self._fatal: ChatError | None = None
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._template = load_template(settings.grader_template, settings.cache_dir)
         self.keys = RequestKeys(settings, self._template)
-        # What hbtui's negotiation changed in the requests (see hbtui.fidelity), for the run's record.
+        # What hbtui's negotiation changed in the requests (see hbtui.core.fidelity), for the run's record.
         self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
         self.api_keys = settings.configured_keys
         self.replies_redacted = 0  # replies a configured key was taken out of, over the run's processes
@@ -322,7 +320,7 @@ class Engine:
 
     def _without_keys(self, text: str) -> str:
         """A provider's text (a reply, a grader's answer) without the run's keys: it is stored,
-        shown, and a reply is sent to the grader (see hbtui.redact)."""
+        shown, and a reply is sent to the grader (see hbtui.core.redact)."""
         return redact_keys(text, self.api_keys) if text and self.api_keys else text
 
     def _note_invalid_text(self, what: str) -> None:

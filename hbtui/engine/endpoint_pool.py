@@ -7,7 +7,7 @@ endpoint that refuses connections, or answers 5xx or nothing several times runni
 aside for a while (doubling, up to a minute) and its unanswered call goes to another; then one
 call at a time tries it again. Nothing answered is ever sent again, so nothing is paid twice.
 
-Rate limits are each client's (hbtui.rate_limits): a 429 is no failure here. An endpoint that
+Rate limits are each client's (hbtui.core.rate_limits): a 429 is no failure here. An endpoint that
 has answered nothing but 429 for RATE_LIMIT_PATIENCE is set aside while a sibling answers; with
 none left, its calls raise rate_limited and the run stops, resumable, naming the limit.
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hbtui.client import (
+from hbtui.client.chat import (
     CLIENT_ERROR,
     CONNECTION,
     MIB,
@@ -32,14 +32,14 @@ from hbtui.client import (
     CallRecord,
     ChatClient,
     ChatError,
-    ChatResult,
     Endpoint,
     endpoints_of,
 )
-from hbtui.config import Settings
-from hbtui.events import CallFailed, Event
-from hbtui.limiter import AdaptiveLimiter
-from hbtui.rate_limits import pace_summary
+from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.core.calls import ChatResult
+from hbtui.core.events import CallFailed, Event
+from hbtui.core.rate_limits import pace_summary
+from hbtui.core.settings.config import Settings
 
 SET_ASIDE_SECONDS = 2.0  # the first time an endpoint is set aside; doubled each time after, up to:
 SET_ASIDE_CAP = 60.0
@@ -278,7 +278,7 @@ class EndpointPool:
             )
 
     def limits(self) -> dict | None:
-        """What the rate limits did in this process (hbtui.rate_limits.pace_summary)."""
+        """What the rate limits did in this process (hbtui.core.rate_limits.pace_summary)."""
         several = len(self.clients) > 1
         return pace_summary(
             {
@@ -365,7 +365,7 @@ class EndpointPool:
         }
 
     def deviations(self) -> set[str]:
-        """What the providers refused or renamed in this run's requests (see hbtui.fidelity)."""
+        """What the providers refused or renamed in this run's requests (see hbtui.core.fidelity)."""
         found = set()
         for client in self.clients.values():
             for model, quirks in client.quirks.items():

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from hbtui.core.scoring import ReportTally
 from hbtui.engine.result_writer import ResultWriter
-from hbtui.export import jsonl_line, run_models
-from hbtui.export_reviews import ExportReviews
-from hbtui.scoring import ReportTally
+from hbtui.render.export import jsonl_line, run_models
+from hbtui.render.export_reviews import ExportReviews
 from hbtui.store import Store
 
 STEP_SECONDS = 0.25  # how often the committed conversations are read
@@ -118,7 +118,7 @@ class FinishAhead:
         if len(inputs) != len(positions) or len(lines) != len(positions):
             raise RuntimeError(f"conversations {positions} read as {len(inputs)} and {len(lines)}")
         if self._results is None:
-            # The same encoding and newlines as hbtui.files.private_file, which writes the file itself.
+            # The same encoding and newlines as hbtui.core.files.private_file, which writes the file itself.
             self._results = tempfile.TemporaryFile("w+", encoding="utf-8", dir=self.folder)
         self._results.write("".join(lines))
         for conversation in inputs:

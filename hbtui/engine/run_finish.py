@@ -7,13 +7,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from hbtui import scoring
-from hbtui.completion_groups import ordered_groups
-from hbtui.errors import TRANSIENT_KINDS
-from hbtui.export import write_run_folder
-from hbtui.progress import Tally
-from hbtui.run_report import StoredReport
+from hbtui.analysis.progress import Tally
+from hbtui.core import scoring
+from hbtui.core.completion_groups import ordered_groups
+from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.render.export import write_run_folder
 from hbtui.store import RunRow, Store
+from hbtui.store.run_report import StoredReport
 
 INCOMPLETE = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
 TAKEN_OVER = "taken over"  # this process lost the run to another: no status of its own to write

@@ -12,17 +12,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hbtui.completion_groups import replied_by_of
-from hbtui.completions import Completion, plan_completions
-from hbtui.config import Settings, SettingsError
-from hbtui.dataset import Dataset, Record, sample
+from hbtui.core.completion_groups import replied_by_of
+from hbtui.core.completions import Completion, plan_completions
+from hbtui.core.dataset import Dataset, Record, sample
+from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.fidelity import describe_requests
+from hbtui.core.grading import load_template
+from hbtui.core.settings.config import Settings, SettingsError
+from hbtui.core.verdict_cache import RequestKeys
 from hbtui.engine.run_settings import settings_for_run
-from hbtui.errors import TRANSIENT_KINDS
-from hbtui.fidelity import describe_requests
-from hbtui.grading import load_template
 from hbtui.store import PENDING, PlannedConversation, RunClaim, RunRow, Store, WorkItem
 from hbtui.store.work import WORK_PAGE, stored_points
-from hbtui.verdict_cache import RequestKeys
 
 
 def preview_of(record: Record) -> str:
@@ -197,7 +197,7 @@ def planned_conversation(position: int, record: Record, completion: Completion |
 async def _plan_completions_run(
     store: Store, settings: Settings, dataset: Dataset, limit: int | None, seed: int, repeats: int, name: str | None
 ) -> int:
-    """A run whose replies are the records' own completions (hbtui.completions), stored as its
+    """A run whose replies are the records' own completions (hbtui.core.completions), stored as its
     replies from the start: the engine only grades them. Where a model's name would stand, the
     run says whose completions these are."""
     chosen = plan_completions(dataset, settings.completions or "", limit, seed)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hbtui.config import Settings, SettingsError, attribute_key
+from hbtui.core.settings.config import Settings, SettingsError, attribute_key
 from hbtui.store import RunRow, Store
 
 
@@ -44,12 +44,6 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
     grader_key = keys.get("GRADER_API_KEY", current.grader_api_key)
     return replace(merged, api_key=keys.get("API_KEY"), grader_api_key=grader_key)
 
-
-# Settings that may differ on a resume without changing what the run is: where its database
-# and cache are found, and the keys (stored masked; a new session brings them again).
-# The reviewer is who reads the run, not how it was made: a run's settings never name them; nor
-# does how many browser tabs `hbtui serve` runs.
-UNRECORDED_SETTINGS = {"db_path", "cache_dir", "api_key", "grader_api_key", "reviewer", "serve_max_tabs"}
 
 # What a run measures. A resume may change how the run is reached (endpoint, keys, concurrency,
 # timeouts, patience), never these: that would put two models' replies, or two graders'

@@ -12,14 +12,14 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from hbtui.config import Settings
-from hbtui.dataset import Dataset, Record, parse_record
+from hbtui.core.dataset import Dataset, Record, parse_record
+from hbtui.core.numbering import criterion_number
+from hbtui.core.settings.config import Settings
 from hbtui.imports.allresults import read_allresults
 from hbtui.imports.common import ImportedFile, ImportProblem, ReadConversation, jsonl_lines
 from hbtui.imports.hbtui_files import read_hbtui
 from hbtui.imports.legacy import FORMAT as LEGACY
 from hbtui.imports.legacy import legacy_time, read_legacy
-from hbtui.numbering import criterion_number
 from hbtui.store import PlannedConversation, Store
 
 __all__ = ["ImportProblem", "ImportSummary", "import_run", "read_import"]
@@ -152,7 +152,8 @@ async def import_run(
     store: Store, read: ImportedFile, dataset: Dataset | None, settings: Settings, name: str | None = None
 ) -> ImportSummary:
     """``read`` joined with ``dataset`` and written as one imported run, scored by hbtui."""
-    from hbtui.services import check_run_name, compute_report
+    from hbtui.engine.run_finish import compute_report
+    from hbtui.engine.run_plan import check_run_name
 
     check_run_name(name)
     if read.format == LEGACY and dataset is None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hbtui.dataset import _lone_surrogate_field
-from hbtui.files import read_user_file
+from hbtui.core.dataset import _lone_surrogate_field
+from hbtui.core.files import read_user_file
 from hbtui.store import ERROR, MET, NOT_MET, ImportedReply, ImportedVerdict
 
 

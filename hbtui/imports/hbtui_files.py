@@ -18,7 +18,7 @@ from hbtui.imports.common import (
 from hbtui.store import ImportedReply
 
 FOLDER, EXPORT = "hbtui run folder", "hbtui export"
-MODEL_KEYS = ("model_test", "model_grader")  # hbtui.export.run_models
+MODEL_KEYS = ("model_test", "model_grader")  # hbtui.render.export.run_models
 KNOWN_TEMPLATES = ("reference", "builtin")  # a file's path names a file of the other machine
 
 

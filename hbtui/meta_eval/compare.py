@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 
+from hbtui.core.text import one_line
 from hbtui.meta_eval.metrics import HEADLINE, MIN_PHYSICIAN_LABELS
 from hbtui.meta_eval.report import placement
 from hbtui.meta_eval.summary import meta_eval_summary_of
 from hbtui.store import MET, NOT_MET, RunRow, Store
-from hbtui.text import one_line
 
 
 class NoRowsInCommon(ValueError):

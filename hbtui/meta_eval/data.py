@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hbtui.dataset import (
+from hbtui.core.dataset import (
     ROLES,
     SURROGATE_ESCAPE,
     DatasetError,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hbtui.grading import CONVERSATION_SLOT, Template, render_conversation
+from hbtui.core.grading import CONVERSATION_SLOT, Template, render_conversation
 
 
 def meta_grader_prompt(template: Template, prompt: Sequence[dict], completion: str, rubric: str) -> str:

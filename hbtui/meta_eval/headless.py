@@ -11,11 +11,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hbtui.config import Settings, SettingsError
-from hbtui.grading import load_template
+from hbtui.core.grading import load_template
+from hbtui.core.run_kinds import MEANINGS, META_EVAL
+from hbtui.core.settings.config import Settings, SettingsError
+from hbtui.core.text import one_line
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import check_file, official_cached, official_path
-from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
+from hbtui.meta_eval.plan import plan_meta_eval, require_grader
 from hbtui.meta_eval.report import render_meta_eval
 from hbtui.meta_eval.runner import (
     CANCELLED,
@@ -24,13 +26,9 @@ from hbtui.meta_eval.runner import (
     INCOMPLETE,
     MetaEvalDriver,
     MetaProgress,
-    meta_eval_summary_of,
-    plan_meta_eval,
-    require_grader,
 )
-from hbtui.run_kinds import MEANINGS, META_EVAL
+from hbtui.meta_eval.summary import current_summary
 from hbtui.store import RunRow, Store
-from hbtui.text import one_line
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PROGRESS_SECONDS = 2.0
@@ -135,18 +133,6 @@ async def drive_meta_eval(
     return 130
 
 
-async def current_summary(store: Store, run: RunRow, labels_over: int | None = None) -> dict | None:
-    """The run's report: as stored when it ended, else (running, stopped, another threshold)
-    computed now from its rows."""
-    if run.meta_eval and labels_over is None and run.status != "running":
-        return run.meta_eval
-    stored = await store.meta_eval_labels(run.id)
-    if not stored:
-        return None
-    threshold = run.plan.get("labels_over", MIN_PHYSICIAN_LABELS) if labels_over is None else labels_over
-    return await asyncio.to_thread(meta_eval_summary_of, stored, threshold)
-
-
 async def show_meta_eval(
     store: Store, run: RunRow, as_json: bool, labels_over: int | None, say: Callable[..., None]
 ) -> int:
@@ -200,7 +186,7 @@ async def refuse_grader_changes(store: Store, run: RunRow, settings: Settings) -
     """A resume may change how a meta-eval reaches its grader, never which grader or how it is
     asked (one verdict of another grader would mix two graders in one F1); the grader's name may
     be corrected while no row has a verdict, as a model run's may."""
-    from hbtui.config import attribute_key
+    from hbtui.core.settings.config import attribute_key
     from hbtui.engine.run_settings import MEASURED_GRADER
 
     counts = await store.meta_eval_counts(run.id)

@@ -3,11 +3,11 @@ distribution, so that whether a grader is within the physicians' range reads at 
 
 from __future__ import annotations
 
-from hbtui.fidelity import requests_line
+from hbtui.core.fidelity import requests_line
+from hbtui.core.run_kinds import MEANINGS, META_EVAL
+from hbtui.core.text import one_line
 from hbtui.meta_eval.metrics import HEADLINE
-from hbtui.run_kinds import MEANINGS, META_EVAL
 from hbtui.store import RunRow
-from hbtui.text import one_line
 
 
 def _f(value: float | None, digits: int = 3) -> str:

@@ -3,6 +3,7 @@ physicians' distribution with the grader placed in it, and the majority-vote vie
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 
@@ -20,6 +21,7 @@ from hbtui.meta_eval.metrics import (
     row_aggregates,
     row_values,
 )
+from hbtui.store import RunRow, Store
 from hbtui.store.rows import verdict_met
 
 
@@ -92,3 +94,15 @@ def labelled_rows(stored: Sequence[Sequence[str]]) -> list[LabelledRow]:
 
 def meta_eval_summary_of(stored: Sequence[Sequence[str]], labels_over: int = MIN_PHYSICIAN_LABELS) -> dict:
     return meta_eval_summary(labelled_rows(stored), labels_over)
+
+
+async def current_summary(store: Store, run: RunRow, labels_over: int | None = None) -> dict | None:
+    """The run's report: as stored when it ended, else (running, stopped, another threshold)
+    computed now from its rows."""
+    if run.meta_eval and labels_over is None and run.status != "running":
+        return run.meta_eval
+    stored = await store.meta_eval_labels(run.id)
+    if not stored:
+        return None
+    threshold = run.plan.get("labels_over", MIN_PHYSICIAN_LABELS) if labels_over is None else labels_over
+    return await asyncio.to_thread(meta_eval_summary_of, stored, threshold)

@@ -19,7 +19,7 @@ from urllib.request import pathname2url
 
 import aiosqlite
 
-from hbtui import schema
+from hbtui.store import schema
 from hbtui.store.browse_reads import (
     CriterionStats,
     IdealCompletions,

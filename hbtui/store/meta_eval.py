@@ -10,8 +10,8 @@ from collections.abc import AsyncIterable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from hbtui.errors import TRANSIENT_KINDS
-from hbtui.run_kinds import META_EVAL
+from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.run_kinds import META_EVAL
 from hbtui.store.rows import ERROR, MET, NOT_MET, PENDING, verdict_met
 from hbtui.store.writes import StoreWrites
 

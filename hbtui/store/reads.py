@@ -6,9 +6,9 @@ import functools
 import json
 from collections.abc import AsyncIterator
 
-from hbtui.numbering import conversation_label, criterion_label
-from hbtui.run_kinds import IMPORTED
-from hbtui.scoring import ConversationInput, GradedCriterion
+from hbtui.core.numbering import conversation_label, criterion_label
+from hbtui.core.run_kinds import IMPORTED
+from hbtui.core.scoring import ConversationInput, GradedCriterion
 from hbtui.store.rows import (
     ERROR,
     EXPORT_CONVERSATION_COLUMNS,
@@ -315,7 +315,7 @@ class StoreReads(StoreSearchHits):
     async def answered_calls(self, run_id: int) -> tuple[int, int]:
         """(replies, verdicts) a model gave: answers, refusals included; not calls that failed to
         reach it or named a model it does not serve."""
-        from hbtui.errors import FATAL_KINDS, TRANSIENT_KINDS
+        from hbtui.core.errors import FATAL_KINDS, TRANSIENT_KINDS
 
         unanswered = sorted(TRANSIENT_KINDS | FATAL_KINDS)
         reply_given = answered_by_model("'generated'", "failed", len(unanswered))

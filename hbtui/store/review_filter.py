@@ -1,10 +1,10 @@
 """The run list's review filter (key v) as SQL over a conversation row (``conversations``): the
-rules of hbtui.reviews, where an undo takes back one review and a verdict's latest standing flip
+rules of hbtui.core.reviews, where an undo takes back one review and a verdict's latest standing flip
 decides it, said in SQL so that the list pages and counts as with any other filter."""
 
 from __future__ import annotations
 
-from hbtui.reviews import FLAGGED, FLIPPED, NOT_REVIEWED
+from hbtui.core.reviews import FLAGGED, FLIPPED, NOT_REVIEWED
 
 _STANDING = "r.action != 'undo' AND NOT EXISTS (SELECT 1 FROM reviews u WHERE u.undoes = r.id)"
 _GRADED = "v.conversation_id = conversations.id AND v.status IN ('met', 'not_met')"

@@ -1,5 +1,5 @@
 """The store's reviews: appending a reviewer's flips, flags and undos, and reading them back with
-the verdicts they are about (hbtui.reviews makes the states and the scores of them)."""
+the verdicts they are about (hbtui.core.reviews makes the states and the scores of them)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import time
 from collections.abc import Sequence
 
-from hbtui.reviews import FLAG, FLIP, UNDO, Review, ScoredConversation, last_standing_of, standing, subject_of
-from hbtui.scoring import GradedCriterion
+from hbtui.core.reviews import FLAG, FLIP, UNDO, Review, ScoredConversation, last_standing_of, standing, subject_of
+from hbtui.core.scoring import GradedCriterion
 from hbtui.store.connection import Connection
 from hbtui.store.rows import ERROR, MET, NOT_MET, StoreError, verdict_met
 

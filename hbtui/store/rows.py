@@ -9,10 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from hbtui.run_kinds import MODEL_RUN
-from hbtui.run_report import StoredReport
-from hbtui.scoring import conversation_score
+from hbtui.core.run_kinds import MODEL_RUN
+from hbtui.core.scoring import conversation_score
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
+from hbtui.store.run_report import StoredReport
 from hbtui.store.search import text_clause, verdict_clause
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
@@ -103,7 +103,7 @@ class RunRow:
     live: dict | None
     requests: dict | None = None  # what its requests were: template, system messages, reference-identical
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
-    kind: str = MODEL_RUN  # hbtui.run_kinds
+    kind: str = MODEL_RUN  # hbtui.core.run_kinds
     imported: dict | None = None  # an imported run: its format, file and what the file stated
     driver_log: str | None = None  # the output of its detached driver (hbtui.engine.detached), if it had one
     meta_eval: dict | None = None  # a meta-eval run's report (hbtui.meta_eval.summary), once computed

@@ -23,7 +23,7 @@ class PlannedConversation:
     preview: str
     criteria: Sequence[tuple[str, float, Sequence[str]]]  # (criterion, points, tags)
     imported: ImportedReply | None = None  # an imported run's: its reply and verdicts are already there
-    # A completion of the record itself, graded as the reply (hbtui.completions): nothing is generated.
+    # A completion of the record itself, graded as the reply (hbtui.core.completions): nothing is generated.
     completion_text: str | None = None
     completion_group: str | None = None
     completion: str | None = None  # which one: "ideal", "reference 1"...
@@ -35,7 +35,7 @@ class RunClaim:
 
     owner: str
     lease: str
-    requests: dict  # hbtui.fidelity.describe_requests
+    requests: dict  # hbtui.core.fidelity.describe_requests
 
 
 @dataclass(slots=True, frozen=True)

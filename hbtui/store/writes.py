@@ -8,8 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from operator import attrgetter
 
-from hbtui.run_kinds import IMPORTED, MODEL_RUN
-from hbtui.run_report import StoredReport
+from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
@@ -22,6 +21,7 @@ from hbtui.store.rows import (
     StoreError,
     conversation_outcome,
 )
+from hbtui.store.run_report import StoredReport
 from hbtui.store.work import PlannedConversation, ReplyResult, ResultBatch, RunClaim, VerdictResult
 
 # What a call spent, as a reply and a verdict both record it: attempts and tokens add up over
@@ -519,7 +519,7 @@ class StoreWrites(Connection):
         await self.db.commit()
 
     async def set_requests(self, run_id: int, requests: dict) -> None:
-        """What the run's requests are (hbtui.fidelity), recorded as it starts or resumes."""
+        """What the run's requests are (hbtui.core.fidelity), recorded as it starts or resumes."""
         await self.db.execute("UPDATE runs SET requests_json = ? WHERE id = ?", (json.dumps(requests), run_id))
         await self.db.commit()
 
@@ -556,7 +556,7 @@ class StoreWrites(Connection):
         Refused while another live process drives the run (its work list is already made, so it
         would leave them pending); ``owner`` is the caller's own owner id, which may.
         """
-        from hbtui.errors import TRANSIENT_KINDS, UNPARSEABLE
+        from hbtui.core.errors import TRANSIENT_KINDS, UNPARSEABLE
 
         retry_kinds = set(kinds) if kinds else TRANSIENT_KINDS | {UNPARSEABLE}
         marks = ",".join("?" * len(retry_kinds))

@@ -30,12 +30,12 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker
 
-from hbtui.config import Settings, SettingsError
-from hbtui.envfile import env_file_values
-from hbtui.run_kinds import META_EVAL
+from hbtui.core.run_kinds import META_EVAL
+from hbtui.core.settings.config import Settings, SettingsError
+from hbtui.core.settings.envfile import env_file_values
+from hbtui.core.text import one_line
 from hbtui.services import DetachedRun, Engine, launch_detached, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
-from hbtui.text import one_line
 from hbtui.tui.monitor_data import RunCounters
 
 STOP_TIMEOUT_SECONDS = 20.0

@@ -48,9 +48,10 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.screens.regrade import RegradeModal
     from hbtui.tui.screens.repeats import RepeatsScreen
     from hbtui.tui.screens.review_question import ReviewQuestion
-    from hbtui.tui.screens.run import FilterInput, RunScreen
+    from hbtui.tui.screens.run import RunScreen
     from hbtui.tui.screens.runs import RunsScreen
     from hbtui.tui.widgets.conversation_list import ConversationList
+    from hbtui.tui.widgets.filter_input import FilterInput
 
     return [
         ("every screen", [HBTuiApp]),

@@ -17,8 +17,9 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from hbtui.errors import RATE_LIMITED
-from hbtui.events import (
+from hbtui.analysis.progress import Tally, completions_by_second, count_completion, running_rate, running_spans
+from hbtui.core.errors import RATE_LIMITED
+from hbtui.core.events import (
     CallFailed,
     ConversationScored,
     CriterionGraded,
@@ -28,8 +29,7 @@ from hbtui.events import (
     ReplyGenerated,
     RunFinished,
 )
-from hbtui.progress import Tally, completions_by_second, count_completion, running_rate, running_spans
-from hbtui.rate_limits import limits_line
+from hbtui.core.rate_limits import limits_line
 from hbtui.store import RunRow, Store
 
 RECENT_ERRORS = 4
@@ -64,7 +64,7 @@ class MonitorView:
     error: str | None = None
     driver: str | None = None  # host:pid of a run another process drives, and whether it is heard from
     driver_log: str | None = None  # where its detached driver writes (hbtui.engine.detached)
-    limits: str | None = None  # what the endpoints' rate limits did (hbtui.rate_limits.limits_line)
+    limits: str | None = None  # what the endpoints' rate limits did (hbtui.core.rate_limits.limits_line)
 
     @classmethod
     def of_run(cls, run: RunRow, **figures: Any) -> MonitorView:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from textual.app import App
 
-from hbtui.prices import Price, PriceError, load_prices
-from hbtui.text import one_line
+from hbtui.core.settings.prices import Price, PriceError, load_prices
+from hbtui.core.text import one_line
 
 
 def prices_or_notice(app: App) -> dict[str, Price]:

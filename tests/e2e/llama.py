@@ -1,5 +1,5 @@
 """llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct for the e2e tier, from the one installer
-(hbtui/local_model.py; ``scripts/build_llama_server.sh`` runs it):
+(hbtui/local/model.py; ``scripts/build_llama_server.sh`` runs it):
 
     if llama_paths() is None:
         pytest.skip("run scripts/build_llama_server.sh first")
@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hbtui import llama_server, local_model
-from hbtui.llama_server import LlamaServerError
+from hbtui.local import llama_server
+from hbtui.local import model as local_model
+from hbtui.local.llama_server import LlamaServerError
 
 __all__ = ["LlamaServer", "LlamaServerError", "llama_cache_dir", "llama_paths"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.errors import UNPARSEABLE
+from hbtui.core.errors import UNPARSEABLE
 from tests.conftest import MAIN_SUBSET, needs_shared, run_engine, settings_for
 from tests.e2e.llama import LlamaServer, llama_paths
 from tests.e2e.refusing_proxy import RefusingProxy

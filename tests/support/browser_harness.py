@@ -50,7 +50,7 @@ def browser_app(db_path: Path) -> App:
     try:
         import hbtui.tui.screens.monitor
         import hbtui.tui.screens.runs  # noqa: F401
-        from hbtui.config import Settings
+        from hbtui.core.settings.config import Settings
         from hbtui.tui.app import HBTuiApp
     except ImportError:
         return BrowserHarness(db_path)

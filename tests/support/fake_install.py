@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hbtui import local_model
-from hbtui.local_model import Installer
+from hbtui.local import model as local_model
+from hbtui.local.model import Installer
 
 GGUF = b"GGUF" + b"\0" * 60
 FAKE_CMAKE = """#!/bin/sh

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from hbtui import schema
+from hbtui.store import schema
 
 
 def version_before(migration: str) -> int:

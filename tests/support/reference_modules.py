@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from hbtui import reference
+from hbtui.core import reference
 
 PACKAGE = "simple_evals_stub"
 

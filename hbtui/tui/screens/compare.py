@@ -16,17 +16,11 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import ContentSwitcher, DataTable, Static
 
-from hbtui.compare import (
-    Comparison,
-    Difference,
-    Kappa,
-    NothingToCompare,
-    compare_runs,
-    compare_scores,
-)
-from hbtui.compare_report import repeated
+from hbtui.analysis.compare import Comparison, Difference, NothingToCompare, compare_runs, compare_scores
+from hbtui.core.text import one_line
+from hbtui.core.verdicts import Kappa
+from hbtui.render.compare_report import repeated
 from hbtui.store import RunRow, Store, StoreError
-from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar

@@ -1,8 +1,8 @@
 """Every setting of a run on one scrolling screen: check the connection, start, keep presets.
 
 Fields are checked as they are typed, with the same rules as `.env` and the command line
-(``hbtui.config.parse_value``), and the problem is written under the field. API keys sit in
-password inputs: shown masked, never written to a preset.
+(``Setting.parse`` in ``hbtui.core.settings.config``), and the problem is written under the
+field. API keys sit in password inputs: shown masked, never written to a preset.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Button, Header, Input, Label, Select, Static
 
-from hbtui.config import TEMPLATE, TEMPLATE_NAMES, Setting, Settings, SettingsError, setting_for
-from hbtui.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
-from hbtui.grading import TemplateError, load_template
-from hbtui.run_kinds import META_EVAL, MODEL_RUN
+from hbtui.core.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
+from hbtui.core.grading import TemplateError, load_template
+from hbtui.core.run_kinds import META_EVAL, MODEL_RUN
+from hbtui.core.settings.config import TEMPLATE, TEMPLATE_NAMES, Setting, Settings, SettingsError, setting_for
+from hbtui.core.settings.setting_kinds import Bool, Choice
+from hbtui.core.text import one_line
 from hbtui.services import plan_run, run_name_problem
-from hbtui.setting_kinds import Bool, Choice
 from hbtui.store import StoreError
-from hbtui.text import one_line
 from hbtui.tui.frames import PromptFrames
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.widgets.key_bar import KeyBar
@@ -290,7 +290,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         self._install_cancel: threading.Event | None = None  # set: the local model's install stops
 
     def compose(self) -> ComposeResult:
-        from hbtui.presets import remembered_data_source
+        from hbtui.core.settings.presets import remembered_data_source
 
         settings = self.app.settings
         remembered = remembered_data_source()
@@ -462,7 +462,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
             else:
                 widget.display = False
         # An empty count means every record for a run of one's own, and the demo's few for the demo.
-        from hbtui.demo import DEFAULT_LIMIT
+        from hbtui.local.demo import DEFAULT_LIMIT
 
         limit = self.query_one("#field-limit", Input)
         limit.placeholder = FIELDS["limit"].placeholder if shown else f"{DEFAULT_LIMIT} (the demo's)"
@@ -574,7 +574,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         """A meta-eval of the grader set here: the official meta-eval file (a subset chosen
         means it), or the local file given; Conversations counts its rows."""
         from hbtui.meta_eval.data import check_file, official_path
-        from hbtui.meta_eval.runner import plan_meta_eval, require_grader
+        from hbtui.meta_eval.plan import plan_meta_eval, require_grader
         from hbtui.tui.screens.meta_eval import MetaEvalScreen
 
         if values["endpoint"] == DEMO_CHOICE:
@@ -625,14 +625,14 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
 
     def _remember_data_source(self) -> None:
         """The next form, in this app or the next, opens on the data of the run just started."""
-        from hbtui.presets import remember_data_source
+        from hbtui.core.settings.presets import remember_data_source
 
         remember_data_source({"subset": self.raw("subset"), "data_path": self.preset_values()["data_path"]})
 
     @work(group="demo", exclusive=True)
     async def _start_demo(self, values: dict[str, Any], problems: list[str]) -> None:
         """The local demo model instead of the endpoint: only the data and run fields count."""
-        from hbtui.local_model import LocalModelError
+        from hbtui.local.model import LocalModelError
         from hbtui.tui.screens.demo_start import start_demo
         from hbtui.tui.screens.monitor import MonitorScreen
 
@@ -654,7 +654,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
             self._starting = False
             self._install_cancel = None
             self.refresh_bindings()
-        from hbtui.demo import DISCLAIMER
+        from hbtui.local.demo import DISCLAIMER
 
         self.app.notify(DISCLAIMER, title="local demo model", timeout=15, markup=False)
         self.show_status("")
@@ -684,7 +684,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         self.run_worker(self._check(self.form_settings(values)), group="check", exclusive=True)
 
     async def _check(self, settings: Settings) -> None:
-        from hbtui.checks import check_connection
+        from hbtui.client.checks import check_connection
 
         checked = {name: self.raw(name) for name in CHECKED_FIELDS}
         results = await check_connection(settings)
@@ -726,7 +726,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         return values
 
     def action_save_preset(self) -> None:
-        from hbtui.presets import PresetError, save_preset
+        from hbtui.core.settings.presets import PresetError, save_preset
         from hbtui.tui.screens.presets import PresetNameModal
 
         def named(name: str | None) -> None:
@@ -742,7 +742,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         self.app.push_screen(PresetNameModal(), named)
 
     def action_load_preset(self) -> None:
-        from hbtui.presets import PresetError, built_in_presets, load_presets
+        from hbtui.core.settings.presets import PresetError, built_in_presets, load_presets
         from hbtui.tui.screens.presets import PresetPickerModal
 
         try:
@@ -773,7 +773,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         )
 
     def action_write_env(self) -> None:
-        from hbtui.envfile import changed_meanwhile
+        from hbtui.core.settings.envfile import changed_meanwhile
         from hbtui.tui.screens.confirm import ConfirmModal
 
         values, problems = self.validate_all()
@@ -798,7 +798,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         self.app.push_screen(ConfirmModal(question, yes="Replace", no="Keep the file's"), answered)
 
     def _write_env(self, path: str, settings: Settings, keep: frozenset[str]) -> None:
-        from hbtui.envfile import EnvFileError, env_file_values, write_env
+        from hbtui.core.settings.envfile import EnvFileError, env_file_values, write_env
 
         try:
             written = write_env(path, settings, keep=keep)

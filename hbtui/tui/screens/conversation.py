@@ -18,13 +18,13 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
-from hbtui.numbering import repeat_label
-from hbtui.prices import tokens_text
+from hbtui.core.numbering import repeat_label
+from hbtui.core.settings.prices import tokens_text
+from hbtui.core.text import one_line, visible_controls
 from hbtui.store import ConversationDetail, IdealCompletions
-from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
 from hbtui.tui.fit import fitted
-from hbtui.tui.reviewing import ReviewActions
+from hbtui.tui.screens.reviewing import ReviewActions
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
@@ -431,7 +431,7 @@ class ConversationScreen(ReviewActions, ResponsiveScreen):
 
     def action_copy(self, what: str) -> None:
         """T, P, I, M: the criterion text, the prompt, the prompt_id, the conversation as Markdown."""
-        from hbtui.conversation_markdown import conversation_markdown, prompt_text
+        from hbtui.render.conversation_markdown import conversation_markdown, prompt_text
 
         detail = self.detail
         if detail is None:

@@ -18,12 +18,12 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Input, Static
 
-from hbtui.criteria_table import CRITERIA_SORTS, sorted_criteria, write_criteria_csv
+from hbtui.analysis.criteria_table import CRITERIA_SORTS, sorted_criteria, write_criteria_csv
+from hbtui.core.text import one_line
 from hbtui.store import CriterionStats
-from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.screens.confirm import ConfirmModal
-from hbtui.tui.screens.run import FilterInput
+from hbtui.tui.widgets.filter_input import FilterInput
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.line_table import LineTable
 

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hbtui import demo
-from hbtui.dataset import Dataset
+from hbtui.core.dataset import Dataset
+from hbtui.local import demo
 from hbtui.services import plan_run
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ CHOSEN = (
 
 
 def chosen_text(db_path: str) -> str:
-    from hbtui.local_model import build_minutes
+    from hbtui.local.model import build_minutes
 
     return CHOSEN.format(minutes=build_minutes(), db=demo.demo_db_beside(db_path))
 
@@ -36,7 +36,7 @@ async def start_demo(
     app: HBTuiApp, dataset: Dataset, values: dict[str, Any], say: Callable[[str], None], cancel: threading.Event
 ) -> int:
     """Install (unless installed), start the server, plan and start the run; its id."""
-    from hbtui.local_model import install
+    from hbtui.local.model import install
 
     settings = app.settings
 

@@ -17,16 +17,16 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Header, Static
 
-from hbtui.config import SettingsError
+from hbtui.core.run_kinds import MEANINGS, META_EVAL, refusal
+from hbtui.core.settings.config import SettingsError
+from hbtui.core.text import middle_cut, one_line, visible_controls
 from hbtui.meta_eval.compare import compare_meta_evals, render_meta_comparison
-from hbtui.meta_eval.headless import current_summary
 from hbtui.meta_eval.metrics import HEADLINE
+from hbtui.meta_eval.plan import require_grader
 from hbtui.meta_eval.report import placement, strip
-from hbtui.meta_eval.runner import require_grader
-from hbtui.run_kinds import MEANINGS, META_EVAL, refusal
+from hbtui.meta_eval.summary import current_summary
 from hbtui.services import settings_for_run
 from hbtui.store import MetaEvalRowView, RunRow, Store, StoreError
-from hbtui.text import middle_cut, one_line, visible_controls
 from hbtui.tui.handle import AppScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 

@@ -25,12 +25,12 @@ from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.reactive import reactive
 from textual.widgets import Header, ProgressBar, Static
 
-from hbtui import scoring
-from hbtui.prices import Price, cost_text, model_usage, tokens_text, total_cost
-from hbtui.run_metadata import duration_text
+from hbtui.core import scoring
+from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
+from hbtui.core.text import one_line, visible_controls
+from hbtui.render.run_metadata import duration_text
 from hbtui.services import resume_hint
 from hbtui.store import StoreError
-from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
 from hbtui.tui.prices_notice import prices_or_notice

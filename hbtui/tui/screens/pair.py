@@ -13,10 +13,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Static
 
-from hbtui.compare import Comparison, differing_criteria
-from hbtui.compare_report import repeated
+from hbtui.analysis.compare import Comparison, differing_criteria
+from hbtui.core.text import one_line, visible_controls
+from hbtui.render.compare_report import repeated
 from hbtui.store import ConversationDetail, Store, VerdictRow
-from hbtui.text import one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, ResponsiveScreen
 from hbtui.tui.fit import fitted
 from hbtui.tui.screens.conversation import message_text, reply_text

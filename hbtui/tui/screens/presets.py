@@ -89,7 +89,7 @@ class PresetPickerModal(AppModal[str | None]):
         self.dismiss(self.names[int(event.option.id or 0)])
 
     def action_rename(self) -> None:
-        from hbtui.presets import PresetError, rename_preset
+        from hbtui.core.settings.presets import PresetError, rename_preset
 
         old = self._highlighted_saved("renamed")
         if old is None:
@@ -110,7 +110,7 @@ class PresetPickerModal(AppModal[str | None]):
         self.app.push_screen(PresetNameModal(f"New name of preset {old!r}:", old), named)
 
     def action_delete(self) -> None:
-        from hbtui.presets import PresetError, delete_preset
+        from hbtui.core.settings.presets import PresetError, delete_preset
         from hbtui.tui.screens.confirm import ConfirmModal
 
         name = self._highlighted_saved("deleted")

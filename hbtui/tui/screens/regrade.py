@@ -14,10 +14,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
-from hbtui.config import setting_for
-from hbtui.presets import built_in_presets
+from hbtui.core.settings.config import setting_for
+from hbtui.core.settings.presets import built_in_presets
+from hbtui.core.text import one_line, visible_controls
 from hbtui.store import RunRow
-from hbtui.text import one_line, visible_controls
 from hbtui.tui.handle import AppModal
 from hbtui.tui.screens.config import check_setting
 from hbtui.tui.widgets.ordered_input import OrderedInput

@@ -11,8 +11,8 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from hbtui.core.text import one_line
 from hbtui.store import RepeatGroup
-from hbtui.text import one_line
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.line_table import LineTable

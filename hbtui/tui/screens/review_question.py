@@ -8,7 +8,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
-from hbtui.text import one_line
+from hbtui.core.text import one_line
 from hbtui.tui.handle import AppModal
 from hbtui.tui.widgets.ordered_input import OrderedInput
 

@@ -19,19 +19,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.message import Message
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input, Static
 
-from hbtui.config import Settings
-from hbtui.fidelity import requests_line
-from hbtui.prices import cost_text, total_cost, usage_line
-from hbtui.review_report import ReviewGlance, run_glance
-from hbtui.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
-from hbtui.run_metadata import duration_text, run_duration
-from hbtui.run_report import StoredReport
-from hbtui.run_stats import RunStatistics, penalty_label, run_statistics
+from hbtui.analysis.review_report import ReviewGlance, run_glance
+from hbtui.analysis.run_stats import RunStatistics, penalty_label, run_statistics
+from hbtui.core.fidelity import requests_line
+from hbtui.core.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.prices import cost_text, total_cost, usage_line
+from hbtui.core.text import middle_cut, one_line, visible_controls
+from hbtui.render.run_metadata import duration_text, run_duration
 from hbtui.services import compute_report
 from hbtui.store import (
     ConversationFilter,
@@ -42,18 +41,18 @@ from hbtui.store import (
     Store,
     StoreError,
 )
+from hbtui.store.run_report import StoredReport
 from hbtui.store.search import SORT_CHOICES
-from hbtui.text import middle_cut, one_line, visible_controls
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.fit import every_part
 from hbtui.tui.frames import hold_frames
 from hbtui.tui.prices_notice import prices_or_notice
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
+from hbtui.tui.widgets.filter_input import FilterInput
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.key_tabs import KeyTabs
-from hbtui.tui.widgets.ordered_input import OrderedInput
 from hbtui.tui.widgets.review_summary import ReviewSummary, reviewed_title
 from hbtui.tui.widgets.worst_at_k import WorstAtK
 
@@ -255,27 +254,6 @@ async def read_run(store: Store, run_id: int, query: Query, cursor: int = 0) -> 
         store.review_position(run_id),
     )
     return RunData(run, total, rows, scores, resume)
-
-
-class FilterInput(OrderedInput):
-    """An input of the filter bar: enter applies, escape clears and closes it."""
-
-    BINDINGS = [Binding("escape", "cancel", "Clear", id="filter_input.cancel")]
-
-    class Cleared(Message):
-        """Escape in the input: its filter is emptied, and the input closes."""
-
-        def __init__(self, filter_input: FilterInput) -> None:
-            super().__init__()
-            self.filter_input = filter_input
-
-        @property
-        def control(self) -> FilterInput:
-            return self.filter_input
-
-    def action_cancel(self) -> None:
-        self.value = ""
-        self.post_message(self.Cleared(self))
 
 
 class RunScreen(ResponsiveScreen):
@@ -649,8 +627,8 @@ class RunScreen(ResponsiveScreen):
 
     async def action_regrade(self) -> None:
         """Grade this run's replies again as a new run, as `hbtui regrade` does, and watch it."""
-        from hbtui.config import TEXT, URL, SettingsError, setting_for
-        from hbtui.grading import TemplateError, load_template
+        from hbtui.core.grading import TemplateError, load_template
+        from hbtui.core.settings.config import TEXT, URL, SettingsError, setting_for
         from hbtui.services import plan_regrade, settings_for_run
         from hbtui.tui.screens.regrade import RegradeModal
 
@@ -722,7 +700,7 @@ class RunScreen(ResponsiveScreen):
         await self.app.push_screen(await RepeatsScreen.read(self.app.db, self.run_id))
 
     def action_filter_menu(self) -> None:
-        from hbtui.tui.filter_menu import open_filter_menu
+        from hbtui.tui.screens.filter_menu import open_filter_menu
 
         open_filter_menu(self)
 

@@ -15,9 +15,9 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Input, Static
 
+from hbtui.core.text import one_line, visible_line
 from hbtui.services import RunActionError, delete_run, export_format, export_run, rename_run
 from hbtui.store import RunRow, Store, StoreError
-from hbtui.text import one_line, visible_line
 from hbtui.tui.handle import AppModal, AppScreen
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.widgets.ordered_input import OrderedInput

@@ -14,12 +14,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
-from hbtui.client import TRANSIENT_KINDS
-from hbtui.compare import NothingToCompare
-from hbtui.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
+from hbtui.analysis.compare import NothingToCompare
+from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
+from hbtui.core.text import middle_cut, one_line
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
-from hbtui.text import middle_cut, one_line
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import RunActions
 from hbtui.tui.widgets.key_bar import KeyBar

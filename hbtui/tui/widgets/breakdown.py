@@ -10,9 +10,9 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widgets import Static
 
-from hbtui.run_report import StoredReport
-from hbtui.scoring import Metric
-from hbtui.text import one_line
+from hbtui.core.scoring import Metric
+from hbtui.core.text import one_line
+from hbtui.store.run_report import StoredReport
 
 BAR_WIDTH = 20
 

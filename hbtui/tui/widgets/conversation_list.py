@@ -23,8 +23,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from hbtui.core.text import one_line
 from hbtui.store import ConversationFilter, ConversationSummary, Store
-from hbtui.text import one_line
 
 PAGE_SIZE = 200
 CACHED_PAGES = 8

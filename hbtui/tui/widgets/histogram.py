@@ -16,7 +16,7 @@ from textual.cache import LRUCache
 from textual.strip import Strip
 from textual.widget import Widget
 
-from hbtui.score_bins import TENTHS, histogram, round_step, round_ticks
+from hbtui.core.score_bins import TENTHS, histogram, round_step, round_ticks
 
 BIN_WIDTH = 1 / TENTHS
 X_LABEL_COLUMNS = 6  # "-1.5" and the space before the next label
@@ -118,7 +118,7 @@ class ScoreHistogram(Widget):
         plt.plotsize(width, height)
         plt.theme("clear")
         plt.bar([low + BIN_WIDTH / 2 for low in starts], counts, color="green", width=0.6)
-        # Ticks on round values only (hbtui.score_bins): as many as their labels have room for, and
+        # Ticks on round values only (hbtui.core.score_bins): as many as their labels have room for, and
         # none between two bins' edges (labels of one decimal would repeat: 0.9 0.9 1.0 1.0).
         most = max(1, min((width - 8) // X_LABEL_COLUMNS, len(starts)))
         xticks = round_ticks(starts[0], starts[-1] + BIN_WIDTH, most)

@@ -27,7 +27,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
 
-from hbtui.text import one_line
+from hbtui.core.text import one_line
 
 SEPARATOR = "  "
 STATUS_SECONDS = 4.0

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from hbtui.review_report import ReviewGlance, agreement_text
-from hbtui.text import one_line
+from hbtui.analysis.review_report import ReviewGlance, agreement_text
+from hbtui.core.text import one_line
 from hbtui.tui.widgets.breakdown import score_style
 
 

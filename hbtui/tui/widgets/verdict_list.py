@@ -20,9 +20,9 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from hbtui.prices import tokens_text
+from hbtui.core.settings.prices import tokens_text
+from hbtui.core.text import visible_controls
 from hbtui.store import ERROR, MET, NOT_MET, VerdictRow
-from hbtui.text import visible_controls
 
 # kind -> (label, rich style of the label)
 KINDS = {
@@ -63,7 +63,7 @@ class Criterion:
     number: int
     kind: str
     tokens: tuple[int, int] = (0, 0)  # (prompt, completion) of its grading, retries included
-    notes: list[Text] = field(default_factory=list)  # its reviews and hints (hbtui.tui.reviewing)
+    notes: list[Text] = field(default_factory=list)  # its reviews and hints (hbtui.tui.screens.reviewing)
 
     def paragraphs(self) -> list[Text]:
         """What is written right of the label, one paragraph a row (each wraps on its own)."""

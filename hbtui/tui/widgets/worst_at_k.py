@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from hbtui.run_stats import WorstAtKScores
+from hbtui.analysis.run_stats import WorstAtKScores
 from hbtui.tui.widgets.breakdown import score_style
 
 

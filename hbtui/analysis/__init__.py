@@ -1,0 +1,1 @@
+"""Computations over what the store reads: comparisons, statistics, progress, reviews' glance."""

@@ -1,0 +1,216 @@
+"""`hbtui`: the terminal app with no command; headless commands for scripts and SSH sessions.
+
+Every expected problem (a bad setting, a broken dataset line, a database that is not ours) ends
+as one line on stderr naming what is wrong, and exit status 2. Tracebacks are for developers:
+set HBTUI_DEBUG=1 to see them.
+
+One module a command group: parser (the flags), common (what they share), runs, check,
+control, reading, manage, app and demo. This module keeps ``main`` and ``entry``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from hbtui.cli import runs as _runs
+from hbtui.cli.app import _demo, _serve, run_app
+from hbtui.cli.check import cmd_check
+from hbtui.cli.common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    _complain,
+    _warn,
+    _warn_if_shared,
+    flag_help,
+    settings_from,
+)
+from hbtui.cli.control import CANCELLED, PAUSED, cmd_control
+from hbtui.cli.manage import cmd_delete, cmd_export, cmd_import, cmd_rename
+from hbtui.cli.parser import build_parser
+from hbtui.cli.reading import cmd_compare, cmd_runs, cmd_show
+from hbtui.cli.runs import cmd_drive_detached, cmd_meta_eval, cmd_regrade, cmd_resume, cmd_run
+from hbtui.client.chat import ChatError
+from hbtui.core.dataset import DatasetError
+from hbtui.core.files import stdout_to_devnull
+from hbtui.core.grading import TemplateError
+from hbtui.core.settings.config import Settings, SettingsError, load_settings, setting_for
+from hbtui.core.settings.presets import PresetError
+from hbtui.core.settings.prices import PriceError
+from hbtui.services import DRIVE_COMMAND
+from hbtui.store import RunBusy, StoreError
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "flag_help",
+    "load_settings",
+]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`hbtui runs | head -1`): stop quietly, as Unix tools do. The status
+        # is 141 (128 + SIGPIPE), what the shell reports for `cat`, `seq` or `grep` in the same
+        # place, rather than 0: scripts then see us as they see those tools (`set -o pipefail`
+        # flags them alike), and nobody is told that output nobody read was all delivered.
+        stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+RUN_COMMANDS = ("run", "resume", "regrade-errors", "regrade")  # the commands that make calls
+
+
+def entry() -> NoReturn:
+    """The `hbtui` command and `python -m hbtui`: ``main``, then the exit.
+
+    A process that drove a run ends without the interpreter's teardown, which frees the run's
+    objects one by one (30 ms after the main subset's 738 conversations, a tenth of what was left
+    of the run's finish) where the system frees the memory at once. Nothing is lost by it: every
+    file the command wrote is closed by then, the database included, and its output is flushed
+    here. Other commands exit as usual.
+    """
+    code = main()
+    if _runs._drove_a_run:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:  # the reader went away after the last line was printed (see main)
+            code = EXIT_BROKEN_PIPE
+        os._exit(code)
+    raise SystemExit(code)
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's event loop where it is installed (everywhere but Windows, which it does not
+    support), else asyncio's own (None): the same calls for 7-8% less CPU each, which at 256 in
+    flight is time the calls wait less for the loop (README, "Why these libraries")."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def caught(*kinds: type[BaseException] | str) -> tuple[type[BaseException], ...]:
+    """The error classes an ``except`` takes: classes as given, and ``"module:Class"`` for the
+    errors of a module that only some commands load (compare, import, the local model and its
+    httpx), left unloaded to keep `hbtui run`'s start-up short. Until it is loaded, none of its
+    errors can have been raised."""
+    found: list[type[BaseException]] = []
+    for kind in kinds:
+        if not isinstance(kind, str):
+            found.append(kind)
+        elif (loaded := sys.modules.get(kind.partition(":")[0])) is not None:
+            found.append(getattr(loaded, kind.partition(":")[2]))
+    return tuple(found)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) == 2 and argv[0] == DRIVE_COMMAND:
+        # Not a command of the parser, so no list of commands names it: only the app starts it, to
+        # drive a run apart from itself (hbtui.engine.detached), given its settings' snapshot.
+        args = argparse.Namespace(command=DRIVE_COMMAND, snapshot=argv[1])
+    else:
+        args = parser.parse_args(argv)
+    settings: Settings | None = None
+    try:
+        command = args.command
+        if command == DRIVE_COMMAND:  # its settings are the app's snapshot, not .env's
+            return asyncio.run(cmd_drive_detached(args.snapshot))
+        problems: list[str] = []
+        warn = problems.append if command in (None, "monitor") else _warn
+        settings = settings_from(args, warn=warn)
+        if command in (None, "monitor"):
+            _warn_if_shared(settings.db_path, warn)
+            return run_app(args, settings, problems)
+        commands = {
+            "run": lambda: cmd_run(args, settings),
+            "resume": lambda: cmd_resume(args, settings),
+            "regrade-errors": lambda: cmd_resume(args, settings, regrade=True),
+            "regrade": lambda: cmd_regrade(args, settings),
+            "meta-eval": lambda: cmd_meta_eval(args, settings),
+            "runs": lambda: cmd_runs(settings),
+            "check": lambda: cmd_check(settings),
+            "show": lambda: cmd_show(args, settings),
+            "compare": lambda: cmd_compare(args, settings),
+            "export": lambda: cmd_export(args, settings),
+            "rename": lambda: cmd_rename(args, settings),
+            "delete": lambda: cmd_delete(args, settings),
+            "pause": lambda: cmd_control(args, settings, PAUSED),
+            "unpause": lambda: cmd_control(args, settings, None),
+            "cancel": lambda: cmd_control(args, settings, CANCELLED),
+            "import": lambda: cmd_import(args, settings),
+        }
+        # These two run an app after (demo) or instead of (serve) an event loop of their own.
+        if command == "serve":
+            return _serve(args, settings)
+        if command == "demo":
+            return _demo(args, settings)
+        if command not in commands:
+            parser.error(f"unknown command {command}")
+        loop_factory = event_loop_factory() if command in RUN_COMMANDS else None
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            code = runner.run(commands[command]())
+        # Said once the command has used the database: a file it could not use has one problem,
+        # the one line its error gives.
+        _warn_if_shared(settings.db_path, warn)
+        return code
+    except BrokenPipeError:
+        raise  # not a problem of ours: see main
+    except caught(
+        SettingsError,
+        DatasetError,
+        StoreError,
+        TemplateError,
+        RunBusy,
+        UsageError,
+        PresetError,
+        PriceError,
+        "hbtui.analysis.compare:NothingToCompare",
+        "hbtui.imports.common:ImportProblem",
+        "hbtui.meta_eval.compare:NoRowsInCommon",
+    ) as exc:
+        _complain("error", exc)
+        return EXIT_USAGE
+    except caught(ChatError, "hbtui.local.llama_server:LlamaServerError") as exc:
+        _complain("error", exc)
+        return EXIT_FAILED
+    # The platform, the build tools, the network: the user's to fix.
+    except caught("hbtui.local.model:LocalModelError") as exc:
+        _complain("error", exc)
+        return EXIT_USAGE
+    except sqlite3.Error as exc:
+        # The settings already read (their warnings said once), else the default the flags name.
+        database = settings.db_path if settings is not None else setting_for("db_path").default
+        _complain("error", f"database {getattr(args, 'db', None) or database}: {exc}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except OSError as exc:
+        _complain("error", f"{exc.filename or ''}: {exc.strerror or exc}".replace(": : ", ": ").removeprefix(": "))
+        return EXIT_USAGE
+    except Exception as exc:
+        if os.environ.get("HBTUI_DEBUG"):
+            raise
+        _complain("internal error", f"{type(exc).__name__}: {exc} (HBTUI_DEBUG=1 shows the traceback)")
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,258 @@
+"""The commands that make calls: `run`, `resume`, `regrade-errors`, `regrade`, `meta-eval`, and the
+detached driver of a run the app started; `drive` shows a run's progress as plain text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import signal
+import socket
+import time
+from dataclasses import replace
+
+from hbtui.analysis.run_stats import run_statistics
+from hbtui.cli.common import (
+    DETACHED_STOP_SIGNALS,
+    EXIT_FAILED,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    STOP_SIGNALS,
+    UsageError,
+    _complain,
+    _download_progress,
+    _overrides,
+    invoked_as,
+    prices_or_warn,
+    say,
+)
+from hbtui.client.chat import load_http_in_background
+from hbtui.core.dataset import load_jsonl, load_subset
+from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.grading import load_template
+from hbtui.core.run_kinds import IMPORTED, META_EVAL, not_repeatable
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.presets import preset_settings
+from hbtui.core.settings.prices import load_prices
+from hbtui.core.text import one_line
+from hbtui.render.printer import ProgressPrinter
+from hbtui.render.report import render_report
+from hbtui.services import (
+    GRADER_SETTINGS,
+    INCOMPLETE,
+    TAKEN_OVER,
+    Engine,
+    HeadStart,
+    check_run_name,
+    plan_regrade,
+    read_snapshot,
+    refuse_measured_changes,
+    resume_hint,
+    settings_for_run,
+    start_run,
+)
+from hbtui.store import RunRow, Store
+from hbtui.store.owners import this_owner
+
+
+async def drive(
+    store: Store,
+    run: RunRow,
+    settings: Settings,
+    quiet: bool = False,
+    prices: dict | None = None,
+    use_cache: bool = False,
+    stop_signals: tuple[signal.Signals, ...] = STOP_SIGNALS,
+    head_start: HeadStart | None = None,
+) -> int:
+    """Run the engine with a plain-text display; Ctrl-C (or SIGTERM) stops cleanly, resumable.
+
+    ``prices``: the price table, read by the caller before any call so that a broken one stops
+    the command first; read here (a broken one then only warned of) when not given."""
+    global _drove_a_run
+    _drove_a_run = True
+    printer = ProgressPrinter(given_replies=bool(settings.completions))
+    engine = Engine(store, run, settings, [printer] if not quiet else [], use_cache=use_cache, head_start=head_start)
+    # What is loaded by now (modules, settings, the store) lives until the exit: out of the cyclic
+    # collector's full passes, which otherwise rescan it and stall the event loop mid-run
+    # (measured at 256 in flight: 93-97% of the ideal before, 97-98% after). Frozen without a
+    # collection first: at this point one found 5 objects to free in 10 ms, spent while the first
+    # calls waited to go out.
+    gc.freeze()
+    loop = asyncio.get_running_loop()
+    runner = asyncio.ensure_future(engine.execute())
+    stops = 0
+
+    def stop() -> None:
+        nonlocal stops
+        stops += 1
+        if stops == 1:
+            try:
+                say("\nstopping: saving what completed (Ctrl-C again to quit at once)", error=True)
+            except OSError:
+                pass  # the terminal is gone (SIGHUP): stop all the same
+            runner.cancel()  # the engine catches it, flushes its writes and marks the run interrupted
+        else:
+            os._exit(EXIT_INTERRUPTED)
+
+    for signum in stop_signals:
+        loop.add_signal_handler(signum, stop)
+    try:
+        status = await runner
+    finally:
+        for signum in stop_signals:
+            loop.remove_signal_handler(signum)
+    if status == TAKEN_OVER:
+        _complain("error", one_line(engine.error or "", 400))
+        return EXIT_FAILED
+    final = await store.get_run(run.id)
+    if status in ("finished", INCOMPLETE):
+        stats = await run_statistics(store, final, settings, prices_or_warn() if prices is None else prices)
+        say(render_report(final, brief=True, stats=stats))
+        say(f"results: {final.folder}")
+        cached = final.report.criteria.from_cache if final.report else None
+        if cached:
+            say(f"{cached} verdicts came from the cache: requests identical to ones already paid for, not asked again")
+        if status == INCOMPLETE:
+            say(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", error=True)
+            return EXIT_INCOMPLETE
+        return EXIT_OK
+    if status == "failed":
+        say(
+            f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
+            error=True,
+        )
+        say(resume_hint(final.id, engine.error or final.error, invoked_as()), error=True)
+        return EXIT_FAILED
+    say(f"run {final.id} {one_line(final.name)} {status}; continue with: hbtui resume {final.id}", error=True)
+    return EXIT_INTERRUPTED
+
+
+async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    settings.require_models()
+    check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
+    prices = load_prices()  # a broken price table stops the run before any call
+    load_http_in_background()  # while the dataset is read and the plan written
+    if args.data:
+        dataset = load_jsonl(args.data)
+    else:
+        dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
+    load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
+    async with await Store.open(settings.db_path) as store:
+        # The first calls go out while the plan is stored (see start_run).
+        run, head = await start_run(
+            store,
+            settings,
+            dataset,
+            this_owner(),
+            limit=args.limit,
+            seed=args.seed,
+            repeats=args.repeats,
+            name=args.name,
+        )
+        del dataset  # in the database (or on its way): the run reads its records from there, a page at a time
+        return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts, head_start=head)
+
+
+async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:
+    from hbtui.meta_eval.headless import start_meta_eval
+
+    check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
+    if args.preset:  # the grader's side of it, and flags still win
+        grader_side = {k: v for k, v in preset_settings(args.preset).items() if k in GRADER_SETTINGS}
+        settings = replace(settings, **grader_side).with_overrides(**_overrides(args))
+    if args.physician_labels_over < 0:
+        raise UsageError(f"--physician-labels-over {args.physician_labels_over}: must be 0 or more")
+    return await start_meta_eval(
+        settings,
+        data=args.data,
+        limit=args.limit,
+        seed=args.seed,
+        name=args.name,
+        labels_over=args.physician_labels_over,
+        say=say,
+        download_progress=_download_progress,
+    )
+
+
+async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
+    prices = load_prices()
+    load_http_in_background()
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        if run.kind == META_EVAL:
+            from hbtui.meta_eval.headless import drive_meta_eval, refuse_grader_changes
+
+            if regrade:
+                asked = await store.reset_meta_eval_failures(run.id, None)
+                say(f"run {run.id}: retrying {asked} rows that got no verdict")
+            meta_settings = settings_for_run(run, settings, **_overrides(args))
+            await refuse_grader_changes(store, run, meta_settings)
+            return await drive_meta_eval(store, run, meta_settings, say)
+        refusal = not_repeatable(run.id, run.kind)
+        if refusal:
+            raise UsageError(refusal)
+        run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
+        run_settings.require_models()
+        await refuse_measured_changes(store, run, run_settings)
+        if not regrade and run.shown_status() == "finished":
+            # As the app's `c`: a finished run is left as it is (its end time and duration are
+            # what it measured), unless calls that got no answer are left to ask again.
+            kinds = (await store.progress(run.id)).errors_by_kind
+            if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
+                hint = f" (hbtui regrade-errors {run.id} retries its errors)" if kinds else ""
+                say(f"run {run.id} is finished: nothing to resume{hint}")
+                return EXIT_OK
+        if regrade:
+            verdicts, replies = await store.reset_errors(run.id)
+            say(f"run {run.id}: retrying {verdicts} criteria and {replies} replies that failed")
+        return await drive(store, run, run_settings, prices=prices, use_cache=not args.no_cache)
+
+
+async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
+    load_http_in_background()
+    async with await Store.open(settings.db_path, create=False) as store:
+        source = await store.resolve_run(args.run)
+        flags = {k: v for k, v in _overrides(args).items() if k in GRADER_SETTINGS}
+        # The source's settings with this session's keys; a key never goes to another host.
+        regrade_settings = settings_for_run(source, settings, **flags)
+        if args.preset:  # the grader's side of it (the replies are the source's), and flags still win
+            grader_side = {k: v for k, v in preset_settings(args.preset).items() if k in GRADER_SETTINGS}
+            regrade_settings = replace(regrade_settings, **grader_side).with_overrides(**flags)
+        load_template(regrade_settings.grader_template, regrade_settings.cache_dir)  # before anything is written
+        if source.kind == META_EVAL:
+            from hbtui.meta_eval.headless import regrade_meta_eval
+
+            return await regrade_meta_eval(store, source, regrade_settings, args.name, say)
+        prices = load_prices()
+        run_id = await plan_regrade(store, source, regrade_settings, args.name)
+        run = await store.get_run(run_id)
+        stored = " (imported: the replies its file holds)" if source.kind == IMPORTED else ""
+        say(
+            f"run {run_id} {one_line(run.name)}: the replies of run {source.id}{stored} graded again by"
+            f" {one_line(run.model_grader)} ({'no cache' if args.no_cache else 'verdicts already paid for come from the cache'})"
+        )
+        return await drive(store, run, regrade_settings, prices=prices, use_cache=not args.no_cache)
+
+
+async def cmd_drive_detached(snapshot: str) -> int:
+    """Drive a run the app started, with the settings it had then, its output going to the log."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    run_id, settings, use_cache = read_snapshot(snapshot)
+    say(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} run {run_id}: driven by process {os.getpid()} on"
+        f" {socket.gethostname()}, apart from the app that started it"
+    )
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.get_run(run_id)
+        if run.kind == META_EVAL:
+            from hbtui.meta_eval.headless import drive_meta_eval
+
+            return await drive_meta_eval(store, run, settings, say, stop_signals=DETACHED_STOP_SIGNALS)
+        return await drive(store, run, settings, use_cache=use_cache, stop_signals=DETACHED_STOP_SIGNALS)
+
+
+_drove_a_run = False  # set by drive(): see entry

@@ -1,0 +1,916 @@
+"""One async OpenAI-compatible chat client on aiohttp, for both the model under test and the grader.
+
+Retries with exponential backoff and jitter on 5xx, timeouts and dropped connections, a bounded
+number of attempts; a rate-limit 429 is no failed attempt: the call waits for the endpoint's pace
+(hbtui.core.rate_limits) and goes again, while a quota or a daily limit stops it at once. And the
+provider quirks that break
+naive harnesses: ``response_format`` refused, parameters a model refuses or wants renamed,
+reasoning in a separate field or inside ``<think>``. What was learned about an endpoint and
+model is remembered for the rest of the client's life and reported once through ``on_note``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import math
+import random
+import re
+import socket
+import sys
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urljoin, urlsplit
+
+import orjson
+
+from hbtui.client.limiter import AdaptiveLimiter
+
+# Error kinds live in hbtui.core.errors (the store needs them without the client); named here too
+# for the modules that take them from the client.
+from hbtui.core.background_import import import_in_background
+from hbtui.core.calls import GENERATION, ChatResult, replace_lone_surrogates
+from hbtui.core.errors import (  # noqa: F401
+    AUTH,
+    BAD_RESPONSE,
+    CLIENT_ERROR,
+    CONNECTION,
+    CONTENT_FILTER,
+    CONTEXT_LENGTH,
+    DAILY_LIMIT,
+    FATAL_KINDS,
+    NOT_FOUND,
+    QUOTA,
+    RATE_LIMITED,
+    REDIRECTED,
+    REFUSED,
+    RETRIED_KINDS,
+    SERVER_ERROR,
+    TIMEOUT,
+    TOO_LARGE,
+    TRANSIENT_KINDS,
+    UNPARSEABLE,
+)
+from hbtui.core.rate_limits import DAILY, RatePacer, classify_refusal, refusal_message
+from hbtui.core.rate_limits import QUOTA as QUOTA_REFUSAL
+from hbtui.core.redact import provider_text, redact
+from hbtui.core.text import one_line
+
+if TYPE_CHECKING:
+    # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
+    import aiohttp
+    import httpx
+
+OPTIONAL_PARAMS = ("reasoning_effort", "temperature", "max_tokens", "max_completion_tokens", "seed")
+CONTEXT_PATTERNS = re.compile(
+    r"context[ _]length|context size|maximum context|context window|too many tokens|exceed_context|prompt is too long",
+    re.IGNORECASE,
+)
+# What a provider's error code says when its content filter refused the request.
+CONTENT_FILTER_CODES = ("content_filter", "content_policy_violation")
+MAX_REDIRECTS = 5  # within the endpoint's origin (a path moved, a trailing slash)
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+MIB = 1 << 20
+THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
+
+
+def encode_request(body: dict[str, Any]) -> bytes:
+    """A request's body as httpx encodes ``json=`` (json.dumps: compact, non-ASCII as UTF-8, no
+    NaN), byte for byte, so the requests on the wire stay what the reference sends.
+
+    orjson writes the same bytes for strings, booleans, None, 64-bit integers, lists and dicts
+    with string keys, which is all the messages and a response format hold (nearly all of a
+    body), at a tenth of the CPU: json.dumps took 27 us a grader request, 9% of `hbtui run`'s
+    CPU. Its floats differ in places (1e-05 is 0.00001 to it, NaN null), so a body whose top-level
+    float (the temperature) it would write otherwise, and one it cannot write at all (a lone
+    surrogate, an integer beyond 64 bits), is encoded by json.dumps, which also raises as before.
+    """
+    for value in body.values():
+        if type(value) is float and not _orjson_writes_it_as_json(value):
+            return _json_request(body)
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # orjson.JSONEncodeError
+        return _json_request(body)
+
+
+@functools.lru_cache(maxsize=64)
+def _orjson_writes_it_as_json(value: float) -> bool:
+    """Once per temperature, not once per request."""
+    return math.isfinite(value) and orjson.dumps(value) == repr(value).encode()
+
+
+def _json_request(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    api_key: str | None = field(default=None, repr=False)
+    # Which of several keys of one URL this is (1-based), so that they are told apart; None
+    # when the URL is listed once. Never the key itself: the label is shown and stored.
+    key_number: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The endpoint as screens, logs and the database name it: its URL (and key's position)."""
+        return self.base_url if self.key_number is None else f"{self.base_url} (key {self.key_number})"
+
+    @property
+    def chat_url(self) -> str:
+        return self.base_url.rstrip("/") + "/chat/completions"
+
+    @property
+    def origin(self) -> str:
+        return origin_of(self.base_url)
+
+    @property
+    def secrets(self) -> tuple[str | None, ...]:
+        """What this endpoint is sent that it must never get back into our files or screens."""
+        return (self.api_key,)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+
+def endpoints_of(pairs: list[tuple[str, str | None]]) -> list[Endpoint]:
+    """The endpoints of (URL, key) pairs in order: a URL listed more than once is told apart by
+    its key's position."""
+    urls = [url for url, _ in pairs]
+    return [
+        Endpoint(url, key, number if urls.count(url) > 1 else None) for number, (url, key) in enumerate(pairs, start=1)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str
+    messages: list[dict]
+    temperature: float | None
+    max_tokens: int | None
+    reasoning_effort: str | None
+    response_format: dict | None
+    priority: int
+
+
+class ChatError(Exception):
+    def __init__(self, kind: str, message: str, status: int | None = None, attempts: int = 1) -> None:
+        message, _ = replace_lone_surrogates(message)  # a provider's error text is stored too
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.attempts = attempts
+        self.endpoint: str | None = None  # set by the client that raised it
+
+    @property
+    def fatal(self) -> bool:
+        return self.kind in FATAL_KINDS
+
+    def __str__(self) -> str:
+        status = f"HTTP {self.status}: " if self.status else ""
+        return f"{self.kind}: {status}{self.message}"
+
+
+@dataclass
+class ModelQuirks:
+    """What an endpoint and model turned out not to accept.
+
+    Until one request of a shape (with or without response_format) has succeeded, requests of
+    that shape go one at a time: otherwise every request in flight would be refused for the
+    same reason before the first refusal taught us anything.
+    """
+
+    json_schema: bool = True
+    dropped: set[str] = field(default_factory=set)
+    max_tokens_key: str = "max_tokens"
+    settled: set[bool] = field(default_factory=set)
+    first_call: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """Handed to ``on_call`` after every HTTP attempt, for live rates and latency figures."""
+
+    endpoint: str
+    ok: bool
+    kind: str | None
+    latency_ms: float
+    message: str = ""
+
+
+@dataclass(slots=True)
+class HttpAnswer:
+    """An HTTP answer read whole: what the client needs of it, with the names httpx gives them
+    (so the error helpers read httpx's responses too)."""
+
+    status_code: int
+    reason_phrase: str
+    headers: Mapping[str, str]
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+
+def origin_of(url: str) -> str:
+    """scheme://host:port of a URL, the port written out: what a redirect may not leave."""
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+class AnswerTooLarge(Exception):
+    """An answer past MAX_ANSWER_MIB: ``size`` bytes read (after decompression) when it was cut."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """A response's body, decompressed as it arrives, never holding more than ``limit`` bytes of
+    it: a 50 MB reply, or a 1 MB gzip that inflates to 1 GiB, is cut at the limit (AnswerTooLarge)
+    instead of filling the memory. The session leaves decompression to this (auto_decompress off)
+    since aiohttp inflates each chunk whole, however large it grows."""
+    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding in ("identity", ""):
+        inflate = None
+        declared = response.content_length
+        if declared is not None:
+            if declared > limit:
+                raise AnswerTooLarge(declared)
+            return await response.read()  # the usual answer: its length known, and within the limit
+    elif encoding in ("gzip", "x-gzip", "deflate"):
+        # 47: a gzip or zlib header, told apart by the stream itself ("deflate" is zlib, as the
+        # HTTP spec has it; a raw deflate stream, which some servers send, is tried on failure).
+        inflate = zlib.decompressobj(47)
+    else:
+        raise ValueError(f"an answer in Content-Encoding {encoding!r}, which was not asked for")
+    parts: list[bytes] = []
+    size = 0
+
+    def take(piece: bytes) -> None:
+        nonlocal size
+        size += len(piece)
+        if size > limit:
+            raise AnswerTooLarge(size)
+        parts.append(piece)
+
+    first = True
+    async for chunk in response.content.iter_any():
+        if inflate is None:
+            take(chunk)
+            continue
+        data = chunk
+        while data:
+            try:
+                piece = inflate.decompress(data, limit - size + 1)
+            except zlib.error:
+                if not first or encoding != "deflate":
+                    raise ValueError("an answer whose compressed body is corrupt") from None
+                inflate = zlib.decompressobj(-15)
+                piece = inflate.decompress(data, limit - size + 1)
+            first = False
+            take(piece)
+            data = inflate.unconsumed_tail
+    if inflate is not None:
+        take(inflate.flush())
+    return b"".join(parts)
+
+
+def split_reasoning(message: dict) -> tuple[str, str | None]:
+    """Final answer and reasoning from a message, whichever way the server delivers reasoning."""
+    content = message.get("content") or ""
+    if not isinstance(content, str):  # content parts: keep the text ones
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if not isinstance(reasoning, str):
+        reasoning = None
+    match = THINK_BLOCK.match(content)
+    if match:
+        inner = match.group(1).strip()
+        reasoning = f"{reasoning}\n{inner}" if reasoning else inner
+        content = content[match.end() :]
+    elif content.lstrip().startswith("<think>") and "</think>" not in content:
+        # Cut off while thinking: there is no final answer at all.
+        reasoning = content.lstrip()[len("<think>") :]
+        content = ""
+    return content.strip(), reasoning
+
+
+def _error_message(
+    response: httpx.Response | HttpAnswer, secrets: tuple[str | None, ...]
+) -> tuple[str, str | None, str | None]:
+    """(message, param, code) from an OpenAI-style error body, or the raw text; the message
+    without the key, which providers echo (OpenAI's 401 shows it masked, proxies whole)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return provider_text(response.text, secrets, 500).strip() or response.reason_phrase, None, None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        return redact(str(error.get("message") or error), secrets), error.get("param"), error.get("code")
+    if isinstance(error, str):
+        return redact(error, secrets), None, None
+    if isinstance(body, dict) and "message" in body:
+        return redact(str(body["message"]), secrets), None, None
+    return provider_text(json.dumps(body), secrets, 500), None, None
+
+
+def _refused_param(message: str, param: str | None, body: dict) -> str | None:
+    """The optional request parameter a 400 complains about, if any."""
+    if "response_format" in body and (
+        param == "response_format" or re.search(r"response_format|json_schema|structured output", message, re.I)
+    ):
+        return "response_format"
+    if param in body and param in OPTIONAL_PARAMS:
+        return param
+    for name in OPTIONAL_PARAMS:
+        if name in body and re.search(rf"(?<![a-z_]){name}(?![a-z_])", message):
+            return name
+    return None
+
+
+class ChatClient:
+    """Chat completions for one endpoint, shared by every call a run makes to it."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        limiter: AdaptiveLimiter,
+        timeout: float = 120.0,
+        max_attempts: int = 6,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        on_note: Callable[[str], None] | None = None,
+        on_call: Callable[[CallRecord], None] | None = None,
+        http: aiohttp.ClientSession | None = None,
+        gate: asyncio.Event | None = None,
+        before_send: Callable[[], None] | None = None,
+        rate_limits: Mapping[str, tuple[float | None, float | None]] | None = None,
+        rate_limit_patience: float = 600.0,
+        key_name: str = "API_KEY",
+        refusals_for: float | None = None,
+        max_answer_bytes: int = 8 * MIB,
+    ) -> None:
+        """``rate_limits``: (RPM, TPM) given for a model, which win over what is learned;
+        ``key_name``: the setting that holds this endpoint's key, for a quota's message;
+        ``timeout``: the most one answer may take, from sending to its last byte (the wait for
+        the endpoint's pace is not part of it); ``max_answer_bytes``: the most an answer may
+        hold after decompression (MAX_ANSWER_MIB)."""
+        self.endpoint = endpoint
+        self.max_answer_bytes = max_answer_bytes
+        self.rate_limits = dict(rate_limits or {})
+        self.rate_limit_patience = rate_limit_patience
+        # How long nothing but 429s is borne before the call gives up (the patience, unless told:
+        # the connection check gives up sooner, but still tells a daily limit by the patience).
+        self.refusals_for = rate_limit_patience if refusals_for is None else refusals_for
+        self.key_name = key_name
+        # One pace per model, as OpenAI's limits are per model (hbtui.core.rate_limits).
+        self.pacers: dict[str, RatePacer] = {}
+        # Since when this endpoint has answered nothing but rate-limit 429s (monotonic), if it has.
+        self.refusing_since: float | None = None
+        # A quota or daily limit reached: every later call raises this, unsent (the calls already
+        # in flight are the only ones sent after it).
+        self.closed: ChatError | None = None
+        self.limiter = limiter
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.on_note = on_note or (lambda message: None)
+        self.on_call = on_call or (lambda record: None)
+        self.quirks: dict[str, ModelQuirks] = {}
+        self._chat_url = endpoint.chat_url
+        self._headers = endpoint.headers
+        # While the gate is clear (a paused run) no new request leaves, retries included.
+        self.gate = gate
+        # Asked once a slot is held, just before the gate's last look: its owner closes the gate
+        # there if its right to call lapsed meanwhile (a process stopped past its lease). A slot
+        # freed by an answer wakes the next call before that answer reaches its owner.
+        self.before_send = before_send
+        self._own_http = http is None
+        # Made at the first request: a run whose calls all come from the verdict cache never
+        # builds a connection pool (and its TLS context, a tenth of a second).
+        self._http = http
+
+    async def aclose(self) -> None:
+        if self._own_http and self._http is not None:
+            await self._http.close()
+
+    @property
+    def http(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            self._http = make_http_client(self.timeout, self.limiter.max_limit)
+        return self._http
+
+    def _may_send(self) -> bool:
+        """The last look before a request's bytes leave: its owner may close the gate here."""
+        if self.before_send is not None:
+            self.before_send()
+        return self.gate is None or self.gate.is_set()
+
+    async def _post(self, body: dict[str, Any], attempts: int) -> HttpAnswer:
+        """One answer, read whole within TIMEOUT from the first byte sent to the last received
+        (the session's total timeout: a server that drips a byte a second never resets it), and
+        within MAX_ANSWER_MIB. Redirects are followed only within the endpoint's origin: another
+        server's answer is never taken for the model's, nor sent its key."""
+        data = encode_request(body)
+        http = self.http  # imports aiohttp, whole, before the body's class is made from it
+        url = self._chat_url
+        for _ in range(MAX_REDIRECTS + 1):
+            sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
+            async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
+                location = response.headers.get("Location")
+                if response.status in REDIRECT_STATUSES and location:
+                    target = urljoin(str(response.url), location)
+                    if origin_of(target) != self.endpoint.origin:
+                        raise ChatError(
+                            REDIRECTED,
+                            f"{self._chat_url} redirected (HTTP {response.status}) to another origin,"
+                            f" {one_line(target, 200)}: refused, so that no other server answers for the"
+                            " model or is sent its key; set BASE_URL to the server meant",
+                            response.status,
+                            attempts,
+                        )
+                    url = target
+                    continue
+                try:
+                    content = await read_answer(response, self.max_answer_bytes)
+                except AnswerTooLarge as exc:
+                    raise ChatError(
+                        TOO_LARGE,
+                        f"the answer is over MAX_ANSWER_MIB ({self.max_answer_bytes / MIB:g} MiB) after"
+                        f" decompression: cut at {exc.size:,} bytes, not read further",
+                        response.status,
+                        attempts,
+                    ) from None
+                except ValueError as exc:
+                    raise ChatError(BAD_RESPONSE, str(exc), response.status, attempts) from None
+                return HttpAnswer(response.status, response.reason or "", response.headers, content)
+        raise ChatError(BAD_RESPONSE, f"{self._chat_url}: more than {MAX_REDIRECTS} redirects", None, attempts)
+
+    def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
+        """The request as this endpoint and model accept it, after what they refused so far."""
+        body: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        if request.temperature is not None and "temperature" not in quirks.dropped:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None and quirks.max_tokens_key not in quirks.dropped:
+            body[quirks.max_tokens_key] = request.max_tokens
+        if request.reasoning_effort and "reasoning_effort" not in quirks.dropped:
+            body["reasoning_effort"] = request.reasoning_effort
+        if request.response_format is not None and quirks.json_schema:
+            body["response_format"] = request.response_format
+        return body
+
+    def _learn(self, model: str, quirks: ModelQuirks, param: str) -> None:
+        where = f"{self.endpoint.base_url} model {model}"
+        if param == "response_format":
+            quirks.json_schema = False
+            self.on_note(f"{where}: response_format json_schema refused; asking without it and parsing the reply")
+        elif param == "max_tokens":
+            quirks.max_tokens_key = "max_completion_tokens"
+            self.on_note(f"{where}: max_tokens refused; sending max_completion_tokens instead")
+        else:
+            quirks.dropped.add(param)
+            self.on_note(f"{where}: parameter {param} refused; leaving it out from now on")
+
+    def pacer(self, model: str) -> RatePacer:
+        pacer = self.pacers.get(model)
+        if pacer is None:
+            rpm, tpm = self.rate_limits.get(model, (None, None))
+            pacer = self.pacers[model] = RatePacer(rpm, tpm)
+        return pacer
+
+    def _closed_error(self, attempts: int) -> ChatError:
+        closed = self.closed
+        assert closed is not None
+        error = ChatError(closed.kind, closed.message, closed.status, attempts)
+        error.endpoint = self.endpoint.label
+        return error
+
+    def _delay(self, attempt: int) -> float:
+        ceiling = min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+        response_format: dict | None = None,
+        priority: int = GENERATION,
+        leave: Callable[[], bool] | None = None,
+    ) -> ChatResult:
+        """``leave``: asked after a failed attempt, before the next; True gives up on this
+        endpoint at once (the call is not answered, so another endpoint may take it)."""
+        request = ChatRequest(model, messages, temperature, max_tokens, reasoning_effort, response_format, priority)
+        quirks = self.quirks.get(model) or self.quirks.setdefault(model, ModelQuirks())
+        shape = response_format is not None
+        if shape not in quirks.settled:
+            async with quirks.first_call:
+                if shape not in quirks.settled:
+                    result = await self._complete(request, quirks, leave)
+                    quirks.settled.add(shape)
+                    return result
+            # Settled while we waited: go now, without holding the lock (it would serialise us).
+        return await self._complete(request, quirks, leave)
+
+    async def _acquire(self, priority: int) -> None:
+        while True:
+            if self.gate is not None:
+                await self.gate.wait()
+            await self.limiter.acquire(priority)
+            if self.before_send is not None:
+                self.before_send()
+            if self.gate is None or self.gate.is_set():
+                return
+            self.limiter.release()  # paused while we queued for the slot: wait for the resume
+
+    async def _complete(
+        self, request: ChatRequest, quirks: ModelQuirks, leave: Callable[[], bool] | None = None
+    ) -> ChatResult:
+        model = request.model
+        pacer = self.pacer(model)
+        attempts = 0
+        adjustments = 0
+        refusals = 0  # rate-limit 429s of this call
+        while True:
+            attempts += 1
+            body = self._body(request, quirks)
+            if self.closed is not None:
+                raise self._closed_error(attempts - 1)
+            await self._acquire(request.priority)
+            prompt_chars = 0
+            if pacer.paced or pacer.refused:
+                # The endpoint's pace: waited for in the slot, outside the call's TIMEOUT.
+                prompt_chars = _prompt_chars(request.messages)
+                tokens = pacer.estimate_tokens(prompt_chars, request.max_tokens) if pacer.token_rate else 0.0
+                try:
+                    await pacer.turn(tokens)
+                except BaseException:
+                    self.limiter.release()
+                    raise
+            if self.closed is not None:
+                self.limiter.release()
+                raise self._closed_error(attempts - 1)
+            if leave is not None and leave():
+                # Set aside while this call waited for its turn: it goes elsewhere, unsent.
+                self.limiter.release()
+                moved = ChatError(CONNECTION, "endpoint set aside before the call was sent", attempts=attempts - 1)
+                moved.endpoint = self.endpoint.label
+                raise moved
+            sent_at = time.monotonic()
+            pacer.sent(sent_at)
+            started = time.perf_counter()
+            try:
+                response = await self._post(body, attempts)
+                error = None
+            except ChatError as exc:  # too large, redirected away, undecodable
+                error = exc
+            except (TimeoutError, _aiohttp().ClientError) as exc:
+                if isinstance(exc.__cause__, CallWithheld):
+                    # Stopped between its slot and its bytes, and its right to call lapsed
+                    # meanwhile: nothing left, so nothing was tried; it waits for the gate
+                    # (the slot is given back below, as after any call).
+                    attempts -= 1
+                    continue
+                error = _transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
+            finally:
+                self.limiter.release()
+            latency_ms = (time.perf_counter() - started) * 1000
+            if error is None:
+                status = response.status_code
+                if status == 200:
+                    try:
+                        result = self._result(response, latency_ms, attempts, "response_format" in body)
+                    except ChatError as exc:
+                        error = exc
+                    else:
+                        self.limiter.succeeded()
+                        self._answered(pacer, model, response, sent_at, prompt_chars, result.prompt_tokens)
+                        self.on_call(CallRecord(self.endpoint.label, True, None, latency_ms))
+                        result.endpoint = self.endpoint.label
+                        return result
+                else:
+                    message, param, code = _error_message(response, self.endpoint.secrets)
+                    if status in (402, 429):
+                        stop = self._refused(pacer, model, response, message, code, latency_ms, attempts, leave)
+                        if stop is not None:
+                            raise stop
+                        attempts -= 1  # waiting for the endpoint's rate is no failed try
+                        refusals += 1
+                        if not pacer.holding():
+                            # No wait said, no pace known: this call backs off on its own.
+                            await asyncio.sleep(self._delay(min(refusals, 6)))
+                        continue
+                    self._answered(pacer, model, response, sent_at, 0, 0)
+                    if status >= 500:
+                        error = ChatError(SERVER_ERROR, message, status, attempts)
+                    elif status == 408:
+                        error = ChatError(TIMEOUT, message, status, attempts)
+                    elif status in (401, 403):
+                        error = ChatError(AUTH, message, status, attempts)
+                    elif status == 404:
+                        error = ChatError(
+                            NOT_FOUND, f"{message} ({self.endpoint.chat_url}, model {model})", status, attempts
+                        )
+                    elif status in (400, 413, 422) and (
+                        code == "context_length_exceeded" or CONTEXT_PATTERNS.search(message)
+                    ):
+                        error = ChatError(CONTEXT_LENGTH, message, status, attempts)
+                    elif 400 <= status < 500 and (
+                        code in CONTENT_FILTER_CODES or _error_type(response) in CONTENT_FILTER_CODES
+                    ):
+                        error = ChatError(CONTENT_FILTER, message, status, attempts)
+                    else:
+                        refused = _refused_param(message, param, body) if status in (400, 422) else None
+                        if refused and adjustments < 6:
+                            adjustments += 1
+                            attempts -= 1  # learning what the server accepts is not a failed try
+                            self._learn(model, quirks, refused)
+                            continue
+                        # Not a verdict on the conversation (a proxy's "400 bad request"): an
+                        # error of this call, asked again by resume and regrade-errors.
+                        error = ChatError(CLIENT_ERROR, message, status, attempts)
+            error.attempts = attempts
+            error.endpoint = self.endpoint.label
+            self.on_call(CallRecord(self.endpoint.label, False, error.kind, latency_ms, error.message))
+            if error.kind not in RETRIED_KINDS or attempts >= self.max_attempts or (leave is not None and leave()):
+                raise error
+            await asyncio.sleep(self._delay(attempts))
+
+    def _answered(
+        self, pacer: RatePacer, model: str, response: HttpAnswer, sent_at: float, chars: int, tokens: int
+    ) -> None:
+        """Any answer but a 429: the endpoint answers again, and its headers may tell its pace."""
+        self.refusing_since = None
+        note = pacer.answered(response.headers, sent_at, chars, tokens)
+        if note:
+            self.on_note(f"{self.endpoint.label} model {model}: {note}")
+
+    def _refused(
+        self,
+        pacer: RatePacer,
+        model: str,
+        response: HttpAnswer,
+        message: str,
+        code: str | None,
+        latency_ms: float,
+        attempts: int,
+        leave: Callable[[], bool] | None,
+    ) -> ChatError | None:
+        """A 429 or 402: None when the call is to wait for the pace and go again; else the error
+        it ends in (a quota, a daily limit, or RATE_LIMIT_PATIENCE of nothing but 429s)."""
+        label = self.endpoint.label
+        refusal = classify_refusal(
+            response.status_code, code, _error_type(response), message, response.headers, self.rate_limit_patience
+        )
+        if refusal.kind in (QUOTA_REFUSAL, DAILY):
+            kind = QUOTA if refusal.kind == QUOTA_REFUSAL else DAILY_LIMIT
+            error = ChatError(kind, refusal_message(refusal, self.key_name), response.status_code, attempts)
+            error.endpoint = label
+            if self.closed is None:
+                self.closed = error
+                self.on_note(f"{label} model {model}: {one_line(message, 300)}")
+            self.on_call(CallRecord(label, False, kind, latency_ms, error.message))
+            return error
+        now = time.monotonic()
+        note = pacer.refused_now(response.headers, refusal.wait)
+        if not pacer.holding():
+            self.limiter.rate_limited()  # no rate to keep, no wait said: fewer in flight meanwhile
+        if note:
+            self.on_note(f"{label} model {model}: {note}")
+        self.refusing_since = self.refusing_since or now
+        self.on_call(CallRecord(label, False, RATE_LIMITED, latency_ms, message))
+        patience = self.refusals_for
+        if now - self.refusing_since >= patience:
+            pace = pacer.describe()
+            error = ChatError(
+                RATE_LIMITED,
+                f"{label} answered nothing but 429 (rate limited) for {now - self.refusing_since:.0f} s"
+                f" (RATE_LIMIT_PATIENCE {patience:g} s)" + (f"; its pace was {pace}" if pace else "") + f": {message}",
+                response.status_code,
+                attempts,
+            )
+        elif leave is not None and leave():
+            error = ChatError(RATE_LIMITED, message, response.status_code, attempts)
+        else:
+            return None
+        error.endpoint = label
+        return error
+
+    def _result(self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
+        """A 200 that is not a chat completion is a bad response (retried), never a crash."""
+
+        def bad() -> ChatError:
+            text = provider_text(response.text, self.endpoint.secrets, 200)
+            return ChatError(BAD_RESPONSE, f"not a chat completion: {text!r}", 200, attempts)
+
+        try:
+            body = response.json()
+            choice = body["choices"][0]
+            message = choice["message"]
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+            # RecursionError: JSON nested past Python's stack (10,000 arrays): a bad answer of
+            # this call, retried, never the run's end.
+            raise bad() from None
+        if not isinstance(choice, dict) or not isinstance(message, dict):
+            raise bad()
+        finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+        if finish_reason == "content_filter":
+            # The provider's filter stopped the reply: a refusal, as a 4xx content_filter is.
+            raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
+        if message.get("content") is None and finish_reason != "length":
+            # No reply at all (the reference asks again): never graded as an empty one. A null
+            # cut off by its token limit (reasoning used the whole budget) is a cut-off reply.
+            raise ChatError(
+                BAD_RESPONSE, f"the answer holds no reply (content null, finish_reason {finish_reason})", 200, attempts
+            )
+        content, reasoning = split_reasoning(message)
+        # Replaced here, before the reply is graded: what was graded is what is stored and read.
+        content, invalid_content = replace_lone_surrogates(content)
+        reasoning, invalid_reasoning = replace_lone_surrogates(reasoning) if reasoning else (reasoning, False)
+        usage = body.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return ChatResult(
+            content=content,
+            reasoning=reasoning,
+            finish_reason=finish_reason,
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
+            latency_ms=latency_ms,
+            attempts=attempts,
+            json_schema_used=json_schema,
+            invalid_text=invalid_content or invalid_reasoning,
+            think_stripped=isinstance(message.get("content"), str)
+            and message["content"].lstrip().startswith("<think>"),
+        )
+
+
+class CallWithheld(Exception):
+    """Raised by a request body whose last look found the gate closed: no byte of it left."""
+
+
+_FENCED_BODY: type | None = None
+
+
+def _fenced_body(data: bytes, may_send: Callable[[], bool]) -> Any:
+    """``data`` as a body that looks once more just before its bytes (and the headers aiohttp
+    buffers with them) are written: aiohttp writes a body in a task of its own, a loop turn after
+    the call was let through, and a process stopped in that turn (SIGSTOP, a laptop asleep) must
+    not send, once continued, a call its lease no longer covers."""
+    global _FENCED_BODY
+    if _FENCED_BODY is None:
+        # Through the package, not `from aiohttp.payload import`: a submodule imported while
+        # another thread imports the package (load_http_in_background) can fail with KeyError.
+        class FencedBody(_aiohttp().payload.BytesPayload):  # type: ignore[misc]
+            def __init__(self, value: bytes, may_send: Callable[[], bool]) -> None:
+                super().__init__(value, content_type="application/json")
+                self.may_send = may_send
+
+            async def write(self, writer: Any) -> None:  # aiohttp before 3.12
+                if not self.may_send():
+                    raise CallWithheld
+                await super().write(writer)
+
+            async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+                if not self.may_send():
+                    raise CallWithheld
+                await super().write_with_length(writer, content_length)
+
+        _FENCED_BODY = FencedBody
+    return _FENCED_BODY(data, may_send)
+
+
+def _prompt_chars(messages: list[dict]) -> int:
+    """The characters of a request's messages, for its token estimate."""
+    total = 0
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(part.get("text") or "") for part in content if isinstance(part, dict))
+    return total
+
+
+def _error_type(response: HttpAnswer | httpx.Response) -> str | None:
+    """The ``error.type`` of an OpenAI-style error body (insufficient_quota names itself there too)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    value = error.get("type") if isinstance(error, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int:
+    """A token count as the provider reports it, or 0 where it is no count: negative, not finite
+    (int(inf) raised), or beyond what SQLite's integers hold."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return int(value) if 0 <= value < 2**53 else 0
+
+
+def _aiohttp():
+    """aiohttp, imported by the first request that needs it (by then usually loaded already: see
+    load_http_in_background)."""
+    import aiohttp
+
+    return aiohttp
+
+
+def load_http_in_background() -> None:
+    """Import aiohttp (a third of `hbtui run`'s start-up) in a thread, while the caller reads its
+    dataset and SQLite writes its plan: the first request then finds it loaded."""
+    import_in_background("aiohttp")
+
+
+def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
+    """aiohttp's connection pool, used directly.
+
+    httpx's own pool (httpcore) spends time quadratic in its size: measured here, 256 requests
+    in flight at 200 ms latency gave 67 calls/s at 14 ms CPU per call. httpx's API over aiohttp's
+    pool (httpx-aiohttp) gave 1,166 calls/s, but its request and response models still cost about
+    a third of the harness's CPU per call. Our limiter decides how many requests are in flight, so
+    the pool only needs room for them. No proxy from the environment, as with httpx given a
+    transport of its own.
+    """
+    import aiohttp
+
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections + 8, keepalive_timeout=30),
+        # TIMEOUT is the whole answer's, from sending to its last byte read: a server that drips
+        # a byte a second never resets it, as it reset the read timeout this was before.
+        timeout=aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 15.0)),
+        # Bodies are inflated by read_answer, against MAX_ANSWER_MIB; only what it can inflate
+        # is asked for (aiohttp would offer br too where brotli is installed).
+        auto_decompress=False,
+        headers={"Accept-Encoding": "gzip, deflate"},
+    )
+
+
+def unreachable_reason(exc: BaseException) -> str:
+    """Why a request got no answer, in a few words: "no answer within the timeout", "connection
+    refused", "unknown host" or "cannot connect"; for the client's errors and the connection
+    check alike, whichever library raised (the socket's own error may sit a few causes down)."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    text = " ".join(str(c).lower() for c in chain)
+    # httpx raised nothing in a process that never loaded it (the chat calls use aiohttp).
+    httpx = sys.modules.get("httpx")
+    timeouts = (asyncio.TimeoutError, httpx.TimeoutException) if httpx else (asyncio.TimeoutError,)
+    if any(isinstance(c, timeouts) for c in chain):
+        return "no answer within the timeout"
+    if any(isinstance(c, ConnectionRefusedError) for c in chain) or "refused" in text:
+        return "connection refused"
+    if any(isinstance(c, socket.gaierror) for c in chain) or "name or service" in text:
+        return "unknown host"
+    return "cannot connect"
+
+
+def _transport_error(exc: Exception, timeout: float, attempts: int, secrets: tuple[str | None, ...]) -> ChatError:
+    if unreachable_reason(exc) == "no answer within the timeout":
+        # TIMEOUT bounds the whole answer, first byte sent to last received.
+        return ChatError(TIMEOUT, f"no answer within {timeout:g} s (TIMEOUT)", attempts=attempts)
+    detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
+    return ChatError(CONNECTION, f"connection failed ({detail})", attempts=attempts)
+
+
+async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:
+    """Model ids an endpoint serves (GET /models), for the connection check."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=timeout) as http:
+        response = await http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers)
+    if response.status_code != 200:
+        message, _, _ = _error_message(response, endpoint.secrets)
+        kind = (
+            AUTH if response.status_code in (401, 403) else NOT_FOUND if response.status_code == 404 else CLIENT_ERROR
+        )
+        raise ChatError(kind, message, response.status_code)
+    data = response.json().get("data", [])
+    return [str(item.get("id")) for item in data if isinstance(item, dict)]

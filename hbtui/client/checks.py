@@ -1,0 +1,177 @@
+"""The connection check behind the configuration screen's "check connection": before a run
+spends an hour, ask each endpoint the few questions that would otherwise fail it.
+
+For each endpoint (the model under test's, and the grader's when it is elsewhere): is it
+reachable, does it take the key, does it serve the model; then one tiny completion per model, and
+one grader call with ``response_format`` json_schema to learn whether verdicts will come as a
+schema or have to be parsed from text. Messages are one plain line each and never hold a key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from hbtui.client.chat import (
+    AUTH,
+    NOT_FOUND,
+    ChatClient,
+    ChatError,
+    Endpoint,
+    endpoints_of,
+    list_models,
+    unreachable_reason,
+)
+from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.core.grading import VERDICT_FORMAT
+from hbtui.core.redact import redact
+from hbtui.core.settings.config import Settings, SettingsError
+from hbtui.core.text import one_line
+
+PING = [{"role": "user", "content": "Reply with the single word OK."}]
+GRADER_PING = [
+    {
+        "role": "user",
+        "content": 'Answer with this JSON object only: {"explanation": "connection check", "criteria_met": true}',
+    }
+]
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str  # what was checked, e.g. "test endpoint", "grader model grader-x"
+    ok: bool
+    message: str
+
+
+def _scrub(message: str, *secrets: str | None) -> str:
+    """A provider may echo the key back in its error, whole or masked: neither is shown."""
+    return one_line(redact(message, secrets), 200)
+
+
+def _reach_error(exc: Exception, url: str) -> str:
+    if isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
+        return f"unreachable: {unreachable_reason(exc)} at {url}"
+    return f"unreachable: {type(exc).__name__}: {exc} at {url}"
+
+
+def _chat_error(exc: ChatError, model: str) -> str:
+    if exc.kind == AUTH:
+        return f"{exc.status or 401}: key rejected"
+    if exc.kind == NOT_FOUND:
+        return f"model {model} not found at this endpoint ({exc.message})"
+    return str(exc)
+
+
+async def _check_endpoint(
+    role: str,
+    endpoint: Endpoint,
+    models: list[tuple[str, str]],
+    timeout: float,
+    named: bool = False,
+    rate_limit_patience: float = 600.0,
+) -> list[CheckResult]:
+    """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader".
+    ``named``: one of several endpoints, so each line says which (its URL, never its key)."""
+    url, key = endpoint.base_url, endpoint.api_key
+    where = f" at {endpoint.label}" if named else ""
+    results: list[CheckResult] = []
+    name = f"{role} endpoint{where}"
+    served: list[str] | None = None
+    try:
+        served = await list_models(endpoint, timeout=timeout)
+    except ChatError as exc:
+        if exc.kind == AUTH:
+            return [CheckResult(name, False, f"{exc.status}: key rejected")]
+        # Some servers have no /models (404): the completions below still tell.
+        results.append(CheckResult(name, True, f"reachable; no model list ({_scrub(str(exc), key)})"))
+    except (httpx.HTTPError, OSError) as exc:
+        return [CheckResult(name, False, _scrub(_reach_error(exc, url), key))]
+    except ValueError:
+        results.append(CheckResult(name, True, "reachable; the model list is not JSON"))
+    if served is not None:
+        results.append(CheckResult(name, True, f"reachable, key accepted, {len(served)} models served"))
+
+    # A short patience: a check that meets nothing but 429s says so within seconds, not minutes.
+    client = ChatClient(
+        endpoint,
+        limiter=AdaptiveLimiter(1),
+        timeout=timeout,
+        max_attempts=2,
+        backoff_base=0.2,
+        rate_limit_patience=rate_limit_patience,
+        refusals_for=min(timeout, 20.0),
+        key_name="GRADER_API_KEY" if role == "grader" else "API_KEY",
+    )
+    try:
+        for purpose, model in models:
+            label = f"{purpose} model {model}{where}"
+            if served is not None and served and model not in served:
+                shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
+                results.append(CheckResult(label, False, f"model {model} not served (served: {shown})"))
+                continue
+            try:
+                if purpose == "grader":
+                    result = await client.complete(model, GRADER_PING, max_tokens=64, response_format=VERDICT_FORMAT)
+                else:
+                    result = await client.complete(model, PING, max_tokens=8)
+            except ChatError as exc:
+                results.append(CheckResult(label, False, _scrub(_chat_error(exc, model), key)))
+                continue
+            results.append(CheckResult(label, True, f"answered in {result.latency_ms:.0f} ms"))
+            pacer = client.pacers.get(model)
+            pace = pacer.describe() if pacer is not None else None
+            if pace:
+                results.append(CheckResult(f"{label} limits", True, pace))
+            if purpose == "grader":
+                quirks = client.quirks.get(model)
+                if quirks is not None and not quirks.json_schema:
+                    # Handled: verdicts are then parsed from the text (schema first, then fallback).
+                    results.append(
+                        CheckResult(
+                            f"{label} json_schema", True, "json_schema not supported: verdicts will be parsed from text"
+                        )
+                    )
+                else:
+                    results.append(CheckResult(f"{label} json_schema", True, "json_schema supported"))
+    finally:
+        await client.aclose()
+    return results
+
+
+def _roles(test, grader, test_models, grader_models):
+    """(role, endpoints, models) to check: one role when the grader shares the test's endpoints."""
+    if test == grader:
+        return [("test", test, test_models + grader_models)]
+    return [("test", test, test_models), ("grader", grader, grader_models)]
+
+
+async def check_connection(settings: Settings) -> list[CheckResult]:
+    """Every check, in order; never raises for a network or provider problem."""
+    if not settings.base_url:
+        return [CheckResult("test endpoint", False, "BASE_URL is not set")]
+    timeout = min(settings.timeout, 20.0)
+    test_models = [("test", settings.model_test)] if settings.model_test else []
+    grader_models = [("grader", settings.model_grader)] if settings.model_grader else []
+    try:
+        test_endpoints, grader_endpoints = settings.test_endpoints, settings.grader_endpoints
+    except SettingsError as exc:
+        return [CheckResult("endpoints", False, str(exc))]
+    results: list[CheckResult] = []
+    # Each endpoint is asked on its own: one replica down or with a wrong key is named.
+    for role, endpoints, models in _roles(test_endpoints, grader_endpoints, test_models, grader_models):
+        for endpoint in endpoints_of(endpoints):
+            results += await _check_endpoint(
+                role,
+                endpoint,
+                models,
+                timeout,
+                named=len(endpoints) > 1,
+                rate_limit_patience=settings.rate_limit_patience,
+            )
+    if not settings.model_test:
+        results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
+    if not settings.model_grader:
+        results.append(CheckResult("grader model", False, "MODEL_GRADER is not set"))
+    return results

@@ -1,0 +1,346 @@
+"""HealthBench records: official files (downloaded once, sha256-checked), local JSONL, sampling."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from hbtui.core.files import read_user_file
+
+OFFICIAL_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
+MAX_MESSAGE_CHARS = 1_000_000  # far above any real record; stops a corrupt file early
+# The official records use -10..10. A custom rubric may weigh more, but beyond a million a value
+# is a corrupt file: 1e308 overflows the sum to inf and the score silently to 0.0, and even
+# below overflow a huge weight drowns every other criterion in float rounding. A million
+# criteria of a million points still sum exactly (1e12, far under 2**53).
+MAX_POINTS = 1_000_000
+# Roles of the chat API: the real subsets use user and assistant; system and developer are the
+# instructions a rubric author may put first.
+ROLES = ("system", "developer", "user", "assistant")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# A lone surrogate can only come from a \uD800-\uDFFF escape: valid UTF-8 cannot encode one.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+@dataclass(frozen=True)
+class OfficialFile:
+    filename: str
+    sha256: str
+    records: int
+
+
+SUBSETS: dict[str, OfficialFile] = {
+    "main": OfficialFile(
+        "2025-05-07-06-14-12_oss_eval.jsonl",
+        "e99dd3c6372c10d6fcc5e385c5fae69d0dd40392dae56836ef9493ae324ecd2f",
+        5000,
+    ),
+    "hard": OfficialFile(
+        "hard_2025-05-08-21-00-10.jsonl",
+        "b0320430e5cd974e746585594c1dd10b5a3fc2aff9c72b26106c2c4a069d74e9",
+        1000,
+    ),
+    "consensus": OfficialFile(
+        "consensus_2025-05-09-20-00-46.jsonl",
+        "fabe37553327238928b05357d8b309737b5d426d6dee432a3376da618d0969d6",
+        3671,
+    ),
+}
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used; the message names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class Criterion:
+    criterion: str
+    points: float
+    tags: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Record:
+    prompt_id: str
+    prompt: tuple[dict, ...]
+    rubrics: tuple[Criterion, ...]
+    example_tags: tuple[str, ...]
+    line: int
+    raw: str  # the line as read, so the store keeps the record exactly
+
+    @property
+    def theme(self) -> str | None:
+        for tag in self.example_tags:
+            if tag.startswith("theme:"):
+                return tag[len("theme:") :]
+        return None
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    path: Path
+    sha256: str
+    records: tuple[Record, ...]
+
+
+def _fail(path: Path, line: int, message: str) -> DatasetError:
+    return DatasetError(f"{path}:{line}: {message}")
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text):,} characters)"
+
+
+def _lone_surrogate_field(obj: Any) -> str | None:
+    """The path of the first key or string holding a lone surrogate (walked without recursion:
+    json.loads accepts nesting deep enough to exhaust the stack of a recursive walk)."""
+    stack: list[tuple[str, Any]] = [("", obj)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            if LONE_SURROGATE.search(value):
+                return where or "the record"
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                child = f"{where}.{key}" if where else key
+                stack += [(child, item), (child, key)]  # the key itself is checked first
+        elif isinstance(value, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _read_fast(text: str) -> Any:
+    """The line's JSON by orjson (half json.loads' time: the main subset loads in 57 ms, not 70),
+    or None where it may differ from what json.loads reads. It refuses what json.loads takes or
+    words otherwise (NaN, 1e400, a lone surrogate, deep nesting, a bad line): json.loads reads
+    those, or says why not, as before. The one value it reads otherwise, silently, is an integer
+    beyond 64 bits, which it makes a float; of a record's numbers only the points are read from
+    the parse (the rest of the line is kept as it was read), and such a float is beyond MAX_POINTS."""
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    rubrics = obj.get("rubrics") if isinstance(obj, dict) else None
+    if isinstance(rubrics, list):
+        for item in rubrics:
+            points = item.get("points") if isinstance(item, dict) else None
+            if isinstance(points, float) and not abs(points) <= MAX_POINTS:
+                return None  # json.loads reads it, for the error to show the number as written
+    return obj
+
+
+def parse_record(path: Path, line_number: int, text: str) -> Record:
+    try:
+        obj = _read_fast(text)
+        if obj is None:
+            obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        hint = " (truncated line?)" if "Unterminated" in exc.msg or "Expecting" in exc.msg else ""
+        raise _fail(path, line_number, f"invalid JSON at column {exc.colno}: {exc.msg}{hint}") from None
+    except RecursionError:
+        raise _fail(path, line_number, "invalid JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise _fail(path, line_number, "a record must be a JSON object")
+    if SURROGATE_ESCAPE.search(text):
+        # The line itself is kept as the record's body (its sha256 is the official line's), so
+        # such text cannot be replaced: it would no longer be the line that was read.
+        where = _lone_surrogate_field(obj)
+        if where is not None:
+            where = where.encode("utf-8", "backslashreplace").decode("utf-8")  # a key may hold it too
+            raise _fail(
+                path, line_number, f"field {where!r}: holds a lone surrogate (an invalid \\uD800-\\uDFFF escape)"
+            )
+    prompt_id = obj.get("prompt_id")
+    if not isinstance(prompt_id, str) or not prompt_id:
+        raise _fail(path, line_number, "field 'prompt_id': missing or not a string")
+    where = f"record {prompt_id}"
+    prompt = obj.get("prompt")
+    if not isinstance(prompt, list) or not prompt:
+        raise _fail(path, line_number, f"{where}: field 'prompt': must be a non-empty list of messages")
+    for i, message in enumerate(prompt):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise _fail(path, line_number, f"{where}: field 'prompt[{i}].role': missing or not a string")
+        if message["role"] not in ROLES:
+            raise _fail(
+                path,
+                line_number,
+                f"{where}: field 'prompt[{i}].role': {message['role']!r} is not one of {', '.join(ROLES)}",
+            )
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise _fail(path, line_number, f"{where}: field 'prompt[{i}].content': missing or not a string")
+        if not content.strip():
+            # The model would be asked nothing, and its answer to nothing graded as if it were an answer.
+            raise _fail(path, line_number, f"{where}: field 'prompt[{i}].content': is empty")
+        if len(content) > MAX_MESSAGE_CHARS:
+            raise _fail(
+                path,
+                line_number,
+                f"{where}: field 'prompt[{i}].content': {len(content):,} characters, over the {MAX_MESSAGE_CHARS:,} limit",
+            )
+    if prompt[-1]["role"] != "user":
+        raise _fail(
+            path, line_number, f"{where}: field 'prompt': the last message is from {prompt[-1]['role']!r}, not 'user'"
+        )
+    rubrics = obj.get("rubrics")
+    if not isinstance(rubrics, list) or not rubrics:
+        raise _fail(path, line_number, f"{where}: field 'rubrics': missing or empty")
+    criteria = []
+    for i, item in enumerate(rubrics):
+        if not isinstance(item, dict):
+            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}]': not an object")
+        if not isinstance(item.get("criterion"), str) or not item["criterion"].strip():
+            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].criterion': missing or not a string")
+        if "points" not in item:
+            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].points': missing")
+        if not _is_number(item["points"]):
+            raise _fail(
+                path, line_number, f"{where}: field 'rubrics[{i}].points': {_shown(item['points'])} is not a number"
+            )
+        if abs(item["points"]) > MAX_POINTS:
+            raise _fail(
+                path, line_number, f"{where}: field 'rubrics[{i}].points': {item['points']!r} is beyond ±{MAX_POINTS:,}"
+            )
+        tags = item.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].tags': must be a list of strings")
+        criteria.append(Criterion(item["criterion"], item["points"], tuple(tags)))
+    if not any(c.points > 0 for c in criteria):
+        raise _fail(
+            path, line_number, f"{where}: field 'rubrics': no criterion has positive points, so no score exists"
+        )
+    example_tags = obj.get("example_tags", [])
+    if not isinstance(example_tags, list) or not all(isinstance(t, str) for t in example_tags):
+        raise _fail(path, line_number, f"{where}: field 'example_tags': must be a list of strings")
+    return Record(
+        prompt_id=prompt_id,
+        prompt=tuple({"role": m["role"], "content": m["content"]} for m in prompt),
+        rubrics=tuple(criteria),
+        example_tags=tuple(example_tags),
+        line=line_number,
+        raw=text,
+    )
+
+
+def load_jsonl(path: str | Path, name: str | None = None) -> Dataset:
+    """Read and validate every line; the first bad one stops the load with file:line: field."""
+    path = Path(path)
+    data = read_user_file(path, DatasetError, kind="JSONL file")
+    records: list[Record] = []
+    seen: dict[str, int] = {}
+    for number, raw_line in enumerate(data.split(b"\n"), start=1):
+        if not raw_line.strip():
+            continue
+        try:
+            text = raw_line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _fail(
+                path, number, f"not UTF-8 (byte 0x{raw_line[exc.start]:02x} at column {exc.start + 1})"
+            ) from None
+        record = parse_record(path, number, text.rstrip("\r"))
+        if record.prompt_id in seen:
+            raise _fail(path, number, f"prompt_id {record.prompt_id} repeats line {seen[record.prompt_id]}")
+        seen[record.prompt_id] = number
+        records.append(record)
+    if not records:
+        raise DatasetError(f"{path}: no records (the file is empty)")
+    return Dataset(
+        name=name or path.name,
+        path=path,
+        sha256=hashlib.sha256(data).hexdigest(),
+        records=tuple(records),
+    )
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+ProgressCallback = Callable[[int, int | None], None]
+
+
+class DownloadFailed(DatasetError):
+    """The official file could not be fetched; ``cause`` says why, the message what to do instead."""
+
+    def __init__(self, cause: str) -> None:
+        self.cause = cause
+        super().__init__(f"{cause}; use a local copy: --data PATH, or the local file on the configuration screen")
+
+
+def download_official(subset: str, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
+    """The official file for ``subset``, downloaded once into ``cache_dir`` and sha256-checked."""
+    if subset not in SUBSETS:
+        raise DatasetError(f"unknown subset {subset!r} (main, hard, consensus)")
+    return download_file(SUBSETS[subset], cache_dir, progress)
+
+
+def download_file(official: OfficialFile, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
+    """An official file (a subset, the meta-eval's), downloaded once into ``cache_dir`` and
+    sha256-checked.
+
+    The download goes to a temporary name and is renamed only once verified, so an interrupted
+    or corrupted download is never mistaken for the real file.
+    """
+    cache = Path(cache_dir)
+    target = cache / official.filename
+    if target.exists():
+        if sha256_file(target) == official.sha256:
+            return target
+        target.unlink()  # a corrupted cache entry: fetch it again
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".part")
+    # A mirror (or a proxy cache on an air-gapped box) can stand in for OpenAI's bucket.
+    url = os.environ.get("HBTUI_DATA_URL", OFFICIAL_BASE).rstrip("/") + "/" + official.filename
+    digest = hashlib.sha256()
+    from hbtui.core.downloads import DownloadError, download_to  # only a download needs httpx
+
+    try:
+        download_to(url, partial, on_chunk=digest.update, progress=progress)
+    except (DownloadError, OSError) as exc:
+        partial.unlink(missing_ok=True)
+        raise DownloadFailed(f"{url}: {exc}") from None
+    if digest.hexdigest() != official.sha256:
+        partial.unlink(missing_ok=True)
+        raise DatasetError(f"{url}: sha256 {digest.hexdigest()} differs from the published {official.sha256}")
+    os.replace(partial, target)
+    return target
+
+
+def load_subset(subset: str, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Dataset:
+    return load_jsonl(download_official(subset, cache_dir, progress), name=subset)
+
+
+def sample(records: Sequence[Record], limit: int | None, seed: int = 0) -> list[Record]:
+    """Exactly the reference harness's choice: ``random.Random(seed).sample(records, limit)``."""
+    if limit is None:
+        return list(records)
+    if limit < 1:
+        raise DatasetError(f"--limit {limit}: must be at least 1")
+    if limit > len(records):
+        raise DatasetError(f"--limit {limit}: the dataset has only {len(records)} records")
+    return random.Random(seed).sample(list(records), limit)

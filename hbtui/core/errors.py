@@ -1,0 +1,39 @@
+"""The kinds of failure a call can end in, as stored with replies and verdicts.
+
+One small module that the client (which decides them), the store (which keeps and retries them)
+and the engine (which acts on them) all import, so that the store needs nothing of the client.
+"""
+
+from __future__ import annotations
+
+RATE_LIMITED = "rate_limited"  # only after RATE_LIMIT_PATIENCE of nothing else: a 429 is no failed try
+SERVER_ERROR = "server_error"
+TIMEOUT = "timeout"
+CONNECTION = "connection"
+# The two refusals: answers, final (the conversation is left out of the score, as the reference
+# leaves it), never asked again by `regrade-errors`.
+CONTENT_FILTER = "content_filter"  # a 4xx coded content_filter / content_policy_violation, or a 200 so ended
+CONTEXT_LENGTH = "context_length"
+# Any other 4xx (a misconfigured proxy's "400 bad request"): an error of that call, not a
+# verdict on the conversation; not retried within the call (it would say the same), but asked
+# again by resume and `regrade-errors`. Older versions stored every 4xx as "refused": those rows
+# are read as this.
+CLIENT_ERROR = "client_error"
+REFUSED = "refused"  # stored by older versions for any 4xx; never written now
+TOO_LARGE = "too_large"  # an answer over MAX_ANSWER_MIB after decompression: an error of that call
+AUTH = "auth"
+NOT_FOUND = "not_found"
+BAD_RESPONSE = "bad_response"
+REDIRECTED = "redirected"  # a model call redirected off its endpoint's origin: refused, and the run stops
+UNPARSEABLE = "unparseable"  # used by grading: a verdict that never parsed
+# Refusals no waiting cures (hbtui.core.rate_limits): the run stops at once, resumable.
+QUOTA = "quota"  # the account is out of credit or quota (429 insufficient_quota, 402)
+DAILY_LIMIT = "daily_limit"  # a per-day limit, or a wait longer than RATE_LIMIT_PATIENCE
+
+# Retried within the call, with backoff, up to MAX_ATTEMPTS.
+RETRIED_KINDS = {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE}
+# No answer that counts: work still missing, asked again by a resume and `regrade-errors`, and
+# what leaves an ended run incomplete.
+TRANSIENT_KINDS = RETRIED_KINDS | {CLIENT_ERROR, REFUSED, TOO_LARGE}
+# Every later call would fail the same way: stop the run.
+FATAL_KINDS = {AUTH, NOT_FOUND, QUOTA, DAILY_LIMIT, REDIRECTED}

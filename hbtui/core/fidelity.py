@@ -1,0 +1,105 @@
+"""What a run's requests were, and how they differ from the reference's (openai/simple-evals).
+
+A score stands beside a published one only when the grader saw the same words with the same
+parameters. Each run records its grader template (name and sha256), its system messages and
+sampling parameters, and what hbtui's negotiation with the provider changed on the way
+(a parameter left out after a refusal, a cut-off verdict asked again with a larger budget,
+reasoning removed from a reply): the requests as they were sent, not as they were meant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from hbtui.core import reference
+
+REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
+
+
+def describe_requests(
+    settings: Any,
+    template_name: str,
+    template_sha256: str,
+    deviations: Iterable[str] = (),
+    *,
+    tested: bool | None = None,
+) -> dict:
+    """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation
+    changed; ``tested``: whether a model under test is called (by default, unless the run grades
+    the records' own completions)."""
+    differences: list[str] = []
+    if template_sha256 != reference.TEMPLATE_SHA256:
+        shown = template_name if template_name in ("builtin", "reference") else f"file {Path(template_name).name}"
+        differences.append(f"grader prompt {shown}")
+    # Grading the records' own completions, no model under test is called: only the grader's
+    # requests are compared (with the reference's physician-completion modes).
+    completions = settings.completions
+    tested = not completions if tested is None else tested
+    for who, system in (("model under test", settings.system_message_test), ("grader", settings.system_message_grader)):
+        if who != "grader" and not tested:
+            continue
+        if system is None:
+            differences.append(f"no system message for the {who}")
+        elif system != reference.SYSTEM_MESSAGE:
+            differences.append(f"another system message for the {who}")
+    for label, test, grader, expected in (
+        ("temperature", settings.temperature_test, settings.temperature_grader, reference.TEMPERATURE),
+        ("max tokens", settings.max_tokens_test, settings.max_tokens_grader, reference.MAX_TOKENS),
+    ):
+        if tested and test == grader and test != expected:
+            differences.append(f"{label} {test:g}")
+        else:
+            differences += [
+                f"{label} {value:g} for the {who}"
+                for who, value in (("model under test", test if tested else expected), ("grader", grader))
+                if value != expected
+            ]
+    if settings.grader_json_schema:
+        differences.append("grader asked for json_schema output")
+    for who, effort in (
+        ("model under test", settings.reasoning_test if tested else None),
+        ("grader", settings.reasoning_grader),
+    ):
+        if effort:
+            differences.append(f"reasoning effort {effort} for the {who}")
+    deviations = sorted(set(deviations))
+    return {
+        **({"completions": completions} if completions else {}),
+        "grader_template": {"name": template_name, "sha256": template_sha256},
+        "system_message_test": settings.system_message_test,
+        "system_message_grader": settings.system_message_grader,
+        "temperature_test": settings.temperature_test,
+        "temperature_grader": settings.temperature_grader,
+        "max_tokens_test": settings.max_tokens_test,
+        "max_tokens_grader": settings.max_tokens_grader,
+        "reasoning_test": settings.reasoning_test,
+        "reasoning_grader": settings.reasoning_grader,
+        "grader_response_format": "json_schema" if settings.grader_json_schema else None,
+        "model_grader": settings.model_grader,
+        "deviations": deviations,
+        "differences": differences + deviations,
+        "reference_identical": not differences and not deviations,
+    }
+
+
+def requests_line(requests: dict | None) -> str:
+    """One line for show, description.md and the app: ``requests: reference-identical``, or what differs."""
+    if not requests:
+        return "requests: not recorded (the run was made before hbtui recorded them; graded with the builtin prompt)"
+    # The requests can be the reference's while the grader is another model: a score then still
+    # does not stand beside the published ones, and the line says so.
+    grader = requests.get("model_grader")
+    other = (
+        f"; graded by {grader}, the published numbers by {REFERENCE_GRADER}"
+        if grader and grader != REFERENCE_GRADER
+        else ""
+    )
+    completions = requests.get("completions")
+    if completions:
+        # No model was called: the replies are the records' own, graded as the reference grades them.
+        other = f"; {completions} completions graded, no model under test{other}"
+    if requests.get("reference_identical"):
+        return f"requests: reference-identical{other}"
+    return f"requests: differ from the reference ({', '.join(requests.get('differences', []))}){other}"

@@ -1,0 +1,1 @@
+"""The settings: each described once (config), their kinds, presets, prices, .env, their docs."""

@@ -1,0 +1,154 @@
+"""Named sets of run settings, kept for the next run: JSON in the user's config directory.
+
+A preset never holds an API key: it is meant to be shared, copied and kept, and a key in it
+would leak the same way. Keys come from .env or the environment each time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hbtui.core.files import private_file
+from hbtui.core.settings.config import BY_ATTRIBUTE, SETTINGS, SettingsError
+
+SECRET_FIELDS = frozenset(setting.attribute for setting in SETTINGS if setting.secret)
+
+
+def built_in_presets() -> dict[str, dict[str, Any]]:
+    """Presets that come with hbtui, read-only. ``reference``: every request byte-identical to what
+    simple-evals sends (its grader prompt, its system message for both models, temperature 0.5
+    and 2048 tokens for both, no response_format, no reasoning effort)."""
+    from hbtui.core import reference
+
+    return {
+        "reference": {
+            "grader_template": "reference",
+            "system_message_test": reference.SYSTEM_MESSAGE,
+            "system_message_grader": reference.SYSTEM_MESSAGE,
+            "temperature_test": reference.TEMPERATURE,
+            "temperature_grader": reference.TEMPERATURE,
+            "max_tokens_test": reference.MAX_TOKENS,
+            "max_tokens_grader": reference.MAX_TOKENS,
+            "grader_json_schema": False,
+            "reasoning_test": None,
+            "reasoning_grader": None,
+        }
+    }
+
+
+def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
+    """The Settings values of the preset ``name``: a built-in one, or one saved by the app."""
+    built_in = built_in_presets()
+    if name in built_in:
+        return dict(built_in[name])
+    saved = load_presets(path)
+    if name not in saved:
+        known = ", ".join(sorted([*built_in, *saved]))
+        raise PresetError(f"--preset {name}: no such preset (known: {known})")
+    values: dict[str, Any] = {}
+    for attribute, raw in saved[name].items():
+        if attribute not in BY_ATTRIBUTE or attribute in SECRET_FIELDS or raw in ("", None):
+            continue  # run options (subset, limit...) and empty fields are the flags' business
+        try:
+            values[attribute] = BY_ATTRIBUTE[attribute].parse(raw, origin=f"preset {name}")
+        except SettingsError as exc:
+            raise PresetError(str(exc)) from None
+    return values
+
+
+class PresetError(ValueError):
+    """A presets file that cannot be read or written; the message names it."""
+
+
+def presets_path(environ: Mapping[str, str] | None = None) -> Path:
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "hbtui" / "presets.json"
+
+
+def load_presets(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    path = path or presets_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise PresetError(f"{path}: cannot read presets ({exc})") from None
+    if not isinstance(data, dict):
+        raise PresetError(f"{path}: not a JSON object of presets")
+    return {
+        str(name): {k: v for k, v in values.items() if k not in SECRET_FIELDS}
+        for name, values in data.items()
+        if isinstance(values, dict)
+    }
+
+
+def save_preset(name: str, values: Mapping[str, Any], path: Path | None = None) -> Path:
+    """Add or replace one preset; the file is created owner-only and replaced atomically."""
+    name = name.strip()
+    if not name:
+        raise PresetError("a preset needs a name")
+    if name in built_in_presets():
+        raise PresetError(f"{name!r} is a built-in preset, which cannot be replaced; choose another name")
+    path = path or presets_path()
+    presets = load_presets(path)
+    presets[name] = {k: v for k, v in values.items() if k not in SECRET_FIELDS}
+    _write_private(path, json.dumps(presets, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def data_source_path() -> Path:
+    return presets_path().with_name("last-data.json")
+
+
+def remembered_data_source() -> dict[str, str]:
+    """The subset and file of the last run started from the app; empty when there is none."""
+    try:
+        data = json.loads(data_source_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {key: str(data[key]) for key in ("subset", "data_path") if isinstance(data.get(key), str)}
+
+
+def remember_data_source(source: Mapping[str, str]) -> None:
+    try:
+        _write_private(data_source_path(), json.dumps(dict(source), indent=2, sort_keys=True) + "\n")
+    except PresetError:
+        pass  # only a convenience: the run starts all the same
+
+
+def rename_preset(old: str, new: str, path: Path | None = None) -> None:
+    """``old`` under the name ``new``, in its place; a name taken (or built in) is refused."""
+    new = new.strip()
+    if not new:
+        raise PresetError("a preset needs a name")
+    if new in built_in_presets() or old in built_in_presets():
+        raise PresetError("built-in presets cannot be renamed, nor their names taken")
+    path = path or presets_path()
+    presets = load_presets(path)
+    if new in presets and new != old:
+        raise PresetError(f"a preset named {new!r} exists already")
+    renamed = {new if name == old else name: values for name, values in presets.items()}
+    _write_private(path, json.dumps(renamed, indent=2, sort_keys=True) + "\n")
+
+
+def delete_preset(name: str, path: Path | None = None) -> None:
+    path = path or presets_path()
+    presets = load_presets(path)
+    if presets.pop(name, None) is not None:
+        _write_private(path, json.dumps(presets, indent=2, sort_keys=True) + "\n")
+
+
+def _write_private(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with private_file(path) as out:
+            out.write(text)
+    except OSError as exc:
+        raise PresetError(f"{path}: cannot write presets ({exc.strerror or exc})") from None

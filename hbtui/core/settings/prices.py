@@ -1,0 +1,134 @@
+"""Token counts of a run and what they cost, from a price table the user keeps beside the presets.
+
+The table (``prices.json``) maps a model name, exactly as the run sent it, to its input and
+output price per million tokens. A cost is never guessed: a model missing from the table (or
+no table at all) shows its tokens only, and a total is given only when every model is priced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from hbtui.core.settings.presets import presets_path
+
+PRICE_FIELDS = ("input", "output")
+
+
+class PriceError(ValueError):
+    """A price table that cannot be used; the message names the file and the line or key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    input: float  # per million prompt tokens
+    output: float  # per million completion tokens
+
+
+def prices_path(environ: Mapping[str, str] | None = None) -> Path:
+    return presets_path(environ).with_name("prices.json")
+
+
+def load_prices(path: Path | None = None) -> dict[str, Price]:
+    """The table at ``path`` (default: beside the presets); none at all is an empty table."""
+    path = path or prices_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except UnicodeDecodeError as exc:
+        raise PriceError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise PriceError(f"{path}: cannot read the price table ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(text)  # NaN and Infinity load, and are refused below with their key
+    except json.JSONDecodeError as exc:
+        raise PriceError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise PriceError(f"{path}: not valid JSON (nested too deeply)") from None
+    example = '{"model": {"input": 2.0, "output": 8.0}} (prices per million tokens)'
+    if not isinstance(data, dict):
+        raise PriceError(f"{path}: must be a JSON object such as {example}")
+    table: dict[str, Price] = {}
+    for model, entry in data.items():
+        if not isinstance(entry, dict):
+            raise PriceError(f"{path}: {model!r}: must be an object such as {example}")
+        values = []
+        for name in PRICE_FIELDS:
+            if name not in entry:
+                raise PriceError(f"{path}: {model!r}.{name} is missing (price per million {name} tokens)")
+            value = entry[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise PriceError(
+                    f"{path}: {model!r}.{name}: {value!r} is not a price (a number of 0 or more, per million tokens)"
+                )
+            values.append(float(value))
+        table[model] = Price(*values)
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """The tokens one model of a run used, and their cost where the model has a price."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+
+    def as_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": self.cost,
+        }
+
+
+def cost_of(input_tokens: int, output_tokens: int, price: Price | None) -> float | None:
+    if price is None:
+        return None
+    return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+
+
+def model_usage(model: str, input_tokens: int, output_tokens: int, prices: Mapping[str, Price]) -> ModelUsage:
+    return ModelUsage(model, input_tokens, output_tokens, cost_of(input_tokens, output_tokens, prices.get(model)))
+
+
+def total_cost(usages: list[ModelUsage]) -> float | None:
+    """The sum, only when every model is priced: a partial sum would read as the whole."""
+    if any(u.cost is None for u in usages):
+        return None
+    return sum(u.cost for u in usages if u.cost is not None)
+
+
+def usage_json(test: ModelUsage, grader: ModelUsage) -> dict:
+    """`show --json`'s "tokens" and "cost" objects."""
+    return {
+        "tokens": {"test": test.as_dict(), "grader": grader.as_dict()},
+        "cost": {"test": test.cost, "grader": grader.cost, "total": total_cost([test, grader])},
+    }
+
+
+def tokens_text(count: int) -> str:
+    """A token count short enough for a status line: 950, 12.3k, 216k, 4.56M."""
+    if count >= 1_000_000:
+        return f"{count / 1e6:.2f}M"
+    if count >= 100_000:
+        return f"{count / 1e3:.0f}k"
+    if count >= 1_000:
+        return f"{count / 1e3:.1f}k"
+    return str(count)
+
+
+def cost_text(cost: float) -> str:
+    """Enough digits for a small run's cost to show (0.0031), without 12 digits on a large one."""
+    return f"{cost:.2f}" if cost >= 100 else f"{cost:.4f}" if cost >= 0.01 else f"{cost:.6f}"
+
+
+def usage_line(usage: ModelUsage) -> str:
+    line = f"{tokens_text(usage.input_tokens)} in / {tokens_text(usage.output_tokens)} out"
+    return line + (f", cost {cost_text(usage.cost)}" if usage.cost is not None else " (no price)")

@@ -1,0 +1,113 @@
+"""`hbtui compare` as text: the two runs, the paired difference, themes, axes, grader agreement
+and what moved. Names, prompt ids and criteria are data: one line each, controls made visible."""
+
+from __future__ import annotations
+
+from hbtui.analysis.compare import MOVED_LISTED, Comparison, Difference, verdict_word
+from hbtui.core.numbering import repeat_label
+from hbtui.core.run_kinds import MODEL_RUN, kind_label
+from hbtui.core.scoring import BOOTSTRAP_SAMPLES
+from hbtui.core.text import one_line
+from hbtui.core.verdicts import Kappa
+from hbtui.store.rows import RunRow
+
+DISAGREEMENTS_LISTED = 20
+NAME_WIDTH = 28
+
+
+def signed(value: float) -> str:
+    return f"{value:+.3f}"
+
+
+def interval(ci: tuple[float, float]) -> str:
+    return f"{signed(ci[0])} to {signed(ci[1])}"
+
+
+def said(met: bool) -> str:
+    return verdict_word(met).replace("_", " ")
+
+
+def run_line(label: str, run: RunRow) -> str:
+    kind = "" if run.kind == MODEL_RUN else f" ({one_line(kind_label(run.kind, run.imported), 60)})"
+    return (
+        f"{label}  run {run.id} {one_line(run.name, 50)}{kind}  model {one_line(run.model_test, 40)}"
+        f"  grader {one_line(run.model_grader, 40)}  dataset {one_line(run.dataset_name, 40)}"
+    )
+
+
+def kappa_text(kappa: Kappa) -> str:
+    if kappa.kappa is None:
+        return f"kappa undefined: {kappa.undefined}"
+    return f"kappa {kappa.kappa:.3f} (agreement {kappa.observed:.3f}, by chance {kappa.expected:.3f})"
+
+
+def difference_rows(title: str, rows: dict[str, Difference]) -> list[str]:
+    if not rows:
+        return []
+    lines = ["", f"{title:<{NAME_WIDTH}} {'n':>6}  {'A':>6}  {'B':>6}  {'B - A':>7}  95% CI"]
+    for name, d in rows.items():
+        lines.append(
+            f"{one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {d.n:>6,}  {d.score_a:>6.3f}  {d.score_b:>6.3f}"
+            f"  {signed(d.value):>7}  {interval(d.ci95)}"
+        )
+    return lines
+
+
+def repeated(repeat: int, repeats: int) -> str:
+    """ " repeat 1 of 2" after a prompt_id, in a run with repeats."""
+    label = repeat_label(repeat, repeats)
+    return f" {label}" if label else ""
+
+
+def render_comparison(result: Comparison) -> str:
+    overall = result.overall
+    lines = [
+        run_line("A", result.run_a),
+        run_line("B", result.run_b),
+        f"paired conversations {overall.n:,} of A's {result.totals[0]:,} and B's {result.totals[1]:,} (same prompt_id,"
+        " record and repeat, graded in full by both); the scores below are over the pairs alone",
+        *([f"pairs: {result.pairs}"] if result.pairs else []),
+        f"score A {overall.score_a:.3f}   B {overall.score_b:.3f}   B - A {signed(overall.value)}"
+        f"   95% CI {interval(overall.ci95)} (paired bootstrap, {BOOTSTRAP_SAMPLES:,} resamples)",
+    ]
+    lines += difference_rows("by theme", result.themes)
+    lines += difference_rows("by axis", result.axes)
+    agreement = result.agreement
+    if agreement is None:  # compared by stored scores alone: no verdict was read
+        return "\n".join(lines)
+    lines += [
+        "",
+        f"grader agreement over {agreement.overall.n:,} criteria graded by both: {kappa_text(agreement.overall)}",
+    ]
+    for name, kappa in agreement.axes.items():
+        lines.append(f"  {one_line(name, NAME_WIDTH):<{NAME_WIDTH}} {kappa.n:>6,}  {kappa_text(kappa)}")
+    disagreements = agreement.disagreements
+    if disagreements:
+        lines += [
+            "",
+            f"criteria the graders disagree on: {len(disagreements):,}"
+            + (
+                f" (the {DISAGREEMENTS_LISTED} worth the most points; --json lists all)"
+                if len(disagreements) > DISAGREEMENTS_LISTED
+                else ""
+            ),
+        ]
+        for d in disagreements[:DISAGREEMENTS_LISTED]:
+            lines.append(
+                f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
+                f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
+                f"{repeated(d.repeat, result.repeats)})"
+            )
+    moved = result.moved
+    lines += [
+        "",
+        f"moved most: {min(len(moved), MOVED_LISTED)} of {len(moved):,} conversations whose score changed"
+        if moved
+        else "no conversation's score changed",
+    ]
+    for m in moved[:MOVED_LISTED]:
+        lines.append(
+            f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {one_line(m.prompt_id, 40)}"
+            f"{repeated(m.repeat, result.repeats)}  {one_line(m.theme or '-', 30)}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""`hbtui serve`: the app in a browser."""
