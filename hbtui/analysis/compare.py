@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from hbtui.core.errors import HbtuiError
 from hbtui.core.run_kinds import IMPORTED
 from hbtui.core.scoring import (
     BOOTSTRAP_SAMPLES,
@@ -38,7 +39,7 @@ THEME, AXIS = "theme:", "axis:"
 MOVED_LISTED = 20  # in `hbtui compare` and its JSON; the screen lists more
 
 
-class NothingToCompare(ValueError):
+class NothingToCompare(HbtuiError, ValueError):
     """Two runs that cannot be compared: the same run, or no conversation in common."""
 
 

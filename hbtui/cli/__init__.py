@@ -28,7 +28,6 @@ from hbtui.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    UsageError,
     _complain,
     _warn,
     _warn_if_shared,
@@ -40,15 +39,10 @@ from hbtui.cli.manage import cmd_delete, cmd_export, cmd_import, cmd_rename
 from hbtui.cli.parser import build_parser
 from hbtui.cli.reading import cmd_compare, cmd_runs, cmd_show
 from hbtui.cli.runs import cmd_drive_detached, cmd_meta_eval, cmd_regrade, cmd_resume, cmd_run
-from hbtui.client.chat import ChatError
-from hbtui.core.dataset import DatasetError
+from hbtui.core.errors import HbtuiError
 from hbtui.core.files import stdout_to_devnull
-from hbtui.core.grading import TemplateError
-from hbtui.core.settings.config import Settings, SettingsError, load_settings, setting_for
-from hbtui.core.settings.presets import PresetError
-from hbtui.core.settings.prices import PriceError
+from hbtui.core.settings.config import Settings, load_settings, setting_for
 from hbtui.services import DRIVE_COMMAND
-from hbtui.store import RunBusy, StoreError
 
 __all__ = [
     "EXIT_FAILED",
@@ -108,20 +102,6 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
-def caught(*kinds: type[BaseException] | str) -> tuple[type[BaseException], ...]:
-    """The error classes an ``except`` takes: classes as given, and ``"module:Class"`` for the
-    errors of a module that only some commands load (compare, import, the local model and its
-    httpx), left unloaded to keep `hbtui run`'s start-up short. Until it is loaded, none of its
-    errors can have been raised."""
-    found: list[type[BaseException]] = []
-    for kind in kinds:
-        if not isinstance(kind, str):
-            found.append(kind)
-        elif (loaded := sys.modules.get(kind.partition(":")[0])) is not None:
-            found.append(getattr(loaded, kind.partition(":")[2]))
-    return tuple(found)
-
-
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -176,28 +156,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return code
     except BrokenPipeError:
         raise  # not a problem of ours: see main
-    except caught(
-        SettingsError,
-        DatasetError,
-        StoreError,
-        TemplateError,
-        RunBusy,
-        UsageError,
-        PresetError,
-        PriceError,
-        "hbtui.analysis.compare:NothingToCompare",
-        "hbtui.imports.common:ImportProblem",
-        "hbtui.meta_eval.compare:NoRowsInCommon",
-    ) as exc:
+    except HbtuiError as exc:  # every error of hbtui's own: one line, and its kind's exit status
         _complain("error", exc)
-        return EXIT_USAGE
-    except caught(ChatError, "hbtui.local.llama_server:LlamaServerError") as exc:
-        _complain("error", exc)
-        return EXIT_FAILED
-    # The platform, the build tools, the network: the user's to fix.
-    except caught("hbtui.local.model:LocalModelError") as exc:
-        _complain("error", exc)
-        return EXIT_USAGE
+        return exc.exit_code
     except sqlite3.Error as exc:
         # The settings already read (their warnings said once), else the default the flags name.
         database = settings.db_path if settings is not None else setting_for("db_path").default

@@ -10,6 +10,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
+from hbtui.core.errors import EXIT_FAILED, EXIT_USAGE, HbtuiError  # noqa: F401 (the commands take every exit from here)
 from hbtui.core.files import open_to_others
 from hbtui.core.settings.config import SETTINGS, STORAGE, Setting, Settings, load_settings
 from hbtui.core.settings.presets import preset_settings
@@ -18,7 +19,8 @@ from hbtui.core.text import visible_controls, visible_line
 from hbtui.store import Store
 from hbtui.store.schema import holds_our_header
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 3, 130
+# EXIT_FAILED (1) and EXIT_USAGE (2) are core.errors', the exits of HbtuiError's two kinds.
 # 128 + SIGPIPE: see main.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 # Signals that stop a headless run cleanly (interrupted, resumable): Ctrl-C, kill, and the hangup
@@ -38,8 +40,8 @@ def flag_help(setting: Setting) -> str:
     return f"{setting.help} ({setting.key}{default})"
 
 
-class UsageError(Exception):
-    pass
+class UsageError(HbtuiError):
+    """A command asked for what cannot be: a flag that does not fit, a run it cannot act on."""
 
 
 def invoked_as() -> str:

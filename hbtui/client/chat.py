@@ -42,6 +42,7 @@ from hbtui.core.errors import (  # noqa: F401
     CONTENT_FILTER,
     CONTEXT_LENGTH,
     DAILY_LIMIT,
+    EXIT_FAILED,
     FATAL_KINDS,
     NOT_FOUND,
     QUOTA,
@@ -54,6 +55,7 @@ from hbtui.core.errors import (  # noqa: F401
     TOO_LARGE,
     TRANSIENT_KINDS,
     UNPARSEABLE,
+    HbtuiError,
 )
 from hbtui.core.rate_limits import DAILY, RatePacer, classify_refusal, refusal_message
 from hbtui.core.rate_limits import QUOTA as QUOTA_REFUSAL
@@ -162,7 +164,9 @@ class ChatRequest:
     priority: int
 
 
-class ChatError(Exception):
+class ChatError(HbtuiError):
+    exit_code = EXIT_FAILED  # the endpoint failed, not the command
+
     def __init__(self, kind: str, message: str, status: int | None = None, attempts: int = 1) -> None:
         message, _ = replace_lone_surrogates(message)  # a provider's error text is stored too
         super().__init__(message)

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from hbtui.core.errors import HbtuiError
 from hbtui.core.files import read_user_file
 
 OFFICIAL_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
@@ -58,7 +59,7 @@ SUBSETS: dict[str, OfficialFile] = {
 }
 
 
-class DatasetError(ValueError):
+class DatasetError(HbtuiError, ValueError):
     """A dataset that cannot be used; the message names the file, line and field."""
 
 

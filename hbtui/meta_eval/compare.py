@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+from hbtui.core.errors import HbtuiError
 from hbtui.core.text import one_line
 from hbtui.meta_eval.metrics import HEADLINE, MIN_PHYSICIAN_LABELS
 from hbtui.meta_eval.report import placement
@@ -16,7 +17,7 @@ from hbtui.meta_eval.summary import meta_eval_summary_of
 from hbtui.store import MET, NOT_MET, RunRow, Store
 
 
-class NoRowsInCommon(ValueError):
+class NoRowsInCommon(HbtuiError, ValueError):
     """Two meta-evals of different rows: nothing to set side by side."""
 
 

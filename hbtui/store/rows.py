@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from hbtui.core.errors import HbtuiError
 from hbtui.core.run_kinds import MODEL_RUN
 from hbtui.core.scoring import conversation_score
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
@@ -54,7 +55,7 @@ def conversation_outcome(verdicts: Iterable[tuple[float, str]]) -> ConversationO
     )
 
 
-class StoreError(Exception):
+class StoreError(HbtuiError):
     """A database that cannot be used; the message names the file."""
 
 

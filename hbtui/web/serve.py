@@ -49,6 +49,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from textual_serve.app_service import AppService
 from textual_serve.server import Server
 
+from hbtui.core.errors import HbtuiError
+
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 COOKIE_PREFIX = "hbtui-serve-"
 SECRET_PARAMETER = "key"
@@ -58,7 +60,7 @@ NO_HOST = "bad request: no Host header\n"
 TRY_AGAIN_LATER = 1013
 
 
-class ServeError(Exception):
+class ServeError(HbtuiError):
     """A server that cannot start as asked: the message is one line for the user."""
 
 

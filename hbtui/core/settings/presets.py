@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hbtui.core.errors import HbtuiError
 from hbtui.core.files import private_file
 from hbtui.core.settings.config import BY_ATTRIBUTE, SETTINGS, SettingsError
 
@@ -60,7 +61,7 @@ def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
     return values
 
 
-class PresetError(ValueError):
+class PresetError(HbtuiError, ValueError):
     """A presets file that cannot be read or written; the message names it."""
 
 

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from hbtui.core.errors import HbtuiError
 from hbtui.core.settings.presets import presets_path
 
 PRICE_FIELDS = ("input", "output")
 
 
-class PriceError(ValueError):
+class PriceError(HbtuiError, ValueError):
     """A price table that cannot be used; the message names the file and the line or key."""
 
 

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from hbtui.core.errors import HbtuiError
 
-class SettingsError(ValueError):
+
+class SettingsError(HbtuiError, ValueError):
     """A setting that cannot be used; the message names the key and where it came from."""
 
 
