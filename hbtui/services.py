@@ -6,10 +6,11 @@ it to that), so the engine's insides can change without the screens noticing.
 
 from __future__ import annotations
 
+from hbtui.core.verdicts import INCOMPLETE, TAKEN_OVER
 from hbtui.engine.detached import DRIVE_COMMAND, DetachedRun, launch_detached, read_snapshot
 from hbtui.engine.driver import Engine
 from hbtui.engine.run_admin import RunActionError, delete_run, export_format, export_run, rename_run
-from hbtui.engine.run_finish import INCOMPLETE, TAKEN_OVER, compute_report
+from hbtui.engine.run_finish import compute_report
 from hbtui.engine.run_plan import HeadStart, check_run_name, plan_regrade, plan_run, run_name_problem, start_run
 from hbtui.engine.run_settings import GRADER_SETTINGS, refuse_measured_changes, resume_hint, settings_for_run
 

@@ -181,13 +181,13 @@ async def test_jump_to_penalty_and_copy(finished_run_db):
         assert_bar(verdicts, "penalty")
         assert "Recommends an unsafe dose" in screen_text(app)
         await pilot.press("m")
-        assert verdicts.current.kind == "not-met"
-        assert_bar(verdicts, "not-met")
+        assert verdicts.current.kind == "missed"
+        assert_bar(verdicts, "missed")
         assert "Mentions hydration" in verdicts.current.verdict.criterion
         await pilot.press("e")  # no grader error here: the selection stays
-        assert verdicts.current.kind == "not-met"
+        assert verdicts.current.kind == "missed"
         kinds = {item.kind for item in verdicts.items}
-        assert kinds == {"met", "not-met", "penalty"}
+        assert kinds == {"met", "missed", "penalty"}
 
         await pilot.press("c")  # App.copy_to_clipboard: OSC 52 to the terminal, and kept in app.clipboard
         assert app.clipboard == verdicts.current.verdict.explanation

@@ -32,7 +32,7 @@ from hbtui.core.scoring import (
     clipped_mean,
     conversation_metrics,
 )
-from hbtui.core.verdicts import Kappa, cell
+from hbtui.core.verdicts import GENERATED, Kappa, cell
 from hbtui.store.rows import MET, NOT_MET, RunRow, verdict_met
 
 THEME, AXIS = "theme:", "axis:"
@@ -105,7 +105,7 @@ def conversations_from_rows(
             sha256,
             theme,
             list(_parsed(tag_lists, example_tags)),
-            status == "generated",
+            status == GENERATED,
             score,
             None if verdict_rows is None else [],
             completion,
@@ -278,7 +278,7 @@ class Comparison:
     @property
     def repeats(self) -> int:
         """The runs' --repeats (paired runs have the same): a repeat is labelled "repeat 1 of 2"."""
-        return int(self.run_a.plan.get("repeats") or 1)
+        return self.run_a.planned.repeats
 
     def as_json(self) -> dict:
         return {

@@ -134,7 +134,7 @@ class RunStatistics:
 
 async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: Mapping[str, Price]) -> RunStatistics:
     """The statistics of ``run`` with the length settings of ``settings`` and the given prices."""
-    repeats = int(run.plan.get("repeats") or 1)
+    repeats = run.planned.repeats
     groups = None
     if repeats >= 2:
         groups = complete_groups(await store.repeat_outcomes(run.id), repeats)
@@ -157,5 +157,5 @@ async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: 
         centre=settings.length_centre,
         test=model_usage(run.model_test, progress.prompt_tokens_test, progress.completion_tokens_test, prices),
         grader=model_usage(run.model_grader, progress.prompt_tokens_grader, progress.completion_tokens_grader, prices),
-        replies_generated=not run.plan.get("completions"),
+        replies_generated=not run.planned.completions,
     )

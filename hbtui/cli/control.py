@@ -8,9 +8,9 @@ import time
 
 from hbtui.cli.common import EXIT_OK, UsageError, say
 from hbtui.core.settings.config import Settings
+from hbtui.core.verdicts import CANCELLED, INTERRUPTED, PAUSED, RUNNING
 from hbtui.store import Store
 
-PAUSED, CANCELLED = "paused", "cancelled"  # as runs.control holds them (hbtui.engine.driver)
 CONTROL_PATIENCE_SECONDS = 5.0  # how long `hbtui pause` waits to see the driver apply it
 
 
@@ -22,9 +22,9 @@ async def cmd_control(args: argparse.Namespace, settings: Settings, control: str
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         shown = run.shown_status()
-        if run.status != "running":
+        if run.status != RUNNING:
             raise UsageError(f"run {run.id} is {shown}: there is nothing to {verb}")
-        if shown == "interrupted":
+        if shown == INTERRUPTED:
             raise UsageError(
                 f"run {run.id}'s driver ({run.owner_shown or 'unknown'}) is gone, or silent past its heartbeat:"
                 f" nothing runs to {verb} (hbtui resume {run.id} continues the run)"
@@ -36,7 +36,7 @@ async def cmd_control(args: argparse.Namespace, settings: Settings, control: str
         while time.monotonic() < deadline:
             await asyncio.sleep(0.25)
             now = await store.get_run(run.id)
-            if control == CANCELLED and now.status != "running":
+            if control == CANCELLED and now.status != RUNNING:
                 say(f"run {run.id} is {now.status}")
                 return EXIT_OK
             if control != CANCELLED and bool((now.live or {}).get("paused")) == (control == PAUSED):

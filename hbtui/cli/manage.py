@@ -10,6 +10,7 @@ from hbtui.core.dataset import load_jsonl
 from hbtui.core.run_kinds import refusal
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import one_line, visible_line
+from hbtui.core.verdicts import FINISHED
 from hbtui.render.export_reference import write_reference
 from hbtui.render.report import stated_score_note
 from hbtui.store import Store
@@ -45,7 +46,7 @@ async def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             # An earlier export (of another run, perhaps) is work too: never replaced unasked.
             raise UsageError(f"--out {out}: the file exists; add --force to replace it")
         if args.format == "reference":
-            if run.report is None or run.status != "finished":
+            if run.report is None or run.status != FINISHED:
                 run.report = await compute_report(store, run.id)  # a partial run: score what is there
             count = await write_reference(store, run, out)
             say(f"wrote {count} conversations of run {run.id} to {out}")

@@ -14,6 +14,7 @@ from hbtui.cli.common import EXIT_OK, UsageError, open_for_reading, say
 from hbtui.core.run_kinds import META_EVAL, refusal
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import load_prices
+from hbtui.core.verdicts import FINISHED
 from hbtui.render.report import driver_lines, render_report, render_runs
 from hbtui.store import NoRunsYet
 
@@ -48,7 +49,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         run = await store.resolve_run(args.run)
         if run.kind == META_EVAL:
             return await show_meta_eval(store, run, args.json, args.physician_labels_over, say)
-        if run.report is None or run.status != "finished":
+        if run.report is None or run.status != FINISHED:
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
         stats = await run_statistics(store, run, settings, prices)
         review = await review_of_run(store, run, args.reviewed)
@@ -67,7 +68,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                             "error": run.error,
                             "kind": run.kind,
                             **({"imported": run.imported} if run.imported else {}),
-                            **({"completions": run.plan["completions"]} if run.plan.get("completions") else {}),
+                            **({"completions": run.planned.completions} if run.planned.completions else {}),
                             **run_metadata(run, progress),
                         },
                         "requests": run.requests,

@@ -38,6 +38,7 @@ from hbtui.core.settings.config import Settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
+from hbtui.core.verdicts import FAILED, FINISHED
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
 from hbtui.services import (
@@ -109,7 +110,7 @@ async def drive(
         _complain("error", one_line(engine.error or "", 400))
         return EXIT_FAILED
     final = await store.get_run(run.id)
-    if status in ("finished", INCOMPLETE):
+    if status in (FINISHED, INCOMPLETE):
         stats = await run_statistics(store, final, settings, prices_or_warn() if prices is None else prices)
         say(render_report(final, brief=True, stats=stats))
         say(f"results: {final.folder}")
@@ -120,7 +121,7 @@ async def drive(
             say(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", error=True)
             return EXIT_INCOMPLETE
         return EXIT_OK
-    if status == "failed":
+    if status == FAILED:
         say(
             f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
             error=True,
@@ -198,7 +199,7 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
         await refuse_measured_changes(store, run, run_settings)
-        if not regrade and run.shown_status() == "finished":
+        if not regrade and run.shown_status() == FINISHED:
             # As the app's `c`: a finished run is left as it is (its end time and duration are
             # what it measured), unless calls that got no answer are left to ask again.
             kinds = (await store.progress(run.id)).errors_by_kind

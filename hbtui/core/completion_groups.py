@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hbtui.core.plan import RunPlan
+
 PHYSICIAN, REFERENCE = "physician", "reference"
 MODES = (PHYSICIAN, REFERENCE)
 IDEAL = "ideal"  # the label of a group's ideal completion; a reference completion's is "reference N"
@@ -36,13 +38,12 @@ def group_description(group: str) -> str:
     return GROUPS.get(group, "")
 
 
-def skipped_line(plan: dict) -> str | None:
+def skipped_line(plan: RunPlan) -> str | None:
     """One line saying what a completions run left out, from its recorded plan; None otherwise."""
-    mode = plan.get("completions")
+    mode = plan.completions
     if not mode:
         return None
-    without = plan.get("without_completions", 0)
-    groups = plan.get("groups") or {}
+    without, groups = plan.without_completions, plan.groups
     chosen = ", ".join(f"{group} {info.get('sampled')} of {info.get('completions')}" for group, info in groups.items())
     # The reference's reference mode has no Group 1: its physicians were shown no model's completion.
     no_group_1 = "; Group 1 has no reference completions" if mode == REFERENCE else ""

@@ -1,12 +1,41 @@
-"""Verdicts of two graders (or reviewers) on the same criteria, and how far they agree.
+"""The statuses of verdicts, replies and runs, one vocabulary for every layer; and how far two
+graders (or reviewers) agree on the same criteria.
 
-Cohen's kappa, for a comparison of two runs and for the reviewers of one run alike.
+Each status is a ``Literal`` type with a constant per value: the values are what the database
+stores, so they never change spelling. Cohen's kappa serves a comparison of two runs and the
+reviewers of one run alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final, Literal
+
+# ---- statuses, as stored -------------------------------------------------------------------------
+
+VerdictStatus = Literal["pending", "met", "not_met", "error"]
+MET: Final = "met"
+NOT_MET: Final = "not_met"
+PENDING: Final = "pending"  # a verdict, a reply or a run not begun
+ERROR: Final = "error"  # a verdict whose grading failed
+
+ReplyStatus = Literal["pending", "generated", "failed"]  # a conversation's reply; failed: none came
+GENERATED: Final = "generated"
+FAILED: Final = "failed"  # a conversation without a reply, or a run stopped on what every call would hit
+
+RunStatus = Literal["pending", "running", "finished", "incomplete", "failed", "cancelled", "interrupted"]
+RUNNING: Final = "running"
+FINISHED: Final = "finished"
+INCOMPLETE: Final = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
+CANCELLED: Final = "cancelled"
+INTERRUPTED: Final = "interrupted"
+# Shown, never stored: a running run whose driver was asked to pause, and a process that lost its
+# run to another (it writes no status of its own).
+PAUSED: Final = "paused"
+TAKEN_OVER: Final = "taken over"
+ENDED: Final = frozenset({FINISHED, INCOMPLETE, FAILED, CANCELLED, INTERRUPTED, TAKEN_OVER})
+GOING: Final = frozenset({RUNNING, PAUSED})
 
 # ---- grader agreement ----------------------------------------------------------------------------
 

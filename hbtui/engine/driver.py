@@ -49,10 +49,11 @@ from hbtui.core.rate_limits import merge_summaries
 from hbtui.core.redact import redact_keys
 from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
 from hbtui.core.verdict_cache import RequestKeys, conversation_digest
+from hbtui.core.verdicts import CANCELLED, FINISHED, PAUSED, TAKEN_OVER
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
 from hbtui.engine.finish_ahead import FinishAhead
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
-from hbtui.engine.run_finish import TAKEN_OVER, Settled, record_end, settle
+from hbtui.engine.run_finish import Settled, record_end, settle
 from hbtui.engine.run_plan import HeadStart
 from hbtui.store import (
     ERROR,
@@ -74,7 +75,6 @@ from hbtui.store.work import WORK_PAGE
 
 CACHE_WRITE_CHUNK = 2048  # verdicts served from the cache between two chances for the writer to run
 CONTROL_SECONDS = 0.5  # how often the driver reads what other processes ask of its run
-PAUSED, CANCELLED = "paused", "cancelled"  # the controls (runs.control); None: run
 FIRST_PAGE = 32  # the first page small: calls go out while the next is read
 # The run's deviation for replies a configured key was taken out of, with their number (a resume
 # reads it back and adds its own).
@@ -313,7 +313,7 @@ class Engine:
 
     def _label(self, item: WorkItem, idx: int | None = None) -> str:
         """The conversation (or its criterion) as the browser numbers it, for messages."""
-        repeats = int(self.run.plan.get("repeats") or 1)
+        repeats = self.run.planned.repeats
         if idx is None:
             return conversation_label(item.position, item.repeat, repeats)
         return criterion_label(idx, item.position, item.repeat, repeats)
@@ -418,7 +418,7 @@ class Engine:
             or progress.criteria_graded
             or progress.criteria_errors
             or self.run.source_run_id
-            or self.run.plan.get("completions")
+            or self.run.planned.completions
         ):
             self._finish_ahead()  # nothing done yet: every conversation completes in this process
         self.emit(
@@ -491,7 +491,7 @@ class Engine:
                 f" resumes with `hbtui resume {run_id}` once that is fixed",
                 None,
             )
-        elif status == "finished":
+        elif status == FINISHED:
             prepared = await self.ahead.finish() if self.ahead is not None else None
             settled = await settle(self.store, self.run, prepared.tally if prepared else None)
         self.error = settled.error

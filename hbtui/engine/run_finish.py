@@ -11,12 +11,11 @@ from hbtui.analysis.progress import Tally
 from hbtui.core import scoring
 from hbtui.core.completion_groups import ordered_groups
 from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.verdicts import INCOMPLETE
 from hbtui.render.export import write_run_folder
 from hbtui.store import RunRow, Store
 from hbtui.store.run_report import StoredReport
 
-INCOMPLETE = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
-TAKEN_OVER = "taken over"  # this process lost the run to another: no status of its own to write
 NO_SOURCE_REPLY = "no_source_reply"  # a regrade's conversation whose reply never came in the run it regrades
 
 

@@ -20,6 +20,7 @@ from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import load_template
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.verdict_cache import RequestKeys
+from hbtui.core.verdicts import FINISHED, INCOMPLETE, RUNNING
 from hbtui.engine.run_settings import settings_for_run
 from hbtui.store import PENDING, PlannedConversation, RunClaim, RunRow, Store, WorkItem
 from hbtui.store.work import WORK_PAGE, stored_points
@@ -224,9 +225,9 @@ async def plan_regrade(store: Store, source: RunRow, settings: Settings, name: s
     """A new run, linked to ``source``, that grades its replies again with ``settings``' grader."""
     check_run_name(name)
     status = source.shown_status()
-    if status == "running":
+    if status == RUNNING:
         raise SettingsError(f"run {source.id} is still running; regrade it once it has stopped")
-    if status not in ("finished", "incomplete"):
+    if status not in (FINISHED, INCOMPLETE):
         # Its conversations without a reply yet would be left without one, and the regrade would
         # score a part of the run as if it were the whole.
         raise SettingsError(

@@ -15,6 +15,7 @@ from pathlib import Path
 from hbtui.core.dataset import Dataset, Record, parse_record
 from hbtui.core.numbering import criterion_number
 from hbtui.core.settings.config import Settings
+from hbtui.core.verdicts import GENERATED
 from hbtui.imports.allresults import read_allresults
 from hbtui.imports.common import ImportedFile, ImportProblem, ReadConversation, jsonl_lines
 from hbtui.imports.hbtui_files import read_hbtui
@@ -105,7 +106,7 @@ def _joined(read: ImportedFile, dataset: Dataset | None) -> tuple[list[PlannedCo
 
 
 def _check_criteria(conv: ReadConversation, record: Record, dataset: Dataset | None) -> None:
-    if conv.reply.status != "generated" and not conv.reply.verdicts:
+    if conv.reply.status != GENERATED and not conv.reply.verdicts:
         return  # no reply, no verdicts: nothing to join
     where = f"{conv.where}: rubrics"
     if len(conv.criteria) != len(record.rubrics):

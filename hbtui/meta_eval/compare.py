@@ -11,7 +11,7 @@ import asyncio
 
 from hbtui.core.errors import HbtuiError
 from hbtui.core.text import one_line
-from hbtui.meta_eval.metrics import HEADLINE, MIN_PHYSICIAN_LABELS
+from hbtui.meta_eval.metrics import HEADLINE
 from hbtui.meta_eval.report import placement
 from hbtui.meta_eval.summary import meta_eval_summary_of
 from hbtui.store import MET, NOT_MET, RunRow, Store
@@ -33,7 +33,7 @@ async def compare_meta_evals(store: Store, run_a: RunRow, run_b: RunRow) -> dict
             f"meta-evals {run_a.id} and {run_b.id} have no graded row in common (another file, or another sample)"
         )
 
-    labels_over = run_a.plan.get("labels_over", MIN_PHYSICIAN_LABELS)
+    labels_over = run_a.planned.labels_over
     summary_a, summary_b = await asyncio.gather(
         asyncio.to_thread(meta_eval_summary_of, [rows_a[k] for k in both], labels_over),
         asyncio.to_thread(meta_eval_summary_of, [rows_b[k] for k in both], labels_over),

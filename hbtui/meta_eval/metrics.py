@@ -19,11 +19,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hbtui.core.plan import MIN_PHYSICIAN_LABELS  # the reference's notebook: more than 50 labels
+
 MODEL = "model"
 PHYSICIAN = "physician"
 HEADLINE = "pairwise_model_f1_balanced"
 PHYSICIAN_HEADLINE = "pairwise_physician_f1_balanced"
-MIN_PHYSICIAN_LABELS = 50  # the reference's notebook: physicians with more than 50 labels
 
 
 def index_key(rater: str, metric: str, pred: str) -> str:

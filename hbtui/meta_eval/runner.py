@@ -20,9 +20,9 @@ from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import Template, grade_as_configured, load_template
 from hbtui.core.redact import redact_keys
 from hbtui.core.settings.config import Settings
+from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED
 from hbtui.engine.endpoint_pool import EndpointPool
 from hbtui.meta_eval.grading import meta_grader_prompt
-from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
 from hbtui.meta_eval.plan import meta_requests
 from hbtui.meta_eval.summary import meta_eval_summary_of
 from hbtui.store import ERROR, MET, NOT_MET, MetaEvalResult, MetaEvalWork, RunRow, Store
@@ -35,7 +35,6 @@ def _without_keys(text: str | None, keys: tuple[str, ...]) -> str | None:
 
 FLUSH_SECONDS = 0.5  # results reach the database this often (the workers never write: see execute)
 HEARTBEAT_SECONDS = 2.0
-FINISHED, INCOMPLETE, INTERRUPTED, FAILED, CANCELLED = "finished", "incomplete", "interrupted", "failed", "cancelled"
 
 
 @dataclass(slots=True)
@@ -205,7 +204,7 @@ class MetaEvalDriver:
 
     async def _finish(self, status: str) -> str:
         counts = await self.store.meta_eval_counts(self.run.id)
-        labels_over = self.run.plan.get("labels_over", MIN_PHYSICIAN_LABELS)
+        labels_over = self.run.planned.labels_over
         stored = await self.store.meta_eval_labels(self.run.id)
         # The bootstraps take a few hundred ms for the whole file: off the event loop.
         summary = await asyncio.to_thread(meta_eval_summary_of, stored, labels_over)

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 
+from hbtui.core.verdicts import RUNNING
 from hbtui.meta_eval.metrics import (
     HEADLINE,
     MIN_PHYSICIAN_LABELS,
@@ -99,10 +100,10 @@ def meta_eval_summary_of(stored: Sequence[Sequence[str]], labels_over: int = MIN
 async def current_summary(store: Store, run: RunRow, labels_over: int | None = None) -> dict | None:
     """The run's report: as stored when it ended, else (running, stopped, another threshold)
     computed now from its rows."""
-    if run.meta_eval and labels_over is None and run.status != "running":
+    if run.meta_eval and labels_over is None and run.status != RUNNING:
         return run.meta_eval
     stored = await store.meta_eval_labels(run.id)
     if not stored:
         return None
-    threshold = run.plan.get("labels_over", MIN_PHYSICIAN_LABELS) if labels_over is None else labels_over
+    threshold = run.planned.labels_over if labels_over is None else labels_over
     return await asyncio.to_thread(meta_eval_summary_of, stored, threshold)

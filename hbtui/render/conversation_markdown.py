@@ -11,6 +11,7 @@ import json
 
 from hbtui.core.numbering import conversation_label
 from hbtui.core.text import visible_controls, visible_line
+from hbtui.core.verdicts import FAILED
 from hbtui.store import ERROR, MET, NOT_MET, ConversationDetail, VerdictRow
 
 
@@ -45,7 +46,7 @@ def conversation_markdown(detail: ConversationDetail, run_id: int, number: int |
     if number is not None:
         title += f" (list {number})"
     lines = [f"## {title}", ""]
-    score = f"{s.score:.3f}" if s.score is not None else ("no reply" if s.status == "failed" else "none")
+    score = f"{s.score:.3f}" if s.score is not None else ("no reply" if s.status == FAILED else "none")
     positives = sum(1 for v in detail.verdicts if v.points > 0)
     met = s.n_met if s.n_met is not None else 0
     lines.append(

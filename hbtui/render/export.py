@@ -29,6 +29,7 @@ from hbtui.core.rate_limits import limits_line
 from hbtui.core.settings.config import LENGTH_CENTRE, Settings
 from hbtui.core.settings.prices import PriceError, cost_text, load_prices, total_cost, usage_line
 from hbtui.core.text import one_line, spreadsheet_cell, visible_controls, visible_line
+from hbtui.core.verdicts import FAILED
 from hbtui.render.export_reviews import REVIEW_CSV_COLUMNS, ExportReviews
 from hbtui.render.run_metadata import duration_text, run_duration
 from hbtui.store import ERROR, RunRow, Store, verdict_met
@@ -99,7 +100,7 @@ def jsonl_line(
         line["reasoning"] = conv.reasoning
     if conv.finish_reason == "length":
         line["truncated"] = True
-    if conv.status == "failed":
+    if conv.status == FAILED:
         line["generation_error"] = f"{conv.error_kind}: {conv.error}"
     # The browser's numbers (1-based), added after the keys scripts read: "repeat" stays 0-based.
     line["conversation_number"] = conversation_number(conv.position)
@@ -244,7 +245,7 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f" repeats {run.plan.get('repeats')}",
         (
             f"- replies: {one_line(run.model_test, 200)}, the records' own (no model under test was called)"
-            if run.plan.get("completions")
+            if run.planned.completions
             else f"- model under test: {one_line(run.model_test, 200)} at {s.get('base_url')}, temperature"
             f" {s.get('temperature_test')}, max tokens {s.get('max_tokens_test')}, reasoning effort"
             f" {s.get('reasoning_test') or 'not sent'}"
@@ -255,7 +256,7 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         f"- grader template: {(run.requests or {}).get('grader_template', {}).get('name') or s.get('grader_template')}"
         f" (sha256 {(run.requests or {}).get('grader_template', {}).get('sha256', 'not recorded')})",
         f"- {requests_line(run.requests)}",
-        *([f"- {skipped}"] if (skipped := skipped_line(run.plan)) else []),
+        *([f"- {skipped}"] if (skipped := skipped_line(run.planned)) else []),
         f"- concurrency: {s.get('concurrency')}",
         *([f"- {limits}"] if (limits := limits_line((run.requests or {}).get("limits"))) else []),
         f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from hbtui.core import reviews as rv
 from hbtui.core.scoring import GradedCriterion, conversation_metrics
+from hbtui.core.verdicts import FAILED
 from hbtui.store import verdict_met
 from hbtui.store.reads import parsed_tags
 from hbtui.store.rows import ExportConversation, ExportVerdict
@@ -59,7 +60,7 @@ class ExportReviews:
 
     def reviewed_score(self, conversation: ExportConversation, verdicts: Sequence[ExportVerdict]) -> float | None:
         """The conversation's score over its reviewed verdicts, where one of them has a review."""
-        if conversation.status == "failed" or not any(self._state(v) for v in verdicts):
+        if conversation.status == FAILED or not any(self._state(v) for v in verdicts):
             return None
         criteria = [
             GradedCriterion(

@@ -13,6 +13,7 @@ from hbtui.core.score_bins import histogram
 from hbtui.core.scoring import Metric
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line
+from hbtui.core.verdicts import FINISHED, INTERRUPTED
 from hbtui.store import RunRow
 from hbtui.store.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
 
@@ -123,9 +124,9 @@ def driver_lines(runs: list[RunRow], now: float | None = None) -> list[str]:
         driver = run.driver_label(now)
         if driver is not None:
             line = f"run {run.id}: driven by {one_line(driver, 120)}"
-            if run.shown_status(now) == "interrupted":  # gone, or silent on another host past its patience
+            if run.shown_status(now) == INTERRUPTED:  # gone, or silent on another host past its patience
                 line += f": it drives nothing now, `hbtui resume {run.id}` takes the run over"
-        elif run.driver_log and run.shown_status(now) != "finished":
+        elif run.driver_log and run.shown_status(now) != FINISHED:
             line = f"run {run.id}: {run.shown_status(now)}"
         else:
             continue
@@ -220,7 +221,7 @@ def render_report(
         limits = limits_line((run.requests or {}).get("limits"))
         if limits:
             head += f"\n{one_line(limits, 600)}"
-    skipped = skipped_line(run.plan)
+    skipped = skipped_line(run.planned)
     if skipped:
         head += f"\n{one_line(skipped, 600)}"
     if report is None or overall is None:

@@ -19,6 +19,7 @@ from urllib.request import pathname2url
 
 import aiosqlite
 
+from hbtui.core.verdicts import ERROR, MET, NOT_MET, PENDING
 from hbtui.store import schema
 from hbtui.store.browse_reads import (
     CriterionStats,
@@ -32,11 +33,7 @@ from hbtui.store.owners import owner_alive
 from hbtui.store.reads import StoreReads
 from hbtui.store.review_store import NothingToReview, StoreReviews
 from hbtui.store.rows import (
-    ERROR,
     HEARTBEAT_STALE_SECONDS,
-    MET,
-    NOT_MET,
-    PENDING,
     ConversationDetail,
     ConversationFilter,
     ConversationOutcome,

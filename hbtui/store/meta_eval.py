@@ -12,7 +12,8 @@ from typing import Protocol
 
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.run_kinds import META_EVAL
-from hbtui.store.rows import ERROR, MET, NOT_MET, PENDING, verdict_met
+from hbtui.core.verdicts import ERROR, MET, NOT_MET, PENDING
+from hbtui.store.rows import verdict_met
 from hbtui.store.writes import StoreWrites
 
 INSERT_CHUNK = 500  # rows read, parsed and inserted at a time: what a 29,511-row file holds in memory at once

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 from hbtui.core.numbering import conversation_label, criterion_label
 from hbtui.core.run_kinds import IMPORTED
 from hbtui.core.scoring import ConversationInput, GradedCriterion
+from hbtui.core.verdicts import FAILED, GENERATED, PENDING
 from hbtui.store.rows import (
     ERROR,
     EXPORT_CONVERSATION_COLUMNS,
     EXPORT_VERDICT_COLUMNS,
     MET,
-    PENDING,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
     ConversationDetail,
@@ -146,7 +146,7 @@ class StoreReads(StoreSearchHits):
                 position,
                 repeat,
                 records[record_id],
-                reply if status == "generated" else None,
+                reply if status == GENERATED else None,
                 verdicts.get(conv_id, []),
             )
             for conv_id, position, status, reply, record_id, repeat in conversations
@@ -178,7 +178,7 @@ class StoreReads(StoreSearchHits):
             ConversationInput(
                 example_tags=json.loads(tags),
                 criteria=criteria.get(conv_id, []),
-                excluded=status == "failed",
+                excluded=status == FAILED,
                 errors=errors.get(conv_id, 0),
             )
             for conv_id, status, tags in conversations

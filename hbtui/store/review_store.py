@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from hbtui.core.reviews import FLAG, FLIP, UNDO, Review, ScoredConversation, last_standing_of, standing, subject_of
 from hbtui.core.scoring import GradedCriterion
+from hbtui.core.verdicts import FAILED
 from hbtui.store.connection import Connection
 from hbtui.store.rows import ERROR, MET, NOT_MET, StoreError, verdict_met
 
@@ -174,7 +175,7 @@ class StoreReviews(Connection):
         out = []
         for conv_id, status, tags in conversations:
             indexes, graded, errors = criteria.get(conv_id, ([], [], [0]))
-            out.append(ScoredConversation(conv_id, json.loads(tags), indexes, graded, status == "failed", errors[0]))
+            out.append(ScoredConversation(conv_id, json.loads(tags), indexes, graded, status == FAILED, errors[0]))
         return out
 
     async def graded_scores(self, run_id: int) -> dict[int, float]:

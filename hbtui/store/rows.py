@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from hbtui.core.errors import HbtuiError
+from hbtui.core.plan import RunPlan
 from hbtui.core.run_kinds import MODEL_RUN
 from hbtui.core.scoring import conversation_score
+from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, RUNNING
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
 from hbtui.store.run_report import StoredReport
 from hbtui.store.search import text_clause, verdict_clause
@@ -19,7 +21,6 @@ from hbtui.store.search import text_clause, verdict_clause
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
 HEARTBEAT_STALE_SECONDS = float(os.environ.get("HBTUI_HEARTBEAT_PATIENCE") or 15.0)
-MET, NOT_MET, PENDING, ERROR = "met", "not_met", "pending", "error"
 
 
 def verdict_met(status: str) -> bool | None:
@@ -113,6 +114,11 @@ class RunRow:
     scored_so_far: int | None = None
 
     @property
+    def planned(self) -> RunPlan:
+        """The plan, read by name."""
+        return RunPlan.of(self.plan)
+
+    @property
     def ci95(self) -> tuple[float, float] | None:
         overall = self.report.overall if self.report else None
         return overall.ci95 if overall else None
@@ -129,7 +135,7 @@ class RunRow:
         A driver on this host that is stopped (Ctrl-Z) or blocked on a lock is still the driver:
         it holds answers it paid for, and a resume is refused until it goes on or is ended.
         """
-        if self.status != "running":
+        if self.status != RUNNING:
             return self.status
         state = owner_state(self.owner)
         if state == GONE or (state == REMOTE and self.heartbeat_stale(now)):
@@ -139,14 +145,14 @@ class RunRow:
     def status_label(self, now: float | None = None) -> str:
         """The status as listed: a running run its process has paused, or that is stopped, says so."""
         status = self.shown_status(now)
-        if status == "running" and owner_state(self.owner) == STOPPED:
+        if status == RUNNING and owner_state(self.owner) == STOPPED:
             return "stopped"
-        return "paused" if status == "running" and (self.live or {}).get("paused") else status
+        return "paused" if status == RUNNING and (self.live or {}).get("paused") else status
 
     def stopped_ago(self, now: float | None = None) -> str | None:
         """How long ago an interrupted run's process went silent, e.g. "3 min ago"."""
-        moment = self.heartbeat_at if self.status == "running" else self.finished_at
-        if self.shown_status(now) != "interrupted" or moment is None:
+        moment = self.heartbeat_at if self.status == RUNNING else self.finished_at
+        if self.shown_status(now) != INTERRUPTED or moment is None:
             return None
         return f"{elapsed((time.time() if now is None else now) - moment)} ago"
 
@@ -155,7 +161,7 @@ class RunRow:
         signs of life; None for a run nobody drives. A heartbeat gone stale is said plainly:
         on another host it is all there is to go by."""
         owner = parse_owner(self.owner)
-        if self.status != "running" or owner is None:
+        if self.status != RUNNING or owner is None:
             return None
         state = owner_state(self.owner)
         if state == GONE:

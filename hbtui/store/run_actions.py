@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hbtui.core.verdicts import RUNNING
 from hbtui.store.connection import Connection
 from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
@@ -58,7 +59,7 @@ class StoreRunActions(Connection):
             if row is None:
                 raise StoreError(f"run {run.id} is not in the database any more")
             run = run_from_row(row)
-            if run.shown_status() == "running":
+            if run.shown_status() == RUNNING:
                 raise RunInUse(
                     f"run {run.id} is being driven by {run.owner_shown or 'another process'}: cancel it first"
                     f" (x in its monitor, or hbtui cancel {run.id}), then delete it"
@@ -93,7 +94,7 @@ class StoreRunActions(Connection):
         """VACUUM: SQLite keeps a deleted run's pages until then. (bytes before, after), or
         None when a run is being driven: its writes would wait for the whole rewrite."""
         running = await self._all(f"SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running'")
-        if any(run_from_row(row).shown_status() == "running" for row in running):
+        if any(run_from_row(row).shown_status() == RUNNING for row in running):
             return None
         before = await self._file_size()
         await self.db.execute("VACUUM")

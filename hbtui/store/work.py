@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hbtui.store.rows import PENDING, ConversationOutcome, ImportedReply
+from hbtui.core.verdicts import PENDING
+from hbtui.store.rows import ConversationOutcome, ImportedReply
 
 WORK_PAGE = 256  # conversations of a run's work the engine holds at a time, read or planned
 

@@ -30,6 +30,7 @@ from hbtui.core.events import (
     RunFinished,
 )
 from hbtui.core.rate_limits import limits_line
+from hbtui.core.verdicts import ENDED, GOING, PAUSED, RUNNING
 from hbtui.store import RunRow, Store
 
 RECENT_ERRORS = 4
@@ -78,7 +79,7 @@ class MonitorView:
 
     @property
     def ended(self) -> bool:
-        return self.status in ("finished", "incomplete", "failed", "cancelled", "interrupted", "taken over")
+        return self.status in ENDED
 
     @property
     def criteria_graded(self) -> int:
@@ -252,10 +253,10 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     run = await store.get_run(run_id)
     progress = await store.progress(run_id)
     status = run.shown_status(now)
-    live = run.live if status == "running" else None
+    live = run.live if status == RUNNING else None
     if live and live.get("paused"):
-        status = "paused"
-    running = status in ("running", "paused")
+        status = PAUSED
+    running = status in GOING
     # As in RunCounters: judged on the seconds it ran, not the idle time before a process took
     # the run up (a resume), nor the seconds it was paused.
     rate = 0.0

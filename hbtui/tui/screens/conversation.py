@@ -21,6 +21,7 @@ from textual.widgets import Static
 from hbtui.core.numbering import repeat_label
 from hbtui.core.settings.prices import tokens_text
 from hbtui.core.text import one_line, visible_controls
+from hbtui.core.verdicts import FAILED, PENDING
 from hbtui.store import ConversationDetail, IdealCompletions
 from hbtui.tui.breakpoints import NARROW, ResponsiveScreen
 from hbtui.tui.fit import fitted
@@ -32,7 +33,7 @@ from hbtui.tui.widgets.verdict_list import KINDS, VerdictList
 # What m, p and e say when the conversation has nothing of that kind (an avoided penalty is
 # a penalty criterion too: "no triggered penalty", not "no penalty criterion").
 NONE_OF_KIND = {
-    "not-met": "no missed criterion",
+    "missed": "no missed criterion",
     "penalty": "no triggered penalty",
     "grader-error": "no grader error",
 }
@@ -44,7 +45,7 @@ LIVE_SECONDS = 2.0
 
 def still_coming(detail: ConversationDetail) -> bool:
     """The reply or some verdict is still to come."""
-    return detail.summary.status == "pending" or any(v.status == "pending" for v in detail.verdicts)
+    return detail.summary.status == PENDING or any(v.status == PENDING for v in detail.verdicts)
 
 
 def answered(detail: ConversationDetail) -> tuple:
@@ -86,7 +87,7 @@ def header_text(
     score = Text("score ")
     if s.score is not None:
         score.append(f"{s.score:.3f}", style=f"bold {score_style(s.score)}")
-    elif s.status == "failed":
+    elif s.status == FAILED:
         score.append("— no reply", style="bold red")
     else:
         score.append("err" if s.n_errors else "—", style="bold magenta")
@@ -114,7 +115,7 @@ def reply_text(detail: ConversationDetail) -> Text:
     if prompt_tokens or completion_tokens:
         text.append(f"  tokens {tokens_text(prompt_tokens)} in/{tokens_text(completion_tokens)} out", style="dim")
     text.append("\n")
-    if detail.reply is None and detail.summary.status == "pending":
+    if detail.reply is None and detail.summary.status == PENDING:
         text.append("not generated yet", style="dim")
         return text
     if detail.reply is None:
@@ -170,7 +171,7 @@ class ConversationScreen(ReviewActions, ResponsiveScreen):
         Binding("pageup", "page(-1)", "Scroll the conversation up", show=False, id="conversation.page_up"),
         Binding("g,home", "scroll_home_all", "Go to the top", show=False, id="conversation.top"),
         Binding("G,end", "last_criterion", "Go to the last criterion", show=False, id="conversation.bottom"),
-        Binding("m", "jump('not-met')", "Next missed criterion", id="conversation.missed"),
+        Binding("m", "jump('missed')", "Next missed criterion", id="conversation.missed"),
         Binding("p", "jump('penalty')", "Next penalty", id="conversation.penalty"),
         Binding("e", "jump('grader-error')", "Next error", id="conversation.error"),
         Binding("r", "toggle_reasoning", "Show reasoning", id="conversation.reasoning"),

@@ -166,7 +166,7 @@ class CriteriaScreen(ResponsiveScreen):
         ids = [conversation_id for conversation_id, _ in behind]
         detail = await store.conversation_detail(ids[0])
         run = await store.get_run(self.run_id)
-        repeats = int(run.plan.get("repeats") or 1) if run else 1  # headers say "repeat 1 of 2"
+        repeats = run.planned.repeats if run else 1  # headers say "repeat 1 of 2"
         screen = ConversationScreen(self.run_id, ids, 0, detail, repeats=repeats)
         screen.criterion_of = dict(behind)
         await self.app.push_screen(screen)

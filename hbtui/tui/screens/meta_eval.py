@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Header, Static
 from hbtui.core.run_kinds import MEANINGS, META_EVAL, refusal
 from hbtui.core.settings.config import SettingsError
 from hbtui.core.text import middle_cut, one_line, visible_controls
+from hbtui.core.verdicts import ERROR, PENDING, RUNNING
 from hbtui.meta_eval.compare import compare_meta_evals, render_meta_comparison
 from hbtui.meta_eval.metrics import HEADLINE
 from hbtui.meta_eval.plan import require_grader
@@ -54,11 +55,11 @@ def agreement(row: MetaEvalRowView) -> str:
 
 
 def row_cells(row: MetaEvalRowView) -> tuple[Text, ...]:
-    verdict = VERDICT_WORDS[row.grader] if row.status != "error" else "error"
+    verdict = VERDICT_WORDS[row.grader] if row.status != ERROR else "error"
     agrees = agreement(row)
     return (
         Text(str(row.position + 1), justify="right"),
-        Text(verdict, style="red" if row.status == "error" else ""),
+        Text(verdict, style="red" if row.status == ERROR else ""),
         Text(physicians_cell(row.labels)),
         Text(agrees, style="bold red" if agrees == "no" else ""),
         Text(one_line(row.category, 28)),
@@ -73,7 +74,7 @@ def row_detail(row: MetaEvalRowView) -> Text:
     text.append("rubric: ", style="bold")
     text.append(visible_controls(row.rubric) + "\n")
     text.append("grader: ", style="bold")
-    if row.status == "error":
+    if row.status == ERROR:
         text.append(f"no verdict ({one_line(row.error or '', 200)})\n", style="red")
     else:
         text.append(VERDICT_WORDS[row.grader], style="bold")
@@ -237,7 +238,7 @@ class MetaEvalScreen(AppScreen):
         """While the run goes on, its figures and page move with it."""
         # Pending, or stopped and continued here: its driver, just started, has not taken it yet.
         driver = self.app.detached_runs.get(self.run.id)
-        if self.run.status in ("running", "pending") or (driver is not None and driver.going()):
+        if self.run.status in (RUNNING, PENDING) or (driver is not None and driver.going()):
             await self._reload()
 
     async def action_toggle_disagreements(self) -> None:

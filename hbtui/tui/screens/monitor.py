@@ -28,6 +28,7 @@ from textual.widgets import Header, ProgressBar, Static
 from hbtui.core import scoring
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.core.text import one_line, visible_controls
+from hbtui.core.verdicts import FAILED, PAUSED, RUNNING
 from hbtui.render.run_metadata import duration_text
 from hbtui.services import resume_hint
 from hbtui.store import StoreError
@@ -149,7 +150,7 @@ class MonitorScreen(ResponsiveScreen):
         live = self.live
         if live is not None:
             return live.counters.finished is None
-        return self.view is not None and self.view.status in ("running", "paused")
+        return self.view is not None and self.view.status in (RUNNING, PAUSED)
 
     def tick(self) -> None:
         live = self.live
@@ -198,7 +199,7 @@ class MonitorScreen(ResponsiveScreen):
             latest = await store.resolve_run("latest")
         except StoreError:
             return
-        if latest.id <= self.run_id or latest.shown_status() not in ("running", "paused"):
+        if latest.id <= self.run_id or latest.shown_status() not in (RUNNING, PAUSED):
             return
         self.notify(f"run {self.run_id} has ended; now showing run {latest.id}, started since", markup=False)
         # Not awaited here: this read is a worker of the screen being replaced.
@@ -220,7 +221,7 @@ class MonitorScreen(ResponsiveScreen):
                 self.notify(
                     f"run {view.run_id} {view.status}{score}",
                     markup=False,
-                    severity="error" if view.status == "failed" else "information",
+                    severity="error" if view.status == FAILED else "information",
                 )
 
     def _update_metric(self, view: MonitorView) -> None:
@@ -270,7 +271,7 @@ class MonitorScreen(ResponsiveScreen):
         status.append_text(safe(view.name, 40))
         status.append("  ")
         status.append(view.status, style="bold")
-        if view.status in ("running", "paused"):
+        if view.status in (RUNNING, PAUSED):
             status.append(" (this process)" if view.in_process else " (another process)", style="dim")
         if view.ended and view.final_score is not None:
             status.append(f"  final score {view.final_score:.3f}", style="bold")
@@ -285,7 +286,7 @@ class MonitorScreen(ResponsiveScreen):
             message = Text()
             message.append(f"run {view.status}: " if view.ended else "error: ", style="bold")
             message.append(visible_controls(view.error))
-            if view.status == "failed":
+            if view.status == FAILED:
                 message.append("\n" + resume_hint(view.run_id, view.error), style="dim")
             failure.update(message)
 
@@ -330,7 +331,7 @@ class MonitorScreen(ResponsiveScreen):
             rate = "– (the run has ended)"
         elif view.status == STARTING:
             rate = "– (its process is starting)"
-        elif view.status == "paused":  # the 10 s average would still show the calls of before
+        elif view.status == PAUSED:  # the 10 s average would still show the calls of before
             rate = "– (paused)"
         else:
             rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration_text(view.eta_seconds)}"
@@ -441,7 +442,7 @@ class MonitorScreen(ResponsiveScreen):
             return
         live = self.live
         if live is None:
-            self._ask_driver(None if self.view is not None and self.view.status == "paused" else "paused")
+            self._ask_driver(None if self.view is not None and self.view.status == PAUSED else "paused")
             return
         if live.engine.paused:
             live.engine.resume()

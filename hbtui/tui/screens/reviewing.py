@@ -27,6 +27,7 @@ from textual.css.query import NoMatches
 from hbtui.core import reviews as rv
 from hbtui.core.scoring import GradedCriterion
 from hbtui.core.text import one_line
+from hbtui.core.verdicts import FAILED
 from hbtui.store import ERROR, MET, NOT_MET, NothingToReview, StoreError, verdict_met
 from hbtui.tui.screens.review_question import ReviewQuestion
 from hbtui.tui.widgets.breakdown import score_style
@@ -156,7 +157,7 @@ def scored_conversation(detail) -> rv.ScoredConversation:
         detail.example_tags,
         [v.idx for v in verdicts],
         [GradedCriterion(v.points, tuple(v.tags), verdict_met(v.status)) for v in verdicts],
-        detail.summary.status == "failed",
+        detail.summary.status == FAILED,
         sum(v.status == ERROR for v in verdicts),
     )
 

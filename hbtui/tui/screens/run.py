@@ -30,6 +30,7 @@ from hbtui.core.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line, visible_controls
+from hbtui.core.verdicts import RUNNING
 from hbtui.render.run_metadata import duration_text, run_duration
 from hbtui.services import compute_report
 from hbtui.store import (
@@ -190,7 +191,7 @@ def summary_text(
             statistics_text(text, stats)
     else:
         text.append("Computing the report…\n", style="dim")
-    if run.plan.get("completions"):  # no model replied: the records' own completions are graded
+    if run.planned.completions:  # no model replied: the records' own completions are graded
         text.append("Replies ", style="bold")
         text.append(one_line(run.model_test, 60))
         text.append(f" ({run.plan.get('without_completions', 0):,} records without any skipped)", style="dim")
@@ -217,7 +218,7 @@ def summary_text(
     )
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
-    if run.finished_at and status != "running":
+    if run.finished_at and status != RUNNING:
         text.append("   ended ", style="bold")
         # The date once when the run ended the day it started: the line then fits 80 columns.
         same_day = time.localtime(run.finished_at)[:3] == time.localtime(run.created_at)[:3]
@@ -356,7 +357,7 @@ class RunScreen(ResponsiveScreen):
 
     def _show_data(self, data: RunData, keep_cursor: bool = False) -> None:
         self.run = data.run
-        running = data.run.shown_status() == "running"
+        running = data.run.shown_status() == RUNNING
         if data.run.report is not None and not running:
             self._show_run(data.run, data.run.report)
             # Once the summary is on screen: its reads, started before, slowed the first frame.
@@ -390,7 +391,7 @@ class RunScreen(ResponsiveScreen):
         self._report_at = time.monotonic()
         report = await compute_report(self.app.db, self.run_id)
         run = self.run
-        if run is not None and not (run.report is not None and run.shown_status() != "running"):
+        if run is not None and not (run.report is not None and run.shown_status() != RUNNING):
             self._show_run(run, report)  # unless the run ended meanwhile: its own report is shown
             self.compute_stats()
 
@@ -556,7 +557,7 @@ class RunScreen(ResponsiveScreen):
             self.say("the run has changed since this list was read: reloading it")
             self.load_run()
         detail = await store.conversation_detail(event.conversation_id)
-        repeats = int(self.run.plan.get("repeats") or 1) if self.run else 1
+        repeats = self.run.planned.repeats if self.run else 1
         self._opened = ConversationScreen(self.run_id, ids, ids.index(event.conversation_id), detail, repeats=repeats)
         self._opened.search_text = self.filter.text
         resume = self.resume
@@ -596,7 +597,7 @@ class RunScreen(ResponsiveScreen):
     async def _stopped_run(self, until: str) -> RunRow | None:
         """The run as stored now, unless it is still going (then says ``until`` when to ask again)."""
         run = await self.app.db.get_run(self.run_id)
-        if run.shown_status() == "running":
+        if run.shown_status() == RUNNING:
             self.say(f"this run is still going; {until}")
             return None
         return run

@@ -18,6 +18,7 @@ from hbtui.analysis.compare import NothingToCompare
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.core.text import middle_cut, one_line
+from hbtui.core.verdicts import FAILED, FINISHED, INCOMPLETE, RUNNING
 from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.tui.screens.picker import PickerModal
@@ -349,7 +350,7 @@ class RunsScreen(RunActions):
             self.notify(refusal, markup=False)
             return
         status = run.shown_status()
-        if status == "running":
+        if status == RUNNING:
             owner = run.owner_shown
             self.notify(
                 f"run {run_id} is driven by another process{f' ({one_line(owner, 60)})' if owner else ''};"
@@ -358,7 +359,7 @@ class RunsScreen(RunActions):
                 severity="warning",
             )
             return
-        if status == "finished":
+        if status == FINISHED:
             kinds = (await store.progress(run_id)).errors_by_kind
             if not any(kind.removeprefix("reply ") in TRANSIENT_KINDS for kind in kinds):
                 self.say(
@@ -369,7 +370,7 @@ class RunsScreen(RunActions):
         elif status not in RESUMABLE:
             self.say(f"run {run_id} is {status}: nothing to continue")
             return
-        if status == "incomplete":
+        if status == INCOMPLETE:
 
             async def retry() -> str:
                 verdicts, replies = await store.reset_errors(run_id)
@@ -379,7 +380,7 @@ class RunsScreen(RunActions):
             self.app.offer_to_drive(run, question, "Complete", before=retry)
             return
         question = f"Continue this {status} run?"
-        if status == "failed" and run.error:
+        if status == FAILED and run.error:
             # It continues with its own endpoint and models; the hint says how to change them.
             question += f"\n\nIt stopped on: {one_line(run.error, 160)}\n\n{resume_hint(run.id, run.error)}"
         self.app.offer_to_drive(run, question, "Continue")

@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from hbtui.core.text import one_line
+from hbtui.core.verdicts import FAILED
 from hbtui.store import ConversationFilter, ConversationSummary, Store
 
 PAGE_SIZE = 200
@@ -34,7 +35,7 @@ LOW, HIGH = 0.4, 0.7  # score colour thresholds
 def score_class(summary: ConversationSummary) -> str:
     """The component class that colours a row's score cell."""
     if summary.score is None:
-        if summary.status == "failed":
+        if summary.status == FAILED:
             return "--no-reply"
         return "--error" if summary.n_errors else "--dim"
     if summary.score < LOW:
@@ -47,7 +48,7 @@ def score_class(summary: ConversationSummary) -> str:
 def score_text(summary: ConversationSummary) -> str:
     if summary.score is not None:
         return f"{summary.score:5.2f}"
-    if summary.status == "failed":
+    if summary.status == FAILED:
         return "    —"
     if summary.n_errors:
         return "  err"
@@ -294,7 +295,7 @@ class ConversationList(ScrollView, can_focus=True):
         columns = theme_width(width)
         theme = one_line(s.theme or "-", columns)
         met = f"{s.n_met if s.n_met is not None else '-'}/{s.n_positive}"  # as the conversation header counts
-        no_reply = s.status == "failed"
+        no_reply = s.status == FAILED
         if no_reply:  # nothing was graded: not the same thing as a grader error
             marker = Segment(" ✗ ", part("--no-reply"))
         elif s.n_errors:

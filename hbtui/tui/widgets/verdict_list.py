@@ -27,7 +27,7 @@ from hbtui.store import ERROR, MET, NOT_MET, VerdictRow
 # kind -> (label, rich style of the label)
 KINDS = {
     "met": ("✔ met", "bold green"),
-    "not-met": ("✘ missed", "bold yellow"),
+    "missed": ("✘ missed", "bold yellow"),
     "penalty": ("▼ PENALTY", "bold red"),
     "avoided": ("○ avoided", "green"),
     "grader-error": ("! error", "bold magenta"),
@@ -41,13 +41,13 @@ MIN_TEXT_WIDTH = 12
 
 
 def verdict_kind(v: VerdictRow) -> str:
-    """Whether the verdict helped (met, avoided), hurt (not-met, penalty) or is missing."""
+    """Whether the verdict helped (met, avoided), hurt (missed, penalty) or is missing."""
     if v.status == ERROR:
         return "grader-error"
     if v.status == MET:
         return "penalty" if v.points < 0 else "met"
     if v.status == NOT_MET:
-        return "avoided" if v.points < 0 else "not-met"
+        return "avoided" if v.points < 0 else "missed"
     return "pending"
 
 
@@ -116,7 +116,7 @@ class VerdictList(Widget):
 
     COMPONENT_CLASSES = {
         "verdict-list--met",
-        "verdict-list--not-met",
+        "verdict-list--missed",
         "verdict-list--penalty",
         "verdict-list--avoided",
         "verdict-list--grader-error",
@@ -128,7 +128,7 @@ class VerdictList(Widget):
     VerdictList {
         height: auto;
         & > .verdict-list--met { color: $success; }
-        & > .verdict-list--not-met { color: $warning; }
+        & > .verdict-list--missed { color: $warning; }
         & > .verdict-list--penalty { color: $error; }
         & > .verdict-list--avoided { color: $success-darken-2; }
         & > .verdict-list--grader-error { color: magenta; }
