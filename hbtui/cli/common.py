@@ -16,6 +16,7 @@ from hbtui.core.settings.config import SETTINGS, STORAGE, Setting, Settings, loa
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import PriceError, load_prices
 from hbtui.core.text import visible_controls, visible_line
+from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS  # noqa: F401 (the commands take them from here)
 from hbtui.store import Store
 from hbtui.store.schema import holds_our_header
 
@@ -23,12 +24,6 @@ EXIT_OK, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 3, 130
 # EXIT_FAILED (1) and EXIT_USAGE (2) are core.errors', the exits of HbtuiError's two kinds.
 # 128 + SIGPIPE: see main.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
-# Signals that stop a headless run cleanly (interrupted, resumable): Ctrl-C, kill, and the hangup
-# of a terminal or SSH session that went away under a run started without nohup or tmux.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# A run the app started, driven in a session of its own: the hangup of the terminal or SSH session
-# the app ran in must not stop it (it is ignored), a deliberate kill still does.
-DETACHED_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 # Settings flags, from the settings' one description. API keys have none on purpose (a key on a
 # command line ends up in shell history and `ps` output); --db is common to every command.

@@ -5,7 +5,6 @@ detached driver of a run the app started; `drive` shows a run's progress as plai
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import os
 import signal
@@ -39,6 +38,7 @@ from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import FAILED, FINISHED
+from hbtui.engine.stopping import drive_until_stopped
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
 from hbtui.services import (
@@ -83,29 +83,8 @@ async def drive(
     # collection first: at this point one found 5 objects to free in 10 ms, spent while the first
     # calls waited to go out.
     gc.freeze()
-    loop = asyncio.get_running_loop()
-    runner = asyncio.ensure_future(engine.execute())
-    stops = 0
-
-    def stop() -> None:
-        nonlocal stops
-        stops += 1
-        if stops == 1:
-            try:
-                say("\nstopping: saving what completed (Ctrl-C again to quit at once)", error=True)
-            except OSError:
-                pass  # the terminal is gone (SIGHUP): stop all the same
-            runner.cancel()  # the engine catches it, flushes its writes and marks the run interrupted
-        else:
-            os._exit(EXIT_INTERRUPTED)
-
-    for signum in stop_signals:
-        loop.add_signal_handler(signum, stop)
-    try:
-        status = await runner
-    finally:
-        for signum in stop_signals:
-            loop.remove_signal_handler(signum)
+    # The engine catches the stop's cancellation: its status says how the run ended.
+    status = await drive_until_stopped(engine.execute(), stop_signals, lambda text: say(text, error=True))
     if status == TAKEN_OVER:
         _complain("error", one_line(engine.error or "", 400))
         return EXIT_FAILED

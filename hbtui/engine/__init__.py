@@ -9,4 +9,5 @@ through ``hbtui.services``.
   (pause, back-pressure) that every new call waits on;
 - ``result_writer``: every answer, as a typed record, committed in groups under the run's lease;
 - ``run_finish``: the end: the status, the report, the run's folder.
+- ``stopping``: Ctrl-C, kill and hangup for a headless command that drives a run.
 """

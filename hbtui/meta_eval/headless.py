@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,8 @@ from hbtui.core.grading import load_template
 from hbtui.core.run_kinds import MEANINGS, META_EVAL
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.text import one_line
+from hbtui.core.verdicts import INTERRUPTED
+from hbtui.engine.stopping import STOP_SIGNALS, drive_until_stopped
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import check_file, official_cached, official_path
 from hbtui.meta_eval.plan import plan_meta_eval, require_grader
@@ -30,7 +31,6 @@ from hbtui.meta_eval.runner import (
 from hbtui.meta_eval.summary import current_summary
 from hbtui.store import RunRow, Store
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PROGRESS_SECONDS = 2.0
 
 
@@ -96,28 +96,9 @@ async def drive_meta_eval(
     leaves the hangup out: the terminal it came from may go, the run does not)."""
     require_grader(settings)
     driver = MetaEvalDriver(store, run, settings, ProgressLines(lambda text: say(text, error=True)))
-    loop = asyncio.get_running_loop()
-    runner = asyncio.ensure_future(driver.execute())
-    stops = 0
-
-    def stop() -> None:
-        nonlocal stops
-        stops += 1
-        if stops == 1:
-            say("\nstopping: saving what completed (Ctrl-C again to quit at once)", error=True)
-            runner.cancel()
-        else:
-            sys.exit(130)
-
-    for signum in stop_signals:
-        loop.add_signal_handler(signum, stop)
-    try:
-        status = await runner
-    except asyncio.CancelledError:
-        status = "interrupted"
-    finally:
-        for signum in stop_signals:
-            loop.remove_signal_handler(signum)
+    status = await drive_until_stopped(driver.execute(), stop_signals, lambda text: say(text, error=True))
+    if status is None:  # the stop's cancellation came through: the run is left interrupted
+        status = INTERRUPTED
     final = await store.get_run(run.id)
     say(render_meta_eval(final, final.meta_eval))
     if status == FINISHED:
