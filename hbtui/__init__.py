@@ -1,3 +1,3 @@
 """hbtui: HealthBench in the terminal."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

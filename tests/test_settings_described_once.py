@@ -1,5 +1,5 @@
 """Each setting is described once (hbtui/core/settings/config.py); `.env` keys, flags, the configuration screen's
-checks, `.env.example` and the README's table follow from that description and agree with it."""
+checks, `.env.example` and the table of docs/settings.md follow from that description and agree with it."""
 
 from __future__ import annotations
 
@@ -20,9 +20,11 @@ def test_env_example_is_the_one_written_from_the_settings():
     )
 
 
-def test_the_readme_settings_table_agrees_with_the_settings():
-    readme = settings_docs.README.read_text(encoding="utf-8")
-    assert settings_docs.readme_with_table(readme) == readme, "run: python -m hbtui.core.settings.settings_docs --write"
+def test_the_documented_settings_table_agrees_with_the_settings():
+    document = settings_docs.DOCUMENT.read_text(encoding="utf-8")
+    assert settings_docs.document_with_table(document) == document, (
+        "run: python -m hbtui.core.settings.settings_docs --write"
+    )
 
 
 def test_the_check_command_says_which_file_is_out_of_date(tmp_path, monkeypatch):
@@ -51,9 +53,9 @@ def test_env_example_reads_back_as_the_defaults_plus_its_examples():
     assert settings == Settings(**{name: value for name, value in examples.items() if value is not None})
 
 
-def test_env_example_and_readme_carry_the_prose_users_rely_on():
+def test_env_example_and_the_settings_table_carry_the_prose_users_rely_on():
     text = settings_docs.env_example()
-    table = settings_docs.readme_table()
+    table = settings_docs.settings_table()
     for where in (text, table):
         assert "RESONING_TEST" in where and "RESONING_GRADER" in where
         assert "hbtui run --preset reference" in where  # the hint for comparable numbers

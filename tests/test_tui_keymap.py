@@ -1,4 +1,4 @@
-"""One keymap (issue 13, defect 8): every screen's keys in one table, in `?` and in the README,
+"""One keymap (issue 13, defect 8): every screen's keys in one table, in `?` and in docs/app.md,
 no key meaning two things on one screen, and pickers for filters of more than three values."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from tests.test_tui_browser import open_run
 SIZES = [(80, 24), (120, 40)]
 
 
-def test_the_readme_keymap_is_the_one_written_from_the_bindings():
-    readme = keymap.README.read_text(encoding="utf-8")
-    assert keymap.readme_with_table(readme) == readme, "run: python -m hbtui.tui.keymap --write"
+def test_the_documented_keymap_is_the_one_written_from_the_bindings():
+    document = keymap.DOCUMENT.read_text(encoding="utf-8")
+    assert keymap.document_with_table(document) == document, "run: python -m hbtui.tui.keymap --write"
 
 
 def test_no_key_means_two_things_on_one_screen():

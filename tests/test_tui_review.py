@@ -157,7 +157,7 @@ async def test_run_summary_shows_both_scores_and_the_review_filter_lists(finishe
 
 
 async def test_the_filter_menu_offers_the_review_filter_too(finished_run_db):
-    """`f` is where a reviewer finds every filter (the README says so): the review filter is
+    """`f` is where a reviewer finds every filter (docs/app.md says so): the review filter is
     there beside `v`, picked from a list (a new user's trial missed it in the menu)."""
     from hbtui.tui.screens.filter_menu import MENU
     from hbtui.tui.screens.picker import PickerModal

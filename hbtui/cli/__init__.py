@@ -94,7 +94,7 @@ def entry() -> NoReturn:
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's event loop where it is installed (everywhere but Windows, which it does not
     support), else asyncio's own (None): the same calls for 7-8% less CPU each, which at 256 in
-    flight is time the calls wait less for the loop (README, "Why these libraries")."""
+    flight is time the calls wait less for the loop (docs/development.md, "Why these libraries")."""
     try:
         import uvloop
     except ImportError:

@@ -1,5 +1,5 @@
 """What a run was, beside what it scored: its models, endpoints, dataset, settings, times and
-counts, as `show --json` gives them under "run" (the README's "show --json" section describes
+counts, as `show --json` gives them under "run" (docs/commands.md's "show --json" section describes
 the document; SHOW_JSON_VERSION changes when a key moves or changes meaning, not when one is added).
 
 No key appears here: the keys (and where this machine keeps the database and cache) are left

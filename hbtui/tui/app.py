@@ -67,7 +67,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         Binding("ctrl+q", "quit", "Quit", id="app.quit_now", show=False, priority=True),
         # Help where `?` is typed as text (an input has the focus): the key bar offers it there.
         Binding("f1", "help", "Help", id="app.help_f1", show=False, priority=True),
-        # Textual's own ctrl+c, described here so that the help and README list it (see action_help_quit).
+        # Textual's own ctrl+c, described here so that the help and docs/app.md list it (see action_help_quit).
         Binding("ctrl+c", "help_quit", "Quit (copies in an input, or text selected)", id="app.quit_ctrl_c", show=False),
     ]
 

@@ -15,7 +15,7 @@ the database a few milliseconds later, waited for a frame slot another 17 ms awa
 one period after the previous one started, and starts at once when that time has passed. It is
 the screen's update timer for every screen of the app (:class:`PromptFrames`, mixed into
 ``handle.AppScreen`` and ``handle.AppModal``). It overrides Textual internals (``Timer._run``,
-``Screen._update_timer``), which is one reason Textual is pinned exactly (see the README).
+``Screen._update_timer``), which is one reason Textual is pinned exactly (see docs/development.md).
 """
 
 from __future__ import annotations

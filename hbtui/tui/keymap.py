@@ -1,8 +1,9 @@
 """One keymap: the keys of every screen, read from the bindings themselves.
 
-The help (`?`) shows it below the keys of the screen it was opened on, and the README's table is
-written from it (`python -m hbtui.tui.keymap --write`; a test checks that the two agree), so a
-key added, moved or reworded in a BINDINGS list reaches both without a second description.
+The help (`?`) shows it below the keys of the screen it was opened on, and the key table of
+docs/app.md is written from it (`python -m hbtui.tui.keymap --write`; a test checks that the two
+agree), so a key added, moved or reworded in a BINDINGS list reaches both without a second
+description.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from textual.binding import Binding
 from textual.dom import DOMNode
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "app.md"
 TABLE_START = "<!-- keymap: written by `python -m hbtui.tui.keymap --write` -->"
 TABLE_END = "<!-- end of the keymap -->"
 KEY_NAMES = {
@@ -31,7 +32,7 @@ KEY_NAMES = {
 
 
 def screens() -> list[tuple[str, list[type[DOMNode]]]]:
-    """Each screen by the name the help and README give it, with the widgets whose keys it shows."""
+    """Each screen by the name the help and docs/app.md give it, with the widgets whose keys it shows."""
     from hbtui.tui.app import HBTuiApp
     from hbtui.tui.screens.compare import CompareScreen, PairList
     from hbtui.tui.screens.config import ConfigScreen
@@ -117,7 +118,7 @@ def clashes() -> list[str]:
     return found
 
 
-def readme_table() -> str:
+def keymap_table() -> str:
     lines = [TABLE_START, "", "| screen | keys |", "| --- | --- |"]
     for screen, nodes in screens():
         keys = ", ".join(f"`{keys}` {description.lower()}" for keys, description in screen_keys(nodes))
@@ -125,22 +126,23 @@ def readme_table() -> str:
     return "\n".join([*lines, "", TABLE_END])
 
 
-def readme_with_table(readme: str) -> str:
-    before, found, rest = readme.partition(TABLE_START)
+def document_with_table(document: str) -> str:
+    """docs/app.md with its key table (between the two markers) written anew."""
+    before, found, rest = document.partition(TABLE_START)
     if not found or TABLE_END not in rest:
-        raise ValueError(f"the README lacks the keymap's markers {TABLE_START!r} ... {TABLE_END!r}")
-    return before + readme_table() + rest.split(TABLE_END, 1)[1]
+        raise ValueError(f"docs/app.md lacks the keymap's markers {TABLE_START!r} ... {TABLE_END!r}")
+    return before + keymap_table() + rest.split(TABLE_END, 1)[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    readme = README.read_text(encoding="utf-8")
+    document = DOCUMENT.read_text(encoding="utf-8")
     if args == ["--write"]:
-        README.write_text(readme_with_table(readme), encoding="utf-8")
+        DOCUMENT.write_text(document_with_table(document), encoding="utf-8")
         return 0
     if args == ["--check"]:
-        if readme_with_table(readme) != readme:
-            print("README.md's keymap is out of date: python -m hbtui.tui.keymap --write", file=sys.stderr)
+        if document_with_table(document) != document:
+            print("docs/app.md's keymap is out of date: python -m hbtui.tui.keymap --write", file=sys.stderr)
             return 1
         return 0
     print("usage: python -m hbtui.tui.keymap --write | --check", file=sys.stderr)

@@ -3,7 +3,7 @@
 Each setting is described once, where its field of :class:`Settings` is declared: its `.env` key,
 kind (how its text is read), default, help, flag, section, and whether it is secret. The `.env`
 keys, the command-line flags, the configuration screen's fields and their checks, `.env.example`
-and the README's settings table (``python -m hbtui.core.settings.settings_docs``) all follow from
+and the settings table of docs/settings.md (``python -m hbtui.core.settings.settings_docs``) all follow from
 :data:`SETTINGS`.
 
 Every problem is reported as a :class:`SettingsError` whose message names the key (and the
@@ -132,10 +132,10 @@ class Setting:
     key: str  # in .env and the environment
     kind: Kind
     section: Section
-    help: str  # one line: the command line's --help, the README, .env.example
+    help: str  # one line: the command line's --help, docs/settings.md, .env.example
     attribute: str = ""  # the Settings field (filled in from the field that declares it)
     default: Any = None
-    default_text: str = ""  # the default as the README says it, where the value alone would not
+    default_text: str = ""  # the default as docs/settings.md says it, where the value alone would not
     flag: str | None = FLAG_FROM_NAME  # None: no flag (a key on a command line lands in shell history)
     secret: bool = False
     required: bool = False  # a run needs it; browsing does not

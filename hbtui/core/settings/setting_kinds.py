@@ -33,7 +33,7 @@ def _stripped(raw: Any) -> str:
 class Kind:
     """Plain text (a model name, a system message, a path): any text, empty for unset."""
 
-    # What the README and .env.example say a value looks like; empty for free text.
+    # What docs/settings.md and .env.example say a value looks like; empty for free text.
     shape: str = ""
 
     def parse(self, raw: Any, where: str) -> Any:

@@ -1,4 +1,4 @@
-"""`.env.example` and the README's settings table, written from the settings' one description.
+"""`.env.example` and the settings table of docs/settings.md, written from the settings' one description.
 
 python -m hbtui.core.settings.settings_docs --write   # rewrite both after changing a setting
 python -m hbtui.core.settings.settings_docs --check   # exit 1 if either is out of date (the tests do this)
@@ -16,13 +16,14 @@ from hbtui.core.settings.config import SECTIONS, SETTINGS, Setting
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV_EXAMPLE = ROOT / ".env.example"
-README = ROOT / "README.md"
+DOCUMENT = ROOT / "docs" / "settings.md"
 TABLE_START = "<!-- settings table: written by `python -m hbtui.core.settings.settings_docs --write` -->"
 TABLE_END = "<!-- end of the settings table -->"
 
 ENV_HEADER = """\
 # hbtui settings. Copy to .env and fill in. Precedence: this file < environment < command line.
 # API keys are kept in memory only: never written to the database, exports, logs or the screen.
+# Every setting, its flag, values and default: docs/settings.md.
 # Written by `python -m hbtui.core.settings.settings_docs --write` from hbtui/core/settings/config.py: edit the settings there.
 """
 
@@ -63,7 +64,7 @@ def _code(text: str) -> str:
     return f"`{text}`" if text else ""
 
 
-def readme_table() -> str:
+def settings_table() -> str:
     rows = ["| key | flag | section | meaning | values | default |", "| --- | --- | --- | --- | --- | --- |"]
     for setting in SETTINGS:
         key = ", ".join(_code(name) for name in (setting.key, *setting.aliases))
@@ -78,21 +79,21 @@ def readme_table() -> str:
     return "\n".join([TABLE_START, *rows, TABLE_END])
 
 
-def readme_with_table(readme: str) -> str:
-    """The README with its settings table (between the two markers) written anew."""
-    before, found, rest = readme.partition(TABLE_START)
+def document_with_table(document: str) -> str:
+    """docs/settings.md with its settings table (between the two markers) written anew."""
+    before, found, rest = document.partition(TABLE_START)
     if not found or TABLE_END not in rest:
-        raise ValueError(f"the README lacks the settings table's markers {TABLE_START!r} ... {TABLE_END!r}")
-    return before + readme_table() + rest.split(TABLE_END, 1)[1]
+        raise ValueError(f"docs/settings.md lacks the settings table's markers {TABLE_START!r} ... {TABLE_END!r}")
+    return before + settings_table() + rest.split(TABLE_END, 1)[1]
 
 
 def out_of_date() -> list[Path]:
     stale = []
     if not ENV_EXAMPLE.exists() or ENV_EXAMPLE.read_text(encoding="utf-8") != env_example():
         stale.append(ENV_EXAMPLE)
-    readme = README.read_text(encoding="utf-8")
-    if readme_with_table(readme) != readme:
-        stale.append(README)
+    document = DOCUMENT.read_text(encoding="utf-8")
+    if document_with_table(document) != document:
+        stale.append(DOCUMENT)
     return stale
 
 
@@ -109,11 +110,12 @@ def _run(args: list[str]) -> int:
     if args == ["--check"]:
         stale = out_of_date()
         for path in stale:
-            print(f"{path.name} is out of date: python -m hbtui.core.settings.settings_docs --write", file=sys.stderr)
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+            print(f"{shown} is out of date: python -m hbtui.core.settings.settings_docs --write", file=sys.stderr)
         return 1 if stale else 0
     if args == ["--write"]:
         ENV_EXAMPLE.write_text(env_example(), encoding="utf-8")
-        README.write_text(readme_with_table(README.read_text(encoding="utf-8")), encoding="utf-8")
+        DOCUMENT.write_text(document_with_table(DOCUMENT.read_text(encoding="utf-8")), encoding="utf-8")
         return 0
     print("usage: python -m hbtui.core.settings.settings_docs --write|--check", file=sys.stderr)
     return 2

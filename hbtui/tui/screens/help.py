@@ -61,7 +61,7 @@ class HelpModal(AppModal[None]):
 
     @staticmethod
     def keymap() -> Table:
-        """Every screen's keys, as the README lists them: a key seen elsewhere is found here."""
+        """Every screen's keys, as docs/app.md lists them: a key seen elsewhere is found here."""
         from hbtui.tui.keymap import rows
 
         table = Table.grid(padding=(0, 2))

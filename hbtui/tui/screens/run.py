@@ -126,7 +126,7 @@ def length_adjusted_text(text: Text, stats: RunStatistics) -> None:
     else:
         text.append(f"{m.value:.3f}", style=f"bold {score_style(m.value)}")
         text.append(f"  95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}")
-    # Short enough for 80 columns with the scrollbar: the README says what the numbers are.
+    # Short enough for 80 columns with the scrollbar: docs/commands.md says what the numbers are.
     if stats.penalty is not None:
         text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
 
