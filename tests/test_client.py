@@ -16,12 +16,10 @@ from hbtui.client.chat import (
     SERVER_ERROR,
     TIMEOUT,
     ChatClient,
-    ChatError,
-    Endpoint,
-    encode_request,
     split_reasoning,
 )
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import ChatError, Endpoint, encode_request
 from hbtui.core.grading import VERDICT_FORMAT, parse_verdict
 from tests.conftest import run_engine, settings_for
 from tests.support.server_process import FakeServer

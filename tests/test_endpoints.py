@@ -307,8 +307,9 @@ def test_the_check_command_names_each_endpoint(server, tmp_path, monkeypatch, ca
 
 
 async def test_a_call_queued_for_an_endpoint_set_aside_meanwhile_is_not_sent(server):
-    from hbtui.client.chat import CONNECTION, ChatClient, ChatError, Endpoint
+    from hbtui.client.chat import CONNECTION, ChatClient
     from hbtui.client.limiter import AdaptiveLimiter
+    from hbtui.client.wire import ChatError, Endpoint
 
     client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(1))
     try:

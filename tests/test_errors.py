@@ -18,7 +18,7 @@ from hbtui.core.errors import EXIT_FAILED, EXIT_USAGE, HbtuiError
 # Exceptions that never reach the command line: each is caught where it is raised and turned into
 # an HbtuiError, a stored failure or a notice.
 INTERNAL = {
-    "hbtui.client.chat.AnswerTooLarge": "read_answer's signal, stored as a too_large failure",
+    "hbtui.client.wire.AnswerTooLarge": "read_answer's signal, stored as a too_large failure",
     "hbtui.client.chat.CallWithheld": "a call the gate held back, asked again",
     "hbtui.core.reference.ReferenceUnavailable": "grading turns it into a TemplateError",
     "hbtui.core.downloads.DownloadError": "dataset and reference downloads turn it into their error",
@@ -26,7 +26,7 @@ INTERNAL = {
 }
 
 EXPECTED_EXITS = {
-    "hbtui.client.chat.ChatError": EXIT_FAILED,  # the endpoint failed, not the command
+    "hbtui.client.wire.ChatError": EXIT_FAILED,  # the endpoint failed, not the command
     "hbtui.local.llama_server.LlamaServerError": EXIT_FAILED,
     "hbtui.core.settings.setting_kinds.SettingsError": EXIT_USAGE,
     "hbtui.core.dataset.DatasetError": EXIT_USAGE,

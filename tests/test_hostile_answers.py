@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from hbtui.client.chat import BAD_RESPONSE, ChatError
+from hbtui.client.chat import BAD_RESPONSE
+from hbtui.client.wire import ChatError
 from hbtui.core.grading import parse_verdict
 from tests.conftest import run_engine, settings_for
 from tests.test_client import call

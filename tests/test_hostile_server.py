@@ -15,19 +15,9 @@ import time
 
 import pytest
 
-from hbtui.client.chat import (
-    CLIENT_ERROR,
-    CONTENT_FILTER,
-    MIB,
-    REDIRECTED,
-    TIMEOUT,
-    TOO_LARGE,
-    AnswerTooLarge,
-    ChatClient,
-    ChatError,
-    Endpoint,
-)
+from hbtui.client.chat import CLIENT_ERROR, CONTENT_FILTER, REDIRECTED, TIMEOUT, TOO_LARGE, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import MIB, AnswerTooLarge, ChatError, Endpoint
 from tests.conftest import make_record, write_jsonl
 from tests.support.hostile_server import Behaviour, HostileServer
 from tests.support.peak_rss import run_measured
@@ -108,7 +98,7 @@ def test_read_answer_raises_on_a_declared_length_past_the_limit():
         headers = {"Content-Length": "100"}
         content_length = 100
 
-    from hbtui.client.chat import read_answer
+    from hbtui.client.wire import read_answer
 
     with pytest.raises(AnswerTooLarge):
         asyncio.run(read_answer(Declared(), 10))  # type: ignore[arg-type]

@@ -8,8 +8,9 @@ import sqlite3
 
 import pytest
 
-from hbtui.client.chat import CONTEXT_LENGTH, ChatClient, ChatError, Endpoint
+from hbtui.client.chat import CONTEXT_LENGTH, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import ChatError, Endpoint
 from tests.conftest import run_engine, settings_for
 
 SURROGATE = re.compile("[\ud800-\udfff]")

@@ -50,7 +50,7 @@ def test_aiohttp_loaded_in_the_background_fails_without_a_traceback():
         "        if name == 'aiohttp':\n"
         "            raise ImportError('aiohttp broken')\n"
         "sys.meta_path.insert(0, Refuse())\n"
-        "from hbtui.client.chat import load_http_in_background\n"
+        "from hbtui.client.wire import load_http_in_background\n"
         "load_http_in_background()\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

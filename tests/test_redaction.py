@@ -12,9 +12,10 @@ import pytest
 from textual.widgets import DataTable
 
 from hbtui import cli
-from hbtui.client.chat import AUTH, CLIENT_ERROR, SERVER_ERROR, ChatClient, ChatError, Endpoint, list_models
+from hbtui.client.chat import AUTH, CLIENT_ERROR, SERVER_ERROR, ChatClient
 from hbtui.client.checks import check_connection
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import ChatError, Endpoint, list_models
 from hbtui.core.redact import REDACTED, redact
 from hbtui.core.settings.config import mask_secret
 from hbtui.store import Store

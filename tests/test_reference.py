@@ -14,8 +14,9 @@ import types
 import pytest
 
 from hbtui import cli
-from hbtui.client.chat import ChatClient, ChatRequest, Endpoint, ModelQuirks
+from hbtui.client.chat import ChatClient, ModelQuirks
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import ChatRequest, Endpoint
 from hbtui.core import reference
 from hbtui.core.dataset import load_jsonl
 from hbtui.core.fidelity import describe_requests, requests_line

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from hbtui.cli.common import EXIT_OK, UsageError, env_file_of, open_for_reading, say
-from hbtui.client.chat import load_http_in_background
+from hbtui.client.wire import load_http_in_background
 from hbtui.core.settings.config import Settings
 
 

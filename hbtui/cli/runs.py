@@ -28,7 +28,7 @@ from hbtui.cli.common import (
     prices_or_warn,
     say,
 )
-from hbtui.client.chat import load_http_in_background
+from hbtui.client.wire import load_http_in_background
 from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import load_template

@@ -3,37 +3,46 @@
 Retries with exponential backoff and jitter on 5xx, timeouts and dropped connections, a bounded
 number of attempts; a rate-limit 429 is no failed attempt: the call waits for the endpoint's pace
 (hbtui.core.rate_limits) and goes again, while a quota or a daily limit stops it at once. And the
-provider quirks that break
-naive harnesses: ``response_format`` refused, parameters a model refuses or wants renamed,
+provider quirks that break naive harnesses: ``response_format`` refused, parameters a model refuses or wants renamed,
 reasoning in a separate field or inside ``<think>``. What was learned about an endpoint and
 model is remembered for the rest of the client's life and reported once through ``on_note``.
+What lies under it (the endpoint, the request's bytes, the answer read against its limit, the
+HTTP session) is hbtui.client.wire.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import json
-import math
 import random
 import re
-import socket
-import sys
 import time
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
-
-import orjson
+from urllib.parse import urljoin
 
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import (
+    MIB,
+    AnswerTooLarge,
+    ChatError,
+    ChatRequest,
+    Endpoint,
+    HttpAnswer,
+    aiohttp_module,
+    encode_request,
+    error_message,
+    error_type,
+    make_http_client,
+    origin_of,
+    read_answer,
+    token_count,
+    transport_error,
+)
+from hbtui.core.calls import GENERATION, ChatResult, replace_lone_surrogates
 
 # Error kinds live in hbtui.core.errors (the store needs them without the client); named here too
 # for the modules that take them from the client.
-from hbtui.core.background_import import import_in_background
-from hbtui.core.calls import GENERATION, ChatResult, replace_lone_surrogates
 from hbtui.core.errors import (  # noqa: F401
     AUTH,
     BAD_RESPONSE,
@@ -59,13 +68,12 @@ from hbtui.core.errors import (  # noqa: F401
 )
 from hbtui.core.rate_limits import DAILY, RatePacer, classify_refusal, refusal_message
 from hbtui.core.rate_limits import QUOTA as QUOTA_REFUSAL
-from hbtui.core.redact import provider_text, redact
+from hbtui.core.redact import provider_text
 from hbtui.core.text import one_line
 
 if TYPE_CHECKING:
     # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
     import aiohttp
-    import httpx
 
 OPTIONAL_PARAMS = ("reasoning_effort", "temperature", "max_tokens", "max_completion_tokens", "seed")
 CONTEXT_PATTERNS = re.compile(
@@ -76,113 +84,7 @@ CONTEXT_PATTERNS = re.compile(
 CONTENT_FILTER_CODES = ("content_filter", "content_policy_violation")
 MAX_REDIRECTS = 5  # within the endpoint's origin (a path moved, a trailing slash)
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-MIB = 1 << 20
 THINK_BLOCK = re.compile(r"^\s*<think>(.*?)</think>\s*", re.DOTALL)
-
-
-def encode_request(body: dict[str, Any]) -> bytes:
-    """A request's body as httpx encodes ``json=`` (json.dumps: compact, non-ASCII as UTF-8, no
-    NaN), byte for byte, so the requests on the wire stay what the reference sends.
-
-    orjson writes the same bytes for strings, booleans, None, 64-bit integers, lists and dicts
-    with string keys, which is all the messages and a response format hold (nearly all of a
-    body), at a tenth of the CPU: json.dumps took 27 us a grader request, 9% of `hbtui run`'s
-    CPU. Its floats differ in places (1e-05 is 0.00001 to it, NaN null), so a body whose top-level
-    float (the temperature) it would write otherwise, and one it cannot write at all (a lone
-    surrogate, an integer beyond 64 bits), is encoded by json.dumps, which also raises as before.
-    """
-    for value in body.values():
-        if type(value) is float and not _orjson_writes_it_as_json(value):
-            return _json_request(body)
-    try:
-        return orjson.dumps(body)
-    except TypeError:  # orjson.JSONEncodeError
-        return _json_request(body)
-
-
-@functools.lru_cache(maxsize=64)
-def _orjson_writes_it_as_json(value: float) -> bool:
-    """Once per temperature, not once per request."""
-    return math.isfinite(value) and orjson.dumps(value) == repr(value).encode()
-
-
-def _json_request(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    base_url: str
-    api_key: str | None = field(default=None, repr=False)
-    # Which of several keys of one URL this is (1-based), so that they are told apart; None
-    # when the URL is listed once. Never the key itself: the label is shown and stored.
-    key_number: int | None = None
-
-    @property
-    def label(self) -> str:
-        """The endpoint as screens, logs and the database name it: its URL (and key's position)."""
-        return self.base_url if self.key_number is None else f"{self.base_url} (key {self.key_number})"
-
-    @property
-    def chat_url(self) -> str:
-        return self.base_url.rstrip("/") + "/chat/completions"
-
-    @property
-    def origin(self) -> str:
-        return origin_of(self.base_url)
-
-    @property
-    def secrets(self) -> tuple[str | None, ...]:
-        """What this endpoint is sent that it must never get back into our files or screens."""
-        return (self.api_key,)
-
-    @property
-    def headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        return headers
-
-
-def endpoints_of(pairs: list[tuple[str, str | None]]) -> list[Endpoint]:
-    """The endpoints of (URL, key) pairs in order: a URL listed more than once is told apart by
-    its key's position."""
-    urls = [url for url, _ in pairs]
-    return [
-        Endpoint(url, key, number if urls.count(url) > 1 else None) for number, (url, key) in enumerate(pairs, start=1)
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class ChatRequest:
-    model: str
-    messages: list[dict]
-    temperature: float | None
-    max_tokens: int | None
-    reasoning_effort: str | None
-    response_format: dict | None
-    priority: int
-
-
-class ChatError(HbtuiError):
-    exit_code = EXIT_FAILED  # the endpoint failed, not the command
-
-    def __init__(self, kind: str, message: str, status: int | None = None, attempts: int = 1) -> None:
-        message, _ = replace_lone_surrogates(message)  # a provider's error text is stored too
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.status = status
-        self.attempts = attempts
-        self.endpoint: str | None = None  # set by the client that raised it
-
-    @property
-    def fatal(self) -> bool:
-        return self.kind in FATAL_KINDS
-
-    def __str__(self) -> str:
-        status = f"HTTP {self.status}: " if self.status else ""
-        return f"{self.kind}: {status}{self.message}"
 
 
 @dataclass
@@ -212,90 +114,6 @@ class CallRecord:
     message: str = ""
 
 
-@dataclass(slots=True)
-class HttpAnswer:
-    """An HTTP answer read whole: what the client needs of it, with the names httpx gives them
-    (so the error helpers read httpx's responses too)."""
-
-    status_code: int
-    reason_phrase: str
-    headers: Mapping[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-
-def origin_of(url: str) -> str:
-    """scheme://host:port of a URL, the port written out: what a redirect may not leave."""
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
-
-
-class AnswerTooLarge(Exception):
-    """An answer past MAX_ANSWER_MIB: ``size`` bytes read (after decompression) when it was cut."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self.size = size
-
-
-async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """A response's body, decompressed as it arrives, never holding more than ``limit`` bytes of
-    it: a 50 MB reply, or a 1 MB gzip that inflates to 1 GiB, is cut at the limit (AnswerTooLarge)
-    instead of filling the memory. The session leaves decompression to this (auto_decompress off)
-    since aiohttp inflates each chunk whole, however large it grows."""
-    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
-    if encoding in ("identity", ""):
-        inflate = None
-        declared = response.content_length
-        if declared is not None:
-            if declared > limit:
-                raise AnswerTooLarge(declared)
-            return await response.read()  # the usual answer: its length known, and within the limit
-    elif encoding in ("gzip", "x-gzip", "deflate"):
-        # 47: a gzip or zlib header, told apart by the stream itself ("deflate" is zlib, as the
-        # HTTP spec has it; a raw deflate stream, which some servers send, is tried on failure).
-        inflate = zlib.decompressobj(47)
-    else:
-        raise ValueError(f"an answer in Content-Encoding {encoding!r}, which was not asked for")
-    parts: list[bytes] = []
-    size = 0
-
-    def take(piece: bytes) -> None:
-        nonlocal size
-        size += len(piece)
-        if size > limit:
-            raise AnswerTooLarge(size)
-        parts.append(piece)
-
-    first = True
-    async for chunk in response.content.iter_any():
-        if inflate is None:
-            take(chunk)
-            continue
-        data = chunk
-        while data:
-            try:
-                piece = inflate.decompress(data, limit - size + 1)
-            except zlib.error:
-                if not first or encoding != "deflate":
-                    raise ValueError("an answer whose compressed body is corrupt") from None
-                inflate = zlib.decompressobj(-15)
-                piece = inflate.decompress(data, limit - size + 1)
-            first = False
-            take(piece)
-            data = inflate.unconsumed_tail
-    if inflate is not None:
-        take(inflate.flush())
-    return b"".join(parts)
-
-
 def split_reasoning(message: dict) -> tuple[str, str | None]:
     """Final answer and reasoning from a message, whichever way the server delivers reasoning."""
     content = message.get("content") or ""
@@ -314,25 +132,6 @@ def split_reasoning(message: dict) -> tuple[str, str | None]:
         reasoning = content.lstrip()[len("<think>") :]
         content = ""
     return content.strip(), reasoning
-
-
-def _error_message(
-    response: httpx.Response | HttpAnswer, secrets: tuple[str | None, ...]
-) -> tuple[str, str | None, str | None]:
-    """(message, param, code) from an OpenAI-style error body, or the raw text; the message
-    without the key, which providers echo (OpenAI's 401 shows it masked, proxies whole)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return provider_text(response.text, secrets, 500).strip() or response.reason_phrase, None, None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        return redact(str(error.get("message") or error), secrets), error.get("param"), error.get("code")
-    if isinstance(error, str):
-        return redact(error, secrets), None, None
-    if isinstance(body, dict) and "message" in body:
-        return redact(str(body["message"]), secrets), None, None
-    return provider_text(json.dumps(body), secrets, 500), None, None
 
 
 def _refused_param(message: str, param: str | None, body: dict) -> str | None:
@@ -590,14 +389,14 @@ class ChatClient:
                 error = None
             except ChatError as exc:  # too large, redirected away, undecodable
                 error = exc
-            except (TimeoutError, _aiohttp().ClientError) as exc:
+            except (TimeoutError, aiohttp_module().ClientError) as exc:
                 if isinstance(exc.__cause__, CallWithheld):
                     # Stopped between its slot and its bytes, and its right to call lapsed
                     # meanwhile: nothing left, so nothing was tried; it waits for the gate
                     # (the slot is given back below, as after any call).
                     attempts -= 1
                     continue
-                error = _transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
+                error = transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
             finally:
                 self.limiter.release()
             latency_ms = (time.perf_counter() - started) * 1000
@@ -615,7 +414,7 @@ class ChatClient:
                         result.endpoint = self.endpoint.label
                         return result
                 else:
-                    message, param, code = _error_message(response, self.endpoint.secrets)
+                    message, param, code = error_message(response, self.endpoint.secrets)
                     if status in (402, 429):
                         stop = self._refused(pacer, model, response, message, code, latency_ms, attempts, leave)
                         if stop is not None:
@@ -642,7 +441,7 @@ class ChatClient:
                     ):
                         error = ChatError(CONTEXT_LENGTH, message, status, attempts)
                     elif 400 <= status < 500 and (
-                        code in CONTENT_FILTER_CODES or _error_type(response) in CONTENT_FILTER_CODES
+                        code in CONTENT_FILTER_CODES or error_type(response) in CONTENT_FILTER_CODES
                     ):
                         error = ChatError(CONTENT_FILTER, message, status, attempts)
                     else:
@@ -686,7 +485,7 @@ class ChatClient:
         it ends in (a quota, a daily limit, or RATE_LIMIT_PATIENCE of nothing but 429s)."""
         label = self.endpoint.label
         refusal = classify_refusal(
-            response.status_code, code, _error_type(response), message, response.headers, self.rate_limit_patience
+            response.status_code, code, error_type(response), message, response.headers, self.rate_limit_patience
         )
         if refusal.kind in (QUOTA_REFUSAL, DAILY):
             kind = QUOTA if refusal.kind == QUOTA_REFUSAL else DAILY_LIMIT
@@ -759,8 +558,8 @@ class ChatClient:
             content=content,
             reasoning=reasoning,
             finish_reason=finish_reason,
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")),
+            prompt_tokens=token_count(usage.get("prompt_tokens")),
+            completion_tokens=token_count(usage.get("completion_tokens")),
             latency_ms=latency_ms,
             attempts=attempts,
             json_schema_used=json_schema,
@@ -786,7 +585,7 @@ def _fenced_body(data: bytes, may_send: Callable[[], bool]) -> Any:
     if _FENCED_BODY is None:
         # Through the package, not `from aiohttp.payload import`: a submodule imported while
         # another thread imports the package (load_http_in_background) can fail with KeyError.
-        class FencedBody(_aiohttp().payload.BytesPayload):  # type: ignore[misc]
+        class FencedBody(aiohttp_module().payload.BytesPayload):  # type: ignore[misc]
             def __init__(self, value: bytes, may_send: Callable[[], bool]) -> None:
                 super().__init__(value, content_type="application/json")
                 self.may_send = may_send
@@ -815,106 +614,3 @@ def _prompt_chars(messages: list[dict]) -> int:
         elif isinstance(content, list):
             total += sum(len(part.get("text") or "") for part in content if isinstance(part, dict))
     return total
-
-
-def _error_type(response: HttpAnswer | httpx.Response) -> str | None:
-    """The ``error.type`` of an OpenAI-style error body (insufficient_quota names itself there too)."""
-    try:
-        body = response.json()
-    except ValueError:
-        return None
-    error = body.get("error") if isinstance(body, dict) else None
-    value = error.get("type") if isinstance(error, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def _count(value: object) -> int:
-    """A token count as the provider reports it, or 0 where it is no count: negative, not finite
-    (int(inf) raised), or beyond what SQLite's integers hold."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0
-    return int(value) if 0 <= value < 2**53 else 0
-
-
-def _aiohttp():
-    """aiohttp, imported by the first request that needs it (by then usually loaded already: see
-    load_http_in_background)."""
-    import aiohttp
-
-    return aiohttp
-
-
-def load_http_in_background() -> None:
-    """Import aiohttp (a third of `hbtui run`'s start-up) in a thread, while the caller reads its
-    dataset and SQLite writes its plan: the first request then finds it loaded."""
-    import_in_background("aiohttp")
-
-
-def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
-    """aiohttp's connection pool, used directly.
-
-    httpx's own pool (httpcore) spends time quadratic in its size: measured here, 256 requests
-    in flight at 200 ms latency gave 67 calls/s at 14 ms CPU per call. httpx's API over aiohttp's
-    pool (httpx-aiohttp) gave 1,166 calls/s, but its request and response models still cost about
-    a third of the harness's CPU per call. Our limiter decides how many requests are in flight, so
-    the pool only needs room for them. No proxy from the environment, as with httpx given a
-    transport of its own.
-    """
-    import aiohttp
-
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connections + 8, keepalive_timeout=30),
-        # TIMEOUT is the whole answer's, from sending to its last byte read: a server that drips
-        # a byte a second never resets it, as it reset the read timeout this was before.
-        timeout=aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 15.0)),
-        # Bodies are inflated by read_answer, against MAX_ANSWER_MIB; only what it can inflate
-        # is asked for (aiohttp would offer br too where brotli is installed).
-        auto_decompress=False,
-        headers={"Accept-Encoding": "gzip, deflate"},
-    )
-
-
-def unreachable_reason(exc: BaseException) -> str:
-    """Why a request got no answer, in a few words: "no answer within the timeout", "connection
-    refused", "unknown host" or "cannot connect"; for the client's errors and the connection
-    check alike, whichever library raised (the socket's own error may sit a few causes down)."""
-    chain: list[BaseException] = []
-    cause: BaseException | None = exc
-    while cause is not None and cause not in chain:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    text = " ".join(str(c).lower() for c in chain)
-    # httpx raised nothing in a process that never loaded it (the chat calls use aiohttp).
-    httpx = sys.modules.get("httpx")
-    timeouts = (asyncio.TimeoutError, httpx.TimeoutException) if httpx else (asyncio.TimeoutError,)
-    if any(isinstance(c, timeouts) for c in chain):
-        return "no answer within the timeout"
-    if any(isinstance(c, ConnectionRefusedError) for c in chain) or "refused" in text:
-        return "connection refused"
-    if any(isinstance(c, socket.gaierror) for c in chain) or "name or service" in text:
-        return "unknown host"
-    return "cannot connect"
-
-
-def _transport_error(exc: Exception, timeout: float, attempts: int, secrets: tuple[str | None, ...]) -> ChatError:
-    if unreachable_reason(exc) == "no answer within the timeout":
-        # TIMEOUT bounds the whole answer, first byte sent to last received.
-        return ChatError(TIMEOUT, f"no answer within {timeout:g} s (TIMEOUT)", attempts=attempts)
-    detail = redact(f"{type(exc).__name__}: {exc}".rstrip(": "), secrets)
-    return ChatError(CONNECTION, f"connection failed ({detail})", attempts=attempts)
-
-
-async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:
-    """Model ids an endpoint serves (GET /models), for the connection check."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=timeout) as http:
-        response = await http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers)
-    if response.status_code != 200:
-        message, _, _ = _error_message(response, endpoint.secrets)
-        kind = (
-            AUTH if response.status_code in (401, 403) else NOT_FOUND if response.status_code == 404 else CLIENT_ERROR
-        )
-        raise ChatError(kind, message, response.status_code)
-    data = response.json().get("data", [])
-    return [str(item.get("id")) for item in data if isinstance(item, dict)]

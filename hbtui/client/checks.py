@@ -13,17 +13,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from hbtui.client.chat import (
-    AUTH,
-    NOT_FOUND,
-    ChatClient,
-    ChatError,
-    Endpoint,
-    endpoints_of,
-    list_models,
-    unreachable_reason,
-)
+from hbtui.client.chat import AUTH, NOT_FOUND, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import ChatError, Endpoint, endpoints_of, list_models, unreachable_reason
 from hbtui.core.grading import VERDICT_FORMAT
 from hbtui.core.redact import redact
 from hbtui.core.settings.config import Settings, SettingsError

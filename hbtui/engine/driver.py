@@ -16,16 +16,8 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
-from hbtui.client.chat import (
-    CLIENT_ERROR,
-    CONNECTION,
-    CONTEXT_LENGTH,
-    DAILY_LIMIT,
-    QUOTA,
-    RATE_LIMITED,
-    ChatError,
-    load_http_in_background,
-)
+from hbtui.client.chat import CLIENT_ERROR, CONNECTION, CONTEXT_LENGTH, DAILY_LIMIT, QUOTA, RATE_LIMITED
+from hbtui.client.wire import ChatError, load_http_in_background
 from hbtui.core.background_import import import_in_background
 from hbtui.core.calls import GENERATION
 from hbtui.core.completion_groups import replied_by_of

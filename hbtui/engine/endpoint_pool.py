@@ -24,18 +24,15 @@ from typing import Any
 from hbtui.client.chat import (
     CLIENT_ERROR,
     CONNECTION,
-    MIB,
     RATE_LIMITED,
     RETRIED_KINDS,
     SERVER_ERROR,
     TIMEOUT,
     CallRecord,
     ChatClient,
-    ChatError,
-    Endpoint,
-    endpoints_of,
 )
 from hbtui.client.limiter import AdaptiveLimiter
+from hbtui.client.wire import MIB, ChatError, Endpoint, endpoints_of
 from hbtui.core.calls import ChatResult
 from hbtui.core.events import CallFailed, Event
 from hbtui.core.rate_limits import pace_summary

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hbtui.client.chat import ChatError
+from hbtui.client.wire import ChatError
 from hbtui.core.calls import Completes
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import Template, grade_as_configured, load_template
