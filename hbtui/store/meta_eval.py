@@ -319,15 +319,7 @@ class StoreMetaEval(StoreWrites):
         db = self.db
         async with self._transaction():
             name = await self._free_name(name, name_base)
-            cursor = await db.execute(
-                "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
-                " model_grader, settings_json, plan_json, n_conversations, n_criteria, kind, source_run_id)"
-                " SELECT ?, 'pending', ?, dataset_name, dataset_path, dataset_sha256, '', ?, ?, plan_json,"
-                " n_conversations, n_criteria, kind, id FROM runs WHERE id = ?",
-                (name, time.time(), model_grader, json.dumps(settings), source_id),
-            )
-            run_id = cursor.lastrowid
-            assert run_id is not None
+            run_id = await self._insert_regrade_run(source_id, name, model_grader, settings, kind=None, model_test="")
             await db.execute(
                 "INSERT INTO meta_eval_rows (run_id, position, line, text_id, rubric, category, labels,"
                 " physician_ids, prompt_id, completion_id) SELECT ?, position, line, text_id, rubric, category,"

@@ -351,6 +351,31 @@ class StoreWrites(Connection):
             )
         return run_id
 
+    async def _insert_regrade_run(
+        self,
+        source_id: int,
+        name: str,
+        model_grader: str,
+        settings: dict,
+        *,
+        kind: str | None,
+        model_test: str | None = None,
+    ) -> int:
+        """The runs row of a regrade of ``source_id`` (in the caller's transaction): the source's
+        dataset, plan and counts, linked to it, with its own name, grader and settings. ``kind``
+        and ``model_test``: None keeps the source's (a meta-eval's regrade is a meta-eval; a
+        model run's regrade of an import is a model run)."""
+        cursor = await self.db.execute(
+            "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
+            " model_grader, settings_json, plan_json, n_conversations, n_criteria, kind, source_run_id)"
+            " SELECT ?, 'pending', ?, dataset_name, dataset_path, dataset_sha256, coalesce(?, model_test), ?, ?,"
+            " plan_json, n_conversations, n_criteria, coalesce(?, kind), id FROM runs WHERE id = ?",
+            (name, time.time(), model_test, model_grader, json.dumps(settings), kind, source_id),
+        )
+        run_id = cursor.lastrowid
+        assert run_id is not None
+        return run_id
+
     async def _free_name(self, name: str | None, name_base: str) -> str:
         """``name`` if free, else a StoreError; without one, the first free of ``name_base``,
         ``name_base-2``...; inside the caller's transaction."""
@@ -378,14 +403,7 @@ class StoreWrites(Connection):
         db = self.db
         async with self._transaction():
             name = await self._free_name(name, name_base)
-            cursor = await db.execute(
-                "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
-                " model_grader, settings_json, plan_json, n_conversations, n_criteria, source_run_id)"
-                " SELECT ?, 'pending', ?, dataset_name, dataset_path, dataset_sha256, model_test, ?, ?, plan_json,"
-                " n_conversations, n_criteria, id FROM runs WHERE id = ?",
-                (name, time.time(), model_grader, json.dumps(settings), source_id),
-            )
-            run_id = cursor.lastrowid
+            run_id = await self._insert_regrade_run(source_id, name, model_grader, settings, kind=MODEL_RUN)
             await db.execute(
                 "INSERT INTO conversations (run_id, position, repeat, prompt_id, record_id, theme, example_tags,"
                 " preview, n_criteria, status, reply, reasoning, finish_reason, error, error_kind, generated_at,"
