@@ -9,8 +9,9 @@ import stat
 from dotenv import dotenv_values
 
 from hbtui.client.checks import check_connection
-from hbtui.core.settings.config import Settings, load_settings
+from hbtui.core.settings.config import Settings
 from hbtui.core.settings.envfile import write_env
+from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.presets import load_presets, presets_path, save_preset
 from tests.support.server_process import FakeServer
 

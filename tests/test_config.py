@@ -2,7 +2,8 @@
 
 import pytest
 
-from hbtui.core.settings.config import Settings, SettingsError, load_settings, mask_secret
+from hbtui.core.settings.config import Settings, SettingsError, mask_secret
+from hbtui.core.settings.loading import load_settings
 
 
 def write_env(tmp_path, text):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hbtui.core.settings.config import load_settings
+from hbtui.core.settings.loading import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()

@@ -16,7 +16,8 @@ import pytest
 from hbtui.analysis.run_stats import complete_groups, length_adjusted, worst_at_k
 from hbtui.cli import main
 from hbtui.core import scoring
-from hbtui.core.settings.config import Settings, load_settings
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.prices import Price, PriceError, load_prices, model_usage, total_cost
 from tests.conftest import make_record, run_engine, settings_for, write_jsonl
 

@@ -10,7 +10,8 @@ import pytest
 
 from hbtui import cli
 from hbtui.core.settings import settings_docs
-from hbtui.core.settings.config import BY_KEY, SETTINGS, STORAGE, Settings, SettingsError, load_settings, setting_for
+from hbtui.core.settings.config import BY_KEY, SETTINGS, STORAGE, Settings, SettingsError, setting_for
+from hbtui.core.settings.loading import load_settings
 from hbtui.tui.screens.config import FIELDS, check_field
 
 

@@ -11,7 +11,7 @@ import pytest
 from textual.widgets import Input, OptionList, Select
 from textual.widgets._select import SelectOverlay
 
-from hbtui.core.settings.config import load_settings
+from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.presets import load_presets, save_preset
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import LOCAL_FILE, ConfigScreen

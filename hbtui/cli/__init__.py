@@ -41,7 +41,8 @@ from hbtui.cli.reading import cmd_compare, cmd_runs, cmd_show
 from hbtui.cli.runs import cmd_drive_detached, cmd_meta_eval, cmd_regrade, cmd_resume, cmd_run
 from hbtui.core.errors import HbtuiError
 from hbtui.core.files import stdout_to_devnull
-from hbtui.core.settings.config import Settings, load_settings, setting_for
+from hbtui.core.settings.config import Settings, setting_for
+from hbtui.core.settings.loading import load_settings
 from hbtui.services import DRIVE_COMMAND
 
 __all__ = [

@@ -12,7 +12,8 @@ from typing import Any
 
 from hbtui.core.errors import EXIT_FAILED, EXIT_USAGE, HbtuiError  # noqa: F401 (the commands take every exit from here)
 from hbtui.core.files import open_to_others
-from hbtui.core.settings.config import SETTINGS, STORAGE, Setting, Settings, load_settings
+from hbtui.core.settings.config import SETTINGS, STORAGE, Setting, Settings
+from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import PriceError, load_prices
 from hbtui.core.text import visible_controls, visible_line

@@ -12,7 +12,8 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from hbtui.core.files import private_file
-from hbtui.core.settings.config import ALIASES, SETTINGS, STORAGE, Settings, SettingsError, read_env_file
+from hbtui.core.settings.config import ALIASES, SETTINGS, STORAGE, Settings, SettingsError
+from hbtui.core.settings.loading import read_env_file
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:@+,%=-]*$")
 _ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=")
