@@ -277,7 +277,7 @@ def test_a_resumed_completions_run_keeps_its_mode_and_refuses_another(server, tm
     assert {name: g["overall_score"] for name, g in shown["groups"].items()} == {"Group 1": 0.5, "Group 2": 1.0}
     assert shown["overall_score"] == 0.75
 
-    from hbtui.tui.screens.run import summary_text
+    from hbtui.tui.screens.run_summary import summary_text
 
     async def read_run():
         async with await Store.open(db) as store:
@@ -374,7 +374,7 @@ def test_a_completions_runs_exports_and_summaries_say_which_completion_and_call_
     from hbtui.analysis.run_stats import run_statistics
     from hbtui.core.settings.config import Settings
     from hbtui.core.settings.prices import load_prices
-    from hbtui.tui.screens.run import summary_text
+    from hbtui.tui.screens.run_summary import summary_text
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text(f"BASE_URL={server.base_url}\nMODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")

@@ -12,7 +12,7 @@ from hbtui import cli
 from hbtui.core.settings import settings_docs
 from hbtui.core.settings.config import BY_KEY, SETTINGS, STORAGE, Settings, SettingsError, setting_for
 from hbtui.core.settings.loading import load_settings
-from hbtui.tui.screens.config import FIELDS, check_field
+from hbtui.tui.screens.config_form import FIELDS, check_field
 
 
 def test_env_example_is_the_one_written_from_the_settings():

@@ -10,7 +10,8 @@ import pytest
 from hbtui.store import ConversationFilter, Store
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.picker import PickerModal
-from hbtui.tui.screens.run import RunScreen, parse_range
+from hbtui.tui.screens.run import RunScreen
+from hbtui.tui.screens.run_summary import parse_range
 from hbtui.tui.widgets.key_tabs import KeyTabs
 from hbtui.tui.widgets.verdict_list import VerdictList
 from tests.support.browser_harness import browser_app

@@ -14,7 +14,8 @@ from textual.widgets._select import SelectOverlay
 from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.presets import load_presets, save_preset
 from hbtui.tui.app import HBTuiApp
-from hbtui.tui.screens.config import LOCAL_FILE, ConfigScreen
+from hbtui.tui.screens.config import ConfigScreen
+from hbtui.tui.screens.config_form import LOCAL_FILE
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.presets import PresetNameModal, PresetPickerModal
@@ -200,7 +201,7 @@ async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_plan
     plans nothing, "start" starts it (a new user's trial started 9,500 calls with one key)."""
     import sqlite3
 
-    from hbtui.tui.screens.config import LARGE_RUN_CONVERSATIONS
+    from hbtui.tui.screens.config_form import LARGE_RUN_CONVERSATIONS
 
     records = [make_record(f"p{i}", [("[[MET]] ok", 1, []), ("[[NOT_MET]] no", 2, [])]) for i in range(51)]
     data = write_jsonl(tmp_path / "many.jsonl", records)

@@ -19,7 +19,7 @@ from hbtui.core.settings.presets import built_in_presets
 from hbtui.core.text import one_line, visible_controls
 from hbtui.store import RunRow
 from hbtui.tui.handle import AppModal
-from hbtui.tui.screens.config import check_setting
+from hbtui.tui.screens.config_form import check_setting
 from hbtui.tui.widgets.ordered_input import OrderedInput
 
 FIELDS = (
