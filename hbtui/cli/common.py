@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import signal
 import sys
 from dataclasses import replace
@@ -12,6 +10,7 @@ from typing import Any
 
 from hbtui.core.errors import EXIT_FAILED, EXIT_USAGE, HbtuiError  # noqa: F401 (the commands take every exit from here)
 from hbtui.core.files import open_to_others
+from hbtui.core.invocation import invoked_as  # noqa: F401 (the commands take it from here)
 from hbtui.core.settings.config import SETTINGS, STORAGE, Setting, Settings
 from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.presets import preset_settings
@@ -38,19 +37,6 @@ def flag_help(setting: Setting) -> str:
 
 class UsageError(HbtuiError):
     """A command asked for what cannot be: a flag that does not fit, a run it cannot act on."""
-
-
-def invoked_as() -> str:
-    """hbtui as the user invoked it, for the commands printed as next steps: ``hbtui`` when that
-    name runs this very script (or it ran as ``python -m hbtui``), else the path they typed
-    (``.venv/bin/hbtui`` in a venv not activated)."""
-    argv0 = sys.argv[0] if sys.argv else ""
-    if os.path.basename(argv0) != "hbtui":
-        return "hbtui"  # python -m hbtui: which python is not known here; the name is what docs use
-    found = shutil.which("hbtui")
-    if found and os.path.realpath(found) == os.path.realpath(argv0):
-        return "hbtui"
-    return argv0
 
 
 def say(text: str = "", *, error: bool = False) -> None:

@@ -107,7 +107,7 @@ async def drive(
         )
         say(resume_hint(final.id, engine.error or final.error, invoked_as()), error=True)
         return EXIT_FAILED
-    say(f"run {final.id} {one_line(final.name)} {status}; continue with: hbtui resume {final.id}", error=True)
+    say(f"run {final.id} {one_line(final.name)} {status}; continue with: {invoked_as()} resume {final.id}", error=True)
     return EXIT_INTERRUPTED
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hbtui.core.grading import load_template
+from hbtui.core.invocation import invoked_as
 from hbtui.core.run_kinds import MEANINGS, META_EVAL
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.text import one_line
@@ -110,7 +111,7 @@ async def drive_meta_eval(
         say(f"run {final.id} failed: {one_line(driver.error or final.error or '', 400)}", error=True)
         return 1
     verb = "cancelled" if status == CANCELLED else "interrupted"
-    say(f"run {final.id} {verb}; continue with: hbtui resume {final.id}", error=True)
+    say(f"run {final.id} {verb}; continue with: {invoked_as()} resume {final.id}", error=True)
     return 130
 
 

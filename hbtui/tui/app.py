@@ -30,6 +30,7 @@ from textual.dom import DOMNode
 from textual.screen import Screen
 from textual.worker import Worker
 
+from hbtui.core.invocation import invoked_as
 from hbtui.core.run_kinds import META_EVAL
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.settings.envfile import env_file_values
@@ -419,10 +420,10 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
                 while self.drivers_going() and waited < STOP_TIMEOUT_SECONDS:
                     await asyncio.sleep(0.05)
                     waited += 0.05
-                resume = "; ".join(f"hbtui resume {d.run_id}" for d in going)
+                resume = "; ".join(f"{invoked_as()} resume {d.run_id}" for d in going)
                 line = f"hbtui: stopped run {ids} (what completed is saved); continue with: {resume}"
             else:
-                monitor = "; ".join(f"hbtui monitor {d.run_id}" for d in going)
+                monitor = "; ".join(f"{invoked_as()} monitor {d.run_id}" for d in going)
                 line = (
                     f"hbtui: run {ids} goes on (log {', '.join(str(d.log) for d in going)}); watch it with: {monitor}"
                 )
