@@ -59,6 +59,7 @@ def test_show_reviewed_reports_both_scores_progress_and_each_reviewer(finished_r
     assert f"score as reviewed  {reviewed:.4f}" in text
     assert "2 of 8 verdicts reviewed, 1 flipped, 1 flagged" in text
     assert "accuracy" in text and "reviewer alice: reviewed score" in text and "reviewer bob" in text
+    assert "(1 review)" in text and "(1 reviews)" not in text  # each made one
     assert "alice and bob: no verdict reviewed by both" in text
 
 

@@ -133,9 +133,10 @@ def review_lines(review: RunReview) -> list[str]:
     for axis, tally in sorted(g.progress.by_axis.items()):
         lines.append(f"    {one_line(axis.removeprefix('axis:'), 30):<22} {tally_text(tally)}")
     for name, score in g.by_reviewer.items():
+        count = g.reviews_by.get(name, 0)
         lines.append(
             f"  reviewer {one_line(name, 40)}: reviewed score {score_text(score)}"
-            f" ({g.reviews_by.get(name, 0):,} reviews)"
+            f" ({count:,} review{'' if count == 1 else 's'})"
         )
     lines += [f"  {agreement_text(a)}" for a in g.agreements]
     return lines
