@@ -116,6 +116,8 @@ async def test_quitting_asks_to_leave_the_runs_going_by_default_or_to_stop_them_
             f"Run {left_id} (process {left.pid}, log {left.log}) goes on in a process of its own."
         )
         assert "Leave going (l)" in screen_text(app) and "Stop it (s)" in screen_text(app)  # one run: "it"
+        # Plain words, no Markdown: the dialog shows text as it is, a backtick as a backtick.
+        assert "`" not in question and "(hbtui monitor finds it later)" in question
         await pilot.press("escape")  # stay
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="back in the app")
         assert app.is_running

@@ -401,8 +401,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         them = "them" if several else "it"
         question = (
             f"{'Runs' if several else 'Run'} {runs} {'go' if several else 'goes'} on in a process of"
-            f" {'their' if several else 'its'} own. Leave {them} going (`hbtui monitor` finds {them} later), or stop"
-            f" {them}? What completed is saved, and `hbtui resume` continues."
+            f" {'their' if several else 'its'} own. Leave {them} going ({invoked_as()} monitor finds {them} later), or"
+            f" stop {them}? What completed is saved, and {invoked_as()} resume continues."
         )
         if self.live_runs:
             question += f" Run {', '.join(map(str, self.live_runs))} (the local demo) stops with the app either way."
