@@ -5,6 +5,12 @@ with the run). Generation and grading overlap: a conversation's criteria are gra
 (concurrently) as soon as its reply exists, and grading waits ahead of generation for a shared
 endpoint (see hbtui.client.limiter), so that scores appear as the run goes and the run ends on one
 generate-then-grade chain. Every answer goes to the result writer.
+
+Longer than most modules (about 900 lines) because :class:`Engine` is one state machine whose
+steps all read and change the same state: the gate every call waits on, the writer's backlog,
+the live figures, the controls and the first fatal error. What does not touch that state lives
+beside it: the endpoints and their limits (endpoint_pool), the writes (result_writer), the
+report made during the calls (finish_ahead), the end (run_finish) and the stop (stopping).
 """
 
 from __future__ import annotations
