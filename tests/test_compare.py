@@ -258,6 +258,16 @@ def test_compare_two_runs_with_different_graders(two_graded_runs, capsys):
     assert shown["moved"] and all(m["difference"] == pytest.approx(m["score_b"] - m["score_a"]) for m in shown["moved"])
     changes = [abs(m["difference"]) for m in shown["moved"]]
     assert changes == sorted(changes, reverse=True)
+    # Each names the conversation as the browser numbers it in each run (issue 25, item 10).
+    with sqlite3.connect(db) as conn:
+        number = dict(conn.execute("SELECT prompt_id, position + 1 FROM conversations WHERE run_id = 1"))
+    assert all(
+        m["conversation_number_a"] == m["conversation_number_b"] == number[m["prompt_id"]] for m in shown["moved"]
+    )
+    assert cli.main(["compare", "1", "second", "--db", str(db)]) == 0
+    text = capsys.readouterr().out.split("moved most:", 1)[1]
+    first = shown["moved"][0]
+    assert f"#{first['conversation_number_a']}  {first['prompt_id']}" in text
     # B against A is the mirror image
     mirrored = compare_json(db, capsys, "2", "1")
     assert mirrored["difference"]["value"] == pytest.approx(-shown["difference"]["value"])
@@ -361,3 +371,12 @@ def test_a_bad_env_value_does_not_keep_a_comparison_from_being_read(two_graded_r
     assert cli.main(["compare", "1", "2", "--json", "--db", str(two_graded_runs), "--env-file", str(env)]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["n"] == 12 and "CONCURRENCY" in captured.err
+
+
+def test_a_conversation_listed_apart_in_the_two_runs_is_named_in_each():
+    from hbtui.analysis.compare import Moved
+
+    same = Moved("p", 0, None, 0.2, 0.5, 10, 20, position=14, position_b=14)
+    apart = Moved("p", 0, None, 0.2, 0.5, 10, 20, position=14, position_b=16)
+    assert (same.numbers, apart.numbers) == ("#15", "#15 in A, #17 in B")
+    assert (apart.as_dict()["conversation_number_a"], apart.as_dict()["conversation_number_b"]) == (15, 17)

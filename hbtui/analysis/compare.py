@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from hbtui.core.errors import HbtuiError
+from hbtui.core.numbering import conversation_number
 from hbtui.core.run_kinds import IMPORTED
 from hbtui.core.scoring import (
     BOOTSTRAP_SAMPLES,
@@ -232,15 +233,25 @@ class Moved:
     score_b: float
     conversation_a: int
     conversation_b: int
-    position: int
+    position: int  # in run A
+    position_b: int
 
     @property
     def change(self) -> float:
         return self.score_b - self.score_a
 
+    @property
+    def numbers(self) -> str:
+        """Where to find it in each run, as the browser numbers conversations: "#15", or
+        "#15 in A, #17 in B" where the two runs list it apart."""
+        a, b = conversation_number(self.position), conversation_number(self.position_b)
+        return f"#{a}" if a == b else f"#{a} in A, #{b} in B"
+
     def as_dict(self) -> dict:
         return {
             "prompt_id": self.prompt_id,
+            "conversation_number_a": conversation_number(self.position),
+            "conversation_number_b": conversation_number(self.position_b),
             "repeat": self.repeat,
             "theme": self.theme,
             "score_a": self.score_a,
@@ -323,7 +334,7 @@ def compare(
     # Every metric in one call: the overall score and the axes mostly have one n, and share draws.
     differences = paired_differences(tag_values(scored), seed=seed)
     moved = [
-        Moved(a.prompt_id, a.repeat, a.theme, va[OVERALL], vb[OVERALL], a.id, b.id, a.position)
+        Moved(a.prompt_id, a.repeat, a.theme, va[OVERALL], vb[OVERALL], a.id, b.id, a.position, b.position)
         for a, b, va, vb in scored
         if va[OVERALL] != vb[OVERALL]
     ]

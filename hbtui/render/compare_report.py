@@ -107,7 +107,7 @@ def render_comparison(result: Comparison) -> str:
     ]
     for m in moved[:MOVED_LISTED]:
         lines.append(
-            f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {one_line(m.prompt_id, 40)}"
+            f"  {signed(m.change)}  A {m.score_a:6.3f}  B {m.score_b:6.3f}  {m.numbers}  {one_line(m.prompt_id, 40)}"
             f"{repeated(m.repeat, result.repeats)}  {one_line(m.theme or '-', 30)}"
         )
     return "\n".join(lines)
