@@ -83,3 +83,12 @@ def test_the_command_line_catches_each_at_its_edge(kind, monkeypatch, capsys, tm
     err = capsys.readouterr().err
     assert code == EXPECTED_EXITS[kind]
     assert err == f"hbtui: error: {'connection: ' if error.__name__ == 'ChatError' else ''}{message}\n"
+
+
+def test_a_failure_in_a_few_words():
+    from hbtui.core.errors import failure_words
+
+    assert failure_words("auth: HTTP 401: Incorrect API key provided") == "key refused"
+    assert failure_words("connection: cannot reach http://127.0.0.1:9/v1: refused") == "unreachable"
+    assert failure_words("the database /x/runs.sqlite refused writes") == "the database…"
+    assert failure_words(None) == failure_words("") == ""

@@ -85,3 +85,21 @@ async def test_a_run_with_gaps_counts_its_errors(tmp_path):
         table = app.screen.table
         cells = [cell.plain for cell in table.get_row(str(gaps))]
         assert cells[COLUMNS.index("errors")] == "3" and cells[COLUMNS.index("status")] == "incomplete"
+
+
+async def test_a_failed_run_says_why_in_a_few_words_in_its_errors_column(tmp_path, small_dataset):
+    """Issue 25, item 9: a run stopped on a refused key has no count of errors; the list says the
+    reason instead, in the words its status column leaves room for."""
+    from tests.conftest import run_engine, settings_for
+    from tests.support.server_process import FakeServer
+
+    db = tmp_path / "db.sqlite"
+    with FakeServer(api_key="fake-right") as server:
+        _, status = await run_engine(settings_for(server, db, api_key="fake-wrong", concurrency=2), small_dataset)
+    assert status == "failed"
+    app = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 1)
+        cells = [cell.plain for cell in app.screen.table.get_row("1")]
+    assert cells[COLUMNS.index("status")].startswith("failed")
+    assert cells[COLUMNS.index("errors")] == "key refused"

@@ -30,6 +30,33 @@ UNPARSEABLE = "unparseable"  # used by grading: a verdict that never parsed
 QUOTA = "quota"  # the account is out of credit or quota (429 insufficient_quota, 402)
 DAILY_LIMIT = "daily_limit"  # a per-day limit, or a wait longer than RATE_LIMIT_PATIENCE
 
+# A stopped run's reason in a few words, for a list's narrow column; its whole error is elsewhere.
+FAILURE_WORDS = {
+    AUTH: "key refused",
+    NOT_FOUND: "model not found",
+    CONNECTION: "unreachable",
+    QUOTA: "out of quota",
+    DAILY_LIMIT: "daily limit",
+    RATE_LIMITED: "rate limited",
+    REDIRECTED: "redirected",
+    CLIENT_ERROR: "calls refused",
+    SERVER_ERROR: "server errors",
+    TIMEOUT: "timed out",
+}
+
+
+def failure_words(error: str | None) -> str:
+    """A run's error (``"auth: HTTP 401: ..."``, as a call's failure says it) in a few words;
+    an error of another shape (a database that refused writes) by its first words."""
+    if not error:
+        return ""
+    kind = error.split(":", 1)[0].strip()
+    if kind in FAILURE_WORDS:
+        return FAILURE_WORDS[kind]
+    words = error.split()
+    return " ".join(words[:2])[:16] + ("…" if len(words) > 2 or len(" ".join(words[:2])) > 16 else "")
+
+
 # Retried within the call, with backoff, up to MAX_ATTEMPTS.
 RETRIED_KINDS = {RATE_LIMITED, SERVER_ERROR, TIMEOUT, CONNECTION, BAD_RESPONSE}
 # No answer that counts: work still missing, asked again by a resume and `regrade-errors`, and

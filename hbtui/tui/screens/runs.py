@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Header, Input, Static
 
 from hbtui.analysis.compare import NothingToCompare
-from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.errors import TRANSIENT_KINDS, failure_words
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.core.text import middle_cut, one_line
 from hbtui.core.verdicts import FAILED, FINISHED, INCOMPLETE, RUNNING
@@ -82,7 +82,10 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
         Text(score, justify="right"),
         # Scored of planned, for a running run and a finished one alike.
         Text(f"{run.n_scored or 0}/{run.n_conversations}", justify="right"),
-        Text("" if errors is None else str(errors), justify="right", style="bold red" if errors else "dim"),
+        # A failed run has no count yet: its reason in a few words instead (its whole error: enter).
+        Text(failure_words(run.error), style="red")
+        if errors is None and status == FAILED
+        else Text("" if errors is None else str(errors), justify="right", style="bold red" if errors else "dim"),
         Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at))),
         Text(f"{ci[0]:.3f}–{ci[1]:.3f}" if ci else ""),
         Text(one_line(run.model_test or "", 24)),
