@@ -90,5 +90,5 @@ def test_a_failure_in_a_few_words():
 
     assert failure_words("auth: HTTP 401: Incorrect API key provided") == "key refused"
     assert failure_words("connection: cannot reach http://127.0.0.1:9/v1: refused") == "unreachable"
-    assert failure_words("the database /x/runs.sqlite refused writes") == "the database…"
+    assert failure_words("the database /x/runs.sqlite refused writes") == "the database /x…"  # its first words
     assert failure_words(None) == failure_words("") == ""

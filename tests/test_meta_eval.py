@@ -7,7 +7,10 @@ import asyncio
 import json
 import os
 import random
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -455,47 +458,25 @@ async def test_verdicts_being_written_when_the_last_row_is_graded_are_kept(serve
 def test_ctrl_c_stops_a_meta_eval_as_interrupted(server, tmp_path, monkeypatch):
     """The one stop handler (hbtui.engine.stopping) for a meta-eval, as for a run: Ctrl-C saves
     what completed and leaves the run interrupted, resumable (exit 130)."""
-    import signal
-    import subprocess
-    import sys
-    import time
+    from tests.test_cli import clean_env
+    from tests.test_run_control import wait_until
 
     user_folder(tmp_path, monkeypatch, server)
     data = write_rows(tmp_path / "meta.jsonl", meta_rows(400, seed=3, physicians=5, labels=(1, 3)))
     server.control(latency_ms=200)
     db = tmp_path / "runs" / "hbtui.sqlite"
 
-    def started(name: str) -> subprocess.Popen:  # once it has graded a row
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "hbtui",
-                "meta-eval",
-                "--data",
-                str(data),
-                "--name",
-                name,
-                "--grader-concurrency",
-                "4",
-            ],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 60
-        while not (
-            db.exists()
-            and db_rows(db, "SELECT count(*) FROM meta_eval_rows WHERE status = 'met' OR status = 'not_met'")[0][0]
-            if db.exists()
-            else False
-        ):
-            assert process.poll() is None and time.monotonic() < deadline, "no row graded"
-            time.sleep(0.1)
-        return process
+    def graded() -> int:
+        try:
+            return db_rows(db, "SELECT count(*) FROM meta_eval_rows WHERE status IN ('met', 'not_met')")[0][0]
+        except sqlite3.OperationalError:  # the database not made yet, or its tables
+            return 0
 
-    first = started("once")
+    command = [sys.executable, "-m", "hbtui", "meta-eval", "--data", str(data), "--name", "once"]
+    first = subprocess.Popen(
+        command, cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    wait_until(lambda: first.poll() is None and graded() > 0, "a row graded")
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=60)
     assert first.returncode == 130, (first.returncode, err)

@@ -43,3 +43,22 @@ def test_each_status_constant_is_a_value_of_its_literal():
     # Every stored ending, and the one shown for a process that lost its run, reads as ended.
     assert verdicts.ENDED == (run_statuses - {verdicts.PENDING, verdicts.RUNNING}) | {verdicts.TAKEN_OVER}
     assert verdicts.GOING.isdisjoint(verdicts.ENDED)
+
+
+def test_a_verdict_kind_is_what_it_did_to_the_score():
+    """One reading of (status, points) for the app's lists and the Markdown copy alike."""
+    kinds = {
+        (status, points): verdicts.verdict_kind(status, points)
+        for status in (verdicts.MET, verdicts.NOT_MET, verdicts.ERROR, verdicts.PENDING)
+        for points in (5.0, -3.0)
+    }
+    assert kinds == {
+        ("met", 5.0): "met",
+        ("met", -3.0): "penalty",
+        ("not_met", 5.0): "missed",
+        ("not_met", -3.0): "avoided",
+        ("error", 5.0): "grader-error",
+        ("error", -3.0): "grader-error",
+        ("pending", 5.0): "pending",
+        ("pending", -3.0): "pending",
+    }

@@ -16,7 +16,6 @@ from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import PriceError, load_prices
 from hbtui.core.text import visible_controls, visible_line
-from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS  # noqa: F401 (the commands take them from here)
 from hbtui.store import Store
 from hbtui.store.schema import holds_our_header
 

@@ -14,12 +14,10 @@ from dataclasses import replace
 
 from hbtui.analysis.run_stats import run_statistics
 from hbtui.cli.common import (
-    DETACHED_STOP_SIGNALS,
     EXIT_FAILED,
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    STOP_SIGNALS,
     UsageError,
     _complain,
     _download_progress,
@@ -38,7 +36,7 @@ from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import FAILED, FINISHED
-from hbtui.engine.stopping import drive_until_stopped
+from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS, drive_until_stopped
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
 from hbtui.services import (

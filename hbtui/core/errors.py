@@ -6,6 +6,8 @@ and the engine (which acts on them) all import, so that the store needs nothing 
 
 from __future__ import annotations
 
+from hbtui.core.text import one_line
+
 RATE_LIMITED = "rate_limited"  # only after RATE_LIMIT_PATIENCE of nothing else: a 429 is no failed try
 SERVER_ERROR = "server_error"
 TIMEOUT = "timeout"
@@ -51,10 +53,7 @@ def failure_words(error: str | None) -> str:
     if not error:
         return ""
     kind = error.split(":", 1)[0].strip()
-    if kind in FAILURE_WORDS:
-        return FAILURE_WORDS[kind]
-    words = error.split()
-    return " ".join(words[:2])[:16] + ("…" if len(words) > 2 or len(" ".join(words[:2])) > 16 else "")
+    return FAILURE_WORDS.get(kind) or one_line(error, 16)
 
 
 # Retried within the call, with backoff, up to MAX_ATTEMPTS.

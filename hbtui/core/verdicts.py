@@ -37,6 +37,19 @@ TAKEN_OVER: Final = "taken over"
 ENDED: Final = frozenset({FINISHED, INCOMPLETE, FAILED, CANCELLED, INTERRUPTED, TAKEN_OVER})
 GOING: Final = frozenset({RUNNING, PAUSED})
 
+
+def verdict_kind(status: str, points: float) -> str:
+    """What a verdict did to the score, as the rubric says it: helped (met, avoided), hurt
+    (missed, penalty: a met criterion of negative points) or is missing (grader-error, pending)."""
+    if status == ERROR:
+        return "grader-error"
+    if status == MET:
+        return "penalty" if points < 0 else "met"
+    if status == NOT_MET:
+        return "avoided" if points < 0 else "missed"
+    return "pending"
+
+
 # ---- grader agreement ----------------------------------------------------------------------------
 
 

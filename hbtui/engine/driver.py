@@ -107,6 +107,7 @@ class Engine:
         """``head_start``: the run was just created by ``start_run``, its plan still being stored."""
         self.store = store
         self.run = run
+        self.repeats = run.planned.repeats  # read once: every verdict's label names its repeat
         self.head_start = head_start
         self.settings = settings
         self.observers = list(observers)
@@ -311,10 +312,9 @@ class Engine:
 
     def _label(self, item: WorkItem, idx: int | None = None) -> str:
         """The conversation (or its criterion) as the browser numbers it, for messages."""
-        repeats = self.run.planned.repeats
         if idx is None:
-            return conversation_label(item.position, item.repeat, repeats)
-        return criterion_label(idx, item.position, item.repeat, repeats)
+            return conversation_label(item.position, item.repeat, self.repeats)
+        return criterion_label(idx, item.position, item.repeat, self.repeats)
 
     def _without_keys(self, text: str) -> str:
         """A provider's text (a reply, a grader's answer) without the run's keys: it is stored,

@@ -8,9 +8,9 @@ import asyncio
 import os
 import signal
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from hbtui.core.verdicts import INTERRUPTED
 
 # Signals that stop a headless run cleanly (interrupted, resumable): Ctrl-C, kill, and the hangup
 # of a terminal or SSH session that went away under a run started without nohup or tmux.
@@ -23,10 +23,10 @@ STOPPING = "\nstopping: saving what completed (Ctrl-C again to quit at once)"
 
 
 async def drive_until_stopped(
-    work: Coroutine[Any, Any, T], stop_signals: Iterable[signal.Signals], say: Callable[[str], None]
-) -> T | None:
-    """``work``'s result; None when a stop signal cancelled it and it let the cancellation out
-    (a driver that catches it returns its own status instead)."""
+    work: Coroutine[Any, Any, str], stop_signals: Iterable[signal.Signals], say: Callable[[str], None]
+) -> str:
+    """The status ``work`` (a driver's execute) ends with; interrupted when a stop signal
+    cancelled it and it let the cancellation out (a driver that catches it says its own)."""
     loop = asyncio.get_running_loop()
     runner = asyncio.ensure_future(work)
     stop_signals = tuple(stop_signals)
@@ -50,7 +50,7 @@ async def drive_until_stopped(
     except asyncio.CancelledError:
         if not stops:  # this command itself was cancelled, not stopped by a signal
             raise
-        return None
+        return INTERRUPTED
     finally:
         for signum in stop_signals:
             loop.remove_signal_handler(signum)

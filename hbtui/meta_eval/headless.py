@@ -15,7 +15,6 @@ from hbtui.core.invocation import invoked_as
 from hbtui.core.run_kinds import MEANINGS, META_EVAL
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.text import one_line
-from hbtui.core.verdicts import INTERRUPTED
 from hbtui.engine.stopping import STOP_SIGNALS, drive_until_stopped
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import check_file, official_cached, official_path
@@ -98,8 +97,6 @@ async def drive_meta_eval(
     require_grader(settings)
     driver = MetaEvalDriver(store, run, settings, ProgressLines(lambda text: say(text, error=True)))
     status = await drive_until_stopped(driver.execute(), stop_signals, lambda text: say(text, error=True))
-    if status is None:  # the stop's cancellation came through: the run is left interrupted
-        status = INTERRUPTED
     final = await store.get_run(run.id)
     say(render_meta_eval(final, final.meta_eval))
     if status == FINISHED:

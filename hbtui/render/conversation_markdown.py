@@ -11,18 +11,22 @@ import json
 
 from hbtui.core.numbering import conversation_label
 from hbtui.core.text import visible_controls, visible_line
-from hbtui.core.verdicts import FAILED
-from hbtui.store import ERROR, MET, NOT_MET, ConversationDetail, VerdictRow
+from hbtui.core.verdicts import FAILED, verdict_kind
+from hbtui.store import ERROR, ConversationDetail, VerdictRow
+
+# Each kind of verdict (core.verdicts.verdict_kind) as the Markdown copy says it: what hurt, loud.
+WORDS = {
+    "grader-error": "grader error",
+    "penalty": "PENALTY triggered",
+    "met": "met",
+    "avoided": "penalty avoided",
+    "missed": "MISSED",
+    "pending": "pending",
+}
 
 
 def verdict_word(v: VerdictRow) -> str:
-    if v.status == ERROR:
-        return "grader error"
-    if v.status == MET:
-        return "PENALTY triggered" if v.points < 0 else "met"
-    if v.status == NOT_MET:
-        return "penalty avoided" if v.points < 0 else "MISSED"
-    return "pending"
+    return WORDS[verdict_kind(v.status, v.points)]
 
 
 def _content(content) -> str:

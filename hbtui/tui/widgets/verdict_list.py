@@ -22,7 +22,8 @@ from textual.widget import Widget
 
 from hbtui.core.settings.prices import tokens_text
 from hbtui.core.text import visible_controls
-from hbtui.store import ERROR, MET, NOT_MET, VerdictRow
+from hbtui.core.verdicts import verdict_kind as kind_of
+from hbtui.store import VerdictRow
 
 # kind -> (label, rich style of the label)
 KINDS = {
@@ -41,14 +42,7 @@ MIN_TEXT_WIDTH = 12
 
 
 def verdict_kind(v: VerdictRow) -> str:
-    """Whether the verdict helped (met, avoided), hurt (missed, penalty) or is missing."""
-    if v.status == ERROR:
-        return "grader-error"
-    if v.status == MET:
-        return "penalty" if v.points < 0 else "met"
-    if v.status == NOT_MET:
-        return "avoided" if v.points < 0 else "missed"
-    return "pending"
+    return kind_of(v.status, v.points)
 
 
 def _data(text: str | None) -> Text:
