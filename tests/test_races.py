@@ -92,3 +92,26 @@ def test_headless_runs_started_in_the_same_second_without_a_name_all_run(server,
     assert [code for code, _ in results] == [0] * 4, results
     listing = hbtui("runs", cwd=tmp_path, check=True).stdout
     assert len(listing.splitlines()) == 5
+
+
+def test_a_new_database_opens_while_another_process_holds_its_write_lock(tmp_path):
+    """The switch to WAL reads the file, then asks to write: SQLite refuses that upgrade at once,
+    without its busy timeout, while another connection holds the write lock of the new file (the
+    refusal CI met with 30 processes). The opening tries again until the lock is let go."""
+    db = tmp_path / "fresh.sqlite"
+    db.touch(mode=0o600)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock of a file still in rollback mode
+
+    async def open_while_held():
+        asyncio.get_running_loop().call_later(0.3, holder.execute, "COMMIT")
+        async with await Store.open(db) as store:
+            return await store.list_runs()
+
+    try:
+        assert asyncio.run(open_while_held()) == []
+    finally:
+        holder.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

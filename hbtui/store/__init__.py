@@ -12,8 +12,10 @@ checks and migrates its schema, and puts the reads and writes together as Store.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+import time
 from pathlib import Path
 from urllib.request import pathname2url
 
@@ -92,6 +94,12 @@ def _problem(path: Path, exc: sqlite3.Error, otherwise: str) -> str:
         if not os.access(path, os.W_OK):
             raise ReadOnlyDatabase(f"{path}: the file is read-only ({exc})")
     return f"{path}: {otherwise}"
+
+
+def _refused_as_busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED: another connection holds what this one asked for."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(exc)
 
 
 def _read_only_uri(path: Path) -> str:
@@ -207,6 +215,23 @@ class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions, StoreReview
 
     async def _prepare(self, create: bool, writable: bool) -> None:
         db = self.db
+        version, tables = await self._check_header(create)
+        try:
+            await db.execute("PRAGMA foreign_keys=ON")
+            await db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
+            if not writable:
+                if version < schema.SCHEMA_VERSION:
+                    raise StoreError(
+                        f"{self.path}: schema version {version} needs an upgrade to"
+                        f" {schema.SCHEMA_VERSION}, which cannot be written here (read-only)"
+                    )
+                return
+            await self._set_up_for_writing(create, version, tables)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(_problem(self.path, exc, str(exc))) from None
+
+    async def _check_header(self, create: bool) -> tuple[int, int]:
+        """(schema version, number of tables) of a file that is hbtui's, or empty and ``create``."""
         try:
             version, app_id, tables = await self._header()
         except sqlite3.DatabaseError as exc:
@@ -220,24 +245,35 @@ class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions, StoreReview
             )
         if not tables and not create:
             raise NoRunsYet(f"{self.path}: holds no runs yet (an empty database)")
-        try:
-            await db.execute("PRAGMA foreign_keys=ON")
-            await db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
-            if not writable:
+        return version, tables
+
+    async def _set_up_for_writing(self, create: bool, version: int, tables: int) -> None:
+        """WAL mode, then the schema made or migrated, however many processes open a new file.
+
+        SQLite's busy timeout does not cover every step of that: while other processes switch a
+        new file from its rollback journal to WAL, a switch or a read can be refused at once with
+        "database is locked" (CI saw 5 of 30 processes opening one new file refused so). Such a
+        refusal is tried again, the header read anew, until the busy timeout has passed.
+        """
+        db = self.db
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+        while True:
+            try:
+                # Already WAL (every file but a new one): nothing to switch, no lock to take.
+                (mode,) = await self._one("PRAGMA journal_mode")
+                if str(mode).lower() != "wal":
+                    await db.execute("PRAGMA journal_mode=WAL")
+                await db.execute("PRAGMA synchronous=NORMAL")
+                if not tables and await self._create_schema():
+                    return
                 if version < schema.SCHEMA_VERSION:
-                    raise StoreError(
-                        f"{self.path}: schema version {version} needs an upgrade to"
-                        f" {schema.SCHEMA_VERSION}, which cannot be written here (read-only)"
-                    )
+                    await self._migrate()
                 return
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
-            if not tables and await self._create_schema():
-                return
-            if version < schema.SCHEMA_VERSION:
-                await self._migrate()
-        except sqlite3.OperationalError as exc:
-            raise StoreError(_problem(self.path, exc, str(exc))) from None
+            except sqlite3.OperationalError as exc:
+                if not _refused_as_busy(exc) or time.monotonic() >= deadline:
+                    raise
+            await asyncio.sleep(0.02)
+            version, tables = await self._check_header(create)
 
     async def _create_schema(self) -> bool:
         """The whole schema of a new file in one script, one hand-over to SQLite's thread rather
