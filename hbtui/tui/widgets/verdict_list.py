@@ -25,13 +25,19 @@ from hbtui.core.text import visible_controls
 from hbtui.core.verdicts import verdict_kind as kind_of
 from hbtui.store import VerdictRow
 
+# The labels' colours are picked from the 256-colour cube, so that an SSH terminal draws them as
+# they are, and each reads at a WCAG contrast of at least 4.5 on the selected block's tint as on
+# the plain background (tests/test_tui_contrast.py): the terminal theme's ANSI red and magenta
+# (Monokai's #f4005f for both) fell under 4 on the tint.
+PENALTY = "#ff8787"
+GRADER_ERROR = "#d787ff"
 # kind -> (label, rich style of the label)
 KINDS = {
-    "met": ("✔ met", "bold green"),
-    "missed": ("✘ missed", "bold yellow"),
-    "penalty": ("▼ PENALTY", "bold red"),
-    "avoided": ("○ avoided", "green"),
-    "grader-error": ("! error", "bold magenta"),
+    "met": ("✔ met", "bold #87d75f"),
+    "missed": ("✘ missed", "bold #ffaf00"),
+    "penalty": ("▼ PENALTY", f"bold {PENALTY}"),
+    "avoided": ("○ avoided", "#87af5f"),
+    "grader-error": ("! error", f"bold {GRADER_ERROR}"),
     "pending": ("… pending", "dim"),
 }
 
@@ -39,6 +45,10 @@ KINDS = {
 NUMBER_WIDTH, LABEL_WIDTH = 3, 9
 INDENT = 1 + 1 + NUMBER_WIDTH + 1 + LABEL_WIDTH + 1
 MIN_TEXT_WIDTH = 12
+
+# The selected block is read closely: its dim parts (tags, tokens) are drawn at full strength,
+# since a terminal's dim text on the tint falls under a readable contrast.
+UNDIMMED = Style(dim=False)
 
 
 def verdict_kind(v: VerdictRow) -> str:
@@ -63,7 +73,7 @@ class Criterion:
         """What is written right of the label, one paragraph a row (each wraps on its own)."""
         v = self.verdict
         head = Text()
-        head.append(f"[{v.points:+g}] ", style="bold red" if v.points < 0 else "bold")
+        head.append(f"[{v.points:+g}] ", style=f"bold {PENALTY}" if v.points < 0 else "bold")
         head.append_text(_data(v.criterion))
         rows = [head, *self.notes]
         # Tokens first, then the tags on the same row: a row of its own would cost a line per
@@ -78,12 +88,12 @@ class Criterion:
         if v.explanation:
             rows.append(_data(v.explanation))
         if self.kind == "grader-error":
-            error = Text("error: ", style="bold magenta")
+            error = Text("error: ", style=f"bold {GRADER_ERROR}")
             error.append_text(
                 _data(f"{v.error or 'unknown'} ({v.error_kind or 'unknown kind'}; {requests_sent(v.attempts)})")
             )
             rows.append(error)
-            raw = Text("raw grader output: ", style="bold magenta")
+            raw = Text("raw grader output: ", style=f"bold {GRADER_ERROR}")
             raw.append_text(_data(v.raw_output) if v.raw_output else Text("(none)", style="dim"))
             rows.append(raw)
         return rows
@@ -127,7 +137,7 @@ class VerdictList(Widget):
         & > .verdict-list--avoided { color: $success-darken-2; }
         & > .verdict-list--grader-error { color: magenta; }
         & > .verdict-list--pending { color: $surface-lighten-2; }
-        & > .verdict-list--selected { background: $boost; }
+        & > .verdict-list--selected { background: white 10%; }
     }
     """
 
@@ -241,11 +251,21 @@ class VerdictList(Widget):
         item = self.items[index]
         selected = index == self.selected
         if selected:
-            base = base + self.get_component_rich_style("verdict-list--selected", partial=True)
+            base = base + self._selected_style()
+            text = Strip(Segment.apply_style(text, post_style=UNDIMMED), text.cell_length)
         bar_style = base + self.get_component_rich_style(f"verdict-list--{item.kind}", partial=True)
         bar = Segment("█" if selected else "▌", bar_style)
         strip = Strip([bar, Segment(" ", base), *text.apply_style(base)])
         return strip.extend_cell_length(width, base).crop(0, width)
+
+    def _selected_style(self) -> Style:
+        """The selected block's background: the component's tint laid over the widget's own.
+
+        A rich style has no alpha, so a tint handed over as it is (``$boost`` was white at 4%)
+        is drawn solid: white behind light grey text, which nobody could read.
+        """
+        tint = self.get_component_styles("verdict-list--selected").background
+        return Style(bgcolor=(self.background_colors[1] + tint).rich_color)
 
     def on_click(self, event: events.Click) -> None:
         lines = self._layout(self.size.width)
