@@ -84,12 +84,19 @@ async def test_the_selected_criterion_reads_at_a_contrast_of_at_least_4_5(snapsh
         assert weakest[0][0] >= MIN_CONTRAST, weakest[:5]
 
 
-def test_the_readme_shows_a_selected_criterion_as_the_app_draws_it_today():
-    """docs/conversation.svg is the review snapshot: a change of the app's look changes both."""
+@pytest.mark.parametrize(
+    "picture, snapshot",
+    [
+        ("conversation.svg", "test_tui_snapshots_review/test_conversation_flipped_and_flagged_by_keyboard[120x40].svg"),
+        ("configuration.svg", "test_tui_snapshots_app/test_configuration_screen[80x24].svg"),
+    ],
+)
+def test_the_readmes_pictures_are_the_app_as_it_draws_today(picture, snapshot):
+    """The README's selected criterion and focused field are snapshots: a change of the app's
+    look changes both, and the test says which picture to copy again."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    snapshot = root / "tests/__snapshots__/test_tui_snapshots_review"
-    shown = snapshot / "test_conversation_flipped_and_flagged_by_keyboard[120x40].svg"
-    assert (root / "docs/conversation.svg").read_bytes() == shown.read_bytes()
-    assert "docs/conversation.svg" in (root / "README.md").read_text()
+    shown = root / "tests/__snapshots__" / snapshot
+    assert (root / "docs" / picture).read_bytes() == shown.read_bytes(), f"cp '{shown}' docs/{picture}"
+    assert f"docs/{picture}" in (root / "README.md").read_text()

@@ -19,6 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Button, Header, Input, Label, Select, Static
 
 from hbtui.core.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
@@ -36,6 +37,7 @@ from hbtui.tui.screens.config_form import (
     NOT_SENT,
     OWN_ENDPOINT,
     RUN_OPTIONS,
+    SECTION_OF,
     SECTIONS,
     SETTING_NAMES,
     FormField,
@@ -47,6 +49,7 @@ from hbtui.tui.screens.config_form import (
     large_run_question,
 )
 from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.ordered_input import OrderedInput
 
@@ -76,6 +79,9 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         Binding("ctrl+r", "save_preset", "Save preset", id="config.save_preset"),
         Binding("ctrl+g", "write_env", "Write .env", id="config.write_env"),
         Binding("ctrl+x", "cancel_install", "Cancel install", id="config.cancel_install"),
+        Binding("ctrl+down", "next_section(1)", "Next section", show=False, id="config.next_section"),
+        Binding("ctrl+up", "next_section(-1)", "Previous section", show=False, id="config.previous_section"),
+        Binding("ctrl+f", "find_field", "Go to a field", show=False, id="config.find_field"),
     ]
 
     def __init__(self) -> None:
@@ -293,6 +299,53 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         widget = self.query_one(f"#field-{problems[0]}")
         widget.focus()
         self.query_one("#config-form", VerticalScroll).scroll_to_widget(widget)
+
+    # ---- moving about the form -------------------------------------------------------------
+    @on(events.DescendantFocus)
+    @on(events.DescendantBlur)
+    def _mark_focused_row(self, event: events.DescendantFocus | events.DescendantBlur) -> None:
+        """The row of the focused field is marked (-focused), which its label's style reads."""
+        for node in event.widget.ancestors_with_self:  # a Select's open list is inside the Select
+            if node.has_class("field-row"):
+                node.set_class(isinstance(event, events.DescendantFocus), "-focused")
+                return
+
+    def _shown_fields(self) -> list[Widget]:
+        """The fields in form order that can take the focus now (the demo hides the endpoint's)."""
+        fields = (self.query_one(f"#field-{name}") for name in FIELDS)
+        return [field for field in fields if field.focusable and field.parent is not None and field.parent.display]
+
+    @staticmethod
+    def _section_of(widget: Widget | None) -> str | None:
+        name = (widget.id or "").removeprefix("field-") if widget is not None else ""
+        return SECTION_OF.get(name)
+
+    def _go_to(self, widget: Widget) -> None:
+        widget.focus()
+        self.query_one("#config-form", VerticalScroll).scroll_to_widget(widget, top=True)
+
+    def action_next_section(self, step: int) -> None:
+        """The first field of the next (or previous) section: some thirty fields in one Tab chain."""
+        firsts: dict[str, Widget] = {}
+        for widget in self._shown_fields():
+            firsts.setdefault(self._section_of(widget) or "", widget)
+        sections = list(firsts)
+        current = self._section_of(self.focused)
+        here = sections.index(current) if current in sections else (-1 if step > 0 else 0)
+        self._go_to(firsts[sections[(here + step) % len(sections)]])
+
+    def action_find_field(self) -> None:
+        """Every field by section and label in a list: enter goes to the one picked."""
+        choices: list[tuple[str, Widget | None]] = [
+            (f"{self._section_of(widget)}: {FIELDS[(widget.id or '').removeprefix('field-')].label}", widget)
+            for widget in self._shown_fields()
+        ]
+
+        def picked(choice: tuple[Widget | None] | None) -> None:
+            if choice is not None and choice[0] is not None:
+                self._go_to(choice[0])
+
+        self.app.push_screen(PickerModal("Go to a field", choices, self.focused), picked)
 
     # ---- actions --------------------------------------------------------------------------
     @on(Button.Pressed)
