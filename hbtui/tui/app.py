@@ -38,6 +38,7 @@ from hbtui.core.text import one_line
 from hbtui.services import DetachedRun, Engine, launch_detached, settings_for_run
 from hbtui.store import NoRunsYet, RunRow, Store, StoreError
 from hbtui.tui.monitor_data import RunCounters
+from hbtui.tui.widgets.app_header import database_label
 
 STOP_TIMEOUT_SECONDS = 20.0
 DRIVERS_CHECK_SECONDS = 1.0  # how often the app looks whether the processes it started have ended
@@ -81,7 +82,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         # replaces a value edited there since.
         self.env_as_read = env_file_values(env_file)
         self.monitor_run = monitor_run
-        self.store: Store | None = None
+        self._store: Store | None = None
+        self._name_database()
         self.live_runs: dict[int, LiveRun] = {}  # the demo's: driven in this process
         self.detached_runs: dict[int, DetachedRun] = {}  # started here, driven by processes of their own
         # Problems found while reading .env (bad values left at their defaults), shown once up.
@@ -135,6 +137,36 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
             self.open_config()
 
     @property
+    def store(self) -> Store | None:
+        """The database whose runs the screens list; the header names it."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store | None) -> None:
+        self._store = store
+        self._name_database()
+
+    def _name_database(self) -> None:
+        path = self._store.path if self._store is not None else self.settings.db_path
+        self.title = f"{self.TITLE} · {database_label(path)}"
+
+    @property
+    def own_database(self) -> bool:
+        """The runs listed are the user's own (the settings' database), not the demo's beside it."""
+        return self._store is None or Path(self._store.path).resolve() == Path(self.settings.db_path).resolve()
+
+    async def open_database(self, path: str) -> None:
+        """List the runs of the database at ``path`` (the user's own, or the demo's), read as the
+        app opens its first: nothing is created, and a missing file lists no runs."""
+        if self._store is not None:
+            store, self.store = self._store, None
+            await store.close()
+        try:
+            self.store = await Store.open(path, create=False, read_only=True)
+        except NoRunsYet:
+            self.store = None
+
+    @property
     def db(self) -> Store:
         """The open database, for the screens that exist only once it is open: a run, its
         conversations, a comparison (the runs list and the monitor check ``store`` themselves)."""
@@ -152,6 +184,13 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
             await store.close()
         if self.store is None:
             self.store = await Store.open(path)
+            if not self.own_database:
+                self.notify(
+                    f"The demo's runs are kept in {database_label(path)}; b on the runs list goes back to your own.",
+                    title="database",
+                    timeout=10,
+                    markup=False,
+                )
         return self.store
 
     async def on_unmount(self) -> None:

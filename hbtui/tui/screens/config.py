@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Button, Header, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from hbtui.core.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
 from hbtui.core.grading import TemplateError, load_template
@@ -50,6 +50,7 @@ from hbtui.tui.screens.config_form import (
 )
 from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.picker import PickerModal
+from hbtui.tui.widgets.app_header import AppHeader
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.ordered_input import OrderedInput
 
@@ -72,12 +73,13 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         app = getters.app(HBTuiApp)
     SUB_TITLE = "new run"
     BINDINGS = [
-        Binding("ctrl+s", "start", "Start", id="config.start"),
-        Binding("ctrl+t", "check_connection", "Check", id="config.check"),
+        # The buttons above the key bar name these keys (Start ^s ...): the key bar leaves them out.
+        Binding("ctrl+s", "start", "Start", show=False, id="config.start"),
+        Binding("ctrl+t", "check_connection", "Check", show=False, id="config.check"),
         Binding("c", "check_connection", "Check connection", show=False, id="config.check_c"),
-        Binding("ctrl+o", "load_preset", "Load preset", id="config.load_preset"),
-        Binding("ctrl+r", "save_preset", "Save preset", id="config.save_preset"),
-        Binding("ctrl+g", "write_env", "Write .env", id="config.write_env"),
+        Binding("ctrl+o", "load_preset", "Load preset", show=False, id="config.load_preset"),
+        Binding("ctrl+r", "save_preset", "Save preset", show=False, id="config.save_preset"),
+        Binding("ctrl+g", "write_env", "Write .env", show=False, id="config.write_env"),
         Binding("ctrl+x", "cancel_install", "Cancel install", id="config.cancel_install"),
         Binding("ctrl+down", "next_section(1)", "Next section", show=False, id="config.next_section"),
         Binding("ctrl+up", "next_section(-1)", "Previous section", show=False, id="config.previous_section"),
@@ -101,7 +103,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
 
         settings = self.app.settings
         remembered = remembered_data_source()
-        yield Header()
+        yield AppHeader()
         with VerticalScroll(id="config-form"):
             for index, (title, section) in enumerate(SECTIONS):
                 yield Static(Text(title), classes="form-section", id=f"section-{index}")

@@ -15,7 +15,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Header, Static
+from textual.widgets import DataTable, Static
 
 from hbtui.core.run_kinds import MEANINGS, META_EVAL, refusal
 from hbtui.core.settings.config import SettingsError
@@ -29,6 +29,7 @@ from hbtui.meta_eval.summary import current_summary
 from hbtui.services import settings_for_run
 from hbtui.store import MetaEvalRowView, RunRow, Store, StoreError
 from hbtui.tui.handle import AppScreen
+from hbtui.tui.widgets.app_header import AppHeader
 from hbtui.tui.widgets.key_bar import KeyBar
 
 if TYPE_CHECKING:
@@ -173,7 +174,7 @@ class MetaEvalScreen(AppScreen):
         return cls(run, summary, counts, rows)
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield AppHeader()
         yield Static(self._summary(), id="meta-summary")
         yield Static(id="meta-driver")
         table: DataTable[Text] = DataTable(id="meta-rows", cursor_type="row", zebra_stripes=True)
@@ -282,7 +283,7 @@ class MetaComparisonScreen(AppScreen):
         return cls(render_meta_comparison(await compare_meta_evals(store, run_a, run_b)))
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield AppHeader()
         with VerticalScroll():
             yield Static(Text(self.text))
         yield KeyBar()

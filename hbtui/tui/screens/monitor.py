@@ -23,7 +23,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.reactive import reactive
-from textual.widgets import Header, ProgressBar, Static
+from textual.widgets import ProgressBar, Static
 
 from hbtui.core import scoring
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
@@ -35,6 +35,7 @@ from hbtui.store import StoreError
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
 from hbtui.tui.prices_notice import prices_or_notice
+from hbtui.tui.widgets.app_header import AppHeader
 from hbtui.tui.widgets.histogram import ScoreHistogram
 from hbtui.tui.widgets.key_bar import KeyBar
 
@@ -101,7 +102,7 @@ class MonitorScreen(ResponsiveScreen):
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
-        yield Header()
+        yield AppHeader()
         yield Static(id="monitor-status")
         yield Static(id="monitor-driver")
         yield Static(id="monitor-failure")

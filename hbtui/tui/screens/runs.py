@@ -7,12 +7,13 @@ re-read every couple of seconds so running runs (of this or another process) mov
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.widgets import DataTable, Header, Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from hbtui.analysis.compare import NothingToCompare
 from hbtui.core.errors import TRANSIENT_KINDS, failure_words
@@ -23,6 +24,7 @@ from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import RunActions
+from hbtui.tui.widgets.app_header import AppHeader
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.ordered_input import OrderedInput
 
@@ -123,6 +125,7 @@ class RunsScreen(RunActions):
         Binding("e", "export_run", "Export run", id="runs.export"),
         Binding("E", "rename_run", "Rename run", id="runs.rename"),
         Binding("D", "delete_run", "Delete run", id="runs.delete"),
+        Binding("b", "switch_database", "Your runs or the demo's", show=False, id="runs.switch_database"),
         Binding("r", "refresh", "Refresh", show=False, id="runs.refresh"),  # it refreshes itself
         Binding("j", "cursor_down", "Down", show=False, id="runs.down"),
         Binding("k", "cursor_up", "Up", show=False, id="runs.up"),
@@ -147,7 +150,7 @@ class RunsScreen(RunActions):
         self._statuses: list[str] = []  # the statuses of the runs last read, for the filter's picker
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield AppHeader()
         table: DataTable[Text | str] = DataTable(
             id="runs-table", cursor_type="row", zebra_stripes=True, fixed_columns=FIXED_COLUMNS
         )
@@ -199,9 +202,28 @@ class RunsScreen(RunActions):
     def table(self) -> DataTable:
         return self.query_one("#runs-table", DataTable)
 
+    async def action_switch_database(self) -> None:
+        """The runs of the demo's database beside the user's, or back: the demo plans its runs
+        there, and the app lists them after it; the header names the one listed."""
+        from hbtui.local.demo import demo_db_beside
+        from hbtui.tui.widgets.app_header import database_label
+
+        own = self.app.settings.db_path
+        demo = demo_db_beside(own)
+        if self.app.own_database and not Path(demo).exists():
+            self.say(
+                f"no demo runs yet ({database_label(demo)}): the local demo model on the configuration screen makes them"
+            )
+            return
+        await self.app.open_database(demo if self.app.own_database else own)
+        await self.reload()
+        self.say(f"the runs of {database_label(self.app.store.path if self.app.store else own)}")
+
     async def reload(self) -> None:
         store = self.app.store
         if store is None:  # no database yet: made when the first run starts
+            self._runs, self._shown = [], []
+            self.table.clear()
             self.set_class(True, "-empty")
             return
         if self._refreshing:
