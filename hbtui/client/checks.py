@@ -9,13 +9,22 @@ schema or have to be parsed from text. Messages are one plain line each and neve
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import httpx
 
 from hbtui.client.chat import AUTH, NOT_FOUND, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
-from hbtui.client.wire import ChatError, Endpoint, endpoints_of, list_models, unreachable_reason
+from hbtui.client.wire import (
+    ChatError,
+    Endpoint,
+    aiohttp_module,
+    endpoints_of,
+    list_models,
+    unreachable_reason,
+)
+from hbtui.core.errors import HbtuiError
 from hbtui.core.grading import VERDICT_FORMAT
 from hbtui.core.redact import redact
 from hbtui.core.settings.config import Settings, SettingsError
@@ -28,6 +37,10 @@ GRADER_PING = [
         "content": 'Answer with this JSON object only: {"explanation": "connection check", "criteria_met": true}',
     }
 ]
+
+
+class ModelNotServed(HbtuiError):
+    """A model of the run that its endpoint lists its models without, and refuses by name."""
 
 
 @dataclass(frozen=True)
@@ -167,3 +180,72 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
     if not settings.model_grader:
         results.append(CheckResult("grader model", False, "MODEL_GRADER is not set"))
     return results
+
+
+# A 4xx that names the model as unknown (OpenAI and vLLM say 404; some proxies say 400).
+UNKNOWN_MODEL = re.compile(
+    r"model.{0,80}(not found|does not exist|not exist|unknown|not supported)|no such model", re.I
+)
+
+
+async def served_models(endpoint: Endpoint, timeout: float) -> list[str] | None:
+    """The model ids an endpoint lists (GET /models), through the run's own HTTP library; None
+    when it lists none that can be read (no /models, another answer, not JSON, unreachable):
+    then the run's own calls tell."""
+    aiohttp = aiohttp_module()
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http,
+            http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers) as response,
+        ):
+            if response.status != 200:
+                return None
+            data = (await response.json(content_type=None)).get("data", [])
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError):
+        return None
+    return [str(item.get("id")) for item in data if isinstance(item, dict)] or None
+
+
+async def _refuses_the_name(endpoint: Endpoint, model: str, timeout: float, role: str) -> bool:
+    """One call of one token: does the endpoint refuse ``model`` as unknown? llama.cpp's server
+    lists one alias and answers any name, so a model missing from the list is asked once."""
+    client = ChatClient(
+        endpoint,
+        limiter=AdaptiveLimiter(1),
+        timeout=timeout,
+        max_attempts=1,
+        key_name="GRADER_API_KEY" if role == "grader" else "API_KEY",
+    )
+    try:
+        await client.complete(model, PING, max_tokens=1)
+    except ChatError as exc:
+        return exc.kind == NOT_FOUND or (exc.status in (400, 422) and bool(UNKNOWN_MODEL.search(exc.message)))
+    finally:
+        await client.aclose()
+    return False
+
+
+async def models_not_served(settings: Settings) -> list[str]:
+    """Before a run's first call: each model of the run that an endpoint lists its models
+    without and then refuses by name, as one line of the connection check's with how to fix it.
+    Empty when every model is served, and where an endpoint lists none (it cannot be told)."""
+    timeout = min(settings.timeout, 20.0)
+    test_models = [] if settings.completions else [("test", settings.model_test)]
+    grader_models = [("grader", settings.model_grader)]
+    problems: list[str] = []
+    roles = _roles(settings.test_endpoints, settings.grader_endpoints, test_models, grader_models)
+    for role, endpoints, models in roles:
+        for endpoint in endpoints_of(endpoints):
+            served = await served_models(endpoint, timeout)
+            if served is None:
+                continue
+            for purpose, model in models:
+                if model in served or not await _refuses_the_name(endpoint, model, timeout, role):
+                    continue
+                shown = ", ".join(served[:8]) + (", …" if len(served) > 8 else "")
+                key = "MODEL_GRADER" if purpose == "grader" else "MODEL_TEST"
+                problems.append(
+                    f"{purpose} model {model} not served at {endpoint.label} (served: {shown});"
+                    f" set {key} to one of them"
+                )
+    return problems

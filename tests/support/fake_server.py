@@ -167,6 +167,8 @@ def grader_reply(grader_prompt_text: str, grader_format: str = "json") -> str:
 # --------------------------------------------------------------------------
 
 DEFAULT_CONFIG: dict[str, Any] = {
+    # GET /models answers 404, as a server or proxy without the route does.
+    "no_model_list": False,
     # Delay applied to every call that passes the auth and model checks.
     "latency_ms": 0.0,
     # Extra uniform random delay in [0, latency_jitter_ms].
@@ -915,6 +917,8 @@ async def handle_models(request: web.Request) -> web.Response:
     auth_error = _check_auth(state, request) or echo_auth_error(state, request, "models")
     if auth_error is not None:
         return auth_error
+    if state.config.get("no_model_list"):  # a server without the route, as some proxies are
+        return openai_error(404, "Not Found", "invalid_request_error", "not_found")
     return _json(
         {
             "object": "list",
