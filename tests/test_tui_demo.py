@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import pty
 import select
+import socket
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -166,3 +169,72 @@ def test_hbtui_demo_opens_the_app_on_its_run_once_the_run_has_ended(root, small_
         os.close(primary)
     assert b"score " in shown  # the run's summary, printed before the app opened
     assert (tmp_path / "elsewhere" / "demo.sqlite").exists() and not (tmp_path / "runs").exists()
+
+
+def offline_env(tmp_path: Path) -> dict[str, str]:
+    """A machine offline since its install: the reference prompt is not in its (new) cache, and
+    where it would be fetched from nothing answers (a refused port on this machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("BASE_URL", "API_KEY", "MODEL_", "GRADER_"))}
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        refused = probe.getsockname()[1]
+    env.update(
+        HBTUI_CACHE=str(tmp_path / "fresh-cache"),
+        HBTUI_SIMPLE_EVALS_URL=f"http://127.0.0.1:{refused}/simple-evals",
+        HBTUI_DB=str(tmp_path / "runs" / "hbtui.sqlite"),
+    )
+    return env
+
+
+def test_hbtui_demo_offline_grades_with_hbtuis_own_wording_and_says_so(root, small_dataset, tmp_path):
+    """Issue 25, item 15: offline, with no template set and the reference prompt never cached,
+    `hbtui demo --data FILE` stopped before it ran; it now runs with the builtin prompt."""
+    install_the_test_server_as_the_model(root)
+    result = subprocess.run(
+        [sys.executable, "-m", "hbtui", "demo", "--headless", "--limit", "1", "--data", str(small_dataset)],
+        cwd=tmp_path,
+        env=offline_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the demo grades with hbtui's own wording (GRADER_TEMPLATE=builtin)" in result.stdout + result.stderr
+    with sqlite3.connect(tmp_path / "runs" / "demo.sqlite") as conn:
+        (settings,) = conn.execute("SELECT settings_json FROM runs").fetchone()
+    assert json.loads(settings)["grader_template"] == "builtin"
+
+
+def test_a_template_file_of_the_users_that_is_missing_still_stops_the_demo(root, small_dataset, tmp_path):
+    install_the_test_server_as_the_model(root)
+    env = offline_env(tmp_path) | {"GRADER_TEMPLATE": str(tmp_path / "no-such-template.txt")}
+    result = subprocess.run(
+        [sys.executable, "-m", "hbtui", "demo", "--headless", "--limit", "1", "--data", str(small_dataset)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "no-such-template.txt" in result.stderr
+
+
+async def test_the_apps_demo_offline_grades_with_hbtuis_own_wording_and_says_so(
+    root, small_dataset, tmp_path, monkeypatch
+):
+    install_the_test_server_as_the_model(root)
+    env = offline_env(tmp_path)
+    monkeypatch.setenv("HBTUI_SIMPLE_EVALS_URL", env["HBTUI_SIMPLE_EVALS_URL"])
+    runs = tmp_path / "runs"
+    settings = offline_settings(db_path=str(runs / "hbtui.sqlite"), cache_dir=env["HBTUI_CACHE"])
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await choose_the_demo(pilot, app, small_dataset, limit="1")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), timeout=30, what="the demo's monitor")
+        notes = [str(n.message) for n in app._notifications]
+        assert any("hbtui's own wording (GRADER_TEMPLATE=builtin)" in note for note in notes), notes
+        await wait_for(pilot, lambda: not app.live_runs, timeout=30, what="the run's worker to end")
+    async with await Store.open(runs / "demo.sqlite") as store:
+        (run,) = await store.list_runs()
+    assert run.settings["grader_template"] == "builtin"

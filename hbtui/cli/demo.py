@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
+from dataclasses import replace
 
 from hbtui.core.dataset import DatasetError
 from hbtui.core.settings.config import Settings
@@ -17,6 +18,7 @@ from hbtui.local.demo import (
     demo_db_beside,
     demo_name,
     demo_settings,
+    demo_template,
     install_local_model,
     server_options,
 )
@@ -39,7 +41,6 @@ async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int,
     """Install what is missing, start the model's server, and drive a run on it to its end."""
     from hbtui.cli.common import _download_progress, say
     from hbtui.cli.runs import drive
-    from hbtui.core.grading import load_template
     from hbtui.local.llama_server import LlamaServer
     from hbtui.services import plan_run
     from hbtui.store import Store
@@ -49,7 +50,7 @@ async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int,
         raise DatasetError(f"--limit {limit}: give at least 1 record")
     # What needs the network besides the install comes first: a missing file stops at once.
     dataset = demo_dataset(args.data, settings.cache_dir, _download_progress)
-    load_template(settings.grader_template, settings.cache_dir)
+    settings = replace(settings, grader_template=demo_template(settings, lambda line: say(f"hbtui: {line}")))
     local = install_local_model(settings.cache_dir, say)
     db_path = args.db or demo_db_beside(settings.db_path)  # as the app's demo: beside the user's database
     say(f"hbtui: {DISCLAIMER}.")

@@ -8,6 +8,7 @@ own database, named ``demo-...``, so that a meaningless score never sits among r
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +38,28 @@ DISCLAIMER = (
     "SmolLM2-135M is a tiny model that answers and grades here to show hbtui's flow:"
     " its scores mean nothing about any model"
 )
+
+
+OWN_WORDING_NOTE = (
+    "the reference grader prompt is not cached and could not be fetched (offline?): the demo grades"
+    " with hbtui's own wording (GRADER_TEMPLATE=builtin), its grades mean nothing anyway"
+)
+
+
+def demo_template(settings: Settings, say: Callable[[str], None]) -> str:
+    """The grader prompt the demo grades with: the user's own file or builtin, else the
+    reference's when it is cached or can be fetched, else hbtui's own wording, said so through
+    ``say``, so that ``hbtui demo --data FILE`` works on a machine offline since its install."""
+    from hbtui.core.grading import TemplateError, load_template
+
+    try:
+        load_template(settings.grader_template, settings.cache_dir)
+    except TemplateError:
+        if settings.grader_template != "reference":  # a file of the user's that is wrong: theirs to fix
+            raise
+        say(OWN_WORDING_NOTE)
+        return "builtin"
+    return settings.grader_template
 
 
 def demo_settings(settings: Settings, base_url: str, db_path: str) -> Settings:

@@ -475,6 +475,10 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
     async def _dataset(self, settings: Settings, values: dict[str, Any]) -> Dataset:
         """The run's records, and its grader prompt checked (the reference's fetched once)."""
         await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
+        return await self._records(values)
+
+    async def _records(self, values: dict[str, Any]) -> Dataset:
+        settings = self.app.settings
         if values["subset"] == LOCAL_FILE:
             return await asyncio.to_thread(load_jsonl, values["data_path"])
         return await asyncio.to_thread(load_subset, values["subset"], settings.cache_dir)
@@ -500,7 +504,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         self.refresh_bindings()
         self.show_status("loading the dataset…")
         try:
-            dataset = await self._dataset(self.app.settings, values)
+            dataset = await self._records(values)
             run_id = await start_demo(self.app, dataset, values, self.show_status, self._install_cancel)
             self._remember_data_source()
         except (LocalModelError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:

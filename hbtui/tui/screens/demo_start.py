@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hbtui.core.dataset import Dataset
@@ -38,7 +39,11 @@ async def start_demo(
     """Install (unless installed), start the server, plan and start the run; its id."""
     from hbtui.local.model import install
 
-    settings = app.settings
+    notes: list[str] = []  # offline, the reference prompt gives way to hbtui's own wording
+    template = await asyncio.to_thread(demo.demo_template, app.settings, notes.append)
+    for note in notes:
+        app.notify(note, title="local demo model", timeout=15, markup=False)
+    settings = replace(app.settings, grader_template=template)
 
     def progress(line: str) -> None:  # from the install's thread
         try:
