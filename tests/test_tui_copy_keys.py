@@ -89,3 +89,22 @@ def test_markdown_keeps_a_multi_line_criterion_in_its_item_and_names_the_repeat(
     assert f"## Run {run_id}, conversation #{number} (repeat 2 of 2) (list 3)\n" in text
     assert "] Advises, among others:\n   - rest\n\n   - fluids\n" in text  # inside item 1, not a list of their own
     assert "positive criteria met" in text
+
+
+async def test_markdown_carries_the_reviewers_flip_flag_and_note(hostile_db, monkeypatch):
+    """Issue 25, item 10: M left out what the reviewer said of each verdict."""
+    monkeypatch.setenv("USER", "tester")
+    db, run_id = hostile_db
+    app = browser_app(db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await open_run(pilot, run_id)
+        conversation = await open_conversation(pilot, "2", "j", "enter")
+        await pilot.press("j", "j", "w", "f", *"check the dose", "enter")
+        verdicts = conversation.query_one(VerdictList)
+        await wait_for(pilot, lambda: len(verdicts.items[1].notes) == 2, what="the flip and the flag shown")
+        await pilot.press("M")
+        markdown = app.clipboard
+        item = next(part for part in markdown.split("\n2. ")[1:2])
+        assert "- reviewed " in item and ": flipped by tester" in item
+        assert "- flagged by tester: check the dose" in item
+        assert markdown.count("flagged by") == 1, "only the criterion reviewed"

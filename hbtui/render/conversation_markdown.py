@@ -8,11 +8,13 @@ would act in the terminal it is pasted into), and nothing is interpreted as mark
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from hbtui.core.numbering import conversation_label
+from hbtui.core.reviews import ReviewState
 from hbtui.core.text import visible_controls, visible_line
 from hbtui.core.verdicts import FAILED, verdict_kind
-from hbtui.store import ERROR, ConversationDetail, VerdictRow
+from hbtui.store import ERROR, ConversationDetail, VerdictRow, verdict_met
 
 # Each kind of verdict (core.verdicts.verdict_kind) as the Markdown copy says it: what hurt, loud.
 WORDS = {
@@ -42,9 +44,29 @@ def _quoted(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines()) or ">"
 
 
-def conversation_markdown(detail: ConversationDetail, run_id: int, number: int | None = None, repeats: int = 1) -> str:
+def _review_items(state: ReviewState, graded: bool | None) -> list[str]:
+    """A verdict's reviews as the rubric shows them: the decision standing, then the flag."""
+    items = []
+    if state.decision is not None:
+        verdict = "MET" if state.met(graded) else "NOT MET"
+        how = "flipped" if state.flipped(graded) else "kept as graded"
+        items.append(f"- reviewed {verdict}: {how} by {visible_line(state.decision.reviewer)}")
+    if state.flag is not None:
+        note = f": {visible_controls(' '.join(state.flag.note.split()))}" if state.flag.note else ""
+        items.append(f"- flagged by {visible_line(state.flag.reviewer)}{note}")
+    return items
+
+
+def conversation_markdown(
+    detail: ConversationDetail,
+    run_id: int,
+    number: int | None = None,
+    repeats: int = 1,
+    reviews: Mapping[int, ReviewState] | None = None,
+) -> str:
     """``number``: the conversation's place in the browser's list (1-based), when known;
-    ``repeats``: the run's, for "repeat 1 of 2" as the browser numbers a repeat."""
+    ``repeats``: the run's, for "repeat 1 of 2" as the browser numbers a repeat; ``reviews``:
+    what the reviews standing say of each criterion, by its index."""
     s = detail.summary
     title = f"Run {run_id}, {conversation_label(s.position, s.repeat, repeats)}"
     if number is not None:
@@ -82,4 +104,7 @@ def conversation_markdown(detail: ConversationDetail, run_id: int, number: int |
         why = v.explanation if v.status != ERROR else v.error
         if why:
             lines.append(f"{' ' * len(item)}- why: {visible_controls(' '.join(why.split()))}")
+        state = (reviews or {}).get(v.idx)
+        if state is not None:
+            lines += [f"{' ' * len(item)}{line}" for line in _review_items(state, verdict_met(v.status))]
     return "\n".join(lines) + "\n"

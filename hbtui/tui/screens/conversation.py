@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Static
 
+from hbtui.core import reviews as rv
 from hbtui.core.numbering import repeat_label
 from hbtui.core.settings.prices import tokens_text
 from hbtui.core.text import one_line, visible_controls
@@ -449,7 +450,9 @@ class ConversationScreen(ReviewActions, ResponsiveScreen):
         elif what == "prompt_id":
             text, said = detail.summary.prompt_id, "copied the prompt_id"
         else:
-            text = conversation_markdown(detail, self.run_id, self.index + 1, self.repeats)
+            states = rv.states(self.ledger.of_conversation(detail.summary.id)) if self.ledger else {}
+            reviews = {idx: state for (_, idx), state in states.items()}
+            text = conversation_markdown(detail, self.run_id, self.index + 1, self.repeats, reviews)
             said = "copied the conversation and its verdicts as Markdown"
         self.app.copy_to_clipboard(text)
         self.say(said)
