@@ -83,9 +83,10 @@ def test_exports_carry_the_reviews_in_new_columns_after_the_graders(finished_run
     out_csv, out_jsonl = tmp_path / "r.csv", tmp_path / "r.jsonl"
     for fmt, out in (("csv", out_csv), ("jsonl", out_jsonl)):
         assert cli.main(["export", "1", "--db", str(finished_run_db), "--format", fmt, "--out", str(out)]) == 0
-    # The grader's columns as they were, the browser's 1-based numbers, the reviews', then a
-    # completions run's (which of a record's own completions was graded).
+    # The grader's columns as they were, the browser's 1-based numbers, the reviews', the theme,
+    # then a completions run's (which of a record's own completions was graded).
     assert CSV_COLUMNS == GRADER_COLUMNS + NUMBER_COLUMNS + REVIEW_CSV_COLUMNS + [
+        "theme",
         "completion_group",
         "completion_label",
     ]

@@ -57,6 +57,8 @@ CSV_COLUMNS = [
     "repeat_number",
     "criterion_number",
     *REVIEW_CSV_COLUMNS,  # after the grader's: hbtui.render.export_reviews
+    # The conversation's theme (emergency_referrals...), its example tag theme:... without the prefix.
+    "theme",
     # A completions run's: which of the record's own completions was graded (empty for a model's reply).
     "completion_group",
     "completion_label",
@@ -142,6 +144,9 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
         writer.writerow(CSV_COLUMNS)
         async for conv, verdicts in store.export_rows(run_id):
             reviewed_score = reviews.reviewed_score(conv, verdicts)
+            theme = next(
+                (tag[len("theme:") :] for tag in parsed_tags(conv.example_tags) if tag.startswith("theme:")), ""
+            )
             for v in verdicts:
                 met = verdict_met(v.status)
                 writer.writerow(
@@ -165,6 +170,7 @@ async def write_csv(store: Store, run_id: int, out: Path) -> int:
                             conv.repeat + 1,
                             criterion_number(v.idx),
                             *review_cells(reviews.csv_cells(v, reviewed_score)),
+                            visible_line(theme),
                             visible_line(conv.completion_group or ""),
                             visible_line(conv.completion or ""),
                         )
