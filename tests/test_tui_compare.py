@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from textual.widgets import DataTable
 
 from hbtui.analysis.compare import compare_runs
 from hbtui.store import Store
@@ -213,3 +214,15 @@ async def test_every_compare_key_is_in_the_key_bar_or_help(db):
         await pilot.press("3", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, PairScreen), what="a disagreement's pair")
         assert "n Next" in screen_text(app) and "d Differing criteria" in screen_text(app)
+
+
+async def test_the_moved_list_names_each_conversation_by_its_number_in_each_run(db):
+    """Issue 25, item 10: the app's Moved list named conversations by prompt_id only, which the
+    run's browser never shows."""
+    app = browser_app(db)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_comparison(pilot, 1, 2)
+        table = screen.query_one("#moved-table", DataTable)
+        shown = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
+        assert shown and shown == [m.numbers for m in screen.result.moved[: len(shown)]]
+        assert all(number.startswith("#") for number in shown)

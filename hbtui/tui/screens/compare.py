@@ -196,7 +196,7 @@ class CompareScreen(ResponsiveScreen):
                     yield Static(tables(result), id="compare-tables")
             with Vertical(id="moved-tab"):
                 table = PairList(id="moved-table", cursor_type="row", zebra_stripes=True)
-                table.add_columns("B - A", "A", "B", "theme", "prompt")
+                table.add_columns("B - A", "A", "B", "conversation", "theme", "prompt")
                 self._moved_rows(table)
                 yield table
             with Vertical(id="disagreements-tab"):
@@ -239,6 +239,7 @@ class CompareScreen(ResponsiveScreen):
                 Text(signed(m.change), style=change_style(m.change), justify="right"),
                 Text(f"{m.score_a:.3f}", justify="right"),
                 Text(f"{m.score_b:.3f}", justify="right"),
+                Text(m.numbers),  # as the run's browser numbers it: where to find it in each run
                 Text(one_line(m.theme or "-", 22)),
                 Text(one_line(m.prompt_id, 40) + repeated(m.repeat, self.result.repeats)),
                 key=str(index),
