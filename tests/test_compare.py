@@ -14,7 +14,7 @@ import pytest
 from hbtui import cli
 from hbtui.analysis.compare import Conversation, Criterion, NothingToCompare, compare, paired_difference
 from hbtui.core.verdicts import Kappa, kappa_of
-from hbtui.store import RunRow
+from hbtui.store import RunRow, Store
 from tests.conftest import (
     CONSENSUS_SUBSET,
     HARD_SUBSET,
@@ -380,3 +380,44 @@ def test_a_conversation_listed_apart_in_the_two_runs_is_named_in_each():
     apart = Moved("p", 0, None, 0.2, 0.5, 10, 20, position=14, position_b=16)
     assert (same.numbers, apart.numbers) == ("#15", "#15 in A, #17 in B")
     assert (apart.as_dict()["conversation_number_a"], apart.as_dict()["conversation_number_b"]) == (15, 17)
+
+
+@pytest.fixture
+def two_temperatures(server, tmp_path) -> Path:
+    """Two runs of one model graded by one grader at temperatures 0.3 and 0.7."""
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    data = write_jsonl(tmp_path / "data.jsonl", unmarked_records(6))
+    for name, temperature in (("cool", 0.3), ("warm", 0.7)):
+        settings = settings_for(server, db, temperature_grader=temperature)
+        assert asyncio.run(run_engine(settings, data, name=name))[1] == "finished"
+    return db
+
+
+def test_compare_says_which_settings_differ_in_text_json_and_the_app(two_temperatures, capsys):
+    """Issue 25, item 4: both sides read 'grader fake-grader' when only the grader's temperature
+    differed; description.md knew it, compare did not say it."""
+    db = two_temperatures
+    shown = compare_json(db, capsys, "cool", "warm")
+    assert shown["settings_differ"] == {"temperature_grader": {"a": 0.3, "b": 0.7}}
+    assert cli.main(["compare", "cool", "warm", "--db", str(db)]) == 0
+    text = capsys.readouterr().out
+    assert "settings that differ:" in text
+    (line,) = [line for line in text.splitlines() if "TEMPERATURE_GRADER" in line]
+    assert "A 0.3" in line and "B 0.7" in line
+
+    async def summary() -> str:
+        from hbtui.analysis.compare import compare_runs
+        from hbtui.tui.screens.compare import summary_text
+
+        async with await Store.open(db) as store:
+            return summary_text(await compare_runs(store, await store.get_run(1), await store.get_run(2))).plain
+
+    assert "TEMPERATURE_GRADER  A 0.3   B 0.7" in asyncio.run(summary())
+
+
+def test_compare_lists_only_the_setting_that_differs(two_graded_runs, capsys):
+    """The grader prompt differs (a file each), and nothing else is listed."""
+    shown = compare_json(two_graded_runs, capsys, "1", "second")
+    assert list(shown["settings_differ"]) == ["grader_template"]
+    assert cli.main(["compare", "1", "second", "--db", str(two_graded_runs)]) == 0
+    assert "settings that differ:" in capsys.readouterr().out

@@ -7,7 +7,7 @@ import hashlib
 import json
 
 from hbtui import cli
-from hbtui.render.run_metadata import without_credentials
+from hbtui.core.redact import without_credentials
 from tests.conftest import small_records, user_folder, write_jsonl
 
 KEY = "sk-test-0123456789abcdefghijklmnopqrstuvwxyz"

@@ -21,9 +21,11 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from hbtui.core.errors import HbtuiError
 from hbtui.core.numbering import conversation_number
+from hbtui.core.redact import without_credentials
 from hbtui.core.run_kinds import IMPORTED
 from hbtui.core.scoring import (
     BOOTSTRAP_SAMPLES,
@@ -33,6 +35,7 @@ from hbtui.core.scoring import (
     clipped_mean,
     conversation_metrics,
 )
+from hbtui.core.settings.config import UNRECORDED_SETTINGS, setting_for
 from hbtui.core.verdicts import GENERATED, Kappa, cell
 from hbtui.store.rows import MET, NOT_MET, RunRow, verdict_met
 
@@ -287,6 +290,10 @@ class Comparison:
     pairs: str = ""  # what a pair is, in words, where a run grades the records' own completions
 
     @property
+    def settings_differ(self) -> list[SettingDifference]:
+        return settings_differ(self.run_a, self.run_b)
+
+    @property
     def repeats(self) -> int:
         """The runs' --repeats (paired runs have the same): a repeat is labelled "repeat 1 of 2"."""
         return self.run_a.planned.repeats
@@ -308,10 +315,52 @@ class Comparison:
             **self.overall.as_dict(),
             "themes": {name: d.as_dict() for name, d in self.themes.items()},
             "axes": {name: d.as_dict() for name, d in self.axes.items()},
+            "settings_differ": {d.name: d.as_dict() for d in self.settings_differ},
             "moved": [m.as_dict() for m in self.moved[:MOVED_LISTED]],
             "agreement": self.agreement.as_dict() if self.agreement else None,
             **({"pairs": self.pairs} if self.pairs else {}),
         }
+
+
+# Named on the runs' own lines (model, grader, dataset): not said twice.
+NAMED_ON_THE_RUN_LINE = {"model_test", "model_grader"}
+
+
+@dataclass(frozen=True, slots=True)
+class SettingDifference:
+    """A setting the two runs were made with apart: a grader's temperature, an endpoint..."""
+
+    name: str  # as show --json names it (temperature_grader)
+    a: Any
+    b: Any
+
+    @property
+    def key(self) -> str:
+        """As .env and the settings' documentation name it (TEMPERATURE_GRADER)."""
+        try:
+            return setting_for(self.name).key
+        except KeyError:  # a setting of an older hbtui, stored with its run
+            return self.name.upper()
+
+    def as_dict(self) -> dict:
+        return {"a": self.a, "b": self.b}
+
+
+def settings_differ(run_a: RunRow, run_b: RunRow) -> list[SettingDifference]:
+    """The settings recorded with each run that differ, by name; keys, paths and the like are not
+    recorded, and URLs lose any user:password part."""
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return [without_credentials(item) for item in value]
+        return without_credentials(value)
+
+    names = sorted((set(run_a.settings) | set(run_b.settings)) - UNRECORDED_SETTINGS - NAMED_ON_THE_RUN_LINE)
+    return [
+        SettingDifference(name, shown(run_a.settings.get(name)), shown(run_b.settings.get(name)))
+        for name in names
+        if shown(run_a.settings.get(name)) != shown(run_b.settings.get(name))
+    ]
 
 
 def compare(

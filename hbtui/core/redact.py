@@ -18,6 +18,8 @@ import re
 import string
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 REDACTED = "<redacted>"
 
@@ -168,3 +170,12 @@ def provider_text(text: str, secrets: Iterable[str | None], limit: int) -> str:
     """A provider's message, at most ``limit`` characters, for storing: redacted before it is
     cut, since a cut through a key leaves a piece of it that no longer matches it whole."""
     return redact(text, secrets)[:limit]
+
+
+def without_credentials(url: Any) -> Any:
+    """A URL without its user:password part (``https://user:pw@host/v1`` -> ``https://host/v1``)."""
+    if not isinstance(url, str) or "@" not in url:
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))

@@ -59,11 +59,33 @@ def repeated(repeat: int, repeats: int) -> str:
     return f" {label}" if label else ""
 
 
+def setting_text(value: object) -> str:
+    """A setting's value as a comparison shows it: a list of endpoints joined, none as unset."""
+    if value is None:
+        return "unset"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(item) for item in value) or "unset"
+    return str(value)
+
+
+def difference_lines(result: Comparison) -> list[str]:
+    """The settings the two runs were made with apart, a line each: what else differs between
+    them than the models (a grader's temperature, its endpoint, the prompt...)."""
+    differ = result.settings_differ
+    if not differ:
+        return ["settings: the same but for what the lines above name"]
+    width = max(len(d.key) for d in differ)
+    return ["settings that differ:"] + [
+        f"  {d.key:<{width}}  A {one_line(setting_text(d.a), 60)}   B {one_line(setting_text(d.b), 60)}" for d in differ
+    ]
+
+
 def render_comparison(result: Comparison) -> str:
     overall = result.overall
     lines = [
         run_line("A", result.run_a),
         run_line("B", result.run_b),
+        *difference_lines(result),
         f"paired conversations {overall.n:,} of A's {result.totals[0]:,} and B's {result.totals[1]:,} (same prompt_id,"
         " record and repeat, graded in full by both); the scores below are over the pairs alone",
         *([f"pairs: {result.pairs}"] if result.pairs else []),

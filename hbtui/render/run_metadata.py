@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
+from hbtui.core.redact import without_credentials
 from hbtui.core.settings.config import UNRECORDED_SETTINGS
 from hbtui.store.rows import Progress, RunRow
 
@@ -42,15 +42,6 @@ def _moment(at: float | None) -> str | None:
     if at is None:
         return None
     return datetime.datetime.fromtimestamp(at, datetime.UTC).isoformat(timespec="seconds")
-
-
-def without_credentials(url: Any) -> Any:
-    """A URL without its user:password part (``https://user:pw@host/v1`` -> ``https://host/v1``)."""
-    if not isinstance(url, str) or "@" not in url:
-        return url
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=host))
 
 
 def run_metadata(run: RunRow, progress: Progress) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from textual.widgets import ContentSwitcher, DataTable, Static
 from hbtui.analysis.compare import Comparison, Difference, NothingToCompare, compare_runs, compare_scores
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import Kappa
-from hbtui.render.compare_report import repeated
+from hbtui.render.compare_report import difference_lines, repeated
 from hbtui.store import RunRow, Store, StoreError
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.breakdown import score_style
@@ -61,6 +61,8 @@ def summary_text(result: Comparison) -> Text:
     text.append_text(run_line("A", result.run_a))
     text.append("\n")
     text.append_text(run_line("B", result.run_b))
+    for line in difference_lines(result):  # what else differs between the runs than their models
+        text.append("\n" + line, style="yellow" if line.startswith(("settings that", "  ")) else "dim")
     text.append(f"\nPaired conversations {d.n:,}", style="bold")
     text.append("  (graded in full by both)", style="dim")
     text.append("\nScore A ", style="bold")
