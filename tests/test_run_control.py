@@ -40,12 +40,12 @@ def workdir(tmp_path, server):
 
 
 @contextmanager
-def driven_run(workdir: Path, server) -> Iterator[subprocess.Popen]:
+def driven_run(workdir: Path, server, env_extra: dict | None = None) -> Iterator[subprocess.Popen]:
     """`hbtui run` driving run 1 ("long"), once its calls are going; killed if a test leaves it."""
     driver = subprocess.Popen(
         [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--repeats", "3", "--name", "long"],
         cwd=workdir,
-        env=clean_env(),
+        env=clean_env(env_extra),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -115,6 +115,21 @@ def test_a_run_paused_from_another_process_starts_no_call_until_unpaused_then_fi
         assert "run 1 is going on" in going.stdout
         assert driver.wait(timeout=120) == 0, driver.stderr.read() if driver.stderr else ""
     assert run_row(workdir)[0] == "finished"
+
+
+def test_a_pause_and_an_unpause_show_at_once_not_with_the_next_heartbeat(workdir, server):
+    """Issue 25, item 8: a monitor elsewhere said "paused" for two seconds after an unpause. With
+    heartbeats a minute apart, each change must still reach the database within `hbtui pause`'s
+    few seconds of patience: the driver writes its figures the moment it applies one."""
+    slow_beats = {"HBTUI_HEARTBEAT_SECONDS": "60", "HBTUI_HEARTBEAT_PATIENCE": "600"}
+    with driven_run(workdir, server, slow_beats) as driver:
+        paused = hbtui("pause", "long", cwd=workdir, env_extra=slow_beats, timeout=60)
+        assert "run 1 is paused" in paused.stdout, paused.stdout + paused.stderr
+        going = hbtui("unpause", "long", cwd=workdir, env_extra=slow_beats, timeout=60)
+        assert "run 1 is going on" in going.stdout, going.stdout + going.stderr
+        assert json.loads(run_row(workdir)[2])["paused"] is False
+        driver.kill()
+        driver.wait()
 
 
 def test_a_run_cancelled_from_another_process_ends_cancelled_keeping_every_answer_it_paid_for(workdir, server):

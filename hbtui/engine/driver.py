@@ -220,6 +220,9 @@ class Engine:
         if paused != self.pool.paused:
             self.pool.set_paused(paused)
             self.emit(PauseChanged(self.run.id, paused))
+            # Written now, not with the next heartbeat: a monitor elsewhere said "paused" for two
+            # seconds after an unpause while the verdicts rose.
+            self.writer.heartbeat(self.pool.snapshot())
 
     async def _stop_when_answered(self) -> None:
         while self.pool.in_flight():

@@ -30,11 +30,14 @@ from hbtui.store import (
 )
 from hbtui.store.answer_journal import AnswerJournal, read_journal
 
-HEARTBEAT_SECONDS = 2.0
+# How often the driver writes its live figures; settable for tests only (HBTUI_HEARTBEAT_SECONDS),
+# which show that a pause or resume is written at once rather than with the next beat.
+HEARTBEAT_SECONDS = float(os.environ.get("HBTUI_HEARTBEAT_SECONDS") or 2.0)
 # No new call goes out unless a write confirmed, this recently, that this process still holds
-# the run's lease. A driver stopped (Ctrl-Z) and taken over meanwhile then sends nothing new
-# when it goes on: it learns of the takeover first, and only its calls in flight were paid twice.
-LEASE_CONFIRM_SECONDS = 3 * HEARTBEAT_SECONDS
+# the run's lease (three heartbeats). A driver stopped (Ctrl-Z) and taken over meanwhile then sends
+# nothing new when it goes on: it learns of the takeover first, and only its calls in flight were
+# paid twice.
+LEASE_CONFIRM_SECONDS = 6.0
 
 
 def _commit_interval() -> float:

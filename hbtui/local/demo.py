@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from hbtui.core.dataset import Dataset, DatasetError, DownloadFailed, load_jsonl, load_subset
 from hbtui.core.settings.config import Settings
+from hbtui.local import DEMO_MODEL_ALIAS
 from hbtui.local.model import LocalModel, install
 
 if TYPE_CHECKING:
     from hbtui.local.llama_server import LlamaServer
 
 DEMO_DB_NAME = "demo.sqlite"  # beside the user's database: runs/demo.sqlite by default
-MODEL_ALIAS = "smollm2-135m-demo"
+MODEL_ALIAS = DEMO_MODEL_ALIAS
 DEFAULT_LIMIT = 5
 # 4 slots of 8,192 tokens (SmolLM2's trained context): the longest main conversations, their
 # replies and the grader prompt around them fit one slot; the KV cache takes about 750 MB.

@@ -114,9 +114,17 @@ class MonitorView:
         )
 
 
-def eta(remaining: int, per_second: float) -> float | None:
+# No ETA from the first seconds of running time: the first answers come back one latency after
+# the calls went out, so their rate is far under the run's (a first frame said 1h 28m for a run
+# that took 21 s). The monitor says "estimating" meanwhile.
+ETA_SETTLE_SECONDS = 5.0
+
+
+def eta(remaining: int, per_second: float, running_seconds: float = ETA_SETTLE_SECONDS) -> float | None:
     if remaining <= 0:
         return 0.0
+    if running_seconds < ETA_SETTLE_SECONDS:
+        return None
     return remaining / per_second if per_second > 0 else None
 
 
@@ -201,6 +209,12 @@ class RunCounters:
         elif isinstance(event, RunFinished):
             self.finished = event
 
+    def running_seconds(self, pauses: list | None = None, now: float | None = None) -> float:
+        """The seconds this process has run the run, its pauses left out."""
+        moment = time.time() if now is None else now
+        spans = running_spans(moment, self._started, [tuple(p) for p in pauses or []])
+        return sum(end - start for start, end in spans)
+
     def calls_per_second(self, now: float | None = None, pauses: list | None = None) -> float:
         """Calls a second over the last 10 s of running time: the seconds paused (``pauses``,
         the engine's) are left out, and in its first seconds (a run just started or continued)
@@ -232,7 +246,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> Mo
         owner="this process",
         tally=Tally(**vars(counters.tally)),
         calls_per_second=rate,
-        eta_seconds=None if finished else eta(remaining, rate),
+        eta_seconds=None if finished else eta(remaining, rate, counters.running_seconds(snapshot.get("pauses"))),
         endpoints=endpoint_figures(snapshot),
         scores=list(counters.scores),  # a copy: a view compared with the last must not share its list
         errors_by_kind=dict(counters.errors_by_kind),
@@ -259,7 +273,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     running = status in GOING
     # As in RunCounters: judged on the seconds it ran, not the idle time before a process took
     # the run up (a resume), nor the seconds it was paused.
-    rate = 0.0
+    rate = running_seconds = 0.0
     if running:
         spans = running_spans(
             now, (live or {}).get("started_at", 0.0), [tuple(p) for p in (live or {}).get("pauses", [])]
@@ -267,7 +281,8 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         calls = 0
         for start, end in spans:
             calls += await store.calls_between(run_id, start, end)
-        rate = calls / max(sum(end - start for start, end in spans), 1.0)
+        running_seconds = sum(end - start for start, end in spans)
+        rate = calls / max(running_seconds, 1.0)
     tally = Tally.from_progress(progress)
     remaining = tally.calls_left
     p50, p95 = percentiles(await store.recent_latencies(run_id))
@@ -278,7 +293,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         owner=run.owner_shown,
         tally=tally,
         calls_per_second=rate,
-        eta_seconds=eta(remaining, rate) if running else None,
+        eta_seconds=eta(remaining, rate, running_seconds) if running else None,
         endpoints=endpoint_figures(live or {}),
         scores=await store.conversation_scores(run_id),
         errors_by_kind=progress.errors_by_kind,

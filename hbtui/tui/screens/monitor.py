@@ -29,6 +29,7 @@ from hbtui.core import scoring
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.core.text import one_line, visible_controls
 from hbtui.core.verdicts import FAILED, PAUSED, RUNNING
+from hbtui.local import DEMO_MODEL_ALIAS
 from hbtui.render.run_metadata import duration_text
 from hbtui.services import resume_hint
 from hbtui.store import StoreError
@@ -63,6 +64,12 @@ def append_counts(text: Text, counts: dict[str, int]) -> None:
         text.append("\n ")
         text.append_text(safe(kind, 20))
         text.append(f" {number}")
+
+
+CPU_MODEL_NOTE = (
+    "the local demo model answers on this machine's CPU: a call can take a minute or more, so calls/s"
+    " stays near 0 while it works"
+)
 
 
 class MonitorScreen(ResponsiveScreen):
@@ -335,8 +342,12 @@ class MonitorScreen(ResponsiveScreen):
         elif view.status == PAUSED:  # the 10 s average would still show the calls of before
             rate = "– (paused)"
         else:
-            rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {duration_text(view.eta_seconds)}"
+            left = "estimating…" if view.eta_seconds is None else duration_text(view.eta_seconds)
+            rate = f"{view.calls_per_second:.1f} (last 10 s)   ETA {left}"
         grid.add_row("calls/s", Text(rate))
+        if not view.ended and DEMO_MODEL_ALIAS in (view.model_test, view.model_grader):
+            # A tiny model on this machine's CPU: minutes of 0.0 calls/s are the demo working.
+            grid.add_row("note", Text(CPU_MODEL_NOTE, style="yellow"))
         for label, row in endpoint_rows(view.endpoints):
             grid.add_row(label, row)
         if not view.endpoints:
