@@ -65,9 +65,16 @@ def error_count(run: RunRow) -> int | None:
     return run.report.conversations.excluded + run.report.criteria.errors
 
 
-def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
+def name_width(width: int) -> int:
+    """How much of a run's name its column shows at a terminal ``width``: 20 at 80 columns, the
+    columns beside it keeping their room; wider terminals give it the rest, up to 48, so that a
+    default name (model and time, some 32 characters) is whole at 120."""
+    return max(20, min(48, width - 76))
+
+
+def run_cells(run: RunRow, now: float, mark: str = "", width: int = 80) -> tuple[Text, ...]:
     """One table row; every string from the database goes in as Text, never as markup.
-    ``mark``: A or B, a run marked for comparison."""
+    ``mark``: A or B, a run marked for comparison; ``width``: the terminal's (name_width)."""
     status = run.status_label(now)
     ago = run.stopped_ago(now)
     shown = f"{status} {ago}" if ago else status
@@ -79,7 +86,7 @@ def run_cells(run: RunRow, now: float, mark: str = "") -> tuple[Text, ...]:
     errors = error_count(run)
     return (
         Text(f"{mark} {run.id}" if mark else str(run.id), justify="right", style="bold reverse" if mark else ""),
-        Text(middle_cut(run.name, 20)),  # default names differ at their end, the time
+        Text(middle_cut(run.name, name_width(width))),  # default names differ at their end, the time
         Text(shown, style=STATUS_STYLES.get(status, "")),
         Text(score, justify="right"),
         # Scored of planned, for a running run and a finished one alike.
@@ -246,7 +253,7 @@ class RunsScreen(RunActions):
         every = [
             (run, cells, tuple(cell.plain for cell in cells))
             for run in runs
-            for cells in [run_cells(run, now, marks.get(run.id, ""))]
+            for cells in [run_cells(run, now, marks.get(run.id, ""), self.app.size.width)]
         ]
         rows = [
             (run.id, cells, plain)
@@ -265,6 +272,17 @@ class RunsScreen(RunActions):
             table.add_row(*cells, key=str(run_id))
         if selected is not None and str(selected) in table.rows:
             table.move_cursor(row=table.get_row_index(str(selected)))
+        self.call_after_refresh(self._say_more_columns)
+
+    def _say_more_columns(self) -> None:
+        """The header says when columns lie beyond the screen and which keys reach them: a
+        horizontal scrollbar, one line high, read as a stray glyph at the foot of the list."""
+        table = self.table
+        self.sub_title = "runs  ← → more columns" if table.max_scroll_x > 0 else "runs"
+
+    def on_resize(self) -> None:
+        self._shown = []  # the name's width follows the terminal's: the rows again
+        self._fill()
 
     def _say_filtered(self, shown: int, total: int) -> None:
         """A line above the key bar while a search or filter hides runs: what hides them."""
