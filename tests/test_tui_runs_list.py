@@ -7,6 +7,8 @@ import json
 import sqlite3
 import time
 
+import pytest
+
 from hbtui.render.report import render_runs
 from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
@@ -105,23 +107,23 @@ async def test_a_failed_run_says_why_in_a_few_words_in_its_errors_column(tmp_pat
     assert cells[COLUMNS.index("errors")] == "key refused"
 
 
-async def test_a_name_takes_the_room_a_wide_terminal_has_and_the_header_says_there_is_more(tmp_path):
+@pytest.mark.parametrize("size, whole", [((120, 40), True), ((80, 24), False)], ids=["120x40", "80x24"])
+async def test_a_name_takes_the_room_a_wide_terminal_has_and_the_header_says_there_is_more(tmp_path, size, whole):
     """Issue 25, item 9: at 120 columns a name was cut in the middle at 20 characters
     (first-40-…ake-grader) while other columns kept room they did not use; and the horizontal
     scrollbar, one line high, read as a stray glyph."""
     db, _, _, _ = await runs_db(tmp_path)
     name = "whole-run-gpt-4.1-mini-2026-11-30-16-00"  # 39 characters
-    for size, whole in (((120, 40), True), ((80, 24), False)):
-        app = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None)
-        async with app.run_test(size=size) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3)
-            await pilot.pause()
-            shown = "\n".join(screen_lines(app))
-            assert (name in shown) is whole, shown
-            if not whole:
-                assert "whole-run…1-30-16-00" in shown  # cut in the middle, at 20
-            table = app.screen.table
-            assert table.styles.scrollbar_size_horizontal == 0
-            assert ("← → more columns" in app.screen.sub_title) is (table.max_scroll_x > 0)
-            await pilot.resize_terminal(80 if whole else 120, 30)
-            await wait_for(pilot, lambda: (name in "\n".join(screen_lines(app))) is not whole, what="the names again")
+    app = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.table.row_count == 3)
+        await pilot.pause()
+        shown = "\n".join(screen_lines(app))
+        assert (name in shown) is whole, shown
+        if not whole:
+            assert "whole-run…1-30-16-00" in shown  # cut in the middle, at 20
+        table = app.screen.table
+        assert table.styles.scrollbar_size_horizontal == 0
+        assert ("← → more columns" in app.screen.sub_title) is (table.max_scroll_x > 0)
+        await pilot.resize_terminal(80 if whole else 120, 30)
+        await wait_for(pilot, lambda: (name in "\n".join(screen_lines(app))) is not whole, what="the names again")
