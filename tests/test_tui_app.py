@@ -213,6 +213,9 @@ async def test_help_lists_the_keys_and_the_palette_offers_every_action(finished_
         await wait_for(pilot, lambda: isinstance(app.screen, HelpModal))
         text = screen_text(app)
         assert "New run" in text and "Monitor" in text and "Quit" in text
+        # Headed once by where the keys work, not "screen" and "app" on every row (issue 25, item 11).
+        assert text.count("on this screen") == 1  # "everywhere" heads the app's keys, below
+        assert not any(line.rstrip().endswith(" screen") for line in text.splitlines())
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
         await pilot.press("enter")
@@ -226,7 +229,7 @@ async def test_text_from_the_database_is_shown_as_data(server, small_dataset, tm
     app = make_app(db)
     async with app.run_test(size=(120, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and app.screen.query_one(DataTable).row_count)
-        assert "[bold]lou…] ␛[31mred" in screen_text(app)  # the list cuts names to 20 in their middle
+        assert "[bold]loud[/bold] ␛[31mred" in screen_text(app)  # whole at 120 columns, as text
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
         await pilot.pause(0.2)

@@ -128,6 +128,10 @@ def test_the_filter_bar_keeps_every_filter_and_never_cuts_a_word():
     assert every_part(parts, len(wide), optional=1).plain == wide
     assert every_part(parts, len(wide) - 1, optional=1).plain == f"20 of 80 · sort score ↑ (worst first) · {search}"
     assert every_part(parts, 78, optional=1).plain == f"20 of 80 · {search}"
+    # Said in short before it gives way (issue 25, item 11: at 80 columns it dropped out).
+    short = Text("sort score ↑")
+    assert every_part(parts, 78, optional=1, shorter=short).plain == f"20 of 80 · sort score ↑ · {search}"
+    assert every_part(parts, 66, optional=1, shorter=short).plain == f"20 of 80 · {search}"
     more = [*parts, Text("tag axis:completeness"), Text("verdict missed")]
     whole = f"20 of 80 · {search} · tag axis:completeness · verdict missed"
     tight = every_part(more, 78, optional=1).plain

@@ -72,3 +72,27 @@ async def test_a_widget_that_misses_its_parts_while_the_app_quits_is_no_internal
         app.exit()
         app._handle_exception(NoMatches("No nodes match 'SelectOverlay'"))
     assert app._exception is None and app.return_code in (0, None)
+
+
+async def test_quitting_with_a_run_going_in_this_process_names_its_resume_as_invoked(server, small_dataset, tmp_path):
+    """The demo's run goes on in the app's own process: the question said "`hbtui resume`", with
+    the Markdown backticks the dialog draws as they are, and not as the user invoked hbtui."""
+    from hbtui.core.dataset import load_jsonl
+    from hbtui.core.invocation import invoked_as
+    from hbtui.services import plan_run
+    from tests.conftest import settings_for
+
+    server.control(latency_ms=2000)  # the run is still going when q is pressed
+    settings = settings_for(server, tmp_path / "runs" / "hbtui.sqlite")
+    app = HBTuiApp(settings=settings, env_file=None)
+    async with app.run_test(size=(100, 30)) as pilot:
+        store = await app.store_for_a_run(settings.db_path)
+        run_id = await plan_run(store, settings, load_jsonl(small_dataset), name="going")
+        await app.start_run(run_id, settings)
+        await pilot.press("escape")  # from the configuration screen of an empty database to the list
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question")
+        question = app.screen.question
+        assert question.endswith(f"continue later with {invoked_as()} resume {run_id}.") and "`" not in question
+        await pilot.press("y")

@@ -18,6 +18,7 @@ from hbtui.tui.screens.confirm import ConfirmModal
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import AskTextModal
 from hbtui.tui.screens.runs import RunsScreen
+from hbtui.tui.widgets.key_bar import KeyBar
 from tests.conftest import small_records, user_folder, write_jsonl
 from tests.support.tui import screen_text, told, wait_for
 
@@ -148,6 +149,8 @@ async def test_delete_confirms_refuses_a_reused_run_saying_which_then_deletes_an
         await wait_for(pilot, lambda: listed(screen) == ["1"], what="run 2 gone from the list")
         assert not Path(folders[2]).exists()
         await wait_for(pilot, lambda: told(app, "deleted"))
+        # Issue 25, item 11: the bar no longer says what came before the answer.
+        assert "deleting run 2" not in str(screen.query_one(KeyBar).render())
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import sys
+import textwrap
 from dataclasses import replace
 from typing import Any
 
@@ -41,8 +43,28 @@ class UsageError(HbtuiError):
 def say(text: str = "", *, error: bool = False) -> None:
     """Print what a command reports. Names of runs, themes, axes, models and files come from
     datasets, models and users: their control characters are shown, never obeyed (an OSC 52
-    sequence in a theme name would write the user's clipboard)."""
-    print(visible_controls(text), file=sys.stderr if error else sys.stdout)
+    sequence in a theme name would write the user's clipboard). On a terminal, a line longer than
+    it is wrapped where a word ends: the terminal cut mid-word (healthbench_m / ain_subset.jsonl)."""
+    stream = sys.stderr if error else sys.stdout
+    shown = visible_controls(text)
+    if stream.isatty():
+        shown = wrapped(shown, shutil.get_terminal_size().columns)
+    print(shown, file=stream)
+
+
+def wrapped(text: str, width: int) -> str:
+    """Each line of ``text`` longer than ``width`` broken at spaces, the rest indented two more
+    than its first; a word longer than a line (a path) is left whole on a line of its own."""
+    lines = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            lines.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        lines += textwrap.wrap(
+            line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+        ) or [line]
+    return "\n".join(lines)
 
 
 def _complain(kind: str, message: object) -> None:

@@ -39,7 +39,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
 
 async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int, int, Settings]:
     """Install what is missing, start the model's server, and drive a run on it to its end."""
-    from hbtui.cli.common import _download_progress, say
+    from hbtui.cli.common import _download_progress, invoked_as, say
     from hbtui.cli.runs import drive
     from hbtui.local.llama_server import LlamaServer
     from hbtui.services import plan_run
@@ -66,5 +66,8 @@ async def drive_demo(args: argparse.Namespace, settings: Settings) -> tuple[int,
             run = await store.get_run(run_id)
             code = await drive(store, run, run_settings, prices={})
     say(f"hbtui: the demo took {time.monotonic() - started:.0f} s here; its runs are kept in {db_path}.")
-    say(f"hbtui: {DISCLAIMER}. For a real run, set BASE_URL, MODEL_TEST and MODEL_GRADER (see README) and run `hbtui`.")
+    say(
+        f"hbtui: {DISCLAIMER}. For a real run, set BASE_URL, MODEL_TEST and MODEL_GRADER (see README)"
+        f" and run {invoked_as()}."
+    )
     return code, run_id, run_settings

@@ -416,9 +416,11 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         from hbtui.tui.screens.confirm import ConfirmModal
 
         names = ", ".join(str(run_id) for run_id in self.live_runs)
+        resumes = "; ".join(f"{invoked_as()} resume {run_id}" for run_id in self.live_runs)
+        # Plain text, as the dialog shows it: no Markdown backticks (issue 25, item 11).
         question = (
             f"Run {names} is still going in this process. Stop it and quit? What completed is saved; "
-            "continue later with `hbtui resume`."
+            f"continue later with {resumes}."
         )
 
         async def answered(stop: bool | None) -> None:

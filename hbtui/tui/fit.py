@@ -19,13 +19,16 @@ def fitted(parts: list[Text], width: int | None) -> Text:
     return line
 
 
-def every_part(parts: list[Text], width: int | None, optional: int | None = None) -> Text:
+def every_part(parts: list[Text], width: int | None, optional: int | None = None, shorter: Text | None = None) -> Text:
     """A line that must keep each of ``parts`` (a filter bar: a filter left out would hide what
-    the list shows), fitted by narrowing the separators, then by leaving out the one part at
-    index ``optional``, and at last by cutting at a word's end with an ellipsis, never mid-word."""
+    the list shows), fitted by narrowing the separators, then by ``shorter`` in place of the part
+    at index ``optional`` (the sort order without its words in brackets), then by leaving that
+    part out, and at last by cutting at a word's end with an ellipsis, never mid-word."""
     wide, narrow = "  \u00b7  ", " \u00b7 "
     candidates = [(parts, wide), (parts, narrow)]
     if optional is not None:
+        if shorter is not None:
+            candidates.append(([shorter if i == optional else p for i, p in enumerate(parts)], narrow))
         candidates.append(([p for i, p in enumerate(parts) if i != optional], narrow))
     line = Text()
     for chosen, separator in candidates:

@@ -38,8 +38,12 @@ class AppScreen(PromptFrames, Screen):
         bars = self.query(KeyBar)
         if bars and bars.first().holds(message):
             bars.first().show_status(message)
-        else:  # cut to the bar's width, it lost what mattered ("... it does within…"): a toast says it whole
-            self.notify(message, markup=False)
+            return
+        # Cut to the bar's width, it lost what mattered ("... it does within…"): a toast says it
+        # whole, and the bar no longer says what came before ("deleting run 9…" under "deleted").
+        if bars:
+            bars.first().clear_status()
+        self.notify(message, markup=False)
 
     _resumed_before = False
 

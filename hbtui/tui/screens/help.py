@@ -47,12 +47,17 @@ class HelpModal(AppModal[None]):
         return ordered
 
     def compose(self) -> ComposeResult:
+        # Headed by where the keys work, once each: a third column said "screen" on every row.
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
-        table.add_column(style="dim")
+        headings = {"screen": "on this screen", "app": "everywhere"}
+        shown = ""
         for key, description, where in self.rows:
-            table.add_row(Text(key), Text(description), Text(where))
+            if where != shown:
+                table.add_row(Text(headings[where], style="dim italic"), Text(""))
+                shown = where
+            table.add_row(Text(key), Text(description))
         with VerticalScroll(id="help-body") as body:
             body.border_title = self.title_text
             body.border_subtitle = "escape closes"

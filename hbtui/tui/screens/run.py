@@ -326,10 +326,12 @@ class RunScreen(ResponsiveScreen):
             segment.append(value, style="bold cyan")
             segments.append(segment)
         # Every filter stays in sight, whole words only (issue 13): the separators narrow first,
-        # then the sort order (its own key shows it) gives way, and only then the end is cut.
+        # then the sort order is said in short, then gives way, and only then the end is cut.
         bar = self.query_one("#filter-bar", Static)
         width = (bar.size.width or self.app.size.width) - 2
-        bar.update(every_part(segments, width, optional=1))
+        shorter = Text("sort ", style="dim")  # "score ↑", not "score ↑ (worst first)": kept beside a search at 80
+        shorter.append(SORT_CHOICES[self.sort][0].split(" (")[0], style="bold")
+        bar.update(every_part(segments, width, optional=1, shorter=shorter))
 
     @on(ConversationList.Counted)
     def _counted(self, event: ConversationList.Counted) -> None:
