@@ -23,7 +23,7 @@ from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import make_record, offline_settings, run_engine, settings_for, write_jsonl
 from tests.support.screen_text import screen_lines
 from tests.support.server_process import FakeServer
-from tests.support.tui import screen_text, wait_for
+from tests.support.tui import screen_text, told, wait_for
 
 KEY = "fake-VISIBLEKEYMARKER-0123456789"
 
@@ -621,3 +621,36 @@ async def test_a_run_continued_from_the_list_reads_as_starting_not_as_ended_unti
         await wait_for(pilot, lambda: seen("running", "finished"), timeout=30, what="its process to take the run")
         assert "interrupted" not in shown and "starting" in shown, shown
         await wait_for(pilot, lambda: not app.drivers_going(), timeout=30, what="its process to end")
+
+
+async def test_start_after_a_failed_check_asks_first_naming_what_failed(tmp_path, small_dataset):
+    """Issue 25, item 5: after ctrl+t found the key rejected, ctrl+s started the run anyway and
+    the confirmation said nothing; a run then failed in every conversation."""
+    with FakeServer(api_key="fake-right") as guarded:
+        app = make_app(
+            tmp_path / "db.sqlite",
+            base_url=guarded.base_url,
+            api_key="fake-wrong-key",
+            model_test="test-model",
+            model_grader="grader-model",
+        )
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
+            form = app.screen
+            form.query_one("#field-subset", Select).value = "file"
+            form.query_one("#field-data_path", Input).value = str(small_dataset)
+            await pilot.press("ctrl+t")
+            await wait_for(pilot, lambda: "401: key rejected" in screen_text(app), what="401 reported")
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question")
+            assert "The last connection check failed" in app.screen.question
+            assert "key rejected" in app.screen.question
+            await pilot.press("n")
+            await wait_for(pilot, lambda: app.screen is form and told(app, "not started"))
+            assert guarded.stats()["requests"] <= 3, "the check's few requests, and no run"
+            # Once a checked field changes, the old check no longer stands: no question.
+            # (Not started here: a started run goes on in a process of its own.)
+            assert form._failed_check_standing() is not None
+            form.query_one("#field-api_key", Input).value = "fake-right"
+            await pilot.pause()
+            assert form._failed_check_standing() is None

@@ -93,6 +93,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         # The last connection check shown: (the checked fields as typed then, the result text).
         self._last_check: tuple[dict[str, str], Text] | None = None
         self._last_check_ok = False
+        self._last_check_failures: list[str] = []
         self._status_kind = "message"  # what the status shows (see show_status)
         self._endpoint_fields_shown = True  # False while the local demo model is the endpoint
         self._styled_for: tuple[int, bool, object] | None = None  # what the app was when last shown
@@ -375,6 +376,33 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         if problems:
             self._first_problem(problems)
             return
+        failure = self._failed_check_standing()
+        if failure is None:
+            await self._start_model_run(values)
+            return
+
+        async def anyway(start: bool | None) -> None:
+            if start:
+                await self._start_model_run(values)
+            else:  # the check's lines stay, and so does the question at the next ctrl+s
+                self._show_check()
+                self.notify("not started: fix the endpoint's fields, then ctrl+t checks again", markup=False)
+
+        # A failed check, its fields unchanged: ctrl+s started the run anyway, and it failed in
+        # every conversation. Asked first, naming what failed.
+        question = f"The last connection check failed ({failure}). Start the run anyway?"
+        await self.app.push_screen(ConfirmModal(question, yes="Start anyway", no="Not now"), anyway)
+
+    def _failed_check_standing(self) -> str | None:
+        """What the last connection check found wrong, while the fields it checked are unchanged."""
+        if self._last_check is None or self._last_check_ok:
+            return None
+        checked, _ = self._last_check
+        if any(self.raw(name) != checked[name] for name in CHECKED_FIELDS):
+            return None
+        return "; ".join(self._last_check_failures[:2]) or "see its lines above"
+
+    async def _start_model_run(self, values: dict[str, Any]) -> None:
         settings = self.form_settings(values)
         self._starting = True
         self.show_status("loading the dataset…")
@@ -555,6 +583,7 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
             text.append("✓ " if result.ok else "✗ ", style="bold green" if result.ok else "bold red")
             text.append(f"{result.name}: {result.message}")
         self._last_check_ok = all(result.ok for result in results)
+        self._last_check_failures = [one_line(f"{r.name}: {r.message}", 120) for r in results if not r.ok]
         self._last_check = (checked, text)
         self._show_check()  # the results are the status line itself: no toast over them
         if not self._last_check_ok:
