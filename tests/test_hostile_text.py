@@ -510,7 +510,9 @@ async def test_the_app_shows_bidi_and_zero_width_characters_and_keeps_emoji(form
         assert app.screen.query_one("#regrade-model_grader", Input).value == "grader⟨U+202E⟩"
         assert hidden_characters(screen_text(app)) == []
         await pilot.press("escape", "escape")
-        await wait_for(pilot, lambda: "formulas⟨…E⟩⟨U+200B⟩" in screen_text(app), what="the runs list")  # cut to 20
+        await wait_for(
+            pilot, lambda: "formulas⟨U+202E⟩⟨U+200B⟩" in screen_text(app), what="the runs list"
+        )  # whole at 160
         assert isinstance(app.screen, RunsScreen) and hidden_characters(screen_text(app)) == []
         await pilot.press("E")
         await wait_for(pilot, lambda: isinstance(app.screen, AskTextModal), what="the rename dialog")

@@ -17,6 +17,7 @@ from hbtui.store import Store
 from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.screens.confirm import ConfirmModal
+from hbtui.tui.screens.continue_run import ContinueRunModal
 from hbtui.tui.screens.help import HelpModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
@@ -503,11 +504,11 @@ async def test_a_failed_run_shows_its_whole_error_on_the_monitor(small_dataset, 
         assert f"hbtui resume {run_id} --base-url URL" in " ".join(text.split())
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen))
-        await pilot.press("c")  # continue it here: the question says the same before any call
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal))
+        await pilot.press("c")  # continue it here: why it stopped, and its endpoint to change first
+        await wait_for(pilot, lambda: isinstance(app.screen, ContinueRunModal))
         question = " ".join(" ".join(screen_lines(app)).replace("│", " ").split())  # the dialog's text, unboxed
-        assert "It stopped on: connection: cannot reach" in question and "--base-url URL" in question, question
-        await pilot.press("n")
+        assert "It stopped on: connection: cannot reach" in question and "Base URL" in question, question
+        await pilot.press("escape")
     # A long error stored by another process: all of it, wrapped, as text.
     long_error = "auth: [bold]Incorrect[/bold] API key \x1b[31m provided. " + "word " * 40 + "THE-END"
     with sqlite3.connect(db) as connection:

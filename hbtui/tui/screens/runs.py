@@ -18,9 +18,9 @@ from textual.widgets import DataTable, Input, Static
 from hbtui.analysis.compare import NothingToCompare
 from hbtui.core.errors import TRANSIENT_KINDS, failure_words
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
+from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
 from hbtui.core.verdicts import FAILED, FINISHED, INCOMPLETE, RUNNING
-from hbtui.services import resume_hint
 from hbtui.store import RunRow, StoreError
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import RunActions
@@ -422,11 +422,33 @@ class RunsScreen(RunActions):
             question = f"Complete this incomplete run?\n\n{one_line(run.error or '', 200)}"
             self.app.offer_to_drive(run, question, "Complete", before=retry)
             return
-        question = f"Continue this {status} run?"
-        if status == FAILED and run.error:
-            # It continues with its own endpoint and models; the hint says how to change them.
-            question += f"\n\nIt stopped on: {one_line(run.error, 160)}\n\n{resume_hint(run.id, run.error)}"
-        self.app.offer_to_drive(run, question, "Continue")
+        if status == FAILED:
+            self._continue_failed(run)
+            return
+        self.app.offer_to_drive(run, f"Continue this {status} run?", "Continue")
+
+    def _continue_failed(self, run: RunRow) -> None:
+        """A failed run continues once how it is reached is put right: its endpoints, keys and
+        concurrency can be changed here first (hbtui resume --base-url... does it in the shell)."""
+        from hbtui.tui.screens.continue_run import ContinueRunModal, reach_settings
+
+        app = self.app
+        db_path = str(app.db.path)
+
+        async def chosen(settings: Settings | None) -> None:
+            if settings is None:
+                return
+            try:
+                await app.start_detached(run.id, settings, use_cache=True)  # as `hbtui resume`
+            except StoreError as exc:  # another process took the run meanwhile, or the file broke
+                self.notify(one_line(f"run {run.id}: {exc}", 300), severity="error", markup=False)
+                return
+            self.notify(f"continuing run {run.id} at {','.join(settings.base_url or ())}", markup=False)
+            app.open_monitor(run.id)
+
+        app.push_screen(
+            ContinueRunModal(run, lambda values: reach_settings(run, app.settings, values, db_path)), chosen
+        )
 
     def action_new_run(self) -> None:
         self.app.open_config()
