@@ -59,6 +59,15 @@ def test_the_printed_url_trades_its_secret_for_a_strict_http_only_cookie_and_dro
     assert get(served, "/static/js/textual.js", headers=cookie(served)).status_code == 200
 
 
+def test_the_page_gives_the_keyboard_to_the_terminal_once_it_exists(served):
+    """Issue 25, item 6: after load the focus was on the page's body and the first keys were lost
+    until a click. The browser tier presses keys with no click; this checks the page holds it."""
+    page = get(served, "/", headers=cookie(served))
+    script = page.text[page.text.index("<script>\n(function () {") :]
+    assert ".xterm-helper-textarea" in script and "focus()" in script and "MutationObserver" in script
+    assert page.text.index("function focusTerminal") > page.text.index('id="terminal"')
+
+
 def test_the_page_derives_its_websocket_and_static_urls_from_the_request_so_a_tunnel_on_another_port_works(served):
     page = get(served, "/", host="localhost:9000", headers=cookie(served))
     assert page.status_code == 200

@@ -171,6 +171,25 @@ def request_logger() -> logging.Logger:
     return logger
 
 
+# xterm.js takes its keys through a hidden textarea that textual.js creates once the page has
+# loaded: focused as soon as it appears, and again when the window comes back to the front.
+FOCUS_TERMINAL = """<script>
+(function () {
+  function focusTerminal() {
+    var keys = document.querySelector("#terminal .xterm-helper-textarea");
+    if (keys) { keys.focus(); }
+    return Boolean(keys);
+  }
+  if (!focusTerminal()) {
+    var watcher = new MutationObserver(function () { if (focusTerminal()) { watcher.disconnect(); } });
+    watcher.observe(document.body, { childList: true, subtree: true });
+  }
+  window.addEventListener("focus", focusTerminal);
+})();
+</script>
+"""
+
+
 class GuardedServer(Server):
     """textual-serve's server with a secret, and `Host` and `Origin` checks, on every route."""
 
@@ -241,7 +260,7 @@ class GuardedServer(Server):
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
         app.add_routes(
             [
-                web.get("/", self.handle_index, name="index"),
+                web.get("/", self.index_with_focus, name="index"),
                 web.get("/ws", self.handle_websocket, name="websocket"),
                 web.get("/download/{key}", self.handle_download, name="download"),
                 web.static("/static", self.statics_path, show_index=False, name="static"),
@@ -249,6 +268,14 @@ class GuardedServer(Server):
         )
         app.on_shutdown.append(self.end_every_tab)
         return app
+
+    async def index_with_focus(self, request: web.Request) -> web.StreamResponse:
+        """textual-serve's page, with the keyboard given to the terminal as soon as it exists:
+        after load the focus was on the page's body, and the first keys were lost until a click."""
+        response = await self.handle_index(request)
+        if isinstance(response, web.Response) and response.text and "</body>" in response.text:
+            response.text = response.text.replace("</body>", f"{FOCUS_TERMINAL}</body>", 1)
+        return response
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """textual-serve's handler, keeping each tab's app so that Ctrl-C can end them all (its own

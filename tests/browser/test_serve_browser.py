@@ -49,7 +49,8 @@ def test_the_printed_url_opens_the_app_and_the_keyboard_reaches_a_verdict_and_it
         # The secret traded for a cookie: the address bar no longer shows it.
         assert page.url == f"{served.base}/"
         wait_for_text(page, replay, "small-run")  # the runs list
-        page.click("#terminal")
+        # No click first: the terminal has the keyboard from the start (issue 25, item 6).
+        assert "xterm-helper-textarea" in page.evaluate("document.activeElement.className")
         page.keyboard.press("Enter")  # open the run
         wait_for_text(page, replay, "Score")
         page.keyboard.press("2")  # its conversations
@@ -59,6 +60,7 @@ def test_the_printed_url_opens_the_app_and_the_keyboard_reaches_a_verdict_and_it
         # As many of each mark as the database has criteria of that verdict: each one is shown.
         statuses = [status for status, _ in first_verdicts]
         assert (text.count("✔ met"), text.count("✘ missed")) == (statuses.count("met"), statuses.count("not_met"))
+        page.keyboard.press("j")  # the first criterion selected, as a reviewer reads it
         page.wait_for_timeout(500)  # the canvas draws a frame after the bytes arrive
         page.screenshot(path=str(tmp_path / "serve.png"))
         if os.environ.get("HBTUI_UPDATE_SCREENSHOT"):
