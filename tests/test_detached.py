@@ -144,7 +144,7 @@ async def test_runs_says_plainly_that_a_driver_on_another_host_has_gone_silent(t
     assert await asyncio.to_thread(cli.main, ["runs", "--db", str(db)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[-1] == (
-        "run 1: driven by otherhost:123, no heartbeat for 10 min: it drives nothing now, `hbtui resume 1` takes the"
+        "run 1: driven by otherhost:123, no heartbeat for 10 min: it drives nothing now, hbtui resume 1 takes the"
         " run over"
     )
 

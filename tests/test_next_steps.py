@@ -64,3 +64,24 @@ def test_the_resume_printed_after_ctrl_c_runs_as_printed(tmp_path, monkeypatch, 
         shlex.join(["hbtui", "resume", "1"]), shell=True, cwd=folder, env=shell_env(), capture_output=True, text=True
     )
     assert bare.returncode == 127
+
+
+@pytest.mark.skipif(not SCRIPT.exists(), reason="hbtui's console script is not installed beside this python")
+def test_the_resume_that_runs_and_pause_name_for_a_silent_driver_is_as_invoked(tmp_path, monkeypatch, server):
+    """`hbtui runs` and `hbtui pause` on a run whose driver went silent name the resume that takes
+    it over: as typed (`../.venv/bin/hbtui resume 1`), where `hbtui` alone is not found."""
+    import sqlite3
+    import time
+
+    folder = user_folder(tmp_path, monkeypatch, server)
+    data = many_records(folder / "data.jsonl", 2)
+    relative = os.path.relpath(SCRIPT, folder)
+    done = subprocess.run([relative, "run", "--data", str(data)], cwd=folder, env=shell_env(), capture_output=True)
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(folder / "runs" / "hbtui.sqlite") as conn:  # driven elsewhere, silent for an hour
+        conn.execute(
+            "UPDATE runs SET status = 'running', owner = 'otherhost:123:1', heartbeat_at = ?", (time.time() - 3600,)
+        )
+    for command in (["runs"], ["pause", "1"]):
+        shown = subprocess.run([relative, *command], cwd=folder, env=shell_env(), capture_output=True, text=True)
+        assert f"{relative} resume 1" in shown.stdout + shown.stderr, shown.stdout + shown.stderr

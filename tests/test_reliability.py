@@ -287,7 +287,7 @@ def test_a_driver_of_another_pid_namespace_or_boot_is_taken_over_only_once_its_h
             shown, refusal = asyncio.run(claim(f"{space}:{pid}", heartbeat_age=1))
             assert shown == "running", (where, pid)
             assert refusal.startswith(f"run 1 is being driven by process {host}:{str(pid).split(':')[0]}, "), refusal
-            assert "(heartbeat 1 s ago); watch it with `hbtui monitor` instead" in refusal
+            assert "(heartbeat 1 s ago); watch it with hbtui monitor instead" in refusal
             assert ("in another PID namespace" if where == "another PID namespace" else "before a reboot") in refusal
             shown, lease = asyncio.run(claim(f"{space}:{pid}", heartbeat_age=HEARTBEAT_STALE_SECONDS + 5))
             assert shown == "interrupted", (where, pid)

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from hbtui.cli.common import EXIT_OK, UsageError, say
+from hbtui.core.invocation import invoked_as
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdicts import CANCELLED, INTERRUPTED, PAUSED, RUNNING
 from hbtui.store import Store
@@ -27,7 +28,7 @@ async def cmd_control(args: argparse.Namespace, settings: Settings, control: str
         if shown == INTERRUPTED:
             raise UsageError(
                 f"run {run.id}'s driver ({run.owner_shown or 'unknown'}) is gone, or silent past its heartbeat:"
-                f" nothing runs to {verb} (hbtui resume {run.id} continues the run)"
+                f" nothing runs to {verb} ({invoked_as()} resume {run.id} continues the run)"
             )
         if not await store.request_control(run.id, control):
             raise UsageError(f"run {run.id} ended meanwhile, or is being cancelled: nothing to {verb}")

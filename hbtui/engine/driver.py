@@ -42,6 +42,7 @@ from hbtui.core.events import (
 )
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import fill_template, grade_as_configured, graded_conversation, load_template
+from hbtui.core.invocation import invoked_as
 from hbtui.core.numbering import conversation_label, criterion_label
 from hbtui.core.rate_limits import merge_summaries
 from hbtui.core.redact import redact_keys
@@ -489,7 +490,7 @@ class Engine:
             settled = Settled(
                 "failed",
                 f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
-                f" resumes with `hbtui resume {run_id}` once that is fixed",
+                f" resumes with {invoked_as()} resume {run_id} once that is fixed",
                 None,
             )
         elif status == FINISHED:

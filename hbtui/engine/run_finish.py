@@ -11,6 +11,7 @@ from hbtui.analysis.progress import Tally
 from hbtui.core import scoring
 from hbtui.core.completion_groups import ordered_groups
 from hbtui.core.errors import TRANSIENT_KINDS
+from hbtui.core.invocation import invoked_as
 from hbtui.core.verdicts import INCOMPLETE
 from hbtui.render.export import write_run_folder
 from hbtui.store import RunRow, Store
@@ -86,7 +87,9 @@ async def settle(store: Store, run: RunRow, tally: scoring.ReportTally | None = 
     if left.criteria_left or left.conversations_left:
         # Never call a run finished while work is missing, whatever stopped it.
         return Settled(
-            "interrupted", f"{left.criteria_left} criteria were left ungraded; `hbtui resume {run_id}` does them", None
+            "interrupted",
+            f"{left.criteria_left} criteria were left ungraded; {invoked_as()} resume {run_id} does them",
+            None,
         )
     # Every summary is fresh here: those of earlier processes were refreshed as this one
     # started, and this one wrote its own with the verdicts they sum up.

@@ -18,6 +18,7 @@ from hbtui.client.wire import ChatError
 from hbtui.core.calls import Completes
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import Template, grade_as_configured, load_template
+from hbtui.core.invocation import invoked_as
 from hbtui.core.redact import redact_keys
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED
@@ -123,7 +124,7 @@ class MetaEvalDriver:
             status, self.error = FAILED, f"the grader refused: {self._fatal}"
         elif self._unreachable is not None:
             status = INTERRUPTED
-            self.error = f"{self._unreachable} (hbtui resume {run_id} continues where it stopped)"
+            self.error = f"{self._unreachable} ({invoked_as()} resume {run_id} continues where it stopped)"
         if self._cancelled:
             status = CANCELLED
         await self._flush()
@@ -211,7 +212,8 @@ class MetaEvalDriver:
         if status == FINISHED and (counts["pending"] or counts[ERROR]):
             status = INCOMPLETE
             self.error = (
-                f"{counts[ERROR]} rows got no verdict (hbtui resume {self.run.id} asks again those that got no answer)"
+                f"{counts[ERROR]} rows got no verdict"
+                f" ({invoked_as()} resume {self.run.id} asks again those that got no answer)"
             )
         await self.store.finish_meta_eval(self.run.id, status, lease=self.lease, summary=summary, error=self.error)
         return status

@@ -7,6 +7,7 @@ import time
 from hbtui.analysis.run_stats import RunStatistics, WorstAtKScores, penalty_label
 from hbtui.core.completion_groups import group_description, skipped_line
 from hbtui.core.fidelity import requests_line
+from hbtui.core.invocation import invoked_as
 from hbtui.core.rate_limits import limits_line
 from hbtui.core.run_kinds import IMPORTED, META_EVAL, META_EVAL_SCORE, MODEL_RUN, kind_label
 from hbtui.core.score_bins import histogram
@@ -125,7 +126,7 @@ def driver_lines(runs: list[RunRow], now: float | None = None) -> list[str]:
         if driver is not None:
             line = f"run {run.id}: driven by {one_line(driver, 120)}"
             if run.shown_status(now) == INTERRUPTED:  # gone, or silent on another host past its patience
-                line += f": it drives nothing now, `hbtui resume {run.id}` takes the run over"
+                line += f": it drives nothing now, {invoked_as()} resume {run.id} takes the run over"
         elif run.driver_log and run.shown_status(now) != FINISHED:
             line = f"run {run.id}: {run.shown_status(now)}"
         else:

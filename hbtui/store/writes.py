@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from operator import attrgetter
 
+from hbtui.core.invocation import invoked_as
 from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
@@ -442,7 +443,7 @@ class StoreWrites(Connection):
         row = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
         busy = row and driver_in_the_way(run_id, row[0], owner, row[1])
         if busy:
-            raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
+            raise RunBusy(busy + ("" if "stopped" in busy else f"; watch it with {invoked_as()} monitor instead"))
         async with self._transaction():
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
             if row is None:
@@ -450,7 +451,7 @@ class StoreWrites(Connection):
             current, heartbeat, _status = row
             busy = driver_in_the_way(run_id, current, owner, heartbeat)
             if busy:
-                raise RunBusy(busy + ("" if "stopped" in busy else "; watch it with `hbtui monitor` instead"))
+                raise RunBusy(busy + ("" if "stopped" in busy else f"; watch it with {invoked_as()} monitor instead"))
             lease = secrets.token_hex(16)
             await db.execute(
                 # A new driver starts running: a pause or cancel asked of the one before is spent.
