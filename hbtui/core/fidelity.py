@@ -58,6 +58,8 @@ def describe_requests(
             ]
     if settings.grader_json_schema:
         differences.append("grader asked for json_schema output")
+        if settings.grader_explanation_chars is not None:
+            differences.append(f"verdict explanations bounded to {settings.grader_explanation_chars} characters")
     for who, effort in (
         ("model under test", settings.reasoning_test if tested else None),
         ("grader", settings.reasoning_grader),

@@ -41,6 +41,16 @@ VERDICT_FORMAT = {
 }
 
 
+def verdict_format(explanation_chars: int | None = None) -> dict:
+    """The verdict's json_schema response_format; ``explanation_chars`` bounds the explanation
+    (maxLength), which llama.cpp's grammar enforces while the model writes."""
+    if explanation_chars is None:
+        return VERDICT_FORMAT
+    bounded = json.loads(json.dumps(VERDICT_FORMAT))
+    bounded["json_schema"]["schema"]["properties"]["explanation"]["maxLength"] = explanation_chars
+    return bounded
+
+
 class TemplateError(HbtuiError, ValueError):
     """A grader template that cannot be used; the message names the file and the slot."""
 
@@ -302,5 +312,5 @@ async def grade_as_configured(client: Completes, settings: Settings, prompt: str
         reasoning_effort=settings.reasoning_grader,
         parse_attempts=settings.grader_parse_attempts,
         system=settings.system_message_grader,
-        response_format=VERDICT_FORMAT if settings.grader_json_schema else None,
+        response_format=verdict_format(settings.grader_explanation_chars) if settings.grader_json_schema else None,
     )

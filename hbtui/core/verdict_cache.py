@@ -30,7 +30,7 @@ def request_prefix(
     temperature: float | None,
     max_tokens: int,
     reasoning_effort: str | None,
-    json_schema: bool,
+    json_schema: bool | int,
     repeat: int,
 ) -> hashlib._Hash:
     """The hash of everything but the criterion; ``conversation`` is the rendered conversation's
@@ -90,7 +90,9 @@ class RequestKeys:
             temperature=settings.temperature_grader,
             max_tokens=settings.max_tokens_grader,
             reasoning_effort=settings.reasoning_grader,
-            json_schema=settings.grader_json_schema,
+            # The schema asked for: True as it always was (older keys still hit), or the bound on
+            # the explanation that changes what the grader may write (GRADER_EXPLANATION_CHARS).
+            json_schema=(settings.grader_explanation_chars or True) if settings.grader_json_schema else False,
             repeat=repeat,
         )
 

@@ -32,6 +32,10 @@ SLOT_CONTEXT = 8192
 # Short answers keep 5 records within minutes on 2 cores; a cut reply is graded, and flagged.
 MAX_TOKENS_TEST = 192
 MAX_TOKENS_GRADER = 192
+# The tiny model's explanations ran on to the token budget, and the cut-off verdict was asked
+# again with twice the budget: some 25 s of CPU per grader call. Bounded in the verdict's schema
+# (llama.cpp's grammar holds it), each verdict ends within a few dozen tokens.
+EXPLANATION_CHARS = 160
 # A grader call waits behind the others on a laptop's CPU.
 TIMEOUT_SECONDS = 600.0
 STARTUP_SECONDS = 120.0
@@ -74,6 +78,7 @@ def demo_settings(settings: Settings, base_url: str, db_path: str) -> Settings:
         model_grader=MODEL_ALIAS,
         max_tokens_test=MAX_TOKENS_TEST,
         max_tokens_grader=MAX_TOKENS_GRADER,
+        grader_explanation_chars=EXPLANATION_CHARS,
         concurrency=SLOTS,
         timeout=TIMEOUT_SECONDS,
         db_path=db_path,

@@ -60,6 +60,7 @@ EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="min
 TEMPERATURE = Number(at_least=0.0, at_most=2.0, shape="0 to 2")
 TOKENS = WholeNumber(at_most=1_000_000, shape="1 to 1,000,000")
 ATTEMPTS = WholeNumber(at_most=100, shape="1 to 100")
+EXPLANATION_CHARS = WholeNumber(at_least=16, at_most=100_000, shape="16 to 100,000")
 # The workers are the sum of the limits over every endpoint: Settings.check_bounds bounds that too.
 MAX_IN_FLIGHT = 4096
 IN_FLIGHT = WholeNumber(at_most=MAX_IN_FLIGHT, shape="1 to 4,096 (over all endpoints together)")
@@ -430,6 +431,18 @@ class Settings:
         "ask the grader for its verdict with response_format json_schema (the reference does not)",
         True,
         label="JSON schema",
+    )
+    # A small model on a CPU (the demo's) writes on until its token budget runs out: a bound in
+    # the schema, which llama.cpp's grammar enforces, keeps each verdict short.
+    grader_explanation_chars: int | None = _described(
+        "GRADER_EXPLANATION_CHARS",
+        EXPLANATION_CHARS,
+        PROTOCOL,
+        "the most characters of a verdict's explanation, as maxLength in its json_schema (llama.cpp's grammar"
+        " holds a grader to it); unbounded unless set (the reference sets no bound)",
+        default_text="unbounded",
+        label="Explanation chars",
+        placeholder="unbounded",
     )
     length_penalty: float | None = _described(
         "LENGTH_PENALTY",

@@ -1,0 +1,72 @@
+"""GRADER_EXPLANATION_CHARS: a bound on a verdict's explanation, sent as maxLength in its
+json_schema (llama.cpp's grammar holds the grader to it: the demo's tiny model wrote on to its
+budget and was asked again with a larger one). The bound is part of a verdict's cache key, and
+the run's requests say they differ from the reference's."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from hbtui.core.fidelity import describe_requests, requests_line
+from hbtui.core.grading import VERDICT_FORMAT, verdict_format
+from hbtui.core.verdict_cache import RequestKeys, request_prefix
+from tests.conftest import run_engine, settings_for
+
+
+def test_the_bound_is_the_explanations_max_length_and_unset_is_the_schema_as_it_was():
+    assert verdict_format(None) is VERDICT_FORMAT
+    bounded = verdict_format(200)
+    assert bounded["json_schema"]["schema"]["properties"]["explanation"] == {"type": "string", "maxLength": 200}
+    assert "maxLength" not in VERDICT_FORMAT["json_schema"]["schema"]["properties"]["explanation"]
+
+
+def test_every_grader_request_carries_the_bound(server, small_dataset, tmp_path):
+    server.control(capture_requests=True)
+    settings = settings_for(server, tmp_path / "runs.sqlite", grader_explanation_chars=120)
+    _, status = asyncio.run(run_engine(settings, small_dataset, name="bounded"))
+    assert status == "finished"
+    graders = [body for body in server.captured_requests() if "response_format" in body]
+    assert graders
+    for body in graders:
+        assert body["response_format"]["json_schema"]["schema"]["properties"]["explanation"]["maxLength"] == 120
+
+
+class _Template:
+    sha256 = "t" * 64
+
+
+def test_the_bound_is_in_the_cache_key_and_an_unbounded_key_is_as_it_was(server, tmp_path):
+    plain = settings_for(server, tmp_path / "x.sqlite")
+    keys = {
+        label: RequestKeys(settings, _Template()).prefix("d" * 64, 0).hexdigest()
+        for label, settings in (
+            ("plain", plain),
+            ("bounded", replace(plain, grader_explanation_chars=120)),
+            ("other", replace(plain, grader_explanation_chars=121)),
+            ("text", replace(plain, grader_json_schema=False, grader_explanation_chars=120)),
+        )
+    }
+    assert len(set(keys.values())) == 4  # each bound its own key, and none the unbounded one's
+    without_schema = RequestKeys(replace(plain, grader_json_schema=False), _Template()).prefix("d" * 64, 0)
+    assert keys["text"] == without_schema.hexdigest(), "without a schema there is nothing to bound"
+    # An unbounded schema's key is the one older versions stored: their verdicts still hit.
+    as_before = request_prefix(
+        endpoint=",".join(plain.effective_grader_base_url or ()),
+        model=plain.model_grader or "",
+        template_sha256=_Template.sha256,
+        system=plain.system_message_grader,
+        conversation="d" * 64,
+        temperature=plain.temperature_grader,
+        max_tokens=plain.max_tokens_grader,
+        reasoning_effort=plain.reasoning_grader,
+        json_schema=True,
+        repeat=0,
+    )
+    assert keys["plain"] == as_before.hexdigest()
+
+
+def test_the_requests_line_says_the_bound(server, tmp_path):
+    settings = settings_for(server, tmp_path / "x.sqlite", grader_explanation_chars=120)
+    line = requests_line(describe_requests(settings, "builtin", "s" * 64))
+    assert "verdict explanations bounded to 120 characters" in line
