@@ -11,6 +11,10 @@ Grader agreement (Cohen's kappa) is over the criteria both runs graded, conversa
 conversation: for a regrade (same replies, another grader) it says how far two graders agree.
 
 Pure computation over what the store reads; no Textual, no printing.
+
+Longer than most modules (about 570 lines) because it is one comparison: the pairing of two runs'
+conversations, the paired bootstrap of every metric in one pass, the graders' kappa and the
+settings the runs differ in; its text is in render/compare_report.py.
 """
 
 from __future__ import annotations

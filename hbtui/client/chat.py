@@ -8,6 +8,10 @@ reasoning in a separate field or inside ``<think>``. What was learned about an e
 model is remembered for the rest of the client's life and reported once through ``on_note``.
 What lies under it (the endpoint, the request's bytes, the answer read against its limit, the
 HTTP session) is hbtui.client.wire.
+
+Longer than most modules (about 620 lines) because one request's attempts are one loop: the pace,
+the retries, the quirks an endpoint refuses (learned and left out), the refusals and the reply's
+parsing all act on it; the wire under it is in wire.py, the limiter in limiter.py.
 """
 
 from __future__ import annotations

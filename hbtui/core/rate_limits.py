@@ -16,6 +16,10 @@ need three answers:
 The pacer is per endpoint and model, as OpenAI's limits are. Nothing here imports aiohttp or the
 client: it reads header mappings and numbers, so the client, the connection check and the tests
 share it.
+
+Longer than most modules (about 560 lines) because three providers' ways of saying their limits
+(x-ratelimit-*, anthropic-ratelimit-*, OpenRouter's), the classifier of a refusal and the pacer
+that learns from both belong together: the pacer's rules are the headers' meaning.
 """
 
 from __future__ import annotations

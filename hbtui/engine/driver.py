@@ -43,6 +43,7 @@ from hbtui.core.events import (
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import fill_template, grade_as_configured, graded_conversation, load_template
 from hbtui.core.invocation import invoked_as
+from hbtui.core.live import LiveSnapshot
 from hbtui.core.numbering import conversation_label, criterion_label
 from hbtui.core.rate_limits import merge_summaries
 from hbtui.core.redact import redact_keys
@@ -257,7 +258,7 @@ class Engine:
     def max_unwritten(self) -> int:
         return self.writer.max_unwritten
 
-    def live_snapshot(self) -> dict:
+    def live_snapshot(self) -> LiveSnapshot:
         return self.pool.snapshot()
 
     def _update_gate(self) -> None:

@@ -35,6 +35,7 @@ from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import MIB, ChatError, Endpoint, endpoints_of
 from hbtui.core.calls import ChatResult
 from hbtui.core.events import CallFailed, Event
+from hbtui.core.live import LiveSnapshot
 from hbtui.core.rate_limits import pace_summary
 from hbtui.core.settings.config import Settings
 
@@ -338,7 +339,7 @@ class EndpointPool:
             return False
         return not any(self.live.endpoints[label].successes for label in stats.siblings)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> LiveSnapshot:
         """The live figures as the heartbeat row keeps them, for monitors in other processes."""
         limiters = self.limiters
         return {

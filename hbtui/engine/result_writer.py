@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from hbtui.core.live import LiveSnapshot
 from hbtui.store import (
     ConversationScore,
     LogLine,
@@ -56,7 +57,7 @@ Result = ReplyResult | VerdictResult | ConversationScore | LogLine
 
 @dataclass(slots=True, frozen=True)
 class Heartbeat:
-    live: dict  # the live figures for monitors in other processes; only the newest counts
+    live: LiveSnapshot  # the live figures for monitors in other processes; only the newest counts
 
 
 def database_locked(exc: sqlite3.OperationalError) -> bool:
@@ -72,7 +73,7 @@ class PendingBatch:
     """What the writer commits in one transaction; kept whole while the database is locked."""
 
     results: ResultBatch = field(default_factory=ResultBatch)
-    heartbeat: dict | None = None
+    heartbeat: LiveSnapshot | None = None
     done: bool = False  # the run is closing: this is the last batch
     lock_noted: bool = False
 
@@ -187,7 +188,7 @@ class ResultWriter:
                 self._journal_failed(f"the answer journal of run {self.run_id} cannot be written ({exc})")
         self._enqueue(entry)
 
-    def heartbeat(self, live: dict) -> None:
+    def heartbeat(self, live: LiveSnapshot) -> None:
         self._enqueue(Heartbeat(live))
 
     def log(self, level: str, message: str) -> None:
@@ -201,7 +202,7 @@ class ResultWriter:
     def behind(self) -> bool:
         return self.unwritten >= self.max_unwritten
 
-    def lease_unconfirmed(self, live: Callable[[], dict]) -> bool:
+    def lease_unconfirmed(self, live: Callable[[], LiveSnapshot]) -> bool:
         """Whether no write confirmed the lease lately; asks the writer to confirm it if so."""
         unconfirmed = time.monotonic() - self.confirmed_at > LEASE_CONFIRM_SECONDS
         if unconfirmed and not self._confirming:

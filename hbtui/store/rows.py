@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from hbtui.core.errors import HbtuiError
+from hbtui.core.live import LiveSnapshot
 from hbtui.core.plan import RunPlan
 from hbtui.core.run_kinds import MODEL_RUN
 from hbtui.core.scoring import conversation_score
-from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, RUNNING
+from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, RUNNING, RunStatus
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
 from hbtui.store.run_report import StoredReport
 from hbtui.store.search import text_clause, verdict_clause
@@ -84,7 +85,7 @@ def elapsed(seconds: float) -> str:
 class RunRow:
     id: int
     name: str
-    status: str
+    status: RunStatus  # as stored (shown_status says interrupted for a driver gone)
     created_at: float
     finished_at: float | None
     dataset_name: str
@@ -102,7 +103,7 @@ class RunRow:
     folder: str | None
     heartbeat_at: float | None
     owner: str | None
-    live: dict | None
+    live: LiveSnapshot | None  # the driver's last heartbeat (hbtui.core.live)
     requests: dict | None = None  # what its requests were: template, system messages, reference-identical
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
     kind: str = MODEL_RUN  # hbtui.core.run_kinds

@@ -1,4 +1,10 @@
-"""The store's writes: creating runs, owning them, and the engine's batched results."""
+"""The store's writes: creating runs, owning them, and the engine's batched results.
+
+Longer than most modules (about 710 lines) because every write of the store, over one connection:
+creating a run, claiming its lease, the engine's group commit, the run's end, a regrade's copy and
+a takeover share one transaction discipline, the lease's fence, which each of them must take as the
+others do.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from operator import attrgetter
 
 from hbtui.core.invocation import invoked_as
+from hbtui.core.live import LiveSnapshot
 from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
@@ -461,7 +468,7 @@ class StoreWrites(Connection):
             )
         return lease
 
-    async def _fence(self, run_id: int, lease: str, live: dict | None = None) -> None:
+    async def _fence(self, run_id: int, lease: str, live: LiveSnapshot | None = None) -> None:
         """Inside the caller's transaction: refresh the heartbeat if ``lease`` still holds the run.
 
         Being a write, it takes the database's write lock, so no takeover can come between this
@@ -493,7 +500,7 @@ class StoreWrites(Connection):
         await self.db.commit()
         return cursor.rowcount == 1
 
-    async def heartbeat(self, run_id: int, lease: str, live: dict) -> None:
+    async def heartbeat(self, run_id: int, lease: str, live: LiveSnapshot) -> None:
         async with self._transaction(immediate=False):
             await self._fence(run_id, lease, live)
 
@@ -681,7 +688,12 @@ class StoreWrites(Connection):
             await self.db.executemany(CACHE_INSERT, [CACHE_PARAMS(item) for item in paid])
 
     async def write_batch(
-        self, batch: ResultBatch, *, run_id: int | None = None, lease: str | None = None, live: dict | None = None
+        self,
+        batch: ResultBatch,
+        *,
+        run_id: int | None = None,
+        lease: str | None = None,
+        live: LiveSnapshot | None = None,
     ) -> None:
         """One transaction for everything that completed since the last batch.
 

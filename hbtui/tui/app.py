@@ -9,6 +9,10 @@ saved and the run can be resumed.
 
 The local demo's run is the one driven here, by a worker of the App (never of a screen, so
 leaving the monitor never stops it): the demo's model server belongs to the app and ends with it.
+
+Longer than most modules (about 600 lines) because the App holds what outlives a screen (the store,
+the runs driven here or in processes of their own, quitting, the frame timer's and error handling's
+hooks into Textual); each screen is a module of its own.
 """
 
 from __future__ import annotations

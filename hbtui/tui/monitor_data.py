@@ -29,6 +29,7 @@ from hbtui.core.events import (
     ReplyGenerated,
     RunFinished,
 )
+from hbtui.core.live import LiveSnapshot
 from hbtui.core.rate_limits import limits_line
 from hbtui.core.verdicts import ENDED, GOING, PAUSED, RUNNING
 from hbtui.store import RunRow, Store
@@ -223,7 +224,7 @@ class RunCounters:
         return running_rate(self._completions, self._started, moment, [tuple(p) for p in pauses or []])
 
 
-def endpoint_figures(live: dict) -> dict[str, tuple[int, int, float, str]]:
+def endpoint_figures(live: LiveSnapshot) -> dict[str, tuple[int, int, float, str]]:
     """Each endpoint's figures from the live snapshot (a heartbeat row of an older hbtui has no
     rate or state: its endpoints read as live)."""
     return {
@@ -232,7 +233,7 @@ def endpoint_figures(live: dict) -> dict[str, tuple[int, int, float, str]]:
     }
 
 
-def view_from_counters(run: RunRow, counters: RunCounters, snapshot: dict) -> MonitorView:
+def view_from_counters(run: RunRow, counters: RunCounters, snapshot: LiveSnapshot) -> MonitorView:
     """The view of a run of this process; ``snapshot`` is ``engine.live_snapshot()``."""
     rate = counters.calls_per_second(pauses=snapshot.get("pauses"))
     remaining = counters.tally.calls_left
@@ -276,7 +277,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     rate = running_seconds = 0.0
     if running:
         spans = running_spans(
-            now, (live or {}).get("started_at", 0.0), [tuple(p) for p in (live or {}).get("pauses", [])]
+            now, (live or {}).get("started_at", 0.0), [(p[0] or 0.0, p[1]) for p in (live or {}).get("pauses", [])]
         )
         calls = 0
         for start, end in spans:

@@ -3,6 +3,10 @@
 Fields are checked as they are typed, with the same rules as `.env` and the command line
 (``Setting.parse`` in ``hbtui.core.settings.config``), and the problem is written under the
 field. API keys sit in password inputs: shown masked, never written to a preset.
+
+Longer than most modules (about 700 lines) because the form's actions (start, check, presets, .env,
+the demo, a meta-eval) all read and mark the one form; its fields, sections and the checks of what
+is typed are in config_form.py.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Two tabs keep 80x24 usable: the summary (1) and the conversation list (2), which takes the
 whole height. Filters and the sort order are reactive state of this screen (a change reloads the
 list); the list only pages rows, from the reader the screen hands it.
+
+Longer than most modules (about 670 lines) because one screen whose keys act across its tabs
+(summary, conversations, search, filters, sort, review), all over one run's state; what it says
+(the summary's text, the score range, the search's matches) is in run_summary.py.
 """
 
 from __future__ import annotations

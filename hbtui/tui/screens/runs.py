@@ -2,6 +2,10 @@
 
 A run list stays small (tens or hundreds of rows), so Textual's DataTable is fine here. It is
 re-read every couple of seconds so running runs (of this or another process) move on their own.
+
+Longer than most modules (about 530 lines) because every action on a run in the list (open,
+monitor, continue, compare, search, filter, the database switch) reads the one table's selection;
+the export, rename and delete dialogs are in run_actions.py.
 """
 
 from __future__ import annotations
