@@ -49,7 +49,7 @@ from hbtui.core.rate_limits import merge_summaries
 from hbtui.core.redact import redact_keys
 from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
 from hbtui.core.verdict_cache import RequestKeys, conversation_digest
-from hbtui.core.verdicts import CANCELLED, FINISHED, PAUSED, TAKEN_OVER
+from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INTERRUPTED, PAUSED, PENDING, TAKEN_OVER
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
 from hbtui.engine.finish_ahead import FinishAhead
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
@@ -154,7 +154,7 @@ class Engine:
                 self.deviations.discard(deviation)
                 self.replies_redacted += int(counted.group(1))
         self._explanation_redacted = False  # said once in the run's log
-        self.cancel_status = "interrupted"
+        self.cancel_status = INTERRUPTED
         self._control_seen: str | None = None  # the control last applied (see _watch_controls)
         self._stopping = False  # cancelled: the calls in flight finish, no new one starts
         self._background: set[asyncio.Task] = set()  # the controls' watcher and what it starts
@@ -203,7 +203,7 @@ class Engine:
             return  # a cancel is final
         if control == CANCELLED:
             self._stopping = True
-            self.cancel_status = "cancelled"
+            self.cancel_status = CANCELLED
             self._set_paused(True)
             self._update_gate()
             self._note("cancel asked: no new call starts; the calls in flight finish, then the run stops")
@@ -380,18 +380,18 @@ class Engine:
         # A database that stops taking writes (disk full, read-only) stops the calls at once:
         # answers that cannot be stored would be paid for again on resume.
         writer.add_done_callback(lambda task: drive.cancel() if not task.cancelled() and task.exception() else None)
-        status, error = "finished", None
+        status, error = FINISHED, None
         try:
             await drive
             if self._fatal is not None:
-                status, error = "failed", str(self._fatal)
+                status, error = FAILED, str(self._fatal)
         except asyncio.CancelledError:
             if self._fatal is not None and not self._cancelled_from_outside():
-                status, error = "failed", str(self._fatal)
+                status, error = FAILED, str(self._fatal)
             else:
                 status = self.cancel_status
         except Exception as exc:  # noqa: BLE001 - the run must end with a status, whatever broke
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            status, error = FAILED, f"{type(exc).__name__}: {exc}"
         finally:
             # Shielded: a second cancel (Ctrl-C twice, the app stopping a run it just cancelled)
             # must not cut the final writes and leave the run marked as running.
@@ -486,10 +486,10 @@ class Engine:
             return self._taken_over(str(store_error))
         settled, prepared = Settled(status, error, None), None
         if isinstance(store_error, StoreError):
-            settled = Settled("failed", str(store_error), None)
+            settled = Settled(FAILED, str(store_error), None)
         elif store_error is not None:
             settled = Settled(
-                "failed",
+                FAILED,
                 f"cannot write to the database {self.store.path}: {store_error}; the run stopped and"
                 f" resumes with {invoked_as()} resume {run_id} once that is fixed",
                 None,
@@ -687,7 +687,7 @@ class Engine:
             self._store_answer(
                 ReplyResult(
                     item.conversation_id,
-                    "failed",
+                    FAILED,
                     time.time(),
                     error=message,
                     error_kind=exc.kind,
@@ -768,7 +768,7 @@ class Engine:
                     for idx, text, points in asked
                 )
             )
-        if self._fatal is not None and any(s == "pending" for s in statuses.values()):
+        if self._fatal is not None and any(s == PENDING for s in statuses.values()):
             return
         # The one summary rule, as a refresh recomputes it from the database.
         outcome = conversation_outcome((points, statuses[idx]) for idx, points, _ in item.all_criteria)

@@ -12,7 +12,7 @@ from hbtui.core import scoring
 from hbtui.core.completion_groups import ordered_groups
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.invocation import invoked_as
-from hbtui.core.verdicts import INCOMPLETE
+from hbtui.core.verdicts import FINISHED, INCOMPLETE, INTERRUPTED
 from hbtui.render.export import write_run_folder
 from hbtui.store import RunRow, Store
 from hbtui.store.run_report import StoredReport
@@ -87,7 +87,7 @@ async def settle(store: Store, run: RunRow, tally: scoring.ReportTally | None = 
     if left.criteria_left or left.conversations_left:
         # Never call a run finished while work is missing, whatever stopped it.
         return Settled(
-            "interrupted",
+            INTERRUPTED,
             f"{left.criteria_left} criteria were left ungraded; {invoked_as()} resume {run_id} does them",
             None,
         )
@@ -105,7 +105,7 @@ async def settle(store: Store, run: RunRow, tally: scoring.ReportTally | None = 
             " refused (see `hbtui show` for why)",
             report,
         )
-    return Settled("finished", None, report)
+    return Settled(FINISHED, None, report)
 
 
 async def record_end(

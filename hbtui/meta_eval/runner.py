@@ -21,7 +21,7 @@ from hbtui.core.grading import Template, grade_as_configured, load_template
 from hbtui.core.invocation import invoked_as
 from hbtui.core.redact import redact_keys
 from hbtui.core.settings.config import Settings
-from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED
+from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED, PAUSED
 from hbtui.engine.endpoint_pool import EndpointPool
 from hbtui.meta_eval.grading import meta_grader_prompt
 from hbtui.meta_eval.plan import meta_requests
@@ -200,7 +200,7 @@ class MetaEvalDriver:
                         task.cancel()
                     return
                 if self._pool is not None:  # paused: calls in flight finish; no new one leaves
-                    self._pool.set_paused(control == "paused")
+                    self._pool.set_paused(control == PAUSED)
                     self._pool.gate(held_back=False)
 
     async def _finish(self, status: str) -> str:

@@ -14,7 +14,7 @@ from hbtui.core.live import LiveSnapshot
 from hbtui.core.plan import RunPlan
 from hbtui.core.run_kinds import MODEL_RUN
 from hbtui.core.scoring import conversation_score
-from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, RUNNING, RunStatus
+from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, PAUSED, RUNNING, RunStatus
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
 from hbtui.store.run_report import StoredReport
 from hbtui.store.search import text_clause, verdict_clause
@@ -140,7 +140,7 @@ class RunRow:
             return self.status
         state = owner_state(self.owner)
         if state == GONE or (state == REMOTE and self.heartbeat_stale(now)):
-            return "interrupted"
+            return INTERRUPTED
         return "running"
 
     def status_label(self, now: float | None = None) -> str:
@@ -148,7 +148,7 @@ class RunRow:
         status = self.shown_status(now)
         if status == RUNNING and owner_state(self.owner) == STOPPED:
             return "stopped"
-        return "paused" if status == RUNNING and (self.live or {}).get("paused") else status
+        return PAUSED if status == RUNNING and (self.live or {}).get("paused") else status
 
     def stopped_ago(self, now: float | None = None) -> str | None:
         """How long ago an interrupted run's process went silent, e.g. "3 min ago"."""

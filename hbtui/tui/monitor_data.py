@@ -239,7 +239,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: LiveSnapsho
     remaining = counters.tally.calls_left
     p50, p95 = percentiles(list(counters.latencies))
     finished = counters.finished
-    status = finished.status if finished else ("paused" if snapshot.get("paused") else "running")
+    status = finished.status if finished else (PAUSED if snapshot.get("paused") else RUNNING)
     return MonitorView.of_run(
         run,
         status=status,

@@ -32,7 +32,7 @@ from textual.widgets import ProgressBar, Static
 from hbtui.core import scoring
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.core.text import one_line, visible_controls
-from hbtui.core.verdicts import FAILED, PAUSED, RUNNING
+from hbtui.core.verdicts import CANCELLED, FAILED, PAUSED, RUNNING
 from hbtui.local import DEMO_MODEL_ALIAS
 from hbtui.render.run_metadata import duration_text
 from hbtui.services import resume_hint
@@ -450,7 +450,7 @@ class MonitorScreen(ResponsiveScreen):
         if not asked:
             self.notify(f"run {self.run_id} is not running any more", markup=False, severity="warning")
             return
-        what = {"paused": "pause", None: "resume", "cancelled": "cancel"}[control]
+        what = {PAUSED: "pause", None: "resume", CANCELLED: "cancel"}[control]
         self.say(f"asked {owner} to {what} run {self.run_id}: it does within a second; calls in flight finish")
 
     def action_pause(self) -> None:
@@ -458,7 +458,7 @@ class MonitorScreen(ResponsiveScreen):
             return
         live = self.live
         if live is None:
-            self._ask_driver(None if self.view is not None and self.view.status == PAUSED else "paused")
+            self._ask_driver(None if self.view is not None and self.view.status == PAUSED else PAUSED)
             return
         if live.engine.paused:
             live.engine.resume()
@@ -477,7 +477,7 @@ class MonitorScreen(ResponsiveScreen):
             if not yes:
                 return
             if self.live is None:
-                self._ask_driver("cancelled")
+                self._ask_driver(CANCELLED)
                 return
             self.app.cancel_run(self.run_id)
             self.say(f"cancelling run {self.run_id}: the calls in flight finish and are saved")

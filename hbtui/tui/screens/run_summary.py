@@ -14,7 +14,7 @@ from hbtui.analysis.run_stats import RunStatistics, penalty_label
 from hbtui.core.fidelity import requests_line
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line, visible_controls
-from hbtui.core.verdicts import RUNNING
+from hbtui.core.verdicts import FINISHED, INCOMPLETE, INTERRUPTED, RUNNING
 from hbtui.render.run_metadata import duration_text, run_duration
 from hbtui.store import (
     RunRow,
@@ -156,9 +156,7 @@ def summary_text(
     text.append("\nStatus ", style="bold")  # a line of its own: at 80 columns the date wrapped in two
     text.append(
         status,
-        style={"finished": "green", "running": "cyan", "interrupted": "yellow", "incomplete": "yellow"}.get(
-            status, "red"
-        ),
+        style={FINISHED: "green", RUNNING: "cyan", INTERRUPTED: "yellow", INCOMPLETE: "yellow"}.get(status, "red"),
     )
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))

@@ -24,7 +24,7 @@ from hbtui.core.errors import TRANSIENT_KINDS, failure_words
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
-from hbtui.core.verdicts import FAILED, FINISHED, INCOMPLETE, RUNNING
+from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED, PENDING, RUNNING
 from hbtui.store import RunRow, StoreError
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import RunActions
@@ -39,7 +39,7 @@ REFRESH_SECONDS = 2.0
 # which then took 200 ms instead of 35 ms.
 CONFIG_PREBUILD_DELAY = 0.5
 # Statuses a run can be continued from; a finished one only when calls got no answer.
-RESUMABLE = ("interrupted", "failed", "cancelled", "pending", "incomplete")
+RESUMABLE = (INTERRUPTED, FAILED, CANCELLED, PENDING, INCOMPLETE)
 # What tells runs apart comes first, then what says whether a run is whole (n scored of planned,
 # errors), then when it was made; at 80 columns the rest scrolls sideways under the fixed id and name.
 # Last, the process driving a running run (host:pid, said so when silent) and its detached driver's log.
@@ -59,7 +59,7 @@ COLUMNS = (
     "log",
 )
 FIXED_COLUMNS = 2
-STATUS_STYLES = {"incomplete": "bold yellow", "failed": "red", "interrupted": "yellow", "cancelled": "yellow"}
+STATUS_STYLES = {INCOMPLETE: "bold yellow", FAILED: "red", INTERRUPTED: "yellow", CANCELLED: "yellow"}
 
 
 def error_count(run: RunRow) -> int | None:
