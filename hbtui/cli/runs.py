@@ -26,7 +26,6 @@ from hbtui.cli.common import (
     prices_or_warn,
     say,
 )
-from hbtui.client.checks import ModelNotServed, models_not_served
 from hbtui.client.wire import load_http_in_background
 from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.errors import TRANSIENT_KINDS
@@ -121,6 +120,8 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
     load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
     # A model name mistyped: the check's own line, before the run is planned (no run, no file).
+    from hbtui.client.checks import ModelNotServed, models_not_served  # httpx, which a run needs not otherwise
+
     missing = await models_not_served(settings)
     if missing:
         raise ModelNotServed(f"{'; '.join(missing)} (`{invoked_as()} check` asks every endpoint)")

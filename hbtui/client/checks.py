@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import httpx
-
 from hbtui.client.chat import AUTH, NOT_FOUND, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import (
@@ -56,6 +54,8 @@ def _scrub(message: str, *secrets: str | None) -> str:
 
 
 def _reach_error(exc: Exception, url: str) -> str:
+    import httpx
+
     if isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
         return f"unreachable: {unreachable_reason(exc)} at {url}"
     return f"unreachable: {type(exc).__name__}: {exc} at {url}"
@@ -81,6 +81,8 @@ async def _check_endpoint(
     ``named``: one of several endpoints, so each line says which (its URL, never its key)."""
     url, key = endpoint.base_url, endpoint.api_key
     where = f" at {endpoint.label}" if named else ""
+    import httpx  # the check's alone: a run checks its models through aiohttp, the run's own library
+
     results: list[CheckResult] = []
     name = f"{role} endpoint{where}"
     served: list[str] | None = None
