@@ -70,3 +70,34 @@ def test_the_requests_line_says_the_bound(server, tmp_path):
     settings = settings_for(server, tmp_path / "x.sqlite", grader_explanation_chars=120)
     line = requests_line(describe_requests(settings, "builtin", "s" * 64))
     assert "verdict explanations bounded to 120 characters" in line
+
+
+def test_grader_slots_send_each_conversations_criteria_to_one_llama_slot(server, small_dataset, tmp_path):
+    """GRADER_SLOTS (the demo's): id_slot is the conversation's, the same for all its criteria,
+    never on a reply's request, and not sent at all unless set."""
+    from hbtui.core.dataset import load_jsonl
+
+    server.control(capture_requests=True)
+    settings = settings_for(server, tmp_path / "runs.sqlite", grader_slots=2)
+    _, status = asyncio.run(run_engine(settings, small_dataset, name="slotted"))
+    assert status == "finished"
+    bodies = server.captured_requests()
+    replies = [body for body in bodies if "response_format" not in body]
+    graders = [body for body in bodies if "response_format" in body]
+    assert replies and all("id_slot" not in body for body in replies)
+    questions = [record.prompt[-1]["content"] for record in load_jsonl(small_dataset).records]
+    slots_by_conversation: dict[str, set[int]] = {}
+    for body in graders:
+        (question,) = [q for q in questions if q in body["messages"][-1]["content"]]
+        slots_by_conversation.setdefault(question, set()).add(body["id_slot"])
+    assert len(slots_by_conversation) == len(questions) > 1
+    assert all(len(slots) == 1 for slots in slots_by_conversation.values())
+    assert {slot for slots in slots_by_conversation.values() for slot in slots} <= {0, 1}
+    server.control(capture_requests=False)
+    server.reset_stats()
+
+
+def test_no_id_slot_unless_grader_slots_is_set(server, small_dataset, tmp_path):
+    server.control(capture_requests=True)
+    _, status = asyncio.run(run_engine(settings_for(server, tmp_path / "r.sqlite"), small_dataset, name="plain"))
+    assert status == "finished" and all("id_slot" not in body for body in server.captured_requests())

@@ -283,6 +283,8 @@ class ChatClient:
             body["reasoning_effort"] = request.reasoning_effort
         if request.response_format is not None and quirks.json_schema:
             body["response_format"] = request.response_format
+        if request.slot is not None and "id_slot" not in quirks.dropped:
+            body["id_slot"] = request.slot
         return body
 
     def _learn(self, model: str, quirks: ModelQuirks, param: str) -> None:
@@ -326,10 +328,13 @@ class ChatClient:
         response_format: dict | None = None,
         priority: int = GENERATION,
         leave: Callable[[], bool] | None = None,
+        slot: int | None = None,
     ) -> ChatResult:
         """``leave``: asked after a failed attempt, before the next; True gives up on this
         endpoint at once (the call is not answered, so another endpoint may take it)."""
-        request = ChatRequest(model, messages, temperature, max_tokens, reasoning_effort, response_format, priority)
+        request = ChatRequest(
+            model, messages, temperature, max_tokens, reasoning_effort, response_format, priority, slot
+        )
         quirks = self.quirks.get(model) or self.quirks.setdefault(model, ModelQuirks())
         shape = response_format is not None
         if shape not in quirks.settled:

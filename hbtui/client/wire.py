@@ -126,6 +126,7 @@ class ChatRequest:
     reasoning_effort: str | None
     response_format: dict | None
     priority: int
+    slot: int | None = None  # llama.cpp's id_slot: the server slot that holds this prompt's prefix
 
 
 class ChatError(HbtuiError):

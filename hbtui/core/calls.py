@@ -37,6 +37,7 @@ class Completes(Protocol):
         reasoning_effort: str | None = None,
         response_format: dict | None = None,
         priority: int = GENERATION,
+        slot: int | None = None,
     ) -> ChatResult: ...
 
 

@@ -257,6 +257,7 @@ async def grade_criterion(
     parse_attempts: int,
     system: str | None = None,
     response_format: dict | None = VERDICT_FORMAT,
+    slot: int | None = None,
 ) -> GradeOutcome:
     """Ask the grader until its answer parses, at most ``parse_attempts`` times.
 
@@ -277,6 +278,7 @@ async def grade_criterion(
             reasoning_effort=reasoning_effort,
             response_format=response_format,
             priority=GRADING,
+            **({"slot": slot} if slot is not None else {}),
         )
         outcome.attempts += result.attempts
         outcome.latency_ms += result.latency_ms
@@ -301,8 +303,11 @@ async def grade_criterion(
     return outcome
 
 
-async def grade_as_configured(client: Completes, settings: Settings, prompt: str) -> GradeOutcome:
-    """``grade_criterion`` with the grader's settings of a run (a model run's, a meta-eval's)."""
+async def grade_as_configured(
+    client: Completes, settings: Settings, prompt: str, slot: int | None = None
+) -> GradeOutcome:
+    """``grade_criterion`` with the grader's settings of a run (a model run's, a meta-eval's);
+    ``slot``: the server slot to ask (llama.cpp's id_slot), where GRADER_SLOTS is set."""
     return await grade_criterion(
         client,
         settings.model_grader or "",
@@ -313,4 +318,5 @@ async def grade_as_configured(client: Completes, settings: Settings, prompt: str
         parse_attempts=settings.grader_parse_attempts,
         system=settings.system_message_grader,
         response_format=verdict_format(settings.grader_explanation_chars) if settings.grader_json_schema else None,
+        slot=slot,
     )

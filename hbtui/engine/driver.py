@@ -817,7 +817,9 @@ class Engine:
         settings = self.settings
         prompt = fill_template(self._template, rendered, points, text)
         try:
-            outcome = await grade_as_configured(client, settings, prompt)
+            # A conversation's criteria share its prompt's prefix: llama.cpp's slot that holds it.
+            slot = item.conversation_id % settings.grader_slots if settings.grader_slots else None
+            outcome = await grade_as_configured(client, settings, prompt, slot)
         except ChatError as exc:
             if self._check_fatal(exc):
                 return

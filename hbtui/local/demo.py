@@ -29,8 +29,10 @@ DEFAULT_LIMIT = 5
 # replies and the grader prompt around them fit one slot; the KV cache takes about 750 MB.
 SLOTS = 4
 SLOT_CONTEXT = 8192
-# Short answers keep 5 records within minutes on 2 cores; a cut reply is graded, and flagged.
-MAX_TOKENS_TEST = 192
+# Short answers keep 5 records within minutes on 2 cores; a cut reply is graded, and flagged. The
+# reply is in every grader prompt of its conversation: 128 rather than 192 took the demo from
+# 100 s to 92 s here (bench/bench_demo.py).
+MAX_TOKENS_TEST = 128
 MAX_TOKENS_GRADER = 192
 # The tiny model's explanations ran on to the token budget, and the cut-off verdict was asked
 # again with twice the budget: some 25 s of CPU per grader call. Bounded in the verdict's schema
@@ -79,6 +81,12 @@ def demo_settings(settings: Settings, base_url: str, db_path: str) -> Settings:
         max_tokens_test=MAX_TOKENS_TEST,
         max_tokens_grader=MAX_TOKENS_GRADER,
         grader_explanation_chars=EXPLANATION_CHARS,
+        # Each conversation's criteria on the llama.cpp slot that holds their shared prefix (id_slot),
+        # with twice the slots in flight, so that every slot has a conversation's criteria queued:
+        # 115 s -> 100 s here. llama.cpp processes prompts at some 300 tokens/s on this CPU, and a
+        # grader prompt is some 500 tokens, 290 of them the prefix.
+        grader_slots=SLOTS,
+        grader_concurrency=2 * SLOTS,
         concurrency=SLOTS,
         timeout=TIMEOUT_SECONDS,
         db_path=db_path,

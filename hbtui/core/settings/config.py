@@ -61,6 +61,7 @@ TEMPERATURE = Number(at_least=0.0, at_most=2.0, shape="0 to 2")
 TOKENS = WholeNumber(at_most=1_000_000, shape="1 to 1,000,000")
 ATTEMPTS = WholeNumber(at_most=100, shape="1 to 100")
 EXPLANATION_CHARS = WholeNumber(at_least=16, at_most=100_000, shape="16 to 100,000")
+SLOT_COUNT = WholeNumber(at_most=256, shape="1 to 256")
 # The workers are the sum of the limits over every endpoint: Settings.check_bounds bounds that too.
 MAX_IN_FLIGHT = 4096
 IN_FLIGHT = WholeNumber(at_most=MAX_IN_FLIGHT, shape="1 to 4,096 (over all endpoints together)")
@@ -434,6 +435,16 @@ class Settings:
     )
     # A small model on a CPU (the demo's) writes on until its token budget runs out: a bound in
     # the schema, which llama.cpp's grammar enforces, keeps each verdict short.
+    grader_slots: int | None = _described(
+        "GRADER_SLOTS",
+        SLOT_COUNT,
+        PROTOCOL,
+        "llama.cpp's server slots (its --parallel): each conversation's criteria are sent to one slot"
+        " (id_slot), which holds their shared prefix; not sent unless set",
+        default_text="not sent",
+        label="Grader slots",
+        placeholder="not sent",
+    )
     grader_explanation_chars: int | None = _described(
         "GRADER_EXPLANATION_CHARS",
         EXPLANATION_CHARS,
