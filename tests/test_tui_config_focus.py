@@ -43,10 +43,14 @@ async def test_ctrl_down_and_up_go_to_the_first_field_of_each_section(tmp_path):
         await open_form(pilot, app)
         titles = [title for title, _ in SECTIONS]
         visited = []
-        for _ in titles:
+        form = app.screen.query_one("#config-form")
+        for index, _ in enumerate(titles):
             await pilot.press("ctrl+down")
             await pilot.pause()
             visited.append(SECTION_OF[app.focused.id.removeprefix("field-")])
+            # The section's heading is in view above its field: "Base URL" alone does not say whose.
+            heading = app.screen.query_one(f"#section-{(index + 1) % len(titles)}")
+            assert form.region.y <= heading.region.y < app.focused.region.y, visited[-1]
         assert visited == titles[1:] + titles[:1], "each section once, in order, then around"
         first_of_grader = next(f.name for title, section in SECTIONS if title == "Grader" for f in section)
         while SECTION_OF[app.focused.id.removeprefix("field-")] != "Grader":
@@ -54,6 +58,11 @@ async def test_ctrl_down_and_up_go_to_the_first_field_of_each_section(tmp_path):
             await pilot.pause()
         assert app.focused.id == f"field-{first_of_grader}"
         assert app.focused.region.y < 24, "the field is scrolled into view"
+        await pilot.pause()
+        # Its section's heading is in view above it: "Base URL" alone would not say whose.
+        heading, form = app.screen.query_one("#section-1"), app.screen.query_one("#config-form")
+        assert str(heading.render()) == "Grader"
+        assert form.region.y <= heading.region.y < app.focused.region.y
 
 
 async def test_ctrl_f_lists_every_field_and_goes_to_the_one_picked(tmp_path):

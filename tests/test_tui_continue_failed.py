@@ -56,6 +56,8 @@ async def test_c_on_a_failed_run_changes_its_endpoint_and_key_and_it_finishes(tm
         await wait_for(pilot, lambda: isinstance(app.screen, ContinueRunModal), what="the continue dialog")
         modal = app.screen
         assert "It stopped on: connection: unreachable" in str(modal.query_one(Static).render())
+        box = modal.query_one("#continue-run").region  # centred, as every dialog is
+        assert abs(box.x - (100 - box.right)) <= 1 and box.y > 0
         # A value that cannot be: said in the dialog, which stays.
         modal.query_one("#continue-concurrency", Input).value = "0"
         await pilot.press("ctrl+s")

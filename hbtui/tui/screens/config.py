@@ -339,7 +339,12 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         sections = list(firsts)
         current = self._section_of(self.focused)
         here = sections.index(current) if current in sections else (-1 if step > 0 else 0)
-        self._go_to(firsts[sections[(here + step) % len(sections)]])
+        title = sections[(here + step) % len(sections)]
+        firsts[title].focus()
+        # The section's heading at the top, not its first field: "Base URL" alone does not say
+        # whose (the model's or the grader's).
+        heading = self.query_one(f"#section-{[t for t, _ in SECTIONS].index(title)}")
+        self.query_one("#config-form", VerticalScroll).scroll_to_widget(heading, top=True)
 
     def action_find_field(self) -> None:
         """Every field by section and label in a list: enter goes to the one picked."""
