@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from hbtui.client.chat import AUTH, NOT_FOUND, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import (
+    AnswerTooLarge,
     ChatError,
     Endpoint,
     aiohttp_module,
     endpoints_of,
     list_models,
+    read_answer,
     unreachable_reason,
 )
 from hbtui.core.errors import HbtuiError
@@ -190,20 +192,25 @@ UNKNOWN_MODEL = re.compile(
 )
 
 
-async def served_models(endpoint: Endpoint, timeout: float) -> list[str] | None:
-    """The model ids an endpoint lists (GET /models), through the run's own HTTP library; None
-    when it lists none that can be read (no /models, another answer, not JSON, unreachable):
-    then the run's own calls tell."""
+async def served_models(endpoint: Endpoint, timeout: float, limit: int) -> list[str] | None:
+    """The model ids an endpoint lists (GET /models), through the run's own HTTP library and its
+    bounded reader (``limit`` bytes: a hostile list, a gzip bomb, is cut as a reply is); None when
+    it lists none that can be read (no /models, another answer, too large, not JSON,
+    unreachable): then the run's own calls tell."""
+    import json
+
     aiohttp = aiohttp_module()
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http,
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), auto_decompress=False) as http,
             http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers) as response,
         ):
             if response.status != 200:
                 return None
-            data = (await response.json(content_type=None)).get("data", [])
-    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError):
+            data = json.loads(await read_answer(response, limit)).get("data", [])
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError, AnswerTooLarge, RecursionError):
+        return None
+    if not isinstance(data, list):
         return None
     return [str(item.get("id")) for item in data if isinstance(item, dict)] or None
 
@@ -238,7 +245,7 @@ async def models_not_served(settings: Settings) -> list[str]:
     roles = _roles(settings.test_endpoints, settings.grader_endpoints, test_models, grader_models)
     for role, endpoints, models in roles:
         for endpoint in endpoints_of(endpoints):
-            served = await served_models(endpoint, timeout)
+            served = await served_models(endpoint, timeout, int(settings.max_answer_mib * 1024 * 1024))
             if served is None:
                 continue
             for purpose, model in models:
