@@ -171,15 +171,20 @@ async def test_the_api_key_never_appears_on_screen(server, tmp_path):
         assert "VISIBLEKEYMARKER" not in text and "✓" in text
 
 
+def app_with_a_wrong_key(tmp_path, guarded: FakeServer) -> HBTuiApp:
+    """The app on an empty database, its form set for ``guarded`` with a key it refuses."""
+    return make_app(
+        tmp_path / "db.sqlite",
+        base_url=guarded.base_url,
+        api_key="fake-wrong-key",
+        model_test="test-model",
+        model_grader="grader-model",
+    )
+
+
 async def test_check_connection_reports_a_rejected_key_and_an_unknown_model(tmp_path):
     with FakeServer(api_key="fake-right") as guarded:
-        app = make_app(
-            tmp_path / "db.sqlite",
-            base_url=guarded.base_url,
-            api_key="fake-wrong-key",
-            model_test="test-model",
-            model_grader="grader-model",
-        )
+        app = app_with_a_wrong_key(tmp_path, guarded)
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
             await pilot.press("ctrl+t")
@@ -628,13 +633,7 @@ async def test_start_after_a_failed_check_asks_first_naming_what_failed(tmp_path
     """Issue 25, item 5: after ctrl+t found the key rejected, ctrl+s started the run anyway and
     the confirmation said nothing; a run then failed in every conversation."""
     with FakeServer(api_key="fake-right") as guarded:
-        app = make_app(
-            tmp_path / "db.sqlite",
-            base_url=guarded.base_url,
-            api_key="fake-wrong-key",
-            model_test="test-model",
-            model_grader="grader-model",
-        )
+        app = app_with_a_wrong_key(tmp_path, guarded)
         async with app.run_test(size=(100, 30)) as pilot:
             await wait_for(pilot, lambda: isinstance(app.screen, ConfigScreen))
             form = app.screen
