@@ -284,3 +284,19 @@ def test_a_download_that_drips_ends_at_its_own_deadline(tmp_path, monkeypatch):
         with pytest.raises(DatasetError, match=r"not complete within 1.5 s \(HBTUI_DOWNLOAD_TIMEOUT\)"):
             download_file(OfficialFile("file.jsonl", "0" * 64, 1), tmp_path)
     assert not list(tmp_path.glob("*.part"))  # nothing half-written is left to be mistaken for it
+
+
+def test_the_model_list_of_a_hostile_server_is_read_within_the_limit(hostile):
+    """`hbtui check` and a run's check of its models read GET /models as a reply is read: a gzip
+    bomb there is cut at MAX_ANSWER_MIB, said in one line, never inflated whole."""
+    from hbtui.client.checks import check_connection, served_models
+    from hbtui.client.wire import Endpoint
+    from tests.conftest import offline_settings
+
+    hostile.behaviour = Behaviour(mode="gzip_bomb")
+    settings = offline_settings(
+        base_url=(hostile.base_url,), model_test="m", model_grader="g", max_answer_mib=2.0, timeout=10.0
+    )
+    assert asyncio.run(served_models(Endpoint(hostile.base_url, None), 10.0, settings.max_answer_bytes)) is None
+    lines = [f"{result.name}: {result.message}" for result in asyncio.run(check_connection(settings))]
+    assert "test endpoint: reachable; the model list is larger than MAX_ANSWER_MIB" in lines, lines

@@ -21,7 +21,6 @@ from hbtui.client.wire import (
     aiohttp_module,
     endpoints_of,
     list_models,
-    read_answer,
     unreachable_reason,
 )
 from hbtui.core.errors import HbtuiError
@@ -55,12 +54,9 @@ def _scrub(message: str, *secrets: str | None) -> str:
     return one_line(redact(message, secrets), 200)
 
 
-def _reach_error(exc: Exception, url: str) -> str:
-    import httpx
-
-    if isinstance(exc, (httpx.ConnectError, httpx.TimeoutException)):
-        return f"unreachable: {unreachable_reason(exc)} at {url}"
-    return f"unreachable: {type(exc).__name__}: {exc} at {url}"
+def _reach_error(exc: BaseException, url: str) -> str:
+    reason = unreachable_reason(exc)
+    return f"unreachable: {reason if reason != 'cannot connect' else f'{type(exc).__name__}: {exc}'} at {url}"
 
 
 def _chat_error(exc: ChatError, model: str) -> str:
@@ -78,25 +74,27 @@ async def _check_endpoint(
     timeout: float,
     named: bool = False,
     rate_limit_patience: float = 600.0,
+    limit: int = 8 * 1024 * 1024,
 ) -> list[CheckResult]:
     """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader".
     ``named``: one of several endpoints, so each line says which (its URL, never its key)."""
     url, key = endpoint.base_url, endpoint.api_key
     where = f" at {endpoint.label}" if named else ""
-    import httpx  # the check's alone: a run checks its models through aiohttp, the run's own library
-
+    aiohttp = aiohttp_module()
     results: list[CheckResult] = []
     name = f"{role} endpoint{where}"
     served: list[str] | None = None
     try:
-        served = await list_models(endpoint, timeout=timeout)
+        served = await list_models(endpoint, timeout, limit)
     except ChatError as exc:
         if exc.kind == AUTH:
             return [CheckResult(name, False, f"{exc.status}: key rejected")]
         # Some servers have no /models (404): the completions below still tell.
         results.append(CheckResult(name, True, f"reachable; no model list ({_scrub(str(exc), key)})"))
-    except (httpx.HTTPError, OSError) as exc:
+    except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
         return [CheckResult(name, False, _scrub(_reach_error(exc, url), key))]
+    except AnswerTooLarge:
+        results.append(CheckResult(name, True, "reachable; the model list is larger than MAX_ANSWER_MIB"))
     except ValueError:
         results.append(CheckResult(name, True, "reachable; the model list is not JSON"))
     if served is not None:
@@ -178,6 +176,7 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
                 timeout,
                 named=len(endpoints) > 1,
                 rate_limit_patience=settings.rate_limit_patience,
+                limit=settings.max_answer_bytes,
             )
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
@@ -193,26 +192,13 @@ UNKNOWN_MODEL = re.compile(
 
 
 async def served_models(endpoint: Endpoint, timeout: float, limit: int) -> list[str] | None:
-    """The model ids an endpoint lists (GET /models), through the run's own HTTP library and its
-    bounded reader (``limit`` bytes: a hostile list, a gzip bomb, is cut as a reply is); None when
-    it lists none that can be read (no /models, another answer, too large, not JSON,
-    unreachable): then the run's own calls tell."""
-    import json
-
+    """The model ids an endpoint lists, or None where it lists none that can be read (no
+    /models, a refusal, too large, not a list, unreachable): then the run's own calls tell."""
     aiohttp = aiohttp_module()
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), auto_decompress=False) as http,
-            http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers) as response,
-        ):
-            if response.status != 200:
-                return None
-            data = json.loads(await read_answer(response, limit)).get("data", [])
-    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, AttributeError, AnswerTooLarge, RecursionError):
+        return await list_models(endpoint, timeout, limit) or None
+    except (ChatError, AnswerTooLarge, ValueError, aiohttp.ClientError, OSError):
         return None
-    if not isinstance(data, list):
-        return None
-    return [str(item.get("id")) for item in data if isinstance(item, dict)] or None
 
 
 async def _refuses_the_name(endpoint: Endpoint, model: str, timeout: float, role: str) -> bool:
@@ -245,7 +231,7 @@ async def models_not_served(settings: Settings) -> list[str]:
     roles = _roles(settings.test_endpoints, settings.grader_endpoints, test_models, grader_models)
     for role, endpoints, models in roles:
         for endpoint in endpoints_of(endpoints):
-            served = await served_models(endpoint, timeout, int(settings.max_answer_mib * 1024 * 1024))
+            served = await served_models(endpoint, timeout, settings.max_answer_bytes)
             if served is None:
                 continue
             for purpose, model in models:

@@ -340,17 +340,25 @@ def transport_error(exc: Exception, timeout: float, attempts: int, secrets: tupl
     return ChatError(CONNECTION, f"connection failed ({detail})", attempts=attempts)
 
 
-async def list_models(endpoint: Endpoint, timeout: float = 10.0) -> list[str]:
-    """Model ids an endpoint serves (GET /models), for the connection check."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=timeout) as http:
-        response = await http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers)
-    if response.status_code != 200:
-        message, _, _ = error_message(response, endpoint.secrets)
-        kind = (
-            AUTH if response.status_code in (401, 403) else NOT_FOUND if response.status_code == 404 else CLIENT_ERROR
-        )
-        raise ChatError(kind, message, response.status_code)
-    data = response.json().get("data", [])
+async def list_models(endpoint: Endpoint, timeout: float = 10.0, limit: int = 8 * 1024 * 1024) -> list[str]:
+    """Model ids an endpoint serves (GET /models), for the connection check and a run's check of
+    its models: through the run's own pool and its bounded reader (``limit`` bytes after
+    decompression: a gzip bomb is cut, AnswerTooLarge, as a reply is). A refusal is ChatError; a
+    transport failure is raised as the library raised it (unreachable_reason reads it); a body
+    that is not a model list is ValueError."""
+    async with make_http_client(timeout, 1) as http:
+        async with http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers) as response:
+            answer = HttpAnswer(
+                response.status, response.reason or "", response.headers, await read_answer(response, limit)
+            )
+    if answer.status_code != 200:
+        message, _, _ = error_message(answer, endpoint.secrets)
+        kind = AUTH if answer.status_code in (401, 403) else NOT_FOUND if answer.status_code == 404 else CLIENT_ERROR
+        raise ChatError(kind, message, answer.status_code)
+    try:
+        data = answer.json()["data"]
+    except (KeyError, TypeError, RecursionError):
+        raise ValueError("not a model list") from None
+    if not isinstance(data, list):
+        raise ValueError("not a model list")
     return [str(item.get("id")) for item in data if isinstance(item, dict)]

@@ -32,7 +32,7 @@ from hbtui.client.chat import (
     ChatClient,
 )
 from hbtui.client.limiter import AdaptiveLimiter
-from hbtui.client.wire import MIB, ChatError, Endpoint, endpoints_of
+from hbtui.client.wire import ChatError, Endpoint, endpoints_of
 from hbtui.core.calls import ChatResult
 from hbtui.core.events import CallFailed, Event
 from hbtui.core.live import LiveSnapshot
@@ -197,7 +197,7 @@ class EndpointPool:
                 before_send=self.before_send,
                 rate_limit_patience=self.settings.rate_limit_patience,
                 key_name=key_name,
-                max_answer_bytes=int(self.settings.max_answer_mib * MIB),
+                max_answer_bytes=self.settings.max_answer_bytes,
             )
         return self.clients[label]
 

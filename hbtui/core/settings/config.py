@@ -433,8 +433,6 @@ class Settings:
         True,
         label="JSON schema",
     )
-    # A small model on a CPU (the demo's) writes on until its token budget runs out: a bound in
-    # the schema, which llama.cpp's grammar enforces, keeps each verdict short.
     grader_slots: int | None = _described(
         "GRADER_SLOTS",
         SLOT_COUNT,
@@ -445,6 +443,8 @@ class Settings:
         label="Grader slots",
         placeholder="not sent",
     )
+    # A small model on a CPU (the demo's) writes on until its token budget runs out: a bound in
+    # the schema, which llama.cpp's grammar enforces, keeps each verdict short.
     grader_explanation_chars: int | None = _described(
         "GRADER_EXPLANATION_CHARS",
         EXPLANATION_CHARS,
@@ -508,6 +508,11 @@ class Settings:
     @property
     def effective_grader_concurrency(self) -> int:
         return self.grader_concurrency or self.concurrency
+
+    @property
+    def max_answer_bytes(self) -> int:
+        """MAX_ANSWER_MIB in bytes: what one answer may hold once inflated (a reply, a model list)."""
+        return int(self.max_answer_mib * 1024 * 1024)
 
     @property
     def grader_shares_endpoints(self) -> bool:
