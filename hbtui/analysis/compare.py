@@ -360,11 +360,10 @@ def settings_differ(run_a: RunRow, run_b: RunRow) -> list[SettingDifference]:
         return without_credentials(value)
 
     names = sorted((set(run_a.settings) | set(run_b.settings)) - UNRECORDED_SETTINGS - NAMED_ON_THE_RUN_LINE)
-    return [
-        SettingDifference(name, shown(run_a.settings.get(name)), shown(run_b.settings.get(name)))
-        for name in names
-        if shown(run_a.settings.get(name)) != shown(run_b.settings.get(name))
+    pairs = [
+        SettingDifference(name, shown(run_a.settings.get(name)), shown(run_b.settings.get(name))) for name in names
     ]
+    return [pair for pair in pairs if pair.a != pair.b]
 
 
 def compare(

@@ -3,6 +3,7 @@ the bounded re-asking of a grader whose answer does not parse."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -41,9 +42,11 @@ VERDICT_FORMAT = {
 }
 
 
+@functools.lru_cache(maxsize=8)
 def verdict_format(explanation_chars: int | None = None) -> dict:
     """The verdict's json_schema response_format; ``explanation_chars`` bounds the explanation
-    (maxLength), which llama.cpp's grammar enforces while the model writes."""
+    (maxLength), which llama.cpp's grammar enforces while the model writes. Made once per bound,
+    since every grader call asks for it; the client only reads it."""
     if explanation_chars is None:
         return VERDICT_FORMAT
     bounded = json.loads(json.dumps(VERDICT_FORMAT))
@@ -278,7 +281,7 @@ async def grade_criterion(
             reasoning_effort=reasoning_effort,
             response_format=response_format,
             priority=GRADING,
-            **({"slot": slot} if slot is not None else {}),
+            slot=slot,
         )
         outcome.attempts += result.attempts
         outcome.latency_ms += result.latency_ms

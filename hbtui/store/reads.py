@@ -1,8 +1,8 @@
 """The store's queries: runs, progress, scoring inputs, and the pages the screens and exports read.
 
-Longer than most modules (about 550 lines) because it holds the reads of the commands and the browser, each
-one SQL query beside the row type it fills; the browser's own reads are in browse_reads.py and
-search.py.
+Longer than most modules (about 550 lines) because it holds the reads of the commands and the
+browser, each one SQL query beside the row type it fills; the browser's own reads are in
+browse_reads.py and search.py.
 """
 
 from __future__ import annotations

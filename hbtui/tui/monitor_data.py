@@ -121,7 +121,12 @@ class MonitorView:
 ETA_SETTLE_SECONDS = 5.0
 
 
-def eta(remaining: int, per_second: float, running_seconds: float = ETA_SETTLE_SECONDS) -> float | None:
+def pause_spans(pauses: list | None) -> list[tuple[float, float | None]]:
+    """The heartbeat's [start, end] pauses (JSON lists) as the spans running_spans takes."""
+    return [(pause[0] or 0.0, pause[1]) for pause in pauses or []]
+
+
+def eta(remaining: int, per_second: float, running_seconds: float) -> float | None:
     if remaining <= 0:
         return 0.0
     if running_seconds < ETA_SETTLE_SECONDS:
@@ -211,17 +216,16 @@ class RunCounters:
             self.finished = event
 
     def running_seconds(self, pauses: list | None = None, now: float | None = None) -> float:
-        """The seconds this process has run the run, its pauses left out."""
+        """The seconds this process has run the run (the rate's window at most), pauses left out."""
         moment = time.time() if now is None else now
-        spans = running_spans(moment, self._started, [tuple(p) for p in pauses or []])
-        return sum(end - start for start, end in spans)
+        return sum(end - start for start, end in running_spans(moment, self._started, pause_spans(pauses)))
 
     def calls_per_second(self, now: float | None = None, pauses: list | None = None) -> float:
         """Calls a second over the last 10 s of running time: the seconds paused (``pauses``,
         the engine's) are left out, and in its first seconds (a run just started or continued)
         the window is what has passed: dividing by the whole 10 s made the first ETA too long."""
         moment = time.time() if now is None else now
-        return running_rate(self._completions, self._started, moment, [tuple(p) for p in pauses or []])
+        return running_rate(self._completions, self._started, moment, pause_spans(pauses))
 
 
 def endpoint_figures(live: LiveSnapshot) -> dict[str, tuple[int, int, float, str]]:
@@ -276,9 +280,7 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
     # the run up (a resume), nor the seconds it was paused.
     rate = running_seconds = 0.0
     if running:
-        spans = running_spans(
-            now, (live or {}).get("started_at", 0.0), [(p[0] or 0.0, p[1]) for p in (live or {}).get("pauses", [])]
-        )
+        spans = running_spans(now, (live or {}).get("started_at", 0.0), pause_spans((live or {}).get("pauses")))
         calls = 0
         for start, end in spans:
             calls += await store.calls_between(run_id, start, end)

@@ -8,9 +8,9 @@ MonitorView) repaints nothing, so a flood of events costs a few repaints a secon
 event. Leaving the monitor never stops the run: the run's
 worker belongs to the App.
 
-Longer than most modules (about 540 lines) because it is one screen fed by two sources (the counters of a
-run driven in this process, the heartbeat of one driven elsewhere) and the controls that reach
-either; its figures are made in monitor_data.py.
+Longer than most modules (about 540 lines) because it is one screen fed by two sources (the
+counters of a run driven in this process, the heartbeat of one driven elsewhere) and the controls
+that reach either; its figures are made in monitor_data.py.
 """
 
 from __future__ import annotations
