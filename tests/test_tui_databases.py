@@ -14,7 +14,7 @@ from hbtui.tui.app import HBTuiApp
 from hbtui.tui.screens.runs import RunsScreen
 from hbtui.tui.widgets.app_header import ICON, AppHeader, database_label
 from tests.support.synth import synthesize_run
-from tests.support.tui import wait_for
+from tests.support.tui import told, wait_for
 
 
 async def make_run(db: Path, name: str) -> None:
@@ -67,6 +67,6 @@ async def test_b_without_demo_runs_says_so_and_stays(tmp_path, monkeypatch):
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen) and listed_names(app), what="the runs")
         await pilot.press("b")
-        await pilot.pause()
+        await wait_for(pilot, lambda: told(app, "no demo runs yet (runs/demo.sqlite)"), what="why nothing changed")
         assert app.own_database and app.title == "hbtui · runs/hbtui.sqlite"
         assert not (tmp_path / "runs" / "demo.sqlite").exists(), "nothing was created"

@@ -186,18 +186,23 @@ def offline_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def test_hbtui_demo_offline_grades_with_hbtuis_own_wording_and_says_so(root, small_dataset, tmp_path):
-    """Issue 25, item 15: offline, with no template set and the reference prompt never cached,
-    `hbtui demo --data FILE` stopped before it ran; it now runs with the builtin prompt."""
-    install_the_test_server_as_the_model(root)
-    result = subprocess.run(
-        [sys.executable, "-m", "hbtui", "demo", "--headless", "--limit", "1", "--data", str(small_dataset)],
-        cwd=tmp_path,
-        env=offline_env(tmp_path),
+def headless_demo(data: Path, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`hbtui demo --headless` of one record of ``data``, run in ``folder``."""
+    return subprocess.run(
+        [sys.executable, "-m", "hbtui", "demo", "--headless", "--limit", "1", "--data", str(data)],
+        cwd=folder,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_hbtui_demo_offline_grades_with_hbtuis_own_wording_and_says_so(root, small_dataset, tmp_path):
+    """Issue 25, item 15: offline, with no template set and the reference prompt never cached,
+    `hbtui demo --data FILE` stopped before it ran; it now runs with the builtin prompt."""
+    install_the_test_server_as_the_model(root)
+    result = headless_demo(small_dataset, tmp_path, offline_env(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "the demo grades with hbtui's own wording (GRADER_TEMPLATE=builtin)" in result.stdout + result.stderr
     with sqlite3.connect(tmp_path / "runs" / "demo.sqlite") as conn:
@@ -208,14 +213,7 @@ def test_hbtui_demo_offline_grades_with_hbtuis_own_wording_and_says_so(root, sma
 def test_a_template_file_of_the_users_that_is_missing_still_stops_the_demo(root, small_dataset, tmp_path):
     install_the_test_server_as_the_model(root)
     env = offline_env(tmp_path) | {"GRADER_TEMPLATE": str(tmp_path / "no-such-template.txt")}
-    result = subprocess.run(
-        [sys.executable, "-m", "hbtui", "demo", "--headless", "--limit", "1", "--data", str(small_dataset)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = headless_demo(small_dataset, tmp_path, env)
     assert result.returncode == 2 and "no-such-template.txt" in result.stderr
 
 
