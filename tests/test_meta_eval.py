@@ -161,9 +161,13 @@ async def test_a_stopped_meta_eval_resumes_without_paying_again_for_the_rows_it_
         run_id = await plan_meta_eval(store, settings, data, official=False, limit=None, seed=0, name="stop-me")
         run = await store.get_run(run_id)
         task: asyncio.Task | None = None
+        stopping: list[bool] = []
 
         def stop_after_some(progress):
-            if progress.done >= 20 and task is not None:
+            # Once, as Ctrl-C does: the progress goes on being reported while the driver stops,
+            # and a second cancel would interrupt its closing writes.
+            if progress.done >= 20 and task is not None and not stopping:
+                stopping.append(True)
                 task.cancel()
 
         driver = MetaEvalDriver(store, run, settings, stop_after_some, backoff_base=0.01)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hbtui.core import reference
+from hbtui.core.run_records import RequestsRecord
 
 REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
 
@@ -25,7 +26,7 @@ def describe_requests(
     deviations: Iterable[str] = (),
     *,
     tested: bool | None = None,
-) -> dict:
+) -> RequestsRecord:
     """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation
     changed; ``tested``: whether a model under test is called (by default, unless the run grades
     the records' own completions)."""
@@ -86,7 +87,7 @@ def describe_requests(
     }
 
 
-def requests_line(requests: dict | None) -> str:
+def requests_line(requests: RequestsRecord | None) -> str:
     """One line for show, description.md and the app: ``requests: reference-identical``, or what differs."""
     if not requests:
         return "requests: not recorded (the run was made before hbtui recorded them; graded with the builtin prompt)"

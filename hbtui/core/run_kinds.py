@@ -6,6 +6,11 @@ replies can be graded again by any grader (regrade) and it pairs with any run in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hbtui.core.run_records import ImportedFrom
+
 MODEL_RUN = "model"  # replies generated and graded by hbtui; runs older than kinds are these
 META_EVAL = "meta-eval"  # a grader judged against physicians' labels (issue 14, section 1)
 IMPORTED = "imported"  # replies and verdicts read from another harness's files (hbtui import)
@@ -22,7 +27,7 @@ MEANINGS = {
 META_EVAL_SCORE = "score is the grader's pairwise balanced F1 against physicians' labels, not a HealthBench score"
 
 
-def kind_label(kind: str, imported: dict | None = None) -> str:
+def kind_label(kind: str, imported: ImportedFrom | None = None) -> str:
     """``imported`` (with its format when known) or the kind as stored."""
     if kind == IMPORTED and imported and imported.get("format"):
         return f"imported ({imported['format']})"

@@ -19,7 +19,7 @@ import asyncio
 import re
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 
 from hbtui.client.chat import CLIENT_ERROR, CONNECTION, CONTEXT_LENGTH, DAILY_LIMIT, QUOTA, RATE_LIMITED
@@ -47,6 +47,7 @@ from hbtui.core.live import LiveSnapshot
 from hbtui.core.numbering import conversation_label, criterion_label
 from hbtui.core.rate_limits import merge_summaries
 from hbtui.core.redact import redact_keys
+from hbtui.core.run_records import RequestsRecord
 from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
 from hbtui.core.verdict_cache import RequestKeys, conversation_digest
 from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INTERRUPTED, PAUSED, PENDING, TAKEN_OVER
@@ -277,7 +278,7 @@ class Engine:
         """What the model under test is sent: its system message, if any, then the conversation."""
         return self.keys.sent_messages(prompt)
 
-    def requests_record(self) -> dict:
+    def requests_record(self) -> RequestsRecord:
         """What this run's requests were, from the settings and what the providers made of them."""
         self.deviations |= self.pool.deviations()
         deviations = self.deviations | (
@@ -294,7 +295,7 @@ class Engine:
         """A resume given other settings (--base-url, --model-test...) records them on the run,
         and says what changed: its description and summary then name what answered."""
         now = self.settings.public_dict()
-        before = self.run.settings
+        before: Mapping[str, object] = self.run.settings
         # Only what the run recorded: a setting added to hbtui since is no change of the user's.
         changed = [
             (name, before[name], value)

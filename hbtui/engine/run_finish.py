@@ -12,6 +12,7 @@ from hbtui.core import scoring
 from hbtui.core.completion_groups import ordered_groups
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.invocation import invoked_as
+from hbtui.core.run_records import RequestsRecord
 from hbtui.core.verdicts import FINISHED, INCOMPLETE, INTERRUPTED
 from hbtui.render.export import write_run_folder
 from hbtui.store import RunRow, Store
@@ -114,7 +115,7 @@ async def record_end(
     settled: Settled,
     *,
     lease: str | None,
-    requests: dict,
+    requests: RequestsRecord,
     runs_root: Path,
     results: TextIO | None = None,
 ) -> None:

@@ -4,6 +4,7 @@ one-line hint that says how to resume a run that stopped."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -18,7 +19,7 @@ def settings_for_run(run: RunRow, current: Settings, **overrides: Any) -> Settin
     another URL than the run's, their key would leak to the run's host, so that is refused.
     The database is the one open now, wherever the run was made.
     """
-    stored = {k: v for k, v in run.settings.items() if k in Settings.__dataclass_fields__}
+    stored: dict[str, Any] = {k: v for k, v in run.settings.items() if k in Settings.__dataclass_fields__}
     stored.update(api_key=None, grader_api_key=None, db_path=current.db_path)
     merged = Settings(**stored).with_overrides(**overrides)
     pairs = [("BASE_URL", "API_KEY", current.base_url, merged.base_url, current.api_key)]
@@ -90,11 +91,12 @@ async def refuse_measured_changes(store: Store, run: RunRow, settings: Settings)
     (a run that stopped on "model not found" at once is corrected with --model-test NAME).
     """
     replies, verdicts = await store.answered_calls(run.id)
+    stored: Mapping[str, object] = run.settings  # read by each measured setting's name
     for names, answered in ((MEASURED_TEST, replies), (MEASURED_GRADER, verdicts)):
         for name in names:
-            if name not in run.settings:
+            if name not in stored:
                 continue  # a setting added to hbtui since the run was made
-            before, now = run.settings[name], getattr(settings, name)
+            before, now = stored[name], getattr(settings, name)
             if before == now or (name in ("model_test", "model_grader") and not answered):
                 continue
             key = attribute_key(name)

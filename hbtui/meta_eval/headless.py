@@ -7,7 +7,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from hbtui.core.grading import load_template
@@ -170,10 +170,11 @@ async def refuse_grader_changes(store: Store, run: RunRow, settings: Settings) -
 
     counts = await store.meta_eval_counts(run.id)
     graded = counts["met"] + counts["not_met"]
+    stored: Mapping[str, object] = run.settings  # read by each measured setting's name
     for name in MEASURED_GRADER:
-        if name not in run.settings:
+        if name not in stored:
             continue
-        before, now = run.settings[name], getattr(settings, name)
+        before, now = stored[name], getattr(settings, name)
         if before == now or (name == "model_grader" and not graded):
             continue
         raise SettingsError(

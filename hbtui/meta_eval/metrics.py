@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from hbtui.core.plan import MIN_PHYSICIAN_LABELS  # the reference's notebook: more than 50 labels
 
 MODEL = "model"
 PHYSICIAN = "physician"
-HEADLINE = "pairwise_model_f1_balanced"
+HEADLINE: Final = "pairwise_model_f1_balanced"  # a key of MetaEvalReport
 PHYSICIAN_HEADLINE = "pairwise_physician_f1_balanced"
 
 

@@ -5,13 +5,15 @@ made here (the runner makes them), so the app plans one without reaching the eng
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from itertools import islice
 from pathlib import Path
+from typing import cast
 
 from hbtui.core.dataset import sha256_file
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import Template
+from hbtui.core.run_records import RequestsRecord
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.meta_eval import data as meta_data
 from hbtui.meta_eval.data import NAME, MetaRow, check_file, chosen, read_rows
@@ -27,11 +29,11 @@ def require_grader(settings: Settings) -> None:
         raise SettingsError("BASE_URL (or GRADER_BASE_URL) is not set (put it in .env, the environment, or a flag)")
 
 
-def meta_requests(settings: Settings, template: Template) -> dict:
+def meta_requests(settings: Settings, template: Template) -> RequestsRecord:
     """What the run's grader requests are, and how they differ from the reference's (as a model
     run's are described: a meta-eval calls no model under test, so only the grader's part)."""
-    record = describe_requests(settings, template.name, template.sha256, tested=False)
-    return {key: record[key] for key in GRADER_REQUEST_KEYS}
+    record: Mapping[str, object] = describe_requests(settings, template.name, template.sha256, tested=False)
+    return cast("RequestsRecord", {key: record[key] for key in GRADER_REQUEST_KEYS})
 
 
 GRADER_REQUEST_KEYS = (

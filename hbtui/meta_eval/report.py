@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hbtui.core.fidelity import requests_line
 from hbtui.core.run_kinds import MEANINGS, META_EVAL
+from hbtui.core.run_records import MetaEvalReport
 from hbtui.core.text import one_line
 from hbtui.meta_eval.metrics import HEADLINE
 from hbtui.store import RunRow
@@ -52,7 +53,7 @@ def strip(distribution: dict, width: int = 50) -> str | None:
     return "0 " + "".join(cells) + " 1"
 
 
-def render_meta_eval(run: RunRow, summary: dict | None) -> str:
+def render_meta_eval(run: RunRow, summary: MetaEvalReport | None) -> str:
     lines = [
         f"run {run.id}  {one_line(run.name, 80)}  [{META_EVAL}: {MEANINGS[META_EVAL]}]  {run.shown_status()}",
         f"grader: {one_line(run.model_grader, 60)}   data: {one_line(run.dataset_name, 60)}",

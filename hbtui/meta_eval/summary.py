@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 
+from hbtui.core.run_records import MetaEvalReport
 from hbtui.core.verdicts import RUNNING
 from hbtui.meta_eval.metrics import (
     HEADLINE,
@@ -49,7 +50,9 @@ def category_physicians(
     return {"physicians": len(values), "physicians_median": statistics.median(values) if values else None}
 
 
-def meta_eval_summary(rows: Sequence[LabelledRow], labels_over: int = MIN_PHYSICIAN_LABELS, seed: int = 0) -> dict:
+def meta_eval_summary(
+    rows: Sequence[LabelledRow], labels_over: int = MIN_PHYSICIAN_LABELS, seed: int = 0
+) -> MetaEvalReport:
     """The report of a meta-eval's rows, graded or not (rows without a verdict are counted and
     left out of the grader's metrics; the physicians' agreement uses every row)."""
     model = model_agreement(rows)
@@ -93,11 +96,11 @@ def labelled_rows(stored: Sequence[Sequence[str]]) -> list[LabelledRow]:
     ]
 
 
-def meta_eval_summary_of(stored: Sequence[Sequence[str]], labels_over: int = MIN_PHYSICIAN_LABELS) -> dict:
+def meta_eval_summary_of(stored: Sequence[Sequence[str]], labels_over: int = MIN_PHYSICIAN_LABELS) -> MetaEvalReport:
     return meta_eval_summary(labelled_rows(stored), labels_over)
 
 
-async def current_summary(store: Store, run: RunRow, labels_over: int | None = None) -> dict | None:
+async def current_summary(store: Store, run: RunRow, labels_over: int | None = None) -> MetaEvalReport | None:
     """The run's report: as stored when it ended, else (running, stopped, another threshold)
     computed now from its rows."""
     if run.meta_eval and labels_over is None and run.status != RUNNING:

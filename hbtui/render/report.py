@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from hbtui.analysis.run_stats import RunStatistics, WorstAtKScores, penalty_label
 from hbtui.core.completion_groups import group_description, skipped_line
@@ -10,6 +11,7 @@ from hbtui.core.fidelity import requests_line
 from hbtui.core.invocation import invoked_as
 from hbtui.core.rate_limits import limits_line
 from hbtui.core.run_kinds import IMPORTED, META_EVAL, META_EVAL_SCORE, MODEL_RUN, kind_label
+from hbtui.core.run_records import ImportedFrom
 from hbtui.core.score_bins import histogram
 from hbtui.core.scoring import Metric
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
@@ -46,7 +48,7 @@ def kind_lines(run: RunRow) -> list[str]:
     """What a run of another kind than a model run is, for `show`: an import says where from."""
     if run.kind != IMPORTED:
         return []
-    imported = run.imported or {}
+    imported: ImportedFrom | dict[str, Any] = run.imported or {}
     lines = [
         f"imported from {one_line(str(imported.get('path')), 300)} ({one_line(str(imported.get('format')), 60)}):"
         " its replies and verdicts as that file holds them, scored by hbtui; no request of it can be repeated,"

@@ -207,11 +207,11 @@ class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions, StoreReview
         """(schema version, application id, number of tables)."""
         # One statement, so one snapshot: read apart, another process creating the schema between
         # the reads made a new file look like a stranger's (tables, but no application id yet).
-        row = await self._one(
+        version, application_id, tables = await self._one(
             "SELECT (SELECT user_version FROM pragma_user_version),"
             " (SELECT application_id FROM pragma_application_id), (SELECT count(*) FROM sqlite_master)"
         )
-        return row[0], row[1], row[2]
+        return version, application_id, tables
 
     async def _prepare(self, create: bool, writable: bool) -> None:
         db = self.db

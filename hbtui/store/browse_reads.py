@@ -115,19 +115,23 @@ class StoreBrowse(StoreSearchHits):
     async def repeat_groups(self, run_id: int) -> list[RepeatGroup]:
         """The run's conversations grouped by record (its repeats), in the order of first position."""
         groups: dict[int, list[tuple]] = {}
-        for row in await self._all(
+        for record_id, prompt_id, theme, position, repeat, conversation_id, score in await self._all(
             "SELECT record_id, prompt_id, theme, position, repeat, id, score FROM conversations"
             " WHERE run_id = ? ORDER BY position",
             (run_id,),
         ):
-            groups.setdefault(row[0], []).append(row)
+            groups.setdefault(record_id, []).append((repeat, position, conversation_id, score, prompt_id, theme))
         found = []
-        for rows in groups.values():
-            rows.sort(key=lambda r: r[4])
-            _, prompt_id, theme, *_ = rows[0]
+        for members in groups.values():
+            members.sort(key=lambda member: member[0])  # by repeat
+            _, _, _, _, prompt_id, theme = members[0]
             found.append(
                 RepeatGroup(
-                    prompt_id, theme, min(r[3] for r in rows), tuple(r[5] for r in rows), tuple(r[6] for r in rows)
+                    prompt_id,
+                    theme,
+                    min(position for _, position, *_ in members),
+                    tuple(conversation_id for _, _, conversation_id, *_ in members),
+                    tuple(score for _, _, _, score, *_ in members),
                 )
             )
         return found

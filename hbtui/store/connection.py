@@ -48,6 +48,19 @@ class Connection:
         await cursor.close()
         return list(rows)
 
+    async def _all_named(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """The rows as mappings from each column's name (its ``AS`` name) to its value: for
+        rows read into records by field name (rows.select_list names the columns so)."""
+        cursor = await self.db.execute(sql, args)
+        names = [column[0] for column in cursor.description]
+        rows = await cursor.fetchall()
+        await cursor.close()
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    async def _one_named(self, sql: str, args: Sequence[Any] = ()) -> dict[str, Any] | None:
+        rows = await self._all_named(sql, args)
+        return rows[0] if rows else None
+
     async def database_version(self) -> Version:
         """What changes with the database: another connection's commit (SQLite's data_version)
         or a row this one changed. The same twice: nothing was written in between."""

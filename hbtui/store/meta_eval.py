@@ -8,12 +8,13 @@ import json
 import time
 from collections.abc import AsyncIterable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.run_kinds import META_EVAL
+from hbtui.core.run_records import MetaEvalReport
 from hbtui.core.verdicts import ERROR, MET, NOT_MET, PENDING
-from hbtui.store.rows import verdict_met
+from hbtui.store.rows import select_list, verdict_met
 from hbtui.store.writes import StoreWrites
 
 INSERT_CHUNK = 500  # rows read, parsed and inserted at a time: what a 29,511-row file holds in memory at once
@@ -91,9 +92,11 @@ class MetaEvalRowView:
         return verdict_met(self.status)
 
 
-VIEW_COLUMNS = (
-    "r.id, r.position, r.line, t.prompt_json, t.completion, r.rubric, r.category, r.labels, r.physician_ids,"
-    " r.status, r.explanation, r.error"
+VIEW_COLUMNS = select_list(
+    MetaEvalRowView, "r", {"row_id": "r.id", "prompt": "t.prompt_json", "completion": "t.completion"}
+)
+WORK_COLUMNS = select_list(
+    MetaEvalWork, "r", {"row_id": "r.id", "prompt": "t.prompt_json", "completion": "t.completion"}
 )
 
 
@@ -101,20 +104,15 @@ VIEW_COLUMNS = (
 MET_LABELS = "(SELECT count(*) FROM json_each(r.labels) WHERE json_each.value = 1)"
 
 
-def _view(row: Sequence) -> MetaEvalRowView:
+def _view(row: dict[str, Any]) -> MetaEvalRowView:
+    """A row read by name (VIEW_COLUMNS); the JSON columns decoded."""
     return MetaEvalRowView(
-        row[0],
-        row[1],
-        row[2],
-        json.loads(row[3]),
-        row[4],
-        row[5],
-        row[6],
-        tuple(json.loads(row[7])),
-        tuple(json.loads(row[8])),
-        row[9],
-        row[10],
-        row[11],
+        **{
+            **row,
+            "prompt": json.loads(row["prompt"]),
+            "labels": tuple(json.loads(row["labels"])),
+            "physician_ids": tuple(json.loads(row["physician_ids"])),
+        }
     )
 
 
@@ -220,13 +218,13 @@ class StoreMetaEval(StoreWrites):
 
     async def meta_eval_work(self, run_id: int) -> list[MetaEvalWork]:
         """The rows still to grade, in the order the reference grades them."""
-        rows = await self._all(
-            "SELECT r.id, r.position, t.prompt_json, t.completion, r.rubric FROM meta_eval_rows r"
+        rows = await self._all_named(
+            f"SELECT {WORK_COLUMNS} FROM meta_eval_rows r"
             f" JOIN meta_eval_texts t ON t.id = r.text_id WHERE r.run_id = ? AND r.status = '{PENDING}'"
             " ORDER BY r.position",
             (run_id,),
         )
-        return [MetaEvalWork(r[0], r[1], json.loads(r[2]), r[3], r[4]) for r in rows]
+        return [MetaEvalWork(**{**row, "prompt": json.loads(row["prompt"])}) for row in rows]
 
     async def write_meta_eval_results(self, run_id: int, lease: str, results: Sequence[MetaEvalResult]) -> None:
         """One batch, on condition that ``lease`` still holds the run (else RunTakenOver)."""
@@ -285,7 +283,7 @@ class StoreMetaEval(StoreWrites):
             if disagreements_only
             else ""
         )
-        rows = await self._all(
+        rows = await self._all_named(
             f"SELECT {VIEW_COLUMNS} FROM meta_eval_rows r JOIN meta_eval_texts t ON t.id = r.text_id"
             f" WHERE r.run_id = ?{against} ORDER BY r.position LIMIT ? OFFSET ?",
             (run_id, limit, offset),
@@ -293,7 +291,7 @@ class StoreMetaEval(StoreWrites):
         return [_view(r) for r in rows]
 
     async def finish_meta_eval(
-        self, run_id: int, status: str, *, lease: str, summary: dict | None, error: str | None = None
+        self, run_id: int, status: str, *, lease: str, summary: MetaEvalReport | None, error: str | None = None
     ) -> None:
         """The run's end with its report; only while ``lease`` still holds it."""
         async with self._transaction():

@@ -22,6 +22,7 @@ from hbtui.store.rows import (
     MET,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
+    SUMMARY_FIELDS,
     ConversationDetail,
     ConversationFilter,
     ConversationSummary,
@@ -75,7 +76,7 @@ class StoreReads(StoreSearchHits):
     """Reading a run: for reports, screens, exports and the engine's plan of what is left."""
 
     async def list_runs(self) -> list[RunRow]:
-        runs = [run_from_row(r) for r in await self._all(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC")]
+        runs = [run_from_row(r) for r in await self._all_named(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC")]
         without = [run.id for run in runs if run.report is None and run.meta_eval is None]
         if without:  # few: the runs stopped or going (conversations_by_score answers the count)
             marks = ",".join("?" * len(without))
@@ -92,7 +93,7 @@ class StoreReads(StoreSearchHits):
         return runs
 
     async def get_run(self, run_id: int) -> RunRow:
-        row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
+        row = await self._one_named(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))
         if row is None:
             raise RunNotFound(f"no run with id {run_id} in {self.path}")
         return run_from_row(row)
@@ -106,13 +107,13 @@ class StoreReads(StoreSearchHits):
         """A run by id, unique name, or ``latest``."""
         text = str(ref).strip()
         if text == "latest":
-            row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC LIMIT 1")
+            row = await self._one_named(f"SELECT {RUN_COLUMNS} FROM runs ORDER BY id DESC LIMIT 1")
             if row is None:
                 raise RunNotFound(f"no runs in {self.path} yet")
             return run_from_row(row)
-        row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?", (text,))
+        row = await self._one_named(f"SELECT {RUN_COLUMNS} FROM runs WHERE name = ?", (text,))
         if row is None and text.isdigit():
-            row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (int(text),))
+            row = await self._one_named(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (int(text),))
         if row is None:
             raise RunNotFound(f"no run {text!r} in {self.path} (give an id, a name, or latest; see `hbtui runs`)")
         return run_from_row(row)
@@ -135,14 +136,14 @@ class StoreReads(StoreSearchHits):
             record_id: json.loads(body)
             for record_id, body in await self._all(
                 "SELECT id, body FROM records WHERE id IN (SELECT value FROM json_each(?))",
-                (json.dumps(sorted({row[4] for row in conversations})),),
+                (json.dumps(sorted({record_id for _, _, _, _, record_id, _ in conversations})),),
             )
         }
         verdicts: dict[int, list[tuple]] = {}
         for conv_id, idx, points, status in await self._all(
             "SELECT conversation_id, idx, points, status FROM verdicts"
             " WHERE conversation_id IN (SELECT value FROM json_each(?)) ORDER BY conversation_id, idx",
-            (json.dumps([row[0] for row in conversations]),),
+            (json.dumps([conv_id for conv_id, *_ in conversations]),),
         ):
             verdicts.setdefault(conv_id, []).append((idx, points, status))
         return [
@@ -436,16 +437,15 @@ class StoreReads(StoreSearchHits):
         ]
 
     async def conversation_detail(self, conversation_id: int) -> ConversationDetail:
-        row = await self._one(
+        row = await self._one_named(
             f"SELECT {SUMMARY_COLUMNS}, example_tags, reply, reasoning, finish_reason, error, record_id"
             " FROM conversations WHERE id = ?",
             (conversation_id,),
         )
         if row is None:
             raise StoreError("that conversation is no longer in the database (its run was deleted or changed)")
-        summary = ConversationSummary(*row[:14])
-        example_tags, reply, reasoning, finish_reason, error, record_id = row[14:]
-        body = (await self._one("SELECT body FROM records WHERE id = ?", (record_id,)))[0]
+        summary = ConversationSummary(**{name: row[name] for name in SUMMARY_FIELDS})
+        (body,) = await self._one("SELECT body FROM records WHERE id = ?", (row["record_id"],))
         verdicts = [
             VerdictRow(
                 idx, text, points, json.loads(tags), status, explanation, raw, vreason, verror, kind, attempts, latency
@@ -459,11 +459,11 @@ class StoreReads(StoreSearchHits):
         return ConversationDetail(
             summary=summary,
             prompt=json.loads(body)["prompt"],
-            example_tags=json.loads(example_tags),
-            reply=reply,
-            reasoning=reasoning,
-            finish_reason=finish_reason,
-            error=error,
+            example_tags=json.loads(row["example_tags"]),
+            reply=row["reply"],
+            reasoning=row["reasoning"],
+            finish_reason=row["finish_reason"],
+            error=row["error"],
             verdicts=verdicts,
             tokens=await self.conversation_tokens(conversation_id),
         )

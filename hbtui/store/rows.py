@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -13,11 +14,20 @@ from hbtui.core.errors import HbtuiError
 from hbtui.core.live import LiveSnapshot
 from hbtui.core.plan import RunPlan
 from hbtui.core.run_kinds import MODEL_RUN
+from hbtui.core.run_records import ImportedFrom, MetaEvalReport, RequestsRecord, StoredSettings
 from hbtui.core.scoring import conversation_score
 from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, PAUSED, RUNNING, RunStatus
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
 from hbtui.store.run_report import StoredReport
 from hbtui.store.search import text_clause, verdict_clause
+
+
+def record_fields(record: type) -> tuple[str, ...]:
+    """The field names of a named tuple or a dataclass, in their order."""
+    if dataclasses.is_dataclass(record):
+        return tuple(item.name for item in dataclasses.fields(record))
+    return tuple(record._fields)  # type: ignore[attr-defined]
+
 
 # How long a driver on another host may stay silent before its run counts as interrupted and can
 # be taken over. Settable for tests that stop a driver (HBTUI_HEARTBEAT_PATIENCE, seconds).
@@ -93,8 +103,8 @@ class RunRow:
     dataset_sha256: str
     model_test: str
     model_grader: str
-    settings: dict
-    plan: dict
+    settings: StoredSettings
+    plan: dict  # read by name through ``planned`` (hbtui.core.plan.RunPlan)
     n_conversations: int
     n_criteria: int
     error: str | None
@@ -104,12 +114,12 @@ class RunRow:
     heartbeat_at: float | None
     owner: str | None
     live: LiveSnapshot | None  # the driver's last heartbeat (hbtui.core.live)
-    requests: dict | None = None  # what its requests were: template, system messages, reference-identical
+    requests: RequestsRecord | None = None  # what its requests were: template, system messages, reference-identical
     source_run_id: int | None = None  # a regrade: the run whose replies it grades again
     kind: str = MODEL_RUN  # hbtui.core.run_kinds
-    imported: dict | None = None  # an imported run: its format, file and what the file stated
+    imported: ImportedFrom | None = None  # an imported run: its format, file and what the file stated
     driver_log: str | None = None  # the output of its detached driver (hbtui.engine.detached), if it had one
-    meta_eval: dict | None = None  # a meta-eval run's report (hbtui.meta_eval.summary), once computed
+    meta_eval: MetaEvalReport | None = None  # a meta-eval run's report (hbtui.meta_eval.summary), once computed
     # Not a column: a run without a report yet (stopped, or going) has its conversations scored so
     # far counted by list_runs, so that every list gives the n `show` gives.
     scored_so_far: int | None = None
@@ -184,34 +194,34 @@ class RunRow:
         return self.heartbeat_at is None or now - self.heartbeat_at > HEARTBEAT_STALE_SECONDS
 
 
-RUN_COLUMNS = (
-    "id, name, status, created_at, finished_at, dataset_name, dataset_path, dataset_sha256, model_test,"
-    " model_grader, settings_json, plan_json, n_conversations, n_criteria, error, score, report_json, folder,"
-    " heartbeat_at, owner, live_json, requests_json, source_run_id, kind, import_json, driver_log,"
-    " meta_eval_json"
+# The runs columns stored as JSON, by the RunRow field each fills.
+_JSON_COLUMNS = {"settings": "settings_json", "plan": "plan_json", "report": "report_json"}
+_OPTIONAL_JSON_COLUMNS = {
+    "live": "live_json",
+    "requests": "requests_json",
+    "imported": "import_json",
+    "meta_eval": "meta_eval_json",
+}
+# Read by name, not position (Connection._all_named): branches that each add a column to runs
+# would otherwise shift one another's indices (a log path read as JSON).
+RUN_COLUMNS = ", ".join(
+    f"{_JSON_COLUMNS.get(name) or _OPTIONAL_JSON_COLUMNS.get(name)} AS {name}"
+    if name in _JSON_COLUMNS or name in _OPTIONAL_JSON_COLUMNS
+    else name
+    for name in record_fields(RunRow)
+    if name != "scored_so_far"  # counted by list_runs, not stored
 )
 
 
-# Columns read by name, not position: branches that each add a column to runs would otherwise
-# shift one another's indices (a log path read as JSON).
-_RUN_COLUMN_INDEX = {name.strip(): index for index, name in enumerate(RUN_COLUMNS.split(","))}
-_JSON_COLUMNS = [_RUN_COLUMN_INDEX[name] for name in ("settings_json", "plan_json")]
-_OPTIONAL_JSON_COLUMNS = [
-    _RUN_COLUMN_INDEX[name] for name in ("live_json", "requests_json", "import_json", "meta_eval_json")
-]
-_REPORT_COLUMN = _RUN_COLUMN_INDEX["report_json"]
-
-
-def run_from_row(row: Sequence[Any]) -> RunRow:
-    values = list(row)
-    for i in _JSON_COLUMNS:
-        values[i] = json.loads(values[i])
-    for i in _OPTIONAL_JSON_COLUMNS:
-        values[i] = json.loads(values[i]) if values[i] else None
-    values[_REPORT_COLUMN] = (
-        StoredReport.from_json(json.loads(values[_REPORT_COLUMN])) if values[_REPORT_COLUMN] else None
-    )
-    return RunRow(*values)
+def run_from_row(row: dict[str, Any]) -> RunRow:
+    """A run read with RUN_COLUMNS by name, its JSON decoded."""
+    values = dict(row)
+    for name in ("settings", "plan"):
+        values[name] = json.loads(values[name])
+    for name in _OPTIONAL_JSON_COLUMNS:
+        values[name] = json.loads(values[name]) if values[name] else None
+    values["report"] = StoredReport.from_json(json.loads(values["report"])) if values["report"] else None
+    return RunRow(**values)
 
 
 class ImportedVerdict(NamedTuple):
@@ -360,10 +370,16 @@ class Progress:
     completion_tokens_grader: int
 
 
-def select_list(record: type[tuple], table: str, sources: dict[str, str] | None = None) -> str:
-    """The columns of a named record's fields, in their order (``table.field``, or the
-    expression ``sources`` gives): a row selected with them fills the record field by field."""
-    return ", ".join((sources or {}).get(name, f"{table}.{name}") for name in record._fields)  # type: ignore[attr-defined]
+def select_list(record: type, table: str | None, sources: dict[str, str] | None = None) -> str:
+    """The columns of a record's fields (a named tuple or a dataclass), in their order:
+    ``table.field`` (``field`` with no table), or the expression ``sources`` gives, named as the
+    field. A row selected with them fills the record field by field, and read as a mapping
+    (Connection._all_named) it holds each field under its name."""
+    sources = sources or {}
+    prefix = f"{table}." if table else ""
+    return ", ".join(
+        f"{sources[name]} AS {name}" if name in sources else f"{prefix}{name}" for name in record_fields(record)
+    )
 
 
 class ExportConversation(NamedTuple):
@@ -406,7 +422,9 @@ EXPORT_CONVERSATION_COLUMNS = select_list(ExportConversation, "c", {"record_body
 EXPORT_VERDICT_COLUMNS = select_list(ExportVerdict, "v")
 
 
-SUMMARY_COLUMNS = (
-    "id, position, repeat, prompt_id, theme, preview, status, score, n_criteria, n_met, n_errors, penalties, error_kind,"
-    " (SELECT count(*) FROM verdicts v WHERE v.conversation_id = conversations.id AND v.points > 0)"
+SUMMARY_FIELDS = record_fields(ConversationSummary)
+SUMMARY_COLUMNS = select_list(
+    ConversationSummary,
+    None,
+    {"n_positive": "(SELECT count(*) FROM verdicts v WHERE v.conversation_id = conversations.id AND v.points > 0)"},
 )

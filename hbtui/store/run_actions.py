@@ -55,7 +55,7 @@ class StoreRunActions(Connection):
         """Remove the run and every row of it, in one transaction; refused (RunInUse) while
         it is driven or reused, checked again inside the transaction."""
         async with self._transaction():
-            row = await self._one(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run.id,))
+            row = await self._one_named(f"SELECT {RUN_COLUMNS} FROM runs WHERE id = ?", (run.id,))
             if row is None:
                 raise StoreError(f"run {run.id} is not in the database any more")
             run = run_from_row(row)
@@ -93,7 +93,7 @@ class StoreRunActions(Connection):
     async def reclaim_space(self) -> tuple[int, int] | None:
         """VACUUM: SQLite keeps a deleted run's pages until then. (bytes before, after), or
         None when a run is being driven: its writes would wait for the whole rewrite."""
-        running = await self._all(f"SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running'")
+        running = await self._all_named(f"SELECT {RUN_COLUMNS} FROM runs WHERE status = 'running'")
         if any(run_from_row(row).shown_status() == RUNNING for row in running):
             return None
         before = await self._file_size()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hbtui.core.run_records import RequestsRecord
 from hbtui.core.verdicts import PENDING
 from hbtui.store.rows import ConversationOutcome, ImportedReply
 
@@ -36,7 +37,7 @@ class RunClaim:
 
     owner: str
     lease: str
-    requests: dict  # hbtui.core.fidelity.describe_requests
+    requests: RequestsRecord  # hbtui.core.fidelity.describe_requests
 
 
 @dataclass(slots=True, frozen=True)

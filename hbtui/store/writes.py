@@ -17,6 +17,7 @@ from operator import attrgetter
 from hbtui.core.invocation import invoked_as
 from hbtui.core.live import LiveSnapshot
 from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
+from hbtui.core.run_records import ImportedFrom, RequestsRecord
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
@@ -177,7 +178,7 @@ class StoreWrites(Connection):
         settings: dict,
         plan: dict,
         conversations: Sequence[PlannedConversation],
-        imported: dict,
+        imported: ImportedFrom,
         report_of: Callable[[int], Awaitable[StoredReport]],
         created_at: float | None = None,
     ) -> int:
@@ -252,7 +253,7 @@ class StoreWrites(Connection):
         *,
         repeats: int = 1,
         kind: str = MODEL_RUN,
-        imported: dict | None = None,
+        imported: ImportedFrom | None = None,
         created_at: float | None = None,
         claim: RunClaim | None = None,
         on_created: Callable[[int, int], Awaitable[None]] | None = None,
@@ -448,9 +449,11 @@ class StoreWrites(Connection):
         # First without the write lock: a driver stopped (Ctrl-Z) in the middle of a commit holds
         # it, and the user should hear that the driver is stopped, not that the file is locked.
         row = await self._one("SELECT owner, heartbeat_at FROM runs WHERE id = ?", (run_id,))
-        busy = row and driver_in_the_way(run_id, row[0], owner, row[1])
-        if busy:
-            raise RunBusy(busy + ("" if "stopped" in busy else f"; watch it with {invoked_as()} monitor instead"))
+        if row is not None:
+            current, heartbeat = row
+            busy = driver_in_the_way(run_id, current, owner, heartbeat)
+            if busy:
+                raise RunBusy(busy + ("" if "stopped" in busy else f"; watch it with {invoked_as()} monitor instead"))
         async with self._transaction():
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
             if row is None:
@@ -513,7 +516,7 @@ class StoreWrites(Connection):
         report: StoredReport | None = None,
         folder: str | None = None,
         lease: str | None = None,
-        requests: dict | None = None,
+        requests: RequestsRecord | None = None,
     ) -> None:
         """The run's end. With ``lease``, only while the run still holds it (else RunTakenOver)."""
         score = report.score if report else None
@@ -544,7 +547,7 @@ class StoreWrites(Connection):
         )
         await self.db.commit()
 
-    async def set_requests(self, run_id: int, requests: dict) -> None:
+    async def set_requests(self, run_id: int, requests: RequestsRecord) -> None:
         """What the run's requests are (hbtui.core.fidelity), recorded as it starts or resumes."""
         await self.db.execute("UPDATE runs SET requests_json = ? WHERE id = ?", (json.dumps(requests), run_id))
         await self.db.commit()

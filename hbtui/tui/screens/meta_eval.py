@@ -18,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from hbtui.core.run_kinds import MEANINGS, META_EVAL, refusal
+from hbtui.core.run_records import MetaEvalReport
 from hbtui.core.settings.config import SettingsError
 from hbtui.core.text import middle_cut, one_line, visible_controls
 from hbtui.core.verdicts import ERROR, PENDING, RUNNING
@@ -97,7 +98,7 @@ def row_detail(row: MetaEvalRowView) -> Text:
     return text
 
 
-def summary_text(run: RunRow, summary: dict | None, graded: int) -> Text:
+def summary_text(run: RunRow, summary: MetaEvalReport | None, graded: int) -> Text:
     """The grader's F1 beside the physicians' range, first thing on the screen."""
     text = Text()
     text.append(f"{one_line(run.name, 40)}", style="bold")
@@ -158,7 +159,9 @@ class MetaEvalScreen(AppScreen):
         Binding("k", "cursor(-1)", "Up", show=False, id="meta_eval.up"),
     ]
 
-    def __init__(self, run: RunRow, summary: dict | None, counts: dict[str, int], rows: list[MetaEvalRowView]) -> None:
+    def __init__(
+        self, run: RunRow, summary: MetaEvalReport | None, counts: dict[str, int], rows: list[MetaEvalRowView]
+    ) -> None:
         super().__init__()
         self.run = run
         self.summary, self.counts, self.rows = summary, counts, rows
