@@ -227,6 +227,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         # to happen on purpose.
         from textual.css.query import NoMatches
 
+        # Upstream: Textual issue 6581 (Select's mount queries a child not yet there, NoMatches),
+        # pull request 6680 open; tests/test_textual_overrides.py watches Select's lookup.
         if self.ending and isinstance(error, NoMatches):
             return
         super()._handle_exception(error)
@@ -242,7 +244,9 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
         Textual's own handler prints a traceback with local variables, which could show an API
         key; ours keeps the traceback (code lines only, no locals) in an owner-only file beside
-        the database, for a bug report.
+        the database, for a bug report. No setting of Textual leaves the locals out (the nearest
+        request, Textual issue 3069, asks for a plain crash output); tests/test_textual_overrides.py
+        fails when Textual's report changes.
         """
         import os
         import traceback
@@ -536,7 +540,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         key press to the next screen may take; built ahead, `n` shows it in about 25 ms.
         Textual has no public call that mounts a screen without showing it, so this uses the
         one push_screen uses (App._get_screen); if a later Textual drops it, the screen is
-        simply built on first use, as before.
+        simply built on first use, as before. No upstream request asks for one (Textual issue
+        1775 made install_screen stop mounting); tests/test_textual_overrides.py watches it.
         """
         self._install_config()
         screen = self.get_screen("config")
@@ -576,7 +581,8 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
 
         Read from the screen and the app themselves rather than ``active_bindings``: there a
         focused widget's own keys (a table's enter) hide the screen's, and add dozens of
-        cursor keys that say nothing about hbtui.
+        cursor keys that say nothing about hbtui. ``_bindings`` is private: no public call lists
+        a node's own bindings (the nearest request is Textual issue 4740, "Dynamic Bindings").
         """
         found: list[tuple[object, str, Binding]] = []
         for node in (screen, self):

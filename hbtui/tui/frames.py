@@ -16,6 +16,13 @@ one period after the previous one started, and starts at once when that time has
 the screen's update timer for every screen of the app (:class:`PromptFrames`, mixed into
 ``handle.AppScreen`` and ``handle.AppModal``). It overrides Textual internals (``Timer._run``,
 ``Screen._update_timer``), which is one reason Textual is pinned exactly (see docs/development.md).
+
+Upstream: no Textual issue reports the skip that we found; it came with Textual pull request 5465
+("Fix busy loop on lagging timer", https://github.com/Textualize/textual/pull/5465), whose
+``count = int((now - start) / _interval + 1)`` lands one grid point too far. Kept because it is
+measured (docs/benchmarks.md, "The frame timer"): without it, keys whose result is read from the
+database wait a frame more. tests/test_textual_overrides.py fails when Textual's own timer keeps
+the pace, and this module can go.
 """
 
 from __future__ import annotations

@@ -170,7 +170,9 @@ class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itsel
         # Kept and shown again (n on the runs list), the screen restyled its ~140 widgets: most of
         # the time `n` took. Its widgets restyle themselves when their own classes or focus change;
         # only what the whole app changed while it was away (the theme, CSS, the terminal's focus,
-        # the size) needs the full pass. Textual skips it the same way when a modal is popped.
+        # the size) needs the full pass. Textual skips it the same way when a modal is popped
+        # (ScreenResume.refresh_styles, its pull request 6314), not on push or switch; no issue
+        # upstream asks for that. tests/test_textual_overrides.py watches both.
         if self._styled_for == self._style_inputs():
             event.refresh_styles = False
         super()._on_screen_resume(event)

@@ -6,6 +6,12 @@ app, a message queue at each parent on the way. A key typed right after one of t
 `End BSpace 2 Tab`, typed fast or arriving in one packet over SSH, inserted the 2 before the
 backspace ran, which then deleted it (a new user's trial lost a field's value that way). Here the
 Input's own bindings run as their key arrives, in its turn.
+
+Upstream: Textual issue 6605 ("Input/Textarea action synchronization bug",
+https://github.com/Textualize/textual/issues/6605), with its open pull request 6631, which runs a
+widget's own bindings inline (``Widget._run_key_bindings``). It reads the private
+``_bindings.key_to_bindings``: tests/test_textual_overrides.py fails when Textual keeps the order
+itself (then this class can go) or no longer has what it reads.
 """
 
 from __future__ import annotations
