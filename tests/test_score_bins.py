@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 
 import pytest
 from textual.app import App, ComposeResult
@@ -49,6 +50,8 @@ def test_show_bins_as_the_rule_does():
 
 
 class ChartApp(App[None]):
+    CSS = "ScoreHistogram { height: 1fr; }"  # the terminal's height, whatever it is
+
     def __init__(self, scores: list[float]) -> None:
         super().__init__()
         self.scores = scores
@@ -78,7 +81,7 @@ def test_the_chart_spans_the_rule_with_round_ticks(width, scores):
     assert len(steps) == 1
     step = steps.pop()
     assert step in (0.1, 0.2, 0.5, 1.0) and all(abs(label / step - round(label / step)) < 1e-6 for label in labels)
-    counts = [int(line.split("┤")[0]) for line in chart if "┤" in line]
+    counts = [int(re.split("[┤└]", line)[0]) for line in chart if "┤" in line or "└" in line]
     assert len({a - b for a, b in itertools.pairwise(counts)}) == 1 and counts[-1] == 0
 
 
@@ -109,3 +112,32 @@ def test_a_chart_of_every_score_one_is_full_only_in_the_bin_of_one(width):
     filled = [i for i, char in enumerate(plot) if char == "█"]
     # Only the last fifth of the plot, the bin 0.9 to 1.0, is drawn at full height.
     assert filled and filled[0] > 0.8 * len(plot) and len(filled) < 0.2 * len(plot), top
+
+
+@pytest.mark.parametrize(("height", "counts"), [(14, [1, 2, 4, 3, 0]), (12, [5, 0, 15, 10, 20]), (9, [5, 0, 10, 0, 5])])
+def test_a_bar_ends_where_the_count_axis_says_its_count_is(height, counts):
+    """Each count's tick stands on the row whose top edge is that count, and the frame's bottom
+    line is 0: a bar of 2 ends at the top of the row labelled 2. With plotext's rows taken as
+    points from 0 up, the row labelled 0 was filled too and a bar of 2 read about 2.3. (The
+    counts here fill whole rows; a count between two rows' edges is drawn to the nearer one.)"""
+    scores = [score for score, count in zip((0.55, 0.65, 0.75, 0.85, 0.95), counts, strict=True) for _ in range(count)]
+
+    async def lines() -> list[str]:
+        app = ChartApp(scores)
+        async with app.run_test(size=(60, height)) as pilot:
+            await pilot.pause()
+            chart = app.query_one(ScoreHistogram)
+            return ["".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height)]
+
+    chart = asyncio.run(lines())
+    assert chart[-2].lstrip().startswith("0└")  # the frame's bottom line is the count 0
+    plot = [line for line in chart if "┤" in line or ("│" in line and "└" not in line and "┌" not in line)]
+    ticks = {int(line.split("┤")[0]): len(plot) - i for i, line in enumerate(plot) if "┤" in line}
+    assert len(ticks) >= 2
+    rows_per_count = {row / count for count, row in ticks.items()}
+    assert len(rows_per_count) == 1  # every tick on the edge of a row, evenly from the bottom line
+    per_count = rows_per_count.pop()
+    left = min(i for line in plot for i in (line.find("┤"), line.find("│")) if i >= 0)  # the frame's left side
+    inside = [line[left + 1 : line.rindex("│")] for line in plot]
+    heights = {column.count("█") for column in zip(*inside, strict=True)} - {0}
+    assert heights == {round(count * per_count) for count in counts if count}

@@ -124,12 +124,25 @@ class ScoreHistogram(Widget):
         xticks = round_ticks(starts[0], starts[-1] + BIN_WIDTH, most)
         plt.xticks(xticks, [f"{t:.1f}" for t in xticks])
         plt.xlim(starts[0], starts[-1] + BIN_WIDTH)
-        rows = max(min(height - 5, 4), 1)
-        step = max(1, round(round_step(max(counts), rows)))  # counts are whole
-        yticks = list(range(0, -(-max(counts) // step) * step + 1, step))
+        # plotext's rows are points, the lowest at the low limit, and a bar fills each row at or
+        # below its count. With 0 as that limit, the row labelled 0 was filled by every bar and a
+        # bar of 2 read about 2.3. Here each step of the counts is a whole number of rows and the
+        # lowest row stands for one row's worth: a bar of 2 ends at the top of the row labelled 2,
+        # and the frame's bottom line is 0 (labelled so below). Rows left over are room above.
+        rows = max(height - 4, 1)  # less the title, the frame's top and bottom, the scores' labels
+        step = max(1, round(round_step(max(counts), max(min(rows // 2, 4), 1))))  # counts are whole
+        steps = -(-max(counts) // step)
+        rows_per_step = max(1, rows // steps)
+        per_row = step / rows_per_step
+        yticks = [i * step for i in range(1, steps + 1) if i * rows_per_step <= rows]
         plt.yticks(yticks, [str(t) for t in yticks])
-        plt.ylim(0, yticks[-1])
+        plt.ylim(per_row, rows * per_row)
         plt.title(self._title_text())
         chart = plt.build()
         plt.clf()
-        return Text.from_ansi(chart, no_wrap=True, end="")
+        label_width = len(str(yticks[-1])) if yticks else 1
+        lines = chart.split("\n")
+        for i, line in enumerate(lines):
+            if line.startswith(" " * label_width + "└"):  # the bottom line: count 0
+                lines[i] = "0".rjust(label_width) + line[label_width:]
+        return Text.from_ansi("\n".join(lines), no_wrap=True, end="")
