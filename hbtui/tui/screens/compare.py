@@ -22,6 +22,7 @@ from hbtui.core.verdicts import Kappa
 from hbtui.render.compare_report import difference_lines, repeated
 from hbtui.store import RunRow, Store, StoreError
 from hbtui.tui.breakpoints import ResponsiveScreen
+from hbtui.tui.widgets.app_header import AppHeader
 from hbtui.tui.widgets.breakdown import score_style
 from hbtui.tui.widgets.key_bar import KeyBar
 from hbtui.tui.widgets.key_tabs import KeyTabs
@@ -176,6 +177,7 @@ class CompareScreen(ResponsiveScreen):
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
+        yield AppHeader()  # names the database, as on the runs list
         result = self.result
         title = Text()
         title.append("Compare ", style="bold")

@@ -54,6 +54,7 @@ from hbtui.tui.screens.run_summary import (
     parse_range,
     summary_text,
 )
+from hbtui.tui.widgets.app_header import AppHeader
 from hbtui.tui.widgets.breakdown import ScoreBreakdown, score_style
 from hbtui.tui.widgets.conversation_list import ConversationList, ConversationPages, Query
 from hbtui.tui.widgets.filter_input import FilterInput
@@ -168,6 +169,7 @@ class RunScreen(ResponsiveScreen):
 
     def compose(self) -> ComposeResult:
         self.apply_breakpoint()
+        yield AppHeader()  # names the database, as on the runs list
         yield Static(Text(f"Run {self.run_id}", style="bold"), id="run-title")
         yield KeyTabs(
             ("summary", "1 Summary"), ("conversations", "2 Conversations"), switcher="run-tabs", active="summary"
