@@ -262,12 +262,16 @@ def test_compare_two_runs_with_different_graders(two_graded_runs, capsys):
     with sqlite3.connect(db) as conn:
         number = dict(conn.execute("SELECT prompt_id, position + 1 FROM conversations WHERE run_id = 1"))
     assert all(
-        m["conversation_number_a"] == m["conversation_number_b"] == number[m["prompt_id"]] for m in shown["moved"]
+        m["conversation_number_a"] == m["conversation_number_b"] == number[m["prompt_id"]]
+        for m in shown["moved"] + agreement["disagreements"]
     )
     assert cli.main(["compare", "1", "second", "--db", str(db)]) == 0
-    text = capsys.readouterr().out.split("moved most:", 1)[1]
+    out = capsys.readouterr().out
+    text = out.split("moved most:", 1)[1]
     first = shown["moved"][0]
     assert f"#{first['conversation_number_a']}  {first['prompt_id']}" in text
+    disagreement = agreement["disagreements"][0]
+    assert f"(#{disagreement['conversation_number_a']}  {disagreement['prompt_id']})" in out.split("moved most:")[0]
     # B against A is the mirror image
     mirrored = compare_json(db, capsys, "2", "1")
     assert mirrored["difference"]["value"] == pytest.approx(-shown["difference"]["value"])
@@ -380,6 +384,14 @@ def test_a_conversation_listed_apart_in_the_two_runs_is_named_in_each():
     apart = Moved("p", 0, None, 0.2, 0.5, 10, 20, position=14, position_b=16)
     assert (same.numbers, apart.numbers) == ("#15", "#15 in A, #17 in B")
     assert (apart.as_dict()["conversation_number_a"], apart.as_dict()["conversation_number_b"]) == (15, 17)
+    from hbtui.analysis.compare import Disagreement
+
+    disagreement = Disagreement("p", 0, None, 2, "c", 5.0, True, False, 10, 20, position=14, position_b=16)
+    assert disagreement.numbers == "#15 in A, #17 in B"
+    assert (disagreement.as_dict()["conversation_number_a"], disagreement.as_dict()["conversation_number_b"]) == (
+        15,
+        17,
+    )
 
 
 @pytest.fixture

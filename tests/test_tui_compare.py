@@ -226,3 +226,22 @@ async def test_the_moved_list_names_each_conversation_by_its_number_in_each_run(
         shown = [str(table.get_row_at(i)[3]) for i in range(table.row_count)]
         assert shown and shown == [m.numbers for m in screen.result.moved[: len(shown)]]
         assert all(number.startswith("#") for number in shown)
+
+
+async def test_the_disagreements_fit_the_screen_and_name_each_conversation_by_its_number(db):
+    """At 80 columns the prompt id ran past the screen's edge, cut with no mark, and nothing
+    said where to find the conversation in the run."""
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_comparison(pilot, 1, 2)
+        await pilot.press("3")
+        table = screen.query_one("#disagreement-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count > 0, what="the disagreements")
+        disagreements = screen.result.agreement.disagreements
+        shown = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
+        assert shown == [d.numbers for d in disagreements[: len(shown)]]
+        assert table.virtual_size.width <= table.size.width  # nothing past the screen's edge
+        for i, d in enumerate(disagreements[: table.row_count]):
+            prompt, criterion = (str(cell) for cell in table.get_row_at(i)[4:6])
+            assert prompt == d.prompt_id or (prompt.endswith("…") and d.prompt_id.startswith(prompt[:-1]))
+            assert criterion == d.criterion or (criterion.endswith("…") and d.criterion.startswith(criterion[:-1]))

@@ -209,11 +209,20 @@ class Disagreement:
     met_b: bool
     conversation_a: int
     conversation_b: int
-    position: int
+    position: int  # in run A
+    position_b: int
+
+    @property
+    def numbers(self) -> str:
+        """Where to find it in each run, as the browser numbers conversations (see Moved)."""
+        a, b = conversation_number(self.position), conversation_number(self.position_b)
+        return f"#{a}" if a == b else f"#{a} in A, #{b} in B"
 
     def as_dict(self) -> dict:
         return {
             "prompt_id": self.prompt_id,
+            "conversation_number_a": conversation_number(self.position),
+            "conversation_number_b": conversation_number(self.position_b),
             "repeat": self.repeat,
             "theme": self.theme,
             "idx": self.idx,
@@ -506,6 +515,7 @@ def agreement(matched: Sequence[tuple[Conversation, Conversation]]) -> Agreement
                         a.id,
                         b.id,
                         a.position,
+                        b.position,
                     )
                 )
     disagreements.sort(key=lambda d: (-abs(d.points), d.position, d.idx))

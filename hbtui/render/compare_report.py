@@ -117,7 +117,7 @@ def render_comparison(result: Comparison) -> str:
         for d in disagreements[:DISAGREEMENTS_LISTED]:
             lines.append(
                 f"  A {said(d.met_a):<7} B {said(d.met_b):<7} [{d.points:g}] "
-                f"{one_line(d.criterion, 70)}  ({one_line(d.prompt_id, 40)}"
+                f"{one_line(d.criterion, 70)}  ({d.numbers}  {one_line(d.prompt_id, 40)}"
                 f"{repeated(d.repeat, result.repeats)})"
             )
     moved = result.moved

@@ -252,15 +252,20 @@ class CompareScreen(ResponsiveScreen):
     def _fill_disagreements(self) -> None:
         table = self.query_one("#disagreement-table", DataTable)
         table.clear(columns=True)
-        table.add_columns("A", "B", "points", "criterion", "prompt")
+        table.add_columns("#", "A", "B", "points", "prompt", "criterion")
         disagreements = self.result.agreement.disagreements if self.result.agreement else []
+        # The criterion last, cut to what the screen has left: the # finds the conversation, so
+        # the prompt id only needs its start (a column past the screen's edge was cut unmarked).
+        fixed = 50 + max((len(d.numbers) for d in disagreements[:LISTED]), default=2)
+        criterion_width = max(24, (self.size.width or 80) - fixed)
         for index, d in enumerate(disagreements[:LISTED]):
             table.add_row(
+                Text(d.numbers),  # as the run's browser numbers it: where to find it in each run
                 Text("met" if d.met_a else "not met"),
                 Text("met" if d.met_b else "not met"),
                 Text(f"{d.points:g}", justify="right"),
-                Text(one_line(d.criterion, 60)),
-                Text(one_line(d.prompt_id, 40)),
+                Text(one_line(d.prompt_id, 12) + repeated(d.repeat, self.result.repeats)),
+                Text(one_line(d.criterion, criterion_width)),
                 key=str(index),
             )
 
