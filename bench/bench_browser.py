@@ -309,17 +309,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=5000)
     parser.add_argument("--criteria", type=int, default=12)
     parser.add_argument("--pages", type=int, default=40)
-    parser.add_argument(
-        "--textual-frames",
-        action="store_true",
-        help="pace frames with Textual's own timer, not hbtui.tui.frames (to measure what that override gains)",
-    )
     args = parser.parse_args()
-    if args.textual_frames:
-        from hbtui.tui.frames import PromptFrames
-
-        del PromptFrames._update_timer  # Screen's own property applies again
-        print("frames paced by Textual's own timer (hbtui.tui.frames left out)")
     asyncio.run(bench(args.conversations, args.criteria, args.pages))
 
 

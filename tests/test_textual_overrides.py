@@ -9,111 +9,22 @@ break). The tests of what each override does for the user are elsewhere, named b
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 
-import pytest
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import BindingsMap
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Input
 from textual.widgets._select import Select
 
-import hbtui.tui.frames as frames
 from hbtui.tui.app import HBTuiApp
-from hbtui.tui.frames import PromptFrames
 from hbtui.tui.screens.config import ConfigScreen
 from hbtui.tui.widgets.ordered_input import OrderedInput
 from hbtui.web.serve import GuardedServer
 
 INTERVAL = 1 / 60
-
-
-# ---- hbtui/tui/frames.py: the frame after a late one (Textual PR 5465's skip) ----------------
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def get_time(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += max(seconds, 0.0)
-        await asyncio.sleep(0)
-
-
-class Target:
-    pass
-
-
-def drawing_timer(base: type[Timer], clock: Clock) -> Timer:
-    """A screen's update timer (of class ``base``): each tick is a 6 ms frame, after which it
-    pauses until the screen has something new to draw."""
-
-    class Drawing(base):  # type: ignore[misc,valid-type]
-        ticks: list[float] = []
-
-        async def _tick(self, *, next_timer: float, count: int) -> None:
-            self.ticks.append(clock.now)
-            self.pause()
-            clock.now += 0.006
-
-    return Drawing(Target(), INTERVAL, name="screen_update", pause=True)
-
-
-async def settle() -> None:
-    for _ in range(10):
-        await asyncio.sleep(0)
-
-
-async def key_then_its_result(timer: Timer, clock: Clock) -> list[float]:
-    """The screen's first frame; half a second later a key (drawn at once, 6 ms), and its
-    result read 12 ms after the key. The ticks of the last two, as offsets from the key."""
-    timer._start()
-    for at in (None, 1000.5, 1000.512):
-        if at is not None:
-            clock.now = max(clock.now, at)
-        timer.resume()
-        await settle()
-    timer.stop()
-    return [tick - 1000.5 for tick in timer.ticks[1:]]  # type: ignore[attr-defined]
-
-
-def test_textuals_own_timer_still_waits_a_second_interval_after_a_late_frame(monkeypatch):
-    """The defect hbtui.tui.frames works around: the result's frame comes 33 ms after the key's
-    where it should come 17 ms after. Reported nowhere upstream that we found; it came with
-    Textual PR 5465 ("Fix busy loop on lagging timer"), whose skip lands one grid point too far.
-    When this fails, Textual keeps the pace itself: delete hbtui/tui/frames.py."""
-    import textual.timer as textual_timer
-
-    clock = Clock()
-    monkeypatch.setattr(textual_timer._time, "get_time", clock.get_time)
-    monkeypatch.setattr(textual_timer, "sleep", clock.sleep)
-    ticks = asyncio.run(key_then_its_result(drawing_timer(Timer, clock), clock))
-    assert ticks == pytest.approx([0.0, 2 * INTERVAL], abs=1e-9)  # the result skips the grid point 17 ms after the key
-
-
-def test_the_frame_timer_keeps_one_interval_where_textuals_waits_two(monkeypatch):
-    clock = Clock()
-    monkeypatch.setattr(frames, "get_time", clock.get_time)
-    monkeypatch.setattr(frames, "sleep", clock.sleep)
-    ticks = asyncio.run(key_then_its_result(drawing_timer(frames.FrameTimer, clock), clock))
-    assert ticks == pytest.approx([0.0, INTERVAL], abs=1e-9)
-
-
-def test_screens_still_take_their_frame_timer_from_the_property_hbtui_replaces():
-    """PromptFrames replaces Screen._update_timer; a Textual that made its timer elsewhere would
-    leave the replacement unused (tests/test_tui_frames.py checks every screen of the app)."""
-    assert isinstance(Screen.__dict__.get("_update_timer"), property)
-    assert "self._update_timer" in inspect.getsource(Screen)
-    assert isinstance(PromptFrames.__dict__["_update_timer"], property)
-    for name in ("_run", "_tick", "_active", "_reset", "_repeat", "_interval"):
-        assert name in inspect.getsource(Timer), name
 
 
 # ---- hbtui/tui/widgets/ordered_input.py: an Input's bound keys overtaken (Textual 6605) -------

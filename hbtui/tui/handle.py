@@ -3,8 +3,7 @@
 Textual types ``MessagePump.app`` as ``App[object]``; its own idiom for a typed handle is
 ``getters.app(AppClass)``. Declared here once, under TYPE_CHECKING: at run time ``self.app`` stays
 Textual's own (no isinstance check on every access), and the app module, which opens these
-screens, is not imported by them. Every screen of the app derives from one of these two, and so
-has its frames paced by ``frames.FrameTimer``.
+screens, is not imported by them. Every screen of the app derives from one of these two.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from typing import TYPE_CHECKING, TypeVar
 from textual import events, on
 from textual.screen import ModalScreen, Screen
 
-from hbtui.tui.frames import PromptFrames
-
 if TYPE_CHECKING:
     from textual import getters
 
@@ -24,7 +21,7 @@ if TYPE_CHECKING:
 ResultT = TypeVar("ResultT")
 
 
-class AppScreen(PromptFrames, Screen):
+class AppScreen(Screen):
     """A full screen of hbtui."""
 
     if TYPE_CHECKING:
@@ -58,7 +55,7 @@ class AppScreen(PromptFrames, Screen):
             event.refresh_styles = False
 
 
-class AppModal(PromptFrames, ModalScreen[ResultT]):
+class AppModal(ModalScreen[ResultT]):
     """A dialog of hbtui, dismissed with a ``ResultT``."""
 
     if TYPE_CHECKING:

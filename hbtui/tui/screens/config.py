@@ -34,7 +34,6 @@ from hbtui.core.settings.setting_kinds import Bool, Choice
 from hbtui.core.text import one_line
 from hbtui.services import plan_run
 from hbtui.store import StoreError
-from hbtui.tui.frames import PromptFrames
 from hbtui.tui.screens.config_form import (
     FIELDS,
     LOCAL_FILE,
@@ -72,7 +71,7 @@ SECRET_NAMES = frozenset(name for name in SETTING_NAMES if setting_for(name).sec
 CHECKED_FIELDS = ("base_url", "api_key", "model_test", "grader_base_url", "grader_api_key", "model_grader")
 
 
-class ConfigScreen(PromptFrames, Screen):  # not an AppScreen: it restyles itself as it resumes
+class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resumes
     if TYPE_CHECKING:  # the type checker sees hbtui's app, not App[object] (Textual's idiom)
         app = getters.app(HBTuiApp)
     SUB_TITLE = "new run"
