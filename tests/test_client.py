@@ -228,7 +228,7 @@ def test_occasional_429s_do_not_starve_the_limiter(server):
 def test_first_call_goes_alone_then_the_rest_together(server):
     """The first request of a model waits for nobody and the others wait for it, but only for it:
     once it has answered, the rest are in flight at once (not one at a time behind a lock)."""
-    server.control(latency_ms=100)
+    server.control(latency_ms=600)  # long enough for 8 connections to open on a busy machine
 
     async def go():
         client = ChatClient(Endpoint(server.base_url), limiter=AdaptiveLimiter(16), backoff_base=0.01)

@@ -333,7 +333,7 @@ def test_persistent_429(client: httpx.Client, server: FakeServer) -> None:
 
 
 def test_stats_track_concurrency_status_and_models(server: FakeServer) -> None:
-    server.control(latency_ms=200)
+    server.control(latency_ms=800)  # long enough for 20 connections to open on a busy machine
 
     async def burst() -> list[int]:
         headers = {"Authorization": f"Bearer {API_KEY}"}

@@ -156,7 +156,11 @@ def test_calls_are_spread_at_the_pace_not_released_together():
 
     sent = asyncio.run(go())
     gaps = [b - a for a, b in itertools.pairwise(sent)]
-    assert min(gaps) >= 0.09, gaps  # one every 1/10 s (the first at once)
+    # One every 1/10 s (the first at once). A turn's slot is planned, so a call woken late on a busy
+    # machine leaves the next one a shorter gap: the pace is read over the whole, and released
+    # together (gaps near 0) is what must never happen.
+    assert sent[-1] - sent[0] >= 5 * 0.1 - 0.02, gaps
+    assert min(gaps) >= 0.05, gaps
 
 
 def test_a_retry_after_holds_every_call_and_teaches_no_rate_from_a_few_refusals():

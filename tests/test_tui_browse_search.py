@@ -88,9 +88,8 @@ async def test_search_finds_criterion_text_says_where_and_steps_through_matches(
         assert seen == expected
         assert "fabricated" in verdicts.current.verdict.criterion.lower()
         await pilot.press(">")  # past the last: says so and stays
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: "no further match" in screen_text(app), what="told there is none")
         assert (conversation.detail.summary.position, verdicts.selected) == expected[-1]
-        assert "no further match" in screen_text(app)
         await pilot.press("<")
         await wait_for(pilot, lambda: (conversation.detail.summary.position, verdicts.selected) == expected[-2])
 

@@ -79,8 +79,7 @@ async def test_a_run_started_from_the_form_outlives_the_app_and_a_later_monitor_
         await wait_for(pilot, lambda: watched.view.status == "running", timeout=30, what="the run seen live")
         assert "running (another process)" in screen_text(later)
         await wait_for(pilot, lambda: watched.view.status == "finished", timeout=120, what="the run finished")
-        await pilot.pause(0.3)
-        assert f"log {driver.log}" in screen_text(later)
+        await wait_for(pilot, lambda: f"log {driver.log}" in screen_text(later), what="the driver's log named")
         assert not later.detached_runs  # a monitor starts nothing: quitting it asks nothing
         await pilot.press("q")
         await wait_for(pilot, lambda: not later.is_running, what="the monitor to quit")
@@ -427,8 +426,11 @@ async def test_a_meta_eval_started_from_the_form_outlives_the_app_and_a_later_mo
         await wait_for(pilot, lambda: isinstance(later.screen, MetaEvalScreen), timeout=30, what="its screen")
         watched = later.screen
         await wait_for(pilot, lambda: watched.run.status == "finished", timeout=120, what="the meta-eval finished")
-        await pilot.pause(0.3)
-        assert "30/30 rows graded" in screen_text(later) and f"log {driver.log}" in screen_text(later)
+        await wait_for(
+            pilot,
+            lambda: "30/30 rows graded" in screen_text(later) and f"log {driver.log}" in screen_text(later),
+            what="the summary redrawn with the driver's log",
+        )
     assert driver.process.wait(timeout=60) == 0
     assert driver.log == db.parent / "run-1-audit.log"
     log = driver.log.read_text()

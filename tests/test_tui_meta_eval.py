@@ -106,8 +106,7 @@ async def test_a_meta_eval_started_from_the_configuration_screen_runs_to_the_end
         meta = app.screen
         (driver,) = app.detached_runs.values()  # graded by a process of its own, as a model run is
         await wait_for(pilot, lambda: meta.run.status == "finished", timeout=30, what="the meta-eval to finish")
-        await pilot.pause(0.3)
-        assert "30/30 rows graded" in screen_text(app)
+        await wait_for(pilot, lambda: "30/30 rows graded" in screen_text(app), what="the summary redrawn")
     assert driver.process.wait(timeout=30) == 0
     async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
         run = await store.resolve_run("from-the-form")
