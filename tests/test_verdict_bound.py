@@ -77,7 +77,7 @@ def test_grader_slots_send_each_conversations_criteria_to_one_llama_slot(server,
     never on a reply's request, and not sent at all unless set."""
     from hbtui.core.dataset import load_jsonl
 
-    server.control(capture_requests=True)
+    server.control(capture_requests=True, latency_ms=20)  # calls overlap: conversations grade side by side
     settings = settings_for(server, tmp_path / "runs.sqlite", grader_slots=2)
     _, status = asyncio.run(run_engine(settings, small_dataset, name="slotted"))
     assert status == "finished"
@@ -93,6 +93,16 @@ def test_grader_slots_send_each_conversations_criteria_to_one_llama_slot(server,
     assert len(slots_by_conversation) == len(questions) > 1
     assert all(len(slots) == 1 for slots in slots_by_conversation.values())
     assert {slot for slots in slots_by_conversation.values() for slot in slots} <= {0, 1}
+    # A slot grades one conversation at a time: its requests come one conversation after another,
+    # never taking turns (each turn made llama.cpp process the whole prompt again).
+    turns: dict[int, list[str]] = {}
+    for body in graders:
+        (question,) = [q for q in questions if q in body["messages"][-1]["content"]]
+        order = turns.setdefault(body["id_slot"], [])
+        if not order or order[-1] != question:
+            order.append(question)
+    assert all(len(order) == len(set(order)) for order in turns.values()), turns
+    assert sum(len(order) for order in turns.values()) == len(questions)
     server.control(capture_requests=False)
     server.reset_stats()
 

@@ -53,6 +53,7 @@ from hbtui.core.verdict_cache import RequestKeys, conversation_digest
 from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INTERRUPTED, PAUSED, PENDING, TAKEN_OVER
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
 from hbtui.engine.finish_ahead import FinishAhead
+from hbtui.engine.grader_slots import GraderSlots
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
 from hbtui.engine.run_finish import Settled, record_end, settle
 from hbtui.engine.run_plan import HeadStart
@@ -146,6 +147,8 @@ class Engine:
         self._drive_task: asyncio.Task | None = None  # cancelled by a fatal error: see _stop
         self._template = load_template(settings.grader_template, settings.cache_dir)
         self.keys = RequestKeys(settings, self._template)
+        # A conversation's criteria share its prompt's prefix: llama.cpp's slot that holds it.
+        self.grader_slots = GraderSlots(settings.grader_slots) if settings.grader_slots else None
         # What hbtui's negotiation changed in the requests (see hbtui.core.fidelity), for the run's record.
         self.deviations: set[str] = set((run.requests or {}).get("deviations", []))
         self.api_keys = settings.configured_keys
@@ -763,12 +766,21 @@ class Engine:
             await asyncio.sleep(0)
         if asked:
             conversation = rendered or graded_conversation(self.sent_messages(item.prompt), item.reply or "")
-            await asyncio.gather(
-                *(
-                    self._grade_one(client, item, conversation, keys[idx], idx, text, points, statuses)
-                    for idx, text, points in asked
+            if self.grader_slots is None:
+                await asyncio.gather(
+                    *(
+                        self._grade_one(client, item, conversation, keys[idx], idx, text, points, statuses)
+                        for idx, text, points in asked
+                    )
                 )
-            )
+            else:
+                async with self.grader_slots.slot_for(item.conversation_id) as slot:
+                    await asyncio.gather(
+                        *(
+                            self._grade_one(client, item, conversation, keys[idx], idx, text, points, statuses, slot)
+                            for idx, text, points in asked
+                        )
+                    )
         if self._fatal is not None and any(s == PENDING for s in statuses.values()):
             return
         # The one summary rule, as a refresh recomputes it from the database.
@@ -810,7 +822,9 @@ class Engine:
         text: str,
         points: float,
         statuses: dict[int, str],
+        slot: int | None = None,
     ) -> None:
+        """``slot``: the llama.cpp slot this conversation's criteria go to (GRADER_SLOTS)."""
         self._update_gate()
         await self.pool.calls_open.wait()
         if self._fatal is not None:
@@ -818,8 +832,6 @@ class Engine:
         settings = self.settings
         prompt = fill_template(self._template, rendered, points, text)
         try:
-            # A conversation's criteria share its prompt's prefix: llama.cpp's slot that holds it.
-            slot = item.conversation_id % settings.grader_slots if settings.grader_slots else None
             outcome = await grade_as_configured(client, settings, prompt, slot)
         except ChatError as exc:
             if self._check_fatal(exc):

@@ -36,8 +36,9 @@ MAX_TOKENS_TEST = 128
 MAX_TOKENS_GRADER = 192
 # The tiny model's explanations ran on to the token budget, and the cut-off verdict was asked
 # again with twice the budget: some 25 s of CPU per grader call. Bounded in the verdict's schema
-# (llama.cpp's grammar holds it), each verdict ends within a few dozen tokens.
-EXPLANATION_CHARS = 160
+# (llama.cpp's grammar holds it), each verdict ends within a few dozen tokens; 100 characters
+# (160 before) still hold a sentence, and took about 2 s off the demo (bench/bench_demo.py).
+EXPLANATION_CHARS = 100
 # A grader call waits behind the others on a laptop's CPU.
 TIMEOUT_SECONDS = 600.0
 STARTUP_SECONDS = 120.0
@@ -83,7 +84,8 @@ def demo_settings(settings: Settings, base_url: str, db_path: str) -> Settings:
         grader_explanation_chars=EXPLANATION_CHARS,
         # Each conversation's criteria on the llama.cpp slot that holds their shared prefix (id_slot),
         # with twice the slots in flight, so that every slot has a conversation's criteria queued:
-        # 115 s -> 100 s here. llama.cpp processes prompts at some 300 tokens/s on this CPU, and a
+        # 115 s -> 100 s here; one conversation at a time on a slot (hbtui.engine.grader_slots),
+        # 108 s -> 88 s. llama.cpp processes prompts at some 300 tokens/s on this CPU, and a
         # grader prompt is some 500 tokens, 290 of them the prefix.
         grader_slots=SLOTS,
         grader_concurrency=2 * SLOTS,

@@ -438,7 +438,7 @@ class Settings:
         SLOT_COUNT,
         PROTOCOL,
         "llama.cpp's server slots (its --parallel): each conversation's criteria are sent to one slot"
-        " (id_slot), which holds their shared prefix; not sent unless set",
+        " (id_slot), which holds their shared prefix, one conversation at a time; not sent unless set",
         default_text="not sent",
         label="Grader slots",
         placeholder="not sent",
