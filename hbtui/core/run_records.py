@@ -13,7 +13,7 @@ from typing import Any, TypedDict
 
 class StoredSettings(TypedDict, total=False):
     """The settings a run was made with (``Settings.public_dict``: keys reduced to a mask, lists
-    as their text); tests/test_run_records.py keeps the keys equal to the settings'."""
+    as their text); tests/core/test_run_records.py keeps the keys equal to the settings'."""
 
     base_url: str | None
     api_key: str | None

@@ -228,7 +228,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         from textual.css.query import NoMatches
 
         # Upstream: Textual issue 6581 (Select's mount queries a child not yet there, NoMatches),
-        # pull request 6680 open; tests/test_textual_overrides.py watches Select's lookup.
+        # pull request 6680 open; tests/tui/test_textual_overrides.py watches Select's lookup.
         if self.ending and isinstance(error, NoMatches):
             return
         super()._handle_exception(error)
@@ -245,7 +245,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         Textual's own handler prints a traceback with local variables, which could show an API
         key; ours keeps the traceback (code lines only, no locals) in an owner-only file beside
         the database, for a bug report. No setting of Textual leaves the locals out (the nearest
-        request, Textual issue 3069, asks for a plain crash output); tests/test_textual_overrides.py
+        request, Textual issue 3069, asks for a plain crash output); tests/tui/test_textual_overrides.py
         fails when Textual's report changes.
         """
         import os
@@ -541,7 +541,7 @@ class HBTuiApp(App[object]):  # object: as MessagePump.app is typed, so screens 
         Textual has no public call that mounts a screen without showing it, so this uses the
         one push_screen uses (App._get_screen); if a later Textual drops it, the screen is
         simply built on first use, as before. No upstream request asks for one (Textual issue
-        1775 made install_screen stop mounting); tests/test_textual_overrides.py watches it.
+        1775 made install_screen stop mounting); tests/tui/test_textual_overrides.py watches it.
         """
         self._install_config()
         screen = self.get_screen("config")

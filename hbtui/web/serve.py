@@ -328,7 +328,7 @@ class GuardedServer(Server):
         for tab in tabs:
             # textual-serve keeps no other handle on it (pinned: see above): its AppService.stop
             # waits without a limit and its on_shutdown does nothing (no upstream issue found;
-            # tests/test_textual_overrides.py fails when that changes).
+            # tests/tui/test_textual_overrides.py fails when that changes).
             process = tab._process
             if process is not None and process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -113,7 +113,7 @@ def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
     async def open_in_app():
         from tests.support.browser_harness import browser_app
         from tests.support.tui import screen_text
-        from tests.test_tui_browser import normalised, open_conversation, open_run
+        from tests.tui.test_tui_browser import normalised, open_conversation, open_run
 
         app = browser_app(db)
         async with app.run_test(size=(100, 40)) as pilot:

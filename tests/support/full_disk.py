@@ -1,4 +1,4 @@
-"""A run whose disk fills while its calls go on, for tests/test_hardening.py.
+"""A run whose disk fills while its calls go on, for tests/engine/test_hardening.py.
 
 Run inside a mount namespace of its own with a small tmpfs at ``FOLDER`` (``unshare``: see
 ``in_small_disk``), since only a real full disk refuses SQLite's WAL the room to grow::

@@ -171,7 +171,7 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
         # only what the whole app changed while it was away (the theme, CSS, the terminal's focus,
         # the size) needs the full pass. Textual skips it the same way when a modal is popped
         # (ScreenResume.refresh_styles, its pull request 6314), not on push or switch; no issue
-        # upstream asks for that. tests/test_textual_overrides.py watches both.
+        # upstream asks for that. tests/tui/test_textual_overrides.py watches both.
         if self._styled_for == self._style_inputs():
             event.refresh_styles = False
         super()._on_screen_resume(event)

@@ -10,7 +10,7 @@ Input's own bindings run as their key arrives, in its turn.
 Upstream: Textual issue 6605 ("Input/Textarea action synchronization bug",
 https://github.com/Textualize/textual/issues/6605), with its open pull request 6631, which runs a
 widget's own bindings inline (``Widget._run_key_bindings``). It reads the private
-``_bindings.key_to_bindings``: tests/test_textual_overrides.py fails when Textual keeps the order
+``_bindings.key_to_bindings``: tests/tui/test_textual_overrides.py fails when Textual keeps the order
 itself (then this class can go) or no longer has what it reads.
 """
 

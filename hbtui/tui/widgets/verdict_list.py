@@ -27,7 +27,7 @@ from hbtui.store import VerdictRow
 
 # The labels' colours are picked from the 256-colour cube, so that an SSH terminal draws them as
 # they are, and each reads at a WCAG contrast of at least 4.5 on the selected block's tint as on
-# the plain background (tests/test_tui_contrast.py): the terminal theme's ANSI red and magenta
+# the plain background (tests/tui/test_tui_contrast.py): the terminal theme's ANSI red and magenta
 # (Monokai's #f4005f for both) fell under 4 on the tint.
 PENALTY = "#ff8787"
 GRADER_ERROR = "#d787ff"
