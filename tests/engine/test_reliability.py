@@ -319,12 +319,16 @@ def test_a_driver_of_another_pid_namespace_or_boot_is_taken_over_only_once_its_h
 # ---- 2. a write lock held longer than the busy timeout -----------------------------------------
 
 
-def _hold_write_lock(db: Path, seconds: float, held: threading.Event) -> threading.Thread:
+def _hold_write_lock(db: Path, seconds: float, held: threading.Event, on_release=None) -> threading.Thread:
+    """``on_release``: called as the lock is about to be let go (still held)."""
+
     def hold():
         conn = sqlite3.connect(db, timeout=30, isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")
         held.set()
         time.sleep(seconds)
+        if on_release is not None:
+            on_release()
         conn.execute("COMMIT")
         conn.close()
 
@@ -350,11 +354,15 @@ def _run_under_a_lock(server, tmp_path, monkeypatch, lock_seconds, **settings_va
 
             async def lock():
                 await asyncio.sleep(0.3)
-                thread = seen["thread"] = _hold_write_lock(db, lock_seconds, held)
+
+                # Counted as the lock is let go, in its own thread: read from this loop after a
+                # sleep, a busy machine read it after the release.
+                def count_at_release() -> None:
+                    seen["requests_before_unlock"] = server.stats()["requests"]
+
+                thread = seen["thread"] = _hold_write_lock(db, lock_seconds, held, count_at_release)
                 await asyncio.to_thread(held.wait)
                 seen["requests_at_lock"] = server.stats()["requests"]
-                await asyncio.sleep(lock_seconds - 0.3)
-                seen["requests_before_unlock"] = server.stats()["requests"]
                 await asyncio.to_thread(thread.join)
 
             engine = Engine(store, await store.get_run(run_id), settings, [OnStart(lock)], backoff_base=0.01)

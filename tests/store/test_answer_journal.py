@@ -109,7 +109,7 @@ def baseline(tmp_path, server):
 
 
 @contextmanager
-def held_back_run(folder: Path, server, log: Path) -> Iterator[subprocess.Popen]:
+def held_back_run(folder: Path, server, log: Path, *, frozen: bool = False) -> Iterator[subprocess.Popen]:
     """`hbtui run` with its commits held back, once it sends nothing more (its gate closed): of
     the answers it received, none since its first commit is in the database."""
     driver = subprocess.Popen(
@@ -146,7 +146,20 @@ def held_back_run(folder: Path, server, log: Path) -> Iterator[subprocess.Popen]
         return bool(held) and time.monotonic() - seen["since"] >= 0.5
 
     try:
-        wait_until(settled, "the run holding answers uncommitted, its gate closed", timeout=120.0)
+        for _ in range(5):
+            wait_until(settled, "the run holding answers uncommitted, its gate closed", timeout=120.0)
+            if not frozen:
+                break
+            # Frozen, it sends and commits nothing more; settled still (no call slipped out between
+            # the look and the freeze), the test gets it stopped, to measure and kill.
+            os.kill(driver.pid, signal.SIGSTOP)
+            time.sleep(0.2)
+            if uncommitted() == seen["held"]:
+                break
+            os.kill(driver.pid, signal.SIGCONT)
+            seen.update(held=None, since=time.monotonic())
+        else:
+            raise AssertionError("the run never stayed settled long enough to be frozen")
         assert driver.poll() is None
         yield driver
     finally:
@@ -159,7 +172,7 @@ def test_answers_received_before_a_sigkill_are_stored_by_the_resume_not_asked_ag
     baseline_db, baseline_calls, log = baseline
     folder = user_folder(tmp_path / "killed", server)
     db = database(folder)
-    with held_back_run(folder, server, log) as driver:
+    with held_back_run(folder, server, log, frozen=True) as driver:
         held = sum(written(log).values()) - stored_answers(db)  # received, read, not committed
         os.kill(driver.pid, signal.SIGKILL)
         driver.wait()
