@@ -83,8 +83,8 @@ def test_a_replica_that_dies_mid_run_loses_nothing_and_pays_nothing_twice(server
 
 def test_calls_spread_over_endpoints_each_within_its_own_limit(server, second_server, tmp_path):
     data = write_jsonl(tmp_path / "many.jsonl", many_records(16))
-    server.control(latency_ms=60)
-    second_server.control(latency_ms=60)
+    server.control(latency_ms=250)  # long enough for 3 calls to overlap on a busy machine
+    second_server.control(latency_ms=250)
     settings = settings_for(server, tmp_path / "runs.sqlite", base_url=f"{server.base_url},{second_server.base_url}")
     settings = Settings(**{**settings.__dict__, "concurrency": 3})
 

@@ -250,7 +250,7 @@ def test_latency(client: httpx.Client, server: FakeServer) -> None:
     server.control(latency_ms=150, latency_jitter_ms=20)
     started = time.perf_counter()
     assert chat(client, user_messages("x")).status_code == 200
-    assert 0.15 <= time.perf_counter() - started < 1.0
+    assert 0.15 <= time.perf_counter() - started < 5.0  # the bound only says it is not held much longer
 
 
 def test_rate_limit_fault(client: httpx.Client, server: FakeServer) -> None:
@@ -288,7 +288,7 @@ def test_hang_then_answers_and_client_timeout_cancels(client: httpx.Client, serv
     server.control(hang_seconds=30)
     with pytest.raises(httpx.ReadTimeout):
         client.post("/chat/completions", json={"model": "test-model", "messages": user_messages("x")}, timeout=0.2)
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 10
     while server.stats()["in_flight"] and time.monotonic() < deadline:
         time.sleep(0.02)
     stats = server.stats()

@@ -177,8 +177,8 @@ def test_a_server_that_stays_silent_is_stopped_at_its_timeout(tmp_path, monkeypa
 
     monkeypatch.setattr(hbtui.local.llama_server.subprocess, "Popen", recorded)
     binary = executable(tmp_path / "llama-server", "#!/bin/sh\necho still loading\nexec sleep 60\n")
-    server = LlamaServer(binary, tmp_path / "m.gguf", startup_timeout=1)
-    with pytest.raises(LlamaServerError, match="did not start within 1 s; its last lines: still loading"):
+    server = LlamaServer(binary, tmp_path / "m.gguf", startup_timeout=3)
+    with pytest.raises(LlamaServerError, match="did not start within 3 s; its last lines: still loading"):
         server.start()
     assert len(started) == 1 and started[0].poll() is not None  # the silent server was ended
 
