@@ -61,6 +61,10 @@ def browse(run_id: int, *keys: str, conversation: bool = False):
         for key in keys:
             await pilot.press(key)
             await pilot.pause()
+            # A key that reloads the list does it in a worker: waited for, not guessed at (a busy
+            # machine can look idle to pause() while a read is still going).
+            await app.workers.wait_for_complete()
+            await pilot.pause()
         if conversation:
             await wait_for(pilot, lambda: isinstance(app.screen, ConversationScreen) and app.screen.loaded)
         await pilot.pause(0.1)
