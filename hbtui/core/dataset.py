@@ -9,7 +9,7 @@ import os
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,8 @@ class Record:
     rubrics: tuple[Criterion, ...]
     example_tags: tuple[str, ...]
     line: int
-    raw: str  # the line as read, so the store keeps the record exactly
+    raw: str  # the line as read, so the store keeps the record exactly (a Professional one: converted)
+    source_format: str = "HealthBench"  # or "HealthBench Professional": the format of its file's line
 
     @property
     def theme(self) -> str | None:
@@ -151,7 +152,71 @@ def _read_fast(text: str) -> Any:
     return obj
 
 
-def parse_record(path: Path, line_number: int, text: str) -> Record:
+# HealthBench Professional (2026) publishes its records in a format of its own; each is read as
+# one would write it in HealthBench's: id -> prompt_id, conversation.messages -> prompt,
+# rubric_items (criterion_text, points) -> rubrics, and its four categories -> example tags.
+PROFESSIONAL = "HealthBench Professional"
+HEALTHBENCH = "HealthBench"
+PROFESSIONAL_CATEGORIES = ("use_case", "type", "difficulty", "specialty")
+# A field named in an error about a converted record, as Professional's file names it.
+_PROFESSIONAL_FIELDS = (
+    (re.compile(r"'prompt_id'"), "'id'"),
+    (re.compile(r"'prompt(?=[\[' ])"), "'conversation.messages"),
+    (re.compile(r"'rubrics(?=[\[' ])"), "'rubric_items"),
+    (re.compile(r"(?<=\])\.criterion'"), ".criterion_text'"),
+)
+
+
+def record_format(obj: dict) -> str:
+    """Which format a record is in: Professional's has ``rubric_items`` or ``conversation`` and
+    none of HealthBench's ``prompt`` and ``rubrics``."""
+    if ("rubric_items" in obj or "conversation" in obj) and "prompt" not in obj and "rubrics" not in obj:
+        return PROFESSIONAL
+    return HEALTHBENCH
+
+
+def _from_professional(path: Path, line_number: int, obj: dict) -> dict:
+    """A Professional record as HealthBench's format writes it (checked field by field in
+    Professional's names where the shapes differ; the rest is checked as any record is)."""
+    record_id = obj.get("id")
+    if not isinstance(record_id, str) or not record_id:
+        raise _fail(path, line_number, "field 'id': missing or not a string")
+    where = f"record {record_id}"
+    conversation = obj.get("conversation")
+    if not isinstance(conversation, dict) or not isinstance(conversation.get("messages"), list):
+        raise _fail(path, line_number, f"{where}: field 'conversation.messages': missing or not a list")
+    items = obj.get("rubric_items")
+    if not isinstance(items, list) or not items:
+        raise _fail(path, line_number, f"{where}: field 'rubric_items': missing or empty")
+    rubrics = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise _fail(path, line_number, f"{where}: field 'rubric_items[{i}]': not an object")
+        converted: dict[str, Any] = {"criterion": item.get("criterion_text"), "tags": []}
+        if "points" in item:
+            converted["points"] = item["points"]
+        rubrics.append(converted)
+    tags = []
+    for category in PROFESSIONAL_CATEGORIES:
+        value = obj.get(category)
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(path, line_number, f"{where}: field '{category}': missing or not a string")
+        tags.append(f"{category}:{value}")
+    physician = obj.get("physician_response")
+    if physician is not None and not isinstance(physician, str):
+        raise _fail(path, line_number, f"{where}: field 'physician_response': not a string")
+    return {
+        "prompt_id": record_id,
+        "prompt": conversation["messages"],
+        "rubrics": rubrics,
+        "example_tags": tags,
+        **({"physician_response": physician} if physician is not None else {}),
+    }
+
+
+def parse_record(path: Path, line_number: int, text: str, expected_format: str | None = None) -> Record:
+    """One line's record. ``expected_format``: the format of the file's first record; a line in
+    the other one is refused (a file holds one format)."""
     try:
         obj = _read_fast(text)
         if obj is None:
@@ -172,6 +237,30 @@ def parse_record(path: Path, line_number: int, text: str) -> Record:
             raise _fail(
                 path, line_number, f"field {where!r}: holds a lone surrogate (an invalid \\uD800-\\uDFFF escape)"
             )
+    found = record_format(obj)
+    if expected_format is not None and found != expected_format:
+        raise _fail(
+            path,
+            line_number,
+            f"a record in {found}'s format in a file of {expected_format}'s (its first record): one format a file",
+        )
+    if found == PROFESSIONAL:
+        converted = _from_professional(path, line_number, obj)
+        # Stored as converted (every later reader of a record reads HealthBench's format); the
+        # dataset's sha256 stays the file's.
+        text = json.dumps(converted, ensure_ascii=False)
+        try:
+            return replace(_validated(path, line_number, converted, text), source_format=PROFESSIONAL)
+        except DatasetError as exc:
+            message = str(exc)
+            for pattern, name in _PROFESSIONAL_FIELDS:
+                message = pattern.sub(name, message)
+            raise DatasetError(message) from None
+    return _validated(path, line_number, obj, text)
+
+
+def _validated(path: Path, line_number: int, obj: dict, text: str) -> Record:
+    """``obj``, a record in HealthBench's format read from ``text``, checked field by field."""
     prompt_id = obj.get("prompt_id")
     if not isinstance(prompt_id, str) or not prompt_id:
         raise _fail(path, line_number, "field 'prompt_id': missing or not a string")
@@ -250,6 +339,7 @@ def load_jsonl(path: str | Path, name: str | None = None) -> Dataset:
     data = read_user_file(path, DatasetError, kind="JSONL file")
     records: list[Record] = []
     seen: dict[str, int] = {}
+    first_format: str | None = None
     for number, raw_line in enumerate(data.split(b"\n"), start=1):
         if not raw_line.strip():
             continue
@@ -259,7 +349,8 @@ def load_jsonl(path: str | Path, name: str | None = None) -> Dataset:
             raise _fail(
                 path, number, f"not UTF-8 (byte 0x{raw_line[exc.start]:02x} at column {exc.start + 1})"
             ) from None
-        record = parse_record(path, number, text.rstrip("\r"))
+        record = parse_record(path, number, text.rstrip("\r"), first_format)
+        first_format = first_format or record.source_format
         if record.prompt_id in seen:
             raise _fail(path, number, f"prompt_id {record.prompt_id} repeats line {seen[record.prompt_id]}")
         seen[record.prompt_id] = number

@@ -1,0 +1,154 @@
+"""HealthBench Professional's records (a format of their own) are read wherever a HealthBench file
+is, as one would write them in HealthBench's format. Records made here in that format: no copy of
+the real file is kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hbtui import cli
+from hbtui.core.dataset import HEALTHBENCH, PROFESSIONAL, DatasetError, load_jsonl
+from tests.conftest import user_folder
+
+
+def professional(record_id: str = "pro-1", **changes) -> dict:
+    record = {
+        "id": record_id,
+        "conversation": {
+            "messages": [
+                {"role": "user", "content": "A 4-year-old with acute otitis media, no allergies: first-line?"},
+                {"role": "assistant", "content": "Is there a penicillin allergy or recent amoxicillin?"},
+                {"role": "user", "content": "Neither. Dosing, please."},
+            ]
+        },
+        "rubric_items": [
+            {"criterion_text": "Recommends high-dose amoxicillin", "points": 7},
+            {"criterion_text": "Gives a weight-based dose", "points": 5},
+            {"criterion_text": "Recommends a fluoroquinolone", "points": -6},
+        ],
+        "use_case": "consult",
+        "type": "good_faith",
+        "difficulty": "typical",
+        "specialty": "ent",
+        "physician_response": "High-dose amoxicillin, 80-90 mg/kg/day in two doses.",
+        "canary": "healthbench:made-for-this-test",
+    }
+    for key, value in changes.items():
+        if value is ...:
+            record.pop(key)
+        else:
+            record[key] = value
+    return record
+
+
+def write(path, *records) -> str:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    return str(path)
+
+
+def test_a_professional_record_reads_as_one_written_in_healthbenchs_format(tmp_path):
+    record = professional()
+    (read,) = load_jsonl(write(tmp_path / "pro.jsonl", record)).records
+    assert read.source_format == PROFESSIONAL
+    assert read.prompt_id == "pro-1"
+    assert list(read.prompt) == record["conversation"]["messages"]
+    assert [(c.criterion, c.points, c.tags) for c in read.rubrics] == [
+        ("Recommends high-dose amoxicillin", 7, ()),
+        ("Gives a weight-based dose", 5, ()),
+        ("Recommends a fluoroquinolone", -6, ()),
+    ]
+    assert read.example_tags == ("use_case:consult", "type:good_faith", "difficulty:typical", "specialty:ent")
+    # What the store keeps of it is the record in HealthBench's format, as every later reader reads.
+    stored = json.loads(read.raw)
+    assert stored["prompt"] == record["conversation"]["messages"] and stored["rubrics"][0]["criterion"]
+    assert stored["physician_response"] == record["physician_response"]
+    # The same record written in HealthBench's format reads the same.
+    written = {k: stored[k] for k in ("prompt_id", "prompt", "rubrics", "example_tags")}
+    (same,) = load_jsonl(write(tmp_path / "hb.jsonl", written)).records
+    assert same.source_format == HEALTHBENCH
+    assert (same.prompt_id, same.prompt, same.rubrics, same.example_tags) == (
+        read.prompt_id,
+        read.prompt,
+        read.rubrics,
+        read.example_tags,
+    )
+
+
+BROKEN = {
+    "no id": (professional(id=...), "field 'id'"),
+    "no messages": (professional(conversation={"turns": []}), "field 'conversation.messages'"),
+    "an empty message": (
+        professional(conversation={"messages": [{"role": "user", "content": ""}]}),
+        "field 'conversation.messages[0].content': is empty",
+    ),
+    "ending with the assistant": (
+        professional(conversation={"messages": [{"role": "assistant", "content": "hello"}]}),
+        "field 'conversation.messages': the last message is from 'assistant'",
+    ),
+    "no rubric items": (professional(rubric_items=[]), "field 'rubric_items'"),
+    "a criterion without text": (
+        professional(rubric_items=[{"points": 5}]),
+        "field 'rubric_items[0].criterion_text': missing",
+    ),
+    "points not a number": (
+        professional(rubric_items=[{"criterion_text": "x", "points": "five"}]),
+        "field 'rubric_items[0].points': 'five' is not a number",
+    ),
+    "no specialty": (professional(specialty=...), "field 'specialty': missing"),
+    "a use case not a string": (professional(use_case=3), "field 'use_case'"),
+    "a physician response not a string": (professional(physician_response=["x"]), "field 'physician_response'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_professional_line_is_one_line_naming_file_line_and_its_field(tmp_path, case):
+    record, field = BROKEN[case]
+    path = write(tmp_path / "pro.jsonl", professional("pro-0"), record)
+    with pytest.raises(DatasetError) as error:
+        load_jsonl(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}:2: ") and field in message and "\n" not in message, message
+
+
+def test_a_file_mixing_the_two_formats_is_refused_at_the_first_line_of_the_other(tmp_path):
+    healthbench = {
+        "prompt_id": "hb-1",
+        "prompt": [{"role": "user", "content": "Headache for two days."}],
+        "rubrics": [{"criterion": "Asks about red flags", "points": 5, "tags": []}],
+    }
+    path = write(tmp_path / "mixed.jsonl", professional("pro-1"), professional("pro-2"), healthbench)
+    with pytest.raises(DatasetError, match=r"mixed\.jsonl:3: a record in HealthBench's format in a file of"):
+        load_jsonl(path)
+    path = write(tmp_path / "mixed2.jsonl", healthbench, professional())
+    with pytest.raises(DatasetError, match=r"mixed2\.jsonl:2: a record in HealthBench Professional's format"):
+        load_jsonl(path)
+
+
+def test_a_run_of_professional_records_scores_each_category_as_a_theme_is(tmp_path, monkeypatch, server, capsys):
+    """Its four categories are example tags: scored per value, as the reference scores every
+    example tag, and kept in the stored record the app reads."""
+    user_folder(tmp_path, monkeypatch, server)
+    records = [
+        professional("pro-1"),
+        professional("pro-2", use_case="writing", type="red_teaming", specialty="cardiology"),
+        professional("pro-3", difficulty="difficult"),
+    ]
+    data = write(tmp_path / "professional.jsonl", *records)
+    assert cli.main(["run", "--data", data, "--name", "pro"]) == cli.EXIT_OK
+    capsys.readouterr()
+    assert cli.main(["show", "pro", "--json"]) == cli.EXIT_OK
+    metrics = json.loads(capsys.readouterr().out)["metrics"]
+    for tag, n in {
+        "use_case:consult": 2,
+        "use_case:writing": 1,
+        "type:good_faith": 2,
+        "type:red_teaming": 1,
+        "difficulty:typical": 2,
+        "difficulty:difficult": 1,
+        "specialty:ent": 2,
+        "specialty:cardiology": 1,
+    }.items():
+        assert metrics[tag]["n"] == n, tag
+    assert metrics["overall_score"]["n"] == 3
