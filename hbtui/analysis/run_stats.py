@@ -82,6 +82,9 @@ def complete_groups(outcomes: Sequence[tuple[int, int, float | None]], repeats: 
     return complete
 
 
+OVERALL_LENGTH_ADJUSTED = "overall_score_length_adjusted"  # the metric's name in simple-evals since 652c89d
+
+
 def length_adjusted(scored: Sequence[tuple[float, int]], penalty: float, centre: float) -> list[float]:
     """Per conversation: score - penalty * (reply characters - centre) / 500 (unclipped)."""
     return [score - penalty * (chars - centre) / LENGTH_UNIT for score, chars in scored]
@@ -96,7 +99,7 @@ def penalty_label(penalty: float, short: bool = False) -> str:
     return (
         f"{penalty:g} ({names[0]})"
         if short
-        else f"{penalty:g} ({names[0]} default, as reported for upstream simple-evals)"
+        else f"{penalty:g} ({names[0]}, MedARC-AI/medmarks #132's value; simple-evals ships none)"
     )
 
 
@@ -116,6 +119,19 @@ class RunStatistics:
         generated nothing, so its 0 tokens are not a line to print."""
         tested = [("model under test", self.test)] if self.replies_generated else []
         return [*tested, ("grader", self.grader)]
+
+    def metrics_json(self, metrics: Mapping[str, object]) -> dict[str, object]:
+        """The report's ``metrics`` with ``overall_score_length_adjusted`` after the overall score
+        when a length penalty is set: simple-evals' name for it since 652c89d, computed as it
+        computes it (each conversation's score less the penalty, then the clipped mean)."""
+        if self.penalty is None or self.length_adjusted is None:
+            return dict(metrics)
+        out: dict[str, object] = {}
+        for name, value in metrics.items():
+            out[name] = value
+            if name == scoring.OVERALL:
+                out[OVERALL_LENGTH_ADJUSTED] = self.length_adjusted.as_dict()
+        return out
 
     def as_json(self) -> dict:
         """What `show --json` adds to the report."""

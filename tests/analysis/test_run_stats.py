@@ -19,7 +19,7 @@ from hbtui.core import scoring
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.loading import load_settings
 from hbtui.core.settings.prices import Price, PriceError, load_prices, model_usage, total_cost
-from tests.conftest import make_record, run_engine, settings_for, write_jsonl
+from tests.conftest import REFERENCE_EVAL, make_record, run_engine, settings_for, write_jsonl
 
 # Scores of 4 prompts over 3 repeats, unclipped (HealthBench scores go below 0).
 TABLE = [
@@ -201,7 +201,41 @@ def test_length_adjusted_score_of_a_run_by_hand(repeated_run, capsys):
     )
     text = capsys.readouterr().out
     assert f"length-adjusted score {adjusted['value']:.4f}" in text
-    assert "penalty 0.0299 (main default, as reported for upstream simple-evals) per 500 characters from 100" in text
+    assert (
+        "penalty 0.0299 (main, MedARC-AI/medmarks #132's value; simple-evals ships none) per 500 characters from 100"
+        in text
+    )
+
+
+REFERENCE_2026 = REFERENCE_EVAL.parent / "652c89d"
+
+
+@pytest.mark.skipif(not (REFERENCE_2026 / "healthbench_eval.py").exists(), reason="../shared/reference/652c89d absent")
+def test_overall_score_length_adjusted_is_the_references_of_652c89d(repeated_run, capsys):
+    """`show --json`'s metrics carry simple-evals' overall_score_length_adjusted (652c89d) when a
+    penalty is set: each conversation's score adjusted by the reference's own function, then the
+    reference's clipped mean and count; absent otherwise."""
+    from tests.support.reference_modules import reference_modules
+
+    db, run_id = repeated_run
+    assert "overall_score_length_adjusted" not in show_json(capsys, db)["metrics"]
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT score, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL ORDER BY position", (run_id,)
+        ).fetchall()
+    with reference_modules(REFERENCE_2026, "healthbench_eval") as (ref,):
+        adjusted = [
+            ref.calculate_length_adjusted_score(score, reply, center=100, penalty_per_500_chars=0.0299)
+            for score, reply in rows
+        ]
+        mean, n = (ref._compute_clipped_stats(adjusted, stat) for stat in ("mean", "n_samples"))
+    shown = show_json(capsys, db, "--length-penalty", "main", "--length-centre", "100")
+    metrics = shown["metrics"]
+    assert list(metrics)[:2] == ["overall_score", "overall_score_length_adjusted"]
+    metric = metrics["overall_score_length_adjusted"]
+    assert metric["value"] == pytest.approx(float(mean), abs=1e-12) and metric["n"] == n == 12
+    assert 0 < metric["bootstrap_std"] and metric["ci95"][0] <= metric["value"] <= metric["ci95"][1]
+    assert metric == {k: v for k, v in shown["length_adjusted_score"].items() if k in metric}  # one computation
 
 
 def test_tokens_and_cost_of_a_run(repeated_run, capsys, tmp_path):
@@ -257,7 +291,7 @@ def test_description_md_has_the_statistics_of_the_run(server, tmp_path, monkeypa
     text = (Path(folder) / "description.md").read_text()
     assert "### Worst-at-k over 2 repeats (1 prompts with every repeat scored)" in text
     assert "| k | 1 | 2 |" in text
-    assert "- length-adjusted score: " in text and "penalty 0.0392 (hard default" in text
+    assert "- length-adjusted score: " in text and "penalty 0.0392 (hard, MedARC-AI" in text
     assert "- tokens of the model under test: " in text and "(no price)" in text
 
 

@@ -44,9 +44,10 @@ __all__ = ["SETTINGS", "Section", "Setting", "Settings", "SettingsError", "setti
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 TEMPLATE_NAMES = ("reference", "builtin")
 
-# The length adjustment's defaults per subset, as third parties report upstream simple-evals
-# (2026) to use them: a penalty per 500 characters of reply, around a centre of 2,000 characters.
-# Not in the pinned reference code, hence named rather than on by default.
+# The length adjustment's values per subset: a penalty per 500 characters of reply, around a
+# centre of 2,000 characters. They come from a third party's pull request (MedARC-AI/medmarks
+# #132, open); simple-evals ships no default, even at 652c89d, which added the adjustment. Named
+# rather than on by default.
 LENGTH_PENALTIES = {"main": 0.0299, "hard": 0.0392, "consensus": 0.0020}
 LENGTH_CENTRE = 2000.0
 
