@@ -84,6 +84,9 @@ def describe_requests(
         "deviations": deviations,
         "differences": differences + deviations,
         "reference_identical": not differences and not deviations,
+        # Which reference they are identical to: simple-evals at this commit (the 2026 one,
+        # 652c89d, sends its GPT-5.4 grader's requests through the Responses API).
+        "reference_commit": reference.COMMIT[:7] if not differences and not deviations else None,
     }
 
 

@@ -79,6 +79,7 @@ class RequestsRecord(TypedDict, total=False):
     deviations: list[str]  # what negotiating with the providers changed
     differences: list[str]  # everything that differs from the reference's requests
     reference_identical: bool
+    reference_commit: str | None  # the simple-evals commit they are identical to ("ee3b031"); None if not
     limits: dict[str, Any]  # hbtui.core.rate_limits' summary, merged over the run's processes
 
 

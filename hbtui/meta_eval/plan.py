@@ -45,6 +45,7 @@ GRADER_REQUEST_KEYS = (
     "differences",
     "deviations",
     "reference_identical",
+    "reference_commit",
 )
 
 

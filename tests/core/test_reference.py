@@ -207,6 +207,7 @@ def test_a_run_with_the_reference_preset_sends_what_the_reference_sends(ref, ser
     assert cli.main(["show", "ref", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["requests"]["reference_identical"] is True
+    assert shown["requests"]["reference_commit"] == "ee3b031"  # which reference: simple-evals at that commit
     assert shown["requests"]["grader_template"] == {"name": "reference", "sha256": reference.TEMPLATE_SHA256}
 
 
@@ -217,7 +218,7 @@ def test_what_differs_is_said_in_one_line():
     assert line.startswith("requests: differ from the reference (grader prompt builtin, no system message for the")
     assert "temperature 0.3," in line and "max tokens 2048 for the" not in line
     assert "max tokens 1024 for the grader" in line and "grader asked for json_schema output" in line
-    assert record["reference_identical"] is False
+    assert record["reference_identical"] is False and record["reference_commit"] is None
     same = describe_requests(reference_settings(), "reference", reference.TEMPLATE_SHA256, ["x refused"])
     assert requests_line(same).startswith("requests: differ from the reference (x refused); graded by g,")
     reference_grader = reference_settings(model_grader="gpt-4.1-2025-04-14")
