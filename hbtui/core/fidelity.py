@@ -19,6 +19,11 @@ from hbtui.core.run_records import RequestsRecord
 REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
 
 
+def sampling_text(value: float | None) -> str:
+    """A temperature or token limit as the fidelity line says it: ``0.3``, or ``not sent``."""
+    return "not sent" if value is None else f"{value:g}"
+
+
 def describe_requests(
     settings: Any,
     template_name: str,
@@ -50,10 +55,10 @@ def describe_requests(
         ("max tokens", settings.max_tokens_test, settings.max_tokens_grader, reference.MAX_TOKENS),
     ):
         if tested and test == grader and test != expected:
-            differences.append(f"{label} {test:g}")
+            differences.append(f"{label} {sampling_text(test)}")
         else:
             differences += [
-                f"{label} {value:g} for the {who}"
+                f"{label} {sampling_text(value)} for the {who}"
                 for who, value in (("model under test", test if tested else expected), ("grader", grader))
                 if value != expected
             ]

@@ -255,7 +255,7 @@ async def grade_criterion(
     prompt: str,
     *,
     temperature: float | None,
-    max_tokens: int,
+    max_tokens: int | None,
     reasoning_effort: str | None,
     parse_attempts: int,
     system: str | None = None,
@@ -264,8 +264,10 @@ async def grade_criterion(
 ) -> GradeOutcome:
     """Ask the grader until its answer parses, at most ``parse_attempts`` times.
 
-    A cut-off answer (finish_reason "length") is asked once more with twice the token budget.
-    Transport failures surface as ChatError from the client, already retried there.
+    A cut-off answer (finish_reason "length") is asked once more with twice the token budget;
+    with no budget sent (``max_tokens`` None), the cut was the server's own limit, which no
+    request changes: it counts as a try like any unparsed answer. Transport failures surface as
+    ChatError from the client, already retried there.
     """
     outcome = GradeOutcome(None, "", None, 0, 0.0, 0, 0)
     budget = max_tokens
@@ -297,7 +299,7 @@ async def grade_criterion(
             outcome.invalid_text |= verdict.invalid_text
             return outcome
         outcome.unparsed += 1
-        if result.finish_reason == "length" and not enlarged:
+        if result.finish_reason == "length" and not enlarged and budget is not None:
             enlarged = outcome.enlarged = True
             budget *= 2
             tries -= 1  # the budget was at fault, not the grader: this try does not count

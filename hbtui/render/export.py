@@ -65,6 +65,11 @@ CSV_COLUMNS = [
 ]
 
 
+def _sent(value: object) -> object:
+    """A sampling setting as description.md says it: its value, or ``not sent`` (None)."""
+    return "not sent" if value is None else value
+
+
 def run_models(run: RunRow) -> dict[str, str]:
     """The names every line of a run's JSONL carries: an export read on another machine (`hbtui
     import`) says which model was graded by which, as the run did."""
@@ -253,11 +258,11 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
             f"- replies: {one_line(run.model_test, 200)}, the records' own (no model under test was called)"
             if run.planned.completions
             else f"- model under test: {one_line(run.model_test, 200)} at {s.get('base_url')}, temperature"
-            f" {s.get('temperature_test')}, max tokens {s.get('max_tokens_test')}, reasoning effort"
+            f" {_sent(s.get('temperature_test'))}, max tokens {_sent(s.get('max_tokens_test'))}, reasoning effort"
             f" {s.get('reasoning_test') or 'not sent'}"
         ),
         f"- grader: {one_line(run.model_grader, 200)} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
-        f" {s.get('temperature_grader')}, max tokens {s.get('max_tokens_grader')}, reasoning effort"
+        f" {_sent(s.get('temperature_grader'))}, max tokens {_sent(s.get('max_tokens_grader'))}, reasoning effort"
         f" {s.get('reasoning_grader') or 'not sent'}",
         f"- grader template: {(run.requests or {}).get('grader_template', {}).get('name') or s.get('grader_template')}"
         f" (sha256 {(run.requests or {}).get('grader_template', {}).get('sha256', 'not recorded')})",

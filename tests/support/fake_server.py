@@ -200,6 +200,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "truncate_generation": False,
     # Grader calls whose max_tokens/max_completion_tokens is below this come back cut.
     "truncate_grader_below": None,
+    # Grader calls sent with no token limit come back cut, as at a server's own limit.
+    "truncate_grader_unbounded": False,
     # Answer with an error that echoes the key sent, as providers and proxies do: "full" (the
     # key and the Authorization header in an OpenAI-style message), "masked" (OpenAI's 401:
     # sk-proj-****abcd), "headers" (a plain-text page listing the request's headers), or None.
@@ -852,7 +854,8 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
         if limit is None:
             limit = body.get("max_tokens")
         truncate_below = config["truncate_grader_below"]
-        if truncate_below is not None and isinstance(limit, (int, float)) and limit < truncate_below:
+        cut_unbounded = limit is None and config["truncate_grader_unbounded"]
+        if cut_unbounded or (truncate_below is not None and isinstance(limit, (int, float)) and limit < truncate_below):
             # Cut inside the JSON object, like a real model running out of tokens.
             cut_source = json_text or content
             content = prefix + cut_source[: len(cut_source) // 2]

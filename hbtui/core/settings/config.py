@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hbtui.core.settings.setting_kinds import (
+    NOT_SENT,
     Bool,
     Choice,
     Kind,
@@ -58,8 +59,9 @@ URLS = ListOf(item=Url(), what="endpoint", shape="http(s) URLs, comma-separated"
 KEYS = ListOf(item=Kind(), what="key")
 EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="minimal, low, medium, high")
 # Every number is bounded (hbtui.core.settings.setting_kinds): the shape is what the docs say of its range.
-TEMPERATURE = Number(at_least=0.0, at_most=2.0, shape="0 to 2")
-TOKENS = WholeNumber(at_most=1_000_000, shape="1 to 1,000,000")
+# "not sent": the parameter is left out of the request (the 2026 reference grader sends neither).
+TEMPERATURE = Number(at_least=0.0, at_most=2.0, shape="0 to 2, or not sent", may_be_unsent=True)
+TOKENS = WholeNumber(at_most=1_000_000, shape="1 to 1,000,000, or not sent", may_be_unsent=True)
 ATTEMPTS = WholeNumber(at_most=100, shape="1 to 100")
 EXPLANATION_CHARS = WholeNumber(at_least=16, at_most=100_000, shape="16 to 100,000")
 SLOT_COUNT = WholeNumber(at_most=256, shape="1 to 256")
@@ -261,16 +263,16 @@ class Settings:
         default_text="not sent",
         label="Reasoning effort",
     )
-    temperature_test: float = _described(
+    temperature_test: float | None = _described(
         "TEMPERATURE_TEST", TEMPERATURE, SAMPLING, "temperature of the model under test", 0.3, label="Temperature"
     )
-    temperature_grader: float = _described(
+    temperature_grader: float | None = _described(
         "TEMPERATURE_GRADER", TEMPERATURE, SAMPLING, "temperature of the grader", 0.3, label="Temperature"
     )
-    max_tokens_test: int = _described(
+    max_tokens_test: int | None = _described(
         "MAX_TOKENS_TEST", TOKENS, SAMPLING, "max tokens of a reply", 2048, label="Max tokens"
     )
-    max_tokens_grader: int = _described(
+    max_tokens_grader: int | None = _described(
         "MAX_TOKENS_GRADER", TOKENS, SAMPLING, "max tokens of a verdict", 1024, label="Max tokens"
     )
     concurrency: int = _described(
@@ -488,6 +490,10 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
+        # "not sent" (hbtui.core.settings.setting_kinds.NOT_SENT) is stored as None: left out.
+        for setting in SETTINGS:
+            if getattr(self, setting.attribute) is NOT_SENT:
+                object.__setattr__(self, setting.attribute, None)
         # A list setting given as text (a stored run's settings, a test, a demo's one URL) is
         # read as its kind reads it, so that nothing downstream iterates over a URL's letters.
         for setting in LIST_SETTINGS:

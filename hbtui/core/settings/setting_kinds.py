@@ -29,6 +29,24 @@ def _stripped(raw: Any) -> str:
     return str(raw).strip()
 
 
+class NotSent:
+    """What a sampling setting's ``not sent`` reads as: the parameter is left out of the request
+    (the 2026 reference grader sends no temperature and no token limit). A value of its own,
+    since None already means "not given: the default". Settings stores it as None."""
+
+    def __repr__(self) -> str:
+        return "NOT_SENT"
+
+
+NOT_SENT = NotSent()
+NOT_SENT_WORDS = ("not sent", "none")
+NOT_SENT_TEXT = "not sent"
+
+
+def _not_sent(text: str, allowed: bool) -> bool:
+    return allowed and text.casefold() in NOT_SENT_WORDS
+
+
 @dataclass(frozen=True)
 class Kind:
     """Plain text (a model name, a system message, a path): any text, empty for unset."""
@@ -133,17 +151,25 @@ class WholeNumber(Kind):
 
     at_least: int = 1
     at_most: int = 1_000_000
+    may_be_unsent: bool = False  # "not sent" is a value: the parameter left out of the request
 
     @property
     def range_text(self) -> str:
         return f"{_number_text(self.at_least)} to {_number_text(self.at_most)}"
 
-    def parse(self, raw: Any, where: str) -> int | None:
+    def text(self, value: Any) -> str:
+        if self.may_be_unsent and (value is None or value is NOT_SENT):
+            return NOT_SENT_TEXT  # typed back as it reads: an empty field would mean the default
+        return super().text(value)
+
+    def parse(self, raw: Any, where: str) -> Any:
         if isinstance(raw, bool):
             raise SettingsError(f"{where}: {raw!r} is not a whole number")
         text = _stripped(raw)
         if text == "":
             return None
+        if _not_sent(text, self.may_be_unsent):
+            return NOT_SENT
         try:
             value = int(text)
         except ValueError:
@@ -159,6 +185,7 @@ class Number(Kind):
 
     at_most: float = 1e9
     at_least: float | None = None
+    may_be_unsent: bool = False  # "not sent" is a value: the parameter left out of the request
 
     @property
     def range_text(self) -> str:
@@ -166,12 +193,19 @@ class Number(Kind):
             return f"above 0 up to {_number_text(self.at_most)}"
         return f"{_number_text(self.at_least)} to {_number_text(self.at_most)}"
 
-    def parse(self, raw: Any, where: str) -> float | None:
+    def text(self, value: Any) -> str:
+        if self.may_be_unsent and (value is None or value is NOT_SENT):
+            return NOT_SENT_TEXT  # typed back as it reads: an empty field would mean the default
+        return super().text(value)
+
+    def parse(self, raw: Any, where: str) -> Any:
         if isinstance(raw, bool):
             raise SettingsError(f"{where}: {raw!r} is not a number")
         text = _stripped(raw)
         if text == "":
             return None
+        if _not_sent(text, self.may_be_unsent):
+            return NOT_SENT
         try:
             number = float(text)
         except ValueError:
