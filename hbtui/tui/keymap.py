@@ -31,6 +31,9 @@ KEY_NAMES = {
 }
 
 
+EVERY_SCREEN = "every screen"  # the app's own keys, in the keymap's first group
+
+
 def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     """Each screen by the name the help and docs/app.md give it, with the widgets whose keys it shows."""
     from hbtui.tui.app import HBTuiApp
@@ -55,7 +58,7 @@ def screens() -> list[tuple[str, list[type[DOMNode]]]]:
     from hbtui.tui.widgets.filter_input import FilterInput
 
     return [
-        ("every screen", [HBTuiApp]),
+        (EVERY_SCREEN, [HBTuiApp]),
         ("runs", [RunsScreen]),
         ("configuration", [ConfigScreen]),
         ("presets", [PresetPickerModal, PresetNameModal]),

@@ -12,6 +12,7 @@ import pytest
 
 from hbtui.core.settings.config import Settings
 from hbtui.tui.app import HBTuiApp
+from hbtui.tui.keymap import EVERY_SCREEN
 from hbtui.tui.keymap import rows as keymap_rows
 from hbtui.tui.screens.conversation import ConversationScreen
 from hbtui.tui.screens.help import HelpModal
@@ -54,9 +55,18 @@ async def test_no_word_of_the_help_is_cut(frozen_run_db, size, depth):  # noqa: 
         modal = app.screen
         drawn = rendered_words(modal.query_one("#help-table")) | rendered_words(modal.query_one("#help-keymap"))
         texts = [text for row in modal.rows for text in row]
-        texts += [text for row in keymap_rows() for text in row]
+        # The keymap leaves out the app's own keys: the "everywhere" rows above list them.
+        texts += [text for row in keymap_rows() if row[0] != EVERY_SCREEN for text in row]
         cut = sorted({word for text in texts for word in text.split() if word not in drawn})
         assert cut == [], f"words folded or cut at {size}: {cut}"
         frame = "\n".join(strip.text for strip in modal._compositor.render_strips())
         for title in (modal.title_text, "escape closes"):
             assert f" {title} " in frame, f"the border's {title!r} is cut at {size}"
+
+
+def test_the_help_lists_the_apps_own_keys_once():
+    """Under "everywhere" (quit, help, back), not again as the keymap's "every screen" group."""
+    from hbtui.tui.screens.help import HelpModal
+
+    groups = [str(cell) for cell in HelpModal.keymap().columns[0]._cells]
+    assert "runs" in groups and EVERY_SCREEN not in groups

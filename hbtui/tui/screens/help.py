@@ -67,7 +67,7 @@ class HelpModal(AppModal[None]):
     @staticmethod
     def keymap() -> Table:
         """Every screen's keys, as docs/app.md lists them: a key seen elsewhere is found here."""
-        from hbtui.tui.keymap import rows
+        from hbtui.tui.keymap import EVERY_SCREEN, rows
 
         table = Table.grid(padding=(0, 2))
         table.add_column(style="dim")
@@ -76,6 +76,8 @@ class HelpModal(AppModal[None]):
         table.add_row(Text("every screen's keys", style="bold"), Text(""), Text(""))
         shown = ""
         for screen, keys, description in rows():
+            if screen == EVERY_SCREEN:
+                continue  # the app's own keys: listed above, under "everywhere"
             table.add_row(Text("" if screen == shown else screen), Text(keys), Text(description))
             shown = screen
         return table
