@@ -63,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common, settings_flags], help="start a run and print its progress")
     source = run.add_mutually_exclusive_group()
-    source.add_argument("--subset", choices=sorted(SUBSETS), help="official HealthBench file (default main)")
+    source.add_argument(
+        "--subset",
+        choices=sorted(SUBSETS),
+        help="official HealthBench file (default main; professional: HealthBench Professional, 2026)",
+    )
     source.add_argument("--data", help="a local HealthBench JSONL file")
     run.add_argument("--limit", type=int, help="sample this many records (as the reference samples)")
     run.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")

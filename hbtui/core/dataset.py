@@ -19,6 +19,7 @@ from hbtui.core.errors import HbtuiError
 from hbtui.core.files import read_user_file
 
 OFFICIAL_BASE = "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/"
+HF_BASE = "https://huggingface.co"
 MAX_MESSAGE_CHARS = 1_000_000  # far above any real record; stops a corrupt file early
 # The official records use -10..10. A custom rubric may weigh more, but beyond a million a value
 # is a corrupt file: 1e308 overflows the sum to inf and the score silently to 0.0, and even
@@ -38,6 +39,24 @@ class OfficialFile:
     filename: str
     sha256: str
     records: int
+    # A file of a Hugging Face dataset (its repository and revision) rather than of OpenAI's
+    # bucket: fetched from HF_ENDPOINT's mirror (Hugging Face by default) with HF_TOKEN, if set.
+    hf_repo: str | None = None
+    hf_revision: str | None = None
+
+    def url(self) -> str:
+        """Where it is fetched from: HBTUI_DATA_URL's mirror of OpenAI's bucket, or HF_ENDPOINT's
+        of Hugging Face (their files' URLs do not fit one base)."""
+        if self.hf_repo is not None:
+            base = os.environ.get("HF_ENDPOINT", HF_BASE).rstrip("/")
+            return f"{base}/datasets/{self.hf_repo}/resolve/{self.hf_revision}/{self.filename}"
+        return os.environ.get("HBTUI_DATA_URL", OFFICIAL_BASE).rstrip("/") + "/" + self.filename
+
+    def headers(self) -> dict[str, str]:
+        """HF_TOKEN for a gated Hugging Face dataset, sent to its origin only: the download does
+        not carry it across a redirect to another origin (Hugging Face's file host)."""
+        token = os.environ.get("HF_TOKEN", "").strip()
+        return {"Authorization": f"Bearer {token}"} if self.hf_repo is not None and token else {}
 
 
 SUBSETS: dict[str, OfficialFile] = {
@@ -55,6 +74,14 @@ SUBSETS: dict[str, OfficialFile] = {
         "consensus_2025-05-09-20-00-46.jsonl",
         "fabe37553327238928b05357d8b309737b5d426d6dee432a3376da618d0969d6",
         3671,
+    ),
+    # HealthBench Professional (2026), in a record format of its own (read as HealthBench's).
+    "professional": OfficialFile(
+        "healthbench_professional_eval.jsonl",
+        "d44b08e6e952e04c945e2c406f02533d9e7a989a84e35820ee7efdff20c9e4e2",
+        525,
+        hf_repo="openai/healthbench-professional",
+        hf_revision="349962fd46dd02343a0d8a606491baf59154ea1a",
     ),
 }
 
@@ -387,7 +414,7 @@ class DownloadFailed(DatasetError):
 def download_official(subset: str, cache_dir: str | Path, progress: ProgressCallback | None = None) -> Path:
     """The official file for ``subset``, downloaded once into ``cache_dir`` and sha256-checked."""
     if subset not in SUBSETS:
-        raise DatasetError(f"unknown subset {subset!r} (main, hard, consensus)")
+        raise DatasetError(f"unknown subset {subset!r} ({', '.join(SUBSETS)})")
     return download_file(SUBSETS[subset], cache_dir, progress)
 
 
@@ -406,13 +433,14 @@ def download_file(official: OfficialFile, cache_dir: str | Path, progress: Progr
         target.unlink()  # a corrupted cache entry: fetch it again
     cache.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".part")
-    # A mirror (or a proxy cache on an air-gapped box) can stand in for OpenAI's bucket.
-    url = os.environ.get("HBTUI_DATA_URL", OFFICIAL_BASE).rstrip("/") + "/" + official.filename
+    # A mirror (or a proxy cache on an air-gapped box) can stand in for OpenAI's bucket or
+    # Hugging Face (HBTUI_DATA_URL, HF_ENDPOINT).
+    url = official.url()
     digest = hashlib.sha256()
     from hbtui.core.downloads import DownloadError, download_to  # only a download needs httpx
 
     try:
-        download_to(url, partial, on_chunk=digest.update, progress=progress)
+        download_to(url, partial, on_chunk=digest.update, progress=progress, headers=official.headers())
     except (DownloadError, OSError) as exc:
         partial.unlink(missing_ok=True)
         raise DownloadFailed(f"{url}: {exc}") from None

@@ -3,9 +3,10 @@ straight to disk, under a deadline of its own.
 
 A download is not a model call: it may follow a redirect to another origin (Hugging Face's and
 GitHub's go to their CDNs), and it is never held in memory whole (a subset is up to 200 MB).
-It sends no key, and httpx drops an ``Authorization`` header on a redirect that leaves the
-origin, so none could be carried across. The deadline is the whole download's, first byte to
-last: a server that drips a byte a second never resets it, as it would reset a read timeout.
+It sends no key but a dataset's own (HF_TOKEN, for a gated Hugging Face dataset), and httpx
+drops an ``Authorization`` header on a redirect that leaves the origin, so none is carried
+across. The deadline is the whole download's, first byte to last: a server that drips a byte a
+second never resets it, as it would reset a read timeout.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def download_to(
     max_bytes: int | None = None,
     deadline: float | None = None,
     connect: float = CONNECT_SECONDS,
+    headers: dict[str, str] | None = None,
 ) -> None:
     """``url`` written to ``target`` as it arrives, within ``deadline`` seconds (default
     HBTUI_DOWNLOAD_TIMEOUT) and ``max_bytes``; DownloadError otherwise (``target`` may then hold
@@ -55,7 +57,7 @@ def download_to(
 
     def run() -> None:
         try:
-            asyncio.run(_download(url, target, on_chunk, progress, max_bytes, seconds, connect))
+            asyncio.run(_download(url, target, on_chunk, progress, max_bytes, seconds, connect, headers or {}))
         except BaseException as exc:  # noqa: BLE001 - carried over to the caller's thread
             outcome["error"] = exc
 
@@ -74,6 +76,7 @@ async def _download(
     max_bytes: int | None,
     seconds: float,
     connect: float,
+    headers: dict[str, str],
 ) -> None:
     import httpx
 
@@ -81,7 +84,7 @@ async def _download(
     try:
         async with asyncio.timeout(seconds):
             async with httpx.AsyncClient(timeout=timeout, follow_redirects=True, trust_env=True) as http:
-                async with http.stream("GET", url) as response:
+                async with http.stream("GET", url, headers=headers) as response:
                     if response.status_code != 200:
                         raise DownloadError(f"HTTP {response.status_code}")
                     total = _length(response)

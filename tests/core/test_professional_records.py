@@ -152,3 +152,60 @@ def test_a_run_of_professional_records_scores_each_category_as_a_theme_is(tmp_pa
     }.items():
         assert metrics[tag]["n"] == n, tag
     assert metrics["overall_score"]["n"] == 3
+
+
+def test_the_professional_subset_comes_from_hugging_face_through_a_mirror_and_its_token_stays_there(
+    tmp_path, monkeypatch
+):
+    """--subset professional: the dataset's file at its pinned revision, from HF_ENDPOINT (a local
+    mirror here), with HF_TOKEN sent to the mirror only, not across its redirect to the file host;
+    sha256-checked, and read as Professional's records are."""
+    import dataclasses
+    import hashlib
+
+    import hbtui.core.dataset as dataset_module
+    from hbtui.core.dataset import SUBSETS, load_subset
+    from tests.support.hostile_server import Behaviour, HostileServer
+
+    payload = (json.dumps(professional("pro-1")) + "\n" + json.dumps(professional("pro-2")) + "\n").encode()
+    published = SUBSETS["professional"]
+    assert published.sha256 == "d44b08e6e952e04c945e2c406f02533d9e7a989a84e35820ee7efdff20c9e4e2"
+    assert published.hf_revision == "349962fd46dd02343a0d8a606491baf59154ea1a"
+    # The real file is not here: the same entry, for this file's sha256.
+    monkeypatch.setitem(
+        dataset_module.SUBSETS,
+        "professional",
+        dataclasses.replace(published, sha256=hashlib.sha256(payload).hexdigest()),
+    )
+    with HostileServer() as files, HostileServer() as mirror:
+        files.behaviour = Behaviour(mode="status", status=200, body=payload)
+        mirror.behaviour = Behaviour(mode="redirect", location=files.origin + "/blob", redirect_status=302)
+        monkeypatch.setenv("HF_ENDPOINT", mirror.origin)
+        monkeypatch.setenv("HF_TOKEN", "hf_made_up_token")
+        monkeypatch.setenv("HBTUI_DATA_URL", files.origin)  # not used for Hugging Face's files
+        dataset = load_subset("professional", tmp_path / "cache")
+        (asked,) = mirror.requests
+        assert asked["path"] == (
+            "/datasets/openai/healthbench-professional/resolve/349962fd46dd02343a0d8a606491baf59154ea1a/"
+            "healthbench_professional_eval.jsonl"
+        )
+        assert asked["headers"]["authorization"] == "Bearer hf_made_up_token"
+        assert files.requests and not any("authorization" in r["headers"] for r in files.requests)
+    assert [r.prompt_id for r in dataset.records] == ["pro-1", "pro-2"] and dataset.name == "professional"
+    assert dataset.records[0].example_tags[0] == "use_case:consult"
+    # Once fetched, it is read from the cache: nothing asked again.
+    assert load_subset("professional", tmp_path / "cache").sha256 == dataset.sha256
+
+
+def test_a_professional_file_that_is_not_the_published_one_is_refused(tmp_path, monkeypatch):
+    from hbtui.core.dataset import load_subset
+    from tests.support.hostile_server import Behaviour, HostileServer
+
+    with HostileServer() as mirror:
+        mirror.behaviour = Behaviour(mode="status", status=200, body=json.dumps(professional()).encode() + b"\n")
+        monkeypatch.setenv("HF_ENDPOINT", mirror.origin)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        with pytest.raises(DatasetError, match=r"sha256 .* differs from the published d44b08e6"):
+            load_subset("professional", tmp_path / "cache")
+        assert "authorization" not in mirror.requests[0]["headers"]  # no token set: none sent
+    assert not list((tmp_path / "cache").glob("*.jsonl"))
