@@ -18,7 +18,7 @@ from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line
 from hbtui.core.verdicts import FINISHED, INTERRUPTED
 from hbtui.store import RunRow
-from hbtui.store.run_report import AXIS_PREFIX, THEME_PREFIX, StoredReport
+from hbtui.store.run_report import AXIS_PREFIX, CATEGORY_PREFIXES, NO_AXES, THEME_PREFIX, StoredReport
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -265,7 +265,10 @@ def render_report(
     if stats:
         lines += worst_at_k_lines(stats.worst_at_k)
     lines += _breakdown(report, THEME_PREFIX, "theme")
-    lines += _breakdown(report, AXIS_PREFIX, "axis")
+    for prefix in CATEGORY_PREFIXES:  # HealthBench Professional's, as themes are
+        lines += _breakdown(report, prefix, prefix[:-1].replace("_", " "))
+    axes = _breakdown(report, AXIS_PREFIX, "axis")
+    lines += axes if axes or not report.has_categories else [f"axis: {NO_AXES}", ""]
     lines.append("conversation scores")
     lines += text_histogram(scores or [])
     return "\n".join(lines)

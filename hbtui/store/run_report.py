@@ -14,9 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from hbtui.core.completion_groups import group_description
+from hbtui.core.dataset import PROFESSIONAL_CATEGORIES
 from hbtui.core.scoring import OVERALL, Metric, RunReport
 
 THEME_PREFIX, AXIS_PREFIX = "theme:", "axis:"
+# HealthBench Professional's categories, example tags of its records (hbtui.core.dataset): broken
+# down as themes are, in this order. Its criteria carry no axes.
+CATEGORY_PREFIXES = tuple(f"{category}:" for category in PROFESSIONAL_CATEGORIES)
+NO_AXES = "none: HealthBench Professional's criteria have no axes"
 
 
 def metric_from_json(data: Mapping[str, Any]) -> Metric:
@@ -98,6 +103,11 @@ class StoredReport:
     def breakdown(self, prefix: str) -> list[tuple[str, Metric]]:
         """(name without ``prefix``, metric) of the metrics named ``prefix...``, in stored order."""
         return [(name[len(prefix) :], m) for name, m in self.metrics.items() if name.startswith(prefix)]
+
+    @property
+    def has_categories(self) -> bool:
+        """A run of HealthBench Professional's records: scored by its categories."""
+        return any(name.startswith(CATEGORY_PREFIXES) for name in self.metrics)
 
     @classmethod
     def of(cls, result: RunReport, from_cache: int | None) -> StoredReport:

@@ -10,7 +10,7 @@ import pytest
 
 from hbtui import cli
 from hbtui.core.dataset import HEALTHBENCH, PROFESSIONAL, DatasetError, load_jsonl
-from tests.conftest import user_folder
+from tests.conftest import run_engine, settings_for, user_folder
 
 
 def professional(record_id: str = "pro-1", **changes) -> dict:
@@ -152,6 +152,38 @@ def test_a_run_of_professional_records_scores_each_category_as_a_theme_is(tmp_pa
     }.items():
         assert metrics[tag]["n"] == n, tag
     assert metrics["overall_score"]["n"] == 3
+    # show's text breaks the score down by each category, and says there are no axes.
+    assert cli.main(["show", "pro"]) == cli.EXIT_OK
+    text = capsys.readouterr().out
+    for heading, value in (("use case", "writing"), ("type", "red_teaming"), ("difficulty", "difficult")):
+        assert any(line.startswith(heading) and "score" in line for line in text.splitlines()), heading
+        assert any(line.startswith(value) for line in text.splitlines()), value
+    assert "axis: none: HealthBench Professional's criteria have no axes" in text
+    assert not any(line.startswith("theme ") for line in text.splitlines())
+
+
+async def test_the_app_shows_a_professional_run_by_category_at_80x24(tmp_path, monkeypatch, server):
+    from hbtui.tui.widgets.breakdown import ScoreBreakdown
+    from tests.support.browse import open_run
+    from tests.support.browser_harness import browser_app
+    from tests.support.tui import screen_text
+
+    data = write(tmp_path / "professional.jsonl", professional("pro-1"), professional("pro-2", use_case="research"))
+    db = tmp_path / "hbtui.sqlite"
+    _, status = await run_engine(settings_for(server, db), data)
+    assert status == "finished"
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_run(pilot, 1)
+        by_category = screen.query_one("#by-category", ScoreBreakdown)
+        assert by_category.display and not screen.query_one("#by-theme").display
+        names = [name for name, _ in by_category.rows]
+        assert names[:2] in (["use_case: consult", "use_case: research"], ["use_case: research", "use_case: consult"])
+        assert {"type: good_faith", "difficulty: typical", "specialty: ent"} <= set(names)
+        assert screen.query_one("#by-axis", ScoreBreakdown).rows == []
+        screen.query_one("#by-axis").scroll_visible(animate=False)
+        await pilot.pause()
+        assert "no axes" in screen_text(app)
 
 
 def test_the_professional_subset_comes_from_hugging_face_through_a_mirror_and_its_token_stays_there(

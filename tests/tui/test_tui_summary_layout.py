@@ -23,7 +23,7 @@ async def test_every_breakdown_column_fits(tmp_path, width):
         await wait_for(pilot, lambda: app.store is not None and len(app.screen_stack) >= 2)
         screen = RunScreen(run_id)
         await app.push_screen(screen)
-        breakdowns = lambda: list(screen.query(ScoreBreakdown))  # noqa: E731
+        breakdowns = lambda: [b for b in screen.query(ScoreBreakdown) if b.display]  # noqa: E731 - shown ones
         await wait_for(pilot, lambda: screen.report is not None and len(breakdowns()) == 2)
         await wait_for(pilot, lambda: all(b.rows for b in breakdowns()), what="both tables filled")
         await pilot.pause()

@@ -43,7 +43,7 @@ from hbtui.store import (
     Store,
     StoreError,
 )
-from hbtui.store.run_report import StoredReport
+from hbtui.store.run_report import CATEGORY_PREFIXES, NO_AXES, StoredReport
 from hbtui.store.search import SORT_CHOICES
 from hbtui.tui.breakpoints import NARROW, WIDE, WIDE_FROM_COLUMNS, ResponsiveScreen
 from hbtui.tui.fit import every_part
@@ -183,6 +183,8 @@ class RunScreen(ResponsiveScreen):
                     yield ScoreHistogram(id="run-histogram")
                     with Horizontal(id="breakdowns"):
                         yield ScoreBreakdown("theme:", "By theme", id="by-theme")
+                        # HealthBench Professional's categories, where its runs have no themes.
+                        yield ScoreBreakdown(CATEGORY_PREFIXES, "By category", id="by-category")
                         yield ScoreBreakdown("axis:", "By axis", id="by-axis")
             with Vertical(id="conversations"):
                 yield Static(id="filter-bar")
@@ -294,8 +296,14 @@ class RunScreen(ResponsiveScreen):
             summary_text(run, report, status, self.stats, self.app.size.width - SUMMARY_CHROME)
         )
         self.query_one(WorstAtK).update_stats(self.stats.worst_at_k if self.stats else None)
-        self.query_one("#by-theme", ScoreBreakdown).update_report(report)
-        self.query_one("#by-axis", ScoreBreakdown).update_report(report)
+        categories = report is not None and report.has_categories
+        theme = self.query_one("#by-theme", ScoreBreakdown)
+        theme.update_report(report)
+        theme.display = bool(theme.rows) or not categories
+        by_category = self.query_one("#by-category", ScoreBreakdown)
+        by_category.update_report(report)
+        by_category.display = categories
+        self.query_one("#by-axis", ScoreBreakdown).update_report(report, empty=NO_AXES if categories else None)
 
     # ---- the list ------------------------------------------------------------------------
     @property

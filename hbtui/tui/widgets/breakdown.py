@@ -29,22 +29,37 @@ def bar(value: float, width: int = BAR_WIDTH) -> Text:
 
 
 class ScoreBreakdown(Static):
-    """The report's metrics whose name starts with ``prefix`` (``theme:``, ``axis:``)."""
+    """The report's metrics whose name starts with ``prefix`` (``theme:``, ``axis:``), or with one
+    of several prefixes (HealthBench Professional's categories: each row named ``use_case:
+    consult``, grouped in the prefixes' order)."""
 
     DEFAULT_CSS = """
     ScoreBreakdown { height: auto; }
     """
 
     def __init__(
-        self, prefix: str, title: str, *, name: str | None = None, id: str | None = None, classes: str | None = None
+        self,
+        prefix: str | tuple[str, ...],
+        title: str,
+        *,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
     ) -> None:
         super().__init__(name=name, id=id, classes=classes)
-        self.prefix = prefix
+        self.prefixes = (prefix,) if isinstance(prefix, str) else prefix
         self.title = title
         self.rows: list[tuple[str, Metric]] = []
+        self._empty: str | None = None
 
-    def update_report(self, report: StoredReport | None) -> None:
-        self.rows = sorted(report.breakdown(self.prefix) if report else [], key=lambda item: item[1].value)
+    def update_report(self, report: StoredReport | None, empty: str | None = None) -> None:
+        """The rows of ``report``; ``empty``: what to say where it has none (else "no scores yet")."""
+        self.rows = []
+        for prefix in self.prefixes:
+            found = sorted(report.breakdown(prefix) if report else [], key=lambda item: item[1].value)
+            named = len(self.prefixes) > 1
+            self.rows += [(f"{prefix[:-1]}: {name}" if named else name, m) for name, m in found]
+        self._empty = empty
         self.update(self._table())
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -56,7 +71,7 @@ class ScoreBreakdown(Static):
 
     def _table(self) -> Table | Text:
         if not self.rows:
-            return Text(f"{self.title}: no scores yet", style="dim")
+            return Text(f"{self.title}: {self._empty or 'no scores yet'}", style="dim")
         table = Table(
             title=self.title, title_justify="left", expand=False, box=None, padding=(0, 1), title_style="bold"
         )
