@@ -43,7 +43,7 @@ from hbtui.client.wire import (
     token_count,
     transport_error,
 )
-from hbtui.core.calls import GENERATION, ChatResult, replace_lone_surrogates
+from hbtui.core.calls import CHAT_API, GENERATION, RESPONSES_API, ChatResult, replace_lone_surrogates
 
 # Error kinds live in hbtui.core.errors (the store needs them without the client); named here too
 # for the modules that take them from the client.
@@ -79,7 +79,15 @@ if TYPE_CHECKING:
     # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
     import aiohttp
 
-OPTIONAL_PARAMS = ("reasoning_effort", "temperature", "max_tokens", "max_completion_tokens", "seed")
+OPTIONAL_PARAMS = (
+    "reasoning_effort",
+    "temperature",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "max_output_tokens",  # the Responses API's
+    "reasoning",
+)
 CONTEXT_PATTERNS = re.compile(
     r"context[ _]length|context size|maximum context|context window|too many tokens|exceed_context|prompt is too long",
     re.IGNORECASE,
@@ -140,8 +148,10 @@ def split_reasoning(message: dict) -> tuple[str, str | None]:
 
 def _refused_param(message: str, param: str | None, body: dict) -> str | None:
     """The optional request parameter a 400 complains about, if any."""
-    if "response_format" in body and (
-        param == "response_format" or re.search(r"response_format|json_schema|structured output", message, re.I)
+    schema = "response_format" in body or "text" in body  # the Responses API asks for it in text.format
+    if schema and (
+        param in ("response_format", "text", "text.format")
+        or re.search(r"response_format|text\.format|json_schema|structured output", message, re.I)
     ):
         return "response_format"
     if param in body and param in OPTIONAL_PARAMS:
@@ -232,14 +242,21 @@ class ChatClient:
             self.before_send()
         return self.gate is None or self.gate.is_set()
 
-    async def _post(self, body: dict[str, Any], attempts: int) -> HttpAnswer:
+    def learned(self, model: str, api: str = CHAT_API) -> ModelQuirks | None:
+        """What this endpoint and model refused so far, asked through ``api``."""
+        return self.quirks.get(_learned_as(model, api))
+
+    def _url(self, request: ChatRequest) -> str:
+        return self._chat_url if request.api == CHAT_API else self.endpoint.responses_url
+
+    async def _post(self, body: dict[str, Any], attempts: int, url: str) -> HttpAnswer:
         """One answer, read whole within TIMEOUT from the first byte sent to the last received
         (the session's total timeout: a server that drips a byte a second never resets it), and
         within MAX_ANSWER_MIB. Redirects are followed only within the endpoint's origin: another
         server's answer is never taken for the model's, nor sent its key."""
         data = encode_request(body)
         http = self.http  # imports aiohttp, whole, before the body's class is made from it
-        url = self._chat_url
+        asked = url
         for _ in range(MAX_REDIRECTS + 1):
             sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
             async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
@@ -249,7 +266,7 @@ class ChatClient:
                     if origin_of(target) != self.endpoint.origin:
                         raise ChatError(
                             REDIRECTED,
-                            f"{self._chat_url} redirected (HTTP {response.status}) to another origin,"
+                            f"{asked} redirected (HTTP {response.status}) to another origin,"
                             f" {one_line(target, 200)}: refused, so that no other server answers for the"
                             " model or is sent its key; set BASE_URL to the server meant",
                             response.status,
@@ -270,10 +287,12 @@ class ChatClient:
                 except ValueError as exc:
                     raise ChatError(BAD_RESPONSE, str(exc), response.status, attempts) from None
                 return HttpAnswer(response.status, response.reason or "", response.headers, content)
-        raise ChatError(BAD_RESPONSE, f"{self._chat_url}: more than {MAX_REDIRECTS} redirects", None, attempts)
+        raise ChatError(BAD_RESPONSE, f"{asked}: more than {MAX_REDIRECTS} redirects", None, attempts)
 
     def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
         """The request as this endpoint and model accept it, after what they refused so far."""
+        if request.api == RESPONSES_API:
+            return self._responses_body(request, quirks)
         body: dict[str, Any] = {"model": request.model, "messages": request.messages}
         if request.temperature is not None and "temperature" not in quirks.dropped:
             body["temperature"] = request.temperature
@@ -285,6 +304,29 @@ class ChatClient:
             body["response_format"] = request.response_format
         if request.slot is not None and "id_slot" not in quirks.dropped:
             body["id_slot"] = request.slot
+        return body
+
+    def _responses_body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
+        """POST /responses: the messages as ``input`` (a system message of ours as the
+        ``developer`` role, as the reference's ResponsesSampler sends it), and each parameter
+        only when set and not refused: ``reasoning``, ``temperature``, ``max_output_tokens``, and
+        the verdict's schema as ``text.format``. Nothing else (no llama.cpp slot)."""
+        body: dict[str, Any] = {
+            "model": request.model,
+            "input": [
+                {**message, "role": "developer"} if message.get("role") == "system" else message
+                for message in request.messages
+            ],
+        }
+        if request.reasoning_effort and "reasoning" not in quirks.dropped:
+            body["reasoning"] = {"effort": request.reasoning_effort}
+        if request.temperature is not None and "temperature" not in quirks.dropped:
+            body["temperature"] = request.temperature
+        if request.max_tokens is not None and "max_output_tokens" not in quirks.dropped:
+            body["max_output_tokens"] = request.max_tokens
+        if request.response_format is not None and quirks.json_schema:
+            schema = request.response_format.get("json_schema", {})
+            body["text"] = {"format": {"type": "json_schema", **schema}}
         return body
 
     def _learn(self, model: str, quirks: ModelQuirks, param: str) -> None:
@@ -329,13 +371,17 @@ class ChatClient:
         priority: int = GENERATION,
         leave: Callable[[], bool] | None = None,
         slot: int | None = None,
+        api: str = CHAT_API,
     ) -> ChatResult:
         """``leave``: asked after a failed attempt, before the next; True gives up on this
-        endpoint at once (the call is not answered, so another endpoint may take it)."""
+        endpoint at once (the call is not answered, so another endpoint may take it). ``api``:
+        chat completions, or the Responses API (POST /responses)."""
         request = ChatRequest(
-            model, messages, temperature, max_tokens, reasoning_effort, response_format, priority, slot
+            model, messages, temperature, max_tokens, reasoning_effort, response_format, priority, slot, api
         )
-        quirks = self.quirks.get(model) or self.quirks.setdefault(model, ModelQuirks())
+        # What one API refuses says nothing of the other's parameters: learned apart.
+        learned_as = _learned_as(model, api)
+        quirks = self.quirks.get(learned_as) or self.quirks.setdefault(learned_as, ModelQuirks())
         shape = response_format is not None
         if shape not in quirks.settled:
             async with quirks.first_call:
@@ -394,7 +440,7 @@ class ChatClient:
             pacer.sent(sent_at)
             started = time.perf_counter()
             try:
-                response = await self._post(body, attempts)
+                response = await self._post(body, attempts, self._url(request))
                 error = None
             except ChatError as exc:  # too large, redirected away, undecodable
                 error = exc
@@ -413,7 +459,9 @@ class ChatClient:
                 status = response.status_code
                 if status == 200:
                     try:
-                        result = self._result(response, latency_ms, attempts, "response_format" in body)
+                        result = self._result(
+                            response, latency_ms, attempts, "response_format" in body or "text" in body, request.api
+                        )
                     except ChatError as exc:
                         error = exc
                     else:
@@ -441,9 +489,19 @@ class ChatClient:
                         error = ChatError(TIMEOUT, message, status, attempts)
                     elif status in (401, 403):
                         error = ChatError(AUTH, message, status, attempts)
+                    elif status == 404 and request.api == RESPONSES_API and code != "model_not_found":
+                        # The route itself is missing (vLLM, llama.cpp and proxies without it): no
+                        # later call would fare better, so it stops the run as a wrong model does.
+                        error = ChatError(
+                            NOT_FOUND,
+                            f"the endpoint has no Responses API (404 for POST {self.endpoint.responses_url}):"
+                            " ask it through chat completions (API_TEST=chat or API_GRADER=chat)",
+                            status,
+                            attempts,
+                        )
                     elif status == 404:
                         error = ChatError(
-                            NOT_FOUND, f"{message} ({self.endpoint.chat_url}, model {model})", status, attempts
+                            NOT_FOUND, f"{message} ({self._url(request)}, model {model})", status, attempts
                         )
                     elif status in (400, 413, 422) and (
                         code == "context_length_exceeded" or CONTEXT_PATTERNS.search(message)
@@ -530,8 +588,12 @@ class ChatClient:
         error.endpoint = label
         return error
 
-    def _result(self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
+    def _result(
+        self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool, api: str = CHAT_API
+    ) -> ChatResult:
         """A 200 that is not a chat completion is a bad response (retried), never a crash."""
+        if api == RESPONSES_API:
+            return self._response_result(response, latency_ms, attempts, json_schema)
 
         def bad() -> ChatError:
             text = provider_text(response.text, self.endpoint.secrets, 200)
@@ -576,6 +638,77 @@ class ChatClient:
             think_stripped=isinstance(message.get("content"), str)
             and message["content"].lstrip().startswith("<think>"),
         )
+
+    def _response_result(self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
+        """A Responses-API answer: its text is what the reference reads as ``output_text`` (the
+        output messages' ``output_text`` parts, joined); reasoning items are kept apart; status
+        incomplete for ``max_output_tokens`` is a reply cut off by its limit, as a chat
+        answer's finish_reason length is."""
+
+        def bad(why: str = "") -> ChatError:
+            text = provider_text(response.text, self.endpoint.secrets, 200)
+            return ChatError(BAD_RESPONSE, f"not a Responses-API answer{why}: {text!r}", 200, attempts)
+
+        try:
+            body = response.json()
+            output = body["output"]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            raise bad() from None
+        if not isinstance(body, dict) or not isinstance(output, list):
+            raise bad()
+        status = body.get("status")
+        details = body.get("incomplete_details") if isinstance(body.get("incomplete_details"), dict) else {}
+        reason = details.get("reason") if isinstance(details, dict) else None
+        if reason == "content_filter":
+            raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
+        texts: list[str] = []
+        thoughts: list[str] = []
+        answered = False
+        for item in output:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "message" and isinstance(item.get("content"), list):
+                answered = True
+                texts += [
+                    part["text"]
+                    for part in item["content"]
+                    if isinstance(part, dict)
+                    and part.get("type") == "output_text"
+                    and isinstance(part.get("text"), str)
+                ]
+            elif item.get("type") == "reasoning":
+                for part in (item.get("summary") or []) + (item.get("content") or []):
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        thoughts.append(part["text"])
+        finish_reason = "length" if status == "incomplete" and reason == "max_output_tokens" else "stop"
+        if status not in ("completed", "incomplete") or (not answered and finish_reason != "length"):
+            raise ChatError(
+                BAD_RESPONSE,
+                f"the answer holds no reply (status {status}, {reason or 'no reason given'})",
+                200,
+                attempts,
+            )
+        content, reasoning = split_reasoning({"content": "".join(texts), "reasoning": "\n".join(thoughts) or None})
+        content, invalid_content = replace_lone_surrogates(content)
+        reasoning, invalid_reasoning = replace_lone_surrogates(reasoning) if reasoning else (reasoning, False)
+        found = body.get("usage")
+        usage: dict = found if isinstance(found, dict) else {}
+        return ChatResult(
+            content=content,
+            reasoning=reasoning,
+            finish_reason=finish_reason,
+            prompt_tokens=token_count(usage.get("input_tokens")),
+            completion_tokens=token_count(usage.get("output_tokens")),
+            latency_ms=latency_ms,
+            attempts=attempts,
+            json_schema_used=json_schema,
+            invalid_text=invalid_content or invalid_reasoning,
+            think_stripped="".join(texts).lstrip().startswith("<think>"),
+        )
+
+
+def _learned_as(model: str, api: str) -> str:
+    return model if api == CHAT_API else f"{model} ({api})"
 
 
 class CallWithheld(Exception):

@@ -23,6 +23,7 @@ from hbtui.client.wire import (
     list_models,
     unreachable_reason,
 )
+from hbtui.core.calls import CHAT_API
 from hbtui.core.errors import HbtuiError
 from hbtui.core.grading import VERDICT_FORMAT
 from hbtui.core.redact import redact
@@ -75,9 +76,12 @@ async def _check_endpoint(
     named: bool = False,
     rate_limit_patience: float = 600.0,
     limit: int = 8 * 1024 * 1024,
+    apis: dict[str, str] | None = None,
 ) -> list[CheckResult]:
     """``models``: (purpose, model) pairs served by this endpoint; purpose is "test" or "grader".
-    ``named``: one of several endpoints, so each line says which (its URL, never its key)."""
+    ``named``: one of several endpoints, so each line says which (its URL, never its key).
+    ``apis``: the API each purpose is asked through (API_TEST, API_GRADER; chat by default)."""
+    apis = apis or {}
     url, key = endpoint.base_url, endpoint.api_key
     where = f" at {endpoint.label}" if named else ""
     aiohttp = aiohttp_module()
@@ -119,10 +123,13 @@ async def _check_endpoint(
                 results.append(CheckResult(label, False, f"model {model} not served (served: {shown})"))
                 continue
             try:
+                api = apis.get(purpose, CHAT_API)
                 if purpose == "grader":
-                    result = await client.complete(model, GRADER_PING, max_tokens=64, response_format=VERDICT_FORMAT)
+                    result = await client.complete(
+                        model, GRADER_PING, max_tokens=64, response_format=VERDICT_FORMAT, api=api
+                    )
                 else:
-                    result = await client.complete(model, PING, max_tokens=8)
+                    result = await client.complete(model, PING, max_tokens=8, api=api)
             except ChatError as exc:
                 results.append(CheckResult(label, False, _scrub(_chat_error(exc, model), key)))
                 continue
@@ -132,7 +139,7 @@ async def _check_endpoint(
             if pace:
                 results.append(CheckResult(f"{label} limits", True, pace))
             if purpose == "grader":
-                quirks = client.quirks.get(model)
+                quirks = client.learned(model, apis.get(purpose, CHAT_API))
                 if quirks is not None and not quirks.json_schema:
                     # Handled: verdicts are then parsed from the text (schema first, then fallback).
                     results.append(
@@ -177,6 +184,7 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
                 named=len(endpoints) > 1,
                 rate_limit_patience=settings.rate_limit_patience,
                 limit=settings.max_answer_bytes,
+                apis={"test": settings.api_test, "grader": settings.api_grader},
             )
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))

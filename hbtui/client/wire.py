@@ -92,6 +92,10 @@ class Endpoint:
         return self.base_url.rstrip("/") + "/chat/completions"
 
     @property
+    def responses_url(self) -> str:
+        return self.base_url.rstrip("/") + "/responses"
+
+    @property
     def origin(self) -> str:
         return origin_of(self.base_url)
 
@@ -127,6 +131,7 @@ class ChatRequest:
     response_format: dict | None
     priority: int
     slot: int | None = None  # llama.cpp's id_slot: the server slot that holds this prompt's prefix
+    api: str = "chat"  # or "responses": POST /responses (hbtui.core.calls.APIS)
 
 
 class ChatError(HbtuiError):

@@ -13,6 +13,11 @@ from typing import Protocol
 GRADING = 0
 GENERATION = 1
 
+# Which API a model is asked through (API_TEST, API_GRADER): chat completions, or OpenAI's
+# Responses API (POST /responses), which the 2026 reference grader is asked through.
+CHAT_API, RESPONSES_API = "chat", "responses"
+APIS = (CHAT_API, RESPONSES_API)
+
 
 # A lone surrogate (JSON's "\ud800", valid JSON) is not text: SQLite refuses to store it.
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -38,6 +43,7 @@ class Completes(Protocol):
         response_format: dict | None = None,
         priority: int = GENERATION,
         slot: int | None = None,
+        api: str = CHAT_API,
     ) -> ChatResult: ...
 
 

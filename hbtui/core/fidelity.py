@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hbtui.core import reference
+from hbtui.core.calls import CHAT_API
 from hbtui.core.run_records import RequestsRecord
 
 REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
@@ -66,6 +67,9 @@ def describe_requests(
         differences.append("grader asked for json_schema output")
         if settings.grader_explanation_chars is not None:
             differences.append(f"verdict explanations bounded to {settings.grader_explanation_chars} characters")
+    for who, api in (("model under test", settings.api_test if tested else CHAT_API), ("grader", settings.api_grader)):
+        if api != CHAT_API:  # the reference at ee3b031 asks both through chat completions
+            differences.append(f"the {api} API for the {who}")
     for who, effort in (
         ("model under test", settings.reasoning_test if tested else None),
         ("grader", settings.reasoning_grader),
@@ -84,6 +88,8 @@ def describe_requests(
         "max_tokens_grader": settings.max_tokens_grader,
         "reasoning_test": settings.reasoning_test,
         "reasoning_grader": settings.reasoning_grader,
+        "api_test": settings.api_test,
+        "api_grader": settings.api_grader,
         "grader_response_format": "json_schema" if settings.grader_json_schema else None,
         "model_grader": settings.model_grader,
         "deviations": deviations,

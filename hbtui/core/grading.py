@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hbtui.core.calls import GRADING, Completes, replace_lone_surrogates
+from hbtui.core.calls import CHAT_API, GRADING, Completes, replace_lone_surrogates
 from hbtui.core.errors import UNPARSEABLE, HbtuiError
 from hbtui.core.files import read_user_file
 
@@ -261,6 +261,7 @@ async def grade_criterion(
     system: str | None = None,
     response_format: dict | None = VERDICT_FORMAT,
     slot: int | None = None,
+    api: str = CHAT_API,
 ) -> GradeOutcome:
     """Ask the grader until its answer parses, at most ``parse_attempts`` times.
 
@@ -284,6 +285,7 @@ async def grade_criterion(
             response_format=response_format,
             priority=GRADING,
             slot=slot,
+            api=api,
         )
         outcome.attempts += result.attempts
         outcome.latency_ms += result.latency_ms
@@ -324,4 +326,5 @@ async def grade_as_configured(
         system=settings.system_message_grader,
         response_format=verdict_format(settings.grader_explanation_chars) if settings.grader_json_schema else None,
         slot=slot,
+        api=settings.api_grader,
     )

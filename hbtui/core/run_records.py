@@ -24,6 +24,8 @@ class StoredSettings(TypedDict, total=False):
     grader_api_key: str | None
     reasoning_test: str | None
     reasoning_grader: str | None
+    api_test: str
+    api_grader: str
     temperature_test: float
     temperature_grader: float
     max_tokens_test: int
@@ -74,6 +76,8 @@ class RequestsRecord(TypedDict, total=False):
     max_tokens_grader: int
     reasoning_test: str | None
     reasoning_grader: str | None
+    api_test: str  # chat or responses (hbtui.core.calls.APIS)
+    api_grader: str
     grader_response_format: str | None
     model_grader: str | None
     deviations: list[str]  # what negotiating with the providers changed

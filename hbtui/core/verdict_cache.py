@@ -32,6 +32,7 @@ def request_prefix(
     reasoning_effort: str | None,
     json_schema: bool | int,
     repeat: int,
+    api: str = "chat",
 ) -> hashlib._Hash:
     """The hash of everything but the criterion; ``conversation`` is the rendered conversation's
     digest. Copied and fed each criterion, it gives that criterion's key (computed 60,000 times
@@ -48,6 +49,8 @@ def request_prefix(
             reasoning_effort,
             json_schema,
             repeat,
+            # The API is part of what was asked; chat adds nothing, so older keys still hit.
+            *([api] if api != "chat" else []),
         ],
         ensure_ascii=True,
     )
@@ -94,6 +97,7 @@ class RequestKeys:
             # the explanation that changes what the grader may write (GRADER_EXPLANATION_CHARS).
             json_schema=(settings.grader_explanation_chars or True) if settings.grader_json_schema else False,
             repeat=repeat,
+            api=settings.api_grader,
         )
 
     def keys(self, digest: str, repeat: int, criteria) -> dict[int, str]:

@@ -683,6 +683,7 @@ class Engine:
                 max_tokens=settings.max_tokens_test,
                 reasoning_effort=settings.reasoning_test,
                 priority=GENERATION,
+                api=settings.api_test,
             )
         except ChatError as exc:
             if self._check_fatal(exc):

@@ -41,6 +41,7 @@ GRADER_REQUEST_KEYS = (
     "system_message_grader",
     "temperature_grader",
     "max_tokens_grader",
+    "api_grader",
     "model_grader",
     "differences",
     "deviations",

@@ -202,6 +202,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "truncate_grader_below": None,
     # Grader calls sent with no token limit come back cut, as at a server's own limit.
     "truncate_grader_unbounded": False,
+    # POST /responses answers 404, as a server without the Responses API does.
+    "no_responses_api": False,
     # Answer with an error that echoes the key sent, as providers and proxies do: "full" (the
     # key and the Authorization header in an OpenAI-style message), "masked" (OpenAI's 401:
     # sk-proj-****abcd), "headers" (a plain-text page listing the request's headers), or None.
@@ -662,7 +664,8 @@ def _check_auth(state: ServerState, request: web.Request) -> web.Response | None
 # --------------------------------------------------------------------------
 
 
-async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
+async def handle_chat_completions(request: web.Request, converted: dict | None = None) -> web.StreamResponse:
+    """``converted``: a Responses-API request in chat's shape (handle_responses)."""
     state = request.app[STATE_KEY]
     stats = state.stats
     stats.requests += 1
@@ -676,7 +679,7 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
         request.transport.close()  # dying: no answer, as from a process killed mid-request
         return web.Response(status=204)
     try:
-        response = await _chat_completion(state, request)
+        response = await _chat_completion(state, request, converted)
     except asyncio.CancelledError:
         # aiohttp cancels the handler when the client disconnects (handler_cancellation).
         stats.cancelled += 1
@@ -693,7 +696,7 @@ async def handle_chat_completions(request: web.Request) -> web.StreamResponse:
         if response.status == 200:
             # Written whole before the handler returns only once prepared; near enough for a rate.
             stats.last_answer_at = time.time()
-        if config.get("written_log"):
+        if config.get("written_log") and converted is None:  # (a Responses answer is converted first)
             await _write_and_log(request, response, config["written_log"])
         return response
     # Deliberate drop: the transport is already closed; aiohttp ignores the
@@ -725,8 +728,11 @@ async def _write_and_log(request: web.Request, response: web.Response, path: str
         log.write(json.dumps({**entry, "written_at": time.time()}) + "\n")
 
 
-async def _chat_completion(state: ServerState, request: web.Request) -> web.Response | None:
-    """Answer one chat completion; None means the connection was dropped on purpose."""
+async def _chat_completion(
+    state: ServerState, request: web.Request, converted: dict | None = None
+) -> web.Response | None:
+    """Answer one chat completion; None means the connection was dropped on purpose.
+    ``converted``: a Responses-API request already read and put in chat's shape."""
     config = state.config
     stats = state.stats
 
@@ -734,16 +740,19 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
     if auth_error is not None:
         return auth_error
 
-    raw = await request.read()
-    request["raw_body"] = raw
-    if config.get("capture_requests"):
-        state.captured.append(raw.decode("utf-8", "replace"))
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
-    if not isinstance(body, dict):
-        return openai_error(400, "The request body must be a JSON object.", "invalid_request_error", None)
+    if converted is not None:
+        body = converted
+    else:
+        raw = await request.read()
+        request["raw_body"] = raw
+        if config.get("capture_requests"):
+            state.captured.append(raw.decode("utf-8", "replace"))
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
+        if not isinstance(body, dict):
+            return openai_error(400, "The request body must be a JSON object.", "invalid_request_error", None)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         return openai_error(
@@ -816,8 +825,9 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
             request.transport.close()
         return None
 
+    sent_keys = request.get("sent_keys") or body.keys()  # a Responses request's own parameters
     for param in config["reject_params"] or ():
-        if param in body:
+        if param in sent_keys:
             return openai_error(
                 400, _unsupported_param_message(param), "invalid_request_error", "unsupported_parameter", param
             )
@@ -915,6 +925,91 @@ async def _chat_completion(state: ServerState, request: web.Request) -> web.Resp
     )
 
 
+async def handle_responses(request: web.Request) -> web.StreamResponse:
+    """POST /responses (OpenAI's Responses API): the request put in chat's shape, answered as a
+    chat completion is (faults, limits and all), and the answer put in the Responses shape."""
+    state = request.app[STATE_KEY]
+    config = state.config
+    if config["no_responses_api"]:
+        return web.Response(status=404, text="404: Not Found")
+    raw = await request.read()
+    request["raw_body"] = raw
+    if config.get("capture_requests"):
+        state.captured.append(raw.decode("utf-8", "replace"))
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
+    if not isinstance(body, dict) or not isinstance(body.get("input"), list):
+        return openai_error(400, "'input' must be an array of input items.", "invalid_request_error", None, "input")
+    request["sent_keys"] = list(body)
+    converted: dict[str, Any] = {
+        "model": body.get("model"),
+        "messages": [
+            {**item, "role": "system" if item.get("role") == "developer" else item.get("role")}
+            for item in body["input"]
+            if isinstance(item, dict)
+        ],
+    }
+    if "temperature" in body:
+        converted["temperature"] = body["temperature"]
+    if "max_output_tokens" in body:
+        converted["max_tokens"] = body["max_output_tokens"]
+    text_format = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
+    if isinstance(text_format, dict) and text_format.get("type") == "json_schema":
+        converted["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {k: v for k, v in text_format.items() if k != "type"},
+        }
+    request["responses_api"] = True
+    response = await handle_chat_completions(request, converted)
+    if response.status != 200 or not isinstance(response, web.Response) or response.body is None:
+        return response
+    completion = json.loads(response.body)  # type: ignore[arg-type]
+    choice = completion["choices"][0]
+    message = choice["message"]
+    output: list[dict[str, Any]] = []
+    if message.get("reasoning_content"):
+        output.append(
+            {
+                "type": "reasoning",
+                "id": "rs_fake",
+                "summary": [{"type": "summary_text", "text": message["reasoning_content"]}],
+            }
+        )
+    if message.get("content") is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_fake{state.completion_counter:08d}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": message["content"], "annotations": []}],
+            }
+        )
+    cut = choice["finish_reason"] == "length"
+    usage = completion.get("usage") or {}
+    answer = _json(
+        {
+            "id": f"resp_fake{state.completion_counter:08d}",
+            "object": "response",
+            "created_at": completion.get("created", int(time.time())),
+            "status": "incomplete" if cut else "completed",
+            "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+            "model": completion.get("model"),
+            "output": output,
+            "usage": {
+                "input_tokens": usage.get("prompt_tokens", 0),
+                "output_tokens": usage.get("completion_tokens", 0),
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": usage.get("total_tokens", 0),
+            },
+        }
+    )
+    answer.headers.update({k: v for k, v in response.headers.items() if k.lower().startswith("x-ratelimit")})
+    return answer
+
+
 async def handle_models(request: web.Request) -> web.Response:
     state = request.app[STATE_KEY]
     auth_error = _check_auth(state, request) or echo_auth_error(state, request, "models")
@@ -975,6 +1070,7 @@ def build_app(
     state.restrict_models = models is not None
     app[STATE_KEY] = state
     app.router.add_post("/v1/chat/completions", handle_chat_completions)
+    app.router.add_post("/v1/responses", handle_responses)
     app.router.add_get("/v1/models", handle_models)
     app.router.add_get("/__control", handle_get_control)
     app.router.add_post("/__control", handle_post_control)

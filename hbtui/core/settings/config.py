@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from hbtui.core.calls import APIS, CHAT_API
 from hbtui.core.settings.setting_kinds import (
     NOT_SENT,
     Bool,
@@ -58,6 +59,7 @@ URL = Url(shape="an http(s) URL")
 URLS = ListOf(item=Url(), what="endpoint", shape="http(s) URLs, comma-separated")
 KEYS = ListOf(item=Kind(), what="key")
 EFFORT = Choice(choices=REASONING_EFFORTS, what="a reasoning effort", shape="minimal, low, medium, high")
+API = Choice(choices=APIS, what="an API", shape="chat or responses")
 # Every number is bounded (hbtui.core.settings.setting_kinds): the shape is what the docs say of its range.
 # "not sent": the parameter is left out of the request (the 2026 reference grader sends neither).
 TEMPERATURE = Number(at_least=0.0, at_most=2.0, shape="0 to 2, or not sent", may_be_unsent=True)
@@ -262,6 +264,23 @@ class Settings:
         example="",
         default_text="not sent",
         label="Reasoning effort",
+    )
+    api_test: str = _described(
+        "API_TEST",
+        API,
+        SAMPLING,
+        "how the model under test is asked: chat (POST /chat/completions) or responses (OpenAI's Responses API,"
+        " POST /responses)",
+        CHAT_API,
+        label="API",
+    )
+    api_grader: str = _described(
+        "API_GRADER",
+        API,
+        SAMPLING,
+        "how the grader is asked: chat or responses (the 2026 reference grader, GPT-5.4, is asked through responses)",
+        CHAT_API,
+        label="API",
     )
     temperature_test: float | None = _described(
         "TEMPERATURE_TEST", TEMPERATURE, SAMPLING, "temperature of the model under test", 0.3, label="Temperature"
