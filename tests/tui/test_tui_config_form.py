@@ -124,6 +124,25 @@ async def test_timeout_and_attempts_are_on_the_form(tmp_path):
         assert (settings.timeout, settings.max_attempts, settings.grader_parse_attempts) == (45.0, 2, 5)
 
 
+async def test_each_models_api_is_chosen_on_the_form_and_temperature_may_be_not_sent(tmp_path):
+    """API_TEST and API_GRADER: chat or responses, no "not sent" (chat is the default); and a
+    temperature typed as "not sent" is left out."""
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_form(pilot, app)
+        api = screen.query_one("#field-api_grader", Select)
+        assert [value for _, value in api._options] == ["chat", "responses"] and api.value == "chat"
+        api.value = "responses"
+        type_into(screen, "temperature_grader", "not sent")
+        for name, text in (("base_url", "http://127.0.0.1:9/v1"), ("model_test", "m"), ("model_grader", "g")):
+            type_into(screen, name, text)
+        await pilot.pause()
+        values, problems = screen.validate_all()
+        assert not problems
+        settings = screen.form_settings(values)
+        assert (settings.api_test, settings.api_grader, settings.temperature_grader) == ("chat", "responses", None)
+
+
 @pytest.mark.parametrize("size", SIZES)
 async def test_the_subset_list_opens_without_hiding_the_fields_below(tmp_path, size):
     app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)

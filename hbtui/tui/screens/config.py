@@ -128,8 +128,10 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
             yield Label(form_field.label, classes="field-label")
             kind = form_field.setting.kind if form_field.setting else None
             if isinstance(kind, Choice):
-                unset = form_field.placeholder or "not sent"  # what none means for this setting
-                options = [(unset, NOT_SENT)] + [(choice, choice) for choice in kind.choices]
+                options = [(choice, choice) for choice in kind.choices]
+                if form_field.setting is None or form_field.setting.default is None:
+                    unset = form_field.placeholder or "not sent"  # what none means for this setting
+                    options.insert(0, (unset, NOT_SENT))
                 yield Select(options, value=value, allow_blank=False, compact=True, id=f"field-{form_field.name}")
             elif isinstance(kind, Bool):
                 yield Select(
