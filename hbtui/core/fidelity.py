@@ -10,11 +10,12 @@ reasoning removed from a reply): the requests as they were sent, not as they wer
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hbtui.core import reference
-from hbtui.core.calls import CHAT_API
+from hbtui.core.calls import CHAT_API, RESPONSES_API
 from hbtui.core.run_records import RequestsRecord
 
 REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench numbers were graded by
@@ -23,6 +24,20 @@ REFERENCE_GRADER = "gpt-4.1-2025-04-14"  # the model the published HealthBench n
 def sampling_text(value: float | None) -> str:
     """A temperature or token limit as the fidelity line says it: ``0.3``, or ``not sent``."""
     return "not sent" if value is None else f"{value:g}"
+
+
+def grader_as_2026(settings: Any) -> bool:
+    """Whether the grader is asked as simple-evals at 652c89d asks its GPT-5.4 grader (the
+    template aside): the Responses API, no system message, temperature, token limit or schema,
+    reasoning effort low."""
+    return (
+        settings.api_grader == RESPONSES_API
+        and settings.system_message_grader is None
+        and settings.temperature_grader is None
+        and settings.max_tokens_grader is None
+        and settings.reasoning_grader == reference.GRADER_2026_EFFORT
+        and not settings.grader_json_schema
+    )
 
 
 def describe_requests(
@@ -36,6 +51,29 @@ def describe_requests(
     """The record of a run's requests; ``settings`` is a Settings, ``deviations`` what negotiation
     changed; ``tested``: whether a model under test is called (by default, unless the run grades
     the records' own completions)."""
+    if grader_as_2026(settings):
+        # Compared with the 2026 reference: its model under test is asked as the 2025 one's, so
+        # the 2025 rules judge that side, with the 2025 grader put in for this one.
+        as_2025 = replace(
+            settings,
+            api_grader=CHAT_API,
+            system_message_grader=reference.SYSTEM_MESSAGE,
+            temperature_grader=reference.TEMPERATURE,
+            max_tokens_grader=reference.MAX_TOKENS,
+            reasoning_grader=None,
+        )
+        record = describe_requests(as_2025, template_name, template_sha256, deviations, tested=tested)
+        record.update(
+            {
+                "system_message_grader": None,
+                "temperature_grader": None,
+                "max_tokens_grader": None,
+                "reasoning_grader": settings.reasoning_grader,
+                "api_grader": settings.api_grader,
+                "reference_commit": reference.COMMIT_2026[:7] if record["reference_identical"] else None,
+            }
+        )
+        return record
     differences: list[str] = []
     if template_sha256 != reference.TEMPLATE_SHA256:
         shown = template_name if template_name in ("builtin", "reference") else f"file {Path(template_name).name}"
@@ -108,15 +146,16 @@ def requests_line(requests: RequestsRecord | None) -> str:
     # The requests can be the reference's while the grader is another model: a score then still
     # does not stand beside the published ones, and the line says so.
     grader = requests.get("model_grader")
-    other = (
-        f"; graded by {grader}, the published numbers by {REFERENCE_GRADER}"
-        if grader and grader != REFERENCE_GRADER
-        else ""
-    )
+    # The 2026 reference grades with GPT-5.4 through the Responses API; the 2025 one with GPT-4.1.
+    published = reference.GRADER_2026 if requests.get("api_grader") == RESPONSES_API else REFERENCE_GRADER
+    other = f"; graded by {grader}, the published numbers by {published}" if grader and grader != published else ""
     completions = requests.get("completions")
     if completions:
         # No model was called: the replies are the records' own, graded as the reference grades them.
         other = f"; {completions} completions graded, no model under test{other}"
     if requests.get("reference_identical"):
-        return f"requests: reference-identical{other}"
+        # The 2025 reference is the one meant unless said: the 2026 one is named.
+        commit = requests.get("reference_commit")
+        named = f" to simple-evals {commit}" if commit and commit != reference.COMMIT[:7] else ""
+        return f"requests: reference-identical{named}{other}"
     return f"requests: differ from the reference ({', '.join(requests.get('differences', []))}){other}"

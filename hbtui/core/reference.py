@@ -15,6 +15,13 @@ import os
 from pathlib import Path
 
 COMMIT = "ee3b0318d8d1d9d72755a4120879be65f7c07e9e"
+# simple-evals at 652c89d (2026-04-22, pull request 108): the grader prompt is byte-identical to
+# ee3b031's; what changed is its GPT-5.4 grader's request (--healthbench-use-gpt-5-4-low-grader):
+# POST /v1/responses with the filled template as the one user message and reasoning effort low,
+# nothing else (hbtui.core.fidelity.grader_as_2026).
+COMMIT_2026 = "652c89d0ca9df547706735883097e9537d40dc47"
+GRADER_2026 = "gpt-5.4-2026-03-05"
+GRADER_2026_EFFORT = "low"
 EVAL_FILE = "healthbench_eval.py"
 EVAL_SHA256 = "89909957f005762edaded2f0e39fc9b3b242edd55e3ac0ce4c8dd886ac59d167"
 TEMPLATE_SHA256 = "2adffd51fd259554ebcd036ad1072d4aa2b7ce3aec2bbffe36271f911632ed3c"

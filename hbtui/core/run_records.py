@@ -26,10 +26,10 @@ class StoredSettings(TypedDict, total=False):
     reasoning_grader: str | None
     api_test: str
     api_grader: str
-    temperature_test: float
-    temperature_grader: float
-    max_tokens_test: int
-    max_tokens_grader: int
+    temperature_test: float | None  # None: not sent
+    temperature_grader: float | None
+    max_tokens_test: int | None
+    max_tokens_grader: int | None
     concurrency: int
     grader_concurrency: int | None
     rpm: str | None
@@ -70,10 +70,10 @@ class RequestsRecord(TypedDict, total=False):
     grader_template: TemplateRecord
     system_message_test: str | None
     system_message_grader: str | None
-    temperature_test: float
-    temperature_grader: float
-    max_tokens_test: int
-    max_tokens_grader: int
+    temperature_test: float | None  # None: not sent
+    temperature_grader: float | None
+    max_tokens_test: int | None
+    max_tokens_grader: int | None
     reasoning_test: str | None
     reasoning_grader: str | None
     api_test: str  # chat or responses (hbtui.core.calls.APIS)

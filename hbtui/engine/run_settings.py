@@ -55,6 +55,7 @@ MEASURED_TEST = (
     "max_tokens_test",
     "reasoning_test",
     "system_message_test",
+    "api_test",
     "completions",  # where the replies come from: planned with the run, never changed after
 )
 MEASURED_GRADER = (
@@ -65,6 +66,7 @@ MEASURED_GRADER = (
     "reasoning_grader",
     "system_message_grader",
     "grader_json_schema",
+    "api_grader",
 )
 
 # What a regrade may set: everything about the grader, what it measures and how it is reached;

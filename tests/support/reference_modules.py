@@ -54,7 +54,7 @@ def _stubs() -> dict[str, types.ModuleType]:
     stub_types = types.ModuleType(f"{PACKAGE}.types")
     for name in ("Eval", "SamplerBase"):
         setattr(stub_types, name, type(name, (), {}))
-    for name in ("EvalResult", "SingleEvalResult"):
+    for name in ("EvalResult", "SingleEvalResult", "SamplerResponse"):
         setattr(stub_types, name, type(name, (_Record,), {}))
     stub_types.MessageList = list
     sampler = types.ModuleType(f"{PACKAGE}.sampler")
@@ -82,8 +82,8 @@ def reference_modules(folder: Path, *names: str) -> Iterator[list[types.ModuleTy
     sys.modules.update(modules)
     try:
         loaded = []
-        for name in names:
-            spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}", folder / f"{name}.py")
+        for name in names:  # a dotted name is a module in a folder: sampler.responses_sampler
+            spec = importlib.util.spec_from_file_location(f"{PACKAGE}.{name}", folder / f"{name.replace('.', '/')}.py")
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)

@@ -22,10 +22,33 @@ SECRET_FIELDS = frozenset(setting.attribute for setting in SETTINGS if setting.s
 def built_in_presets() -> dict[str, dict[str, Any]]:
     """Presets that come with hbtui, read-only. ``reference``: every request byte-identical to what
     simple-evals sends (its grader prompt, its system message for both models, temperature 0.5
-    and 2048 tokens for both, no response_format, no reasoning effort)."""
+    and 2048 tokens for both, no response_format, no reasoning effort). ``reference-gpt-5.4``: the
+    model under test as ``reference`` asks it, and the grader as simple-evals at 652c89d asks its
+    GPT-5.4 grader (--healthbench-use-gpt-5-4-low-grader): through the Responses API, the filled
+    template as the one user message, reasoning effort low, and nothing else (no system message,
+    temperature, token limit or schema). Like ``reference``, it sets the requests' shape, not the
+    models: MODEL_GRADER names the grader (the reference's is gpt-5.4-2026-03-05)."""
     from hbtui.core import reference
+    from hbtui.core.calls import CHAT_API, RESPONSES_API
 
+    model_under_test = {
+        "system_message_test": reference.SYSTEM_MESSAGE,
+        "temperature_test": reference.TEMPERATURE,
+        "max_tokens_test": reference.MAX_TOKENS,
+        "reasoning_test": None,
+        "api_test": CHAT_API,
+    }
     return {
+        "reference-gpt-5.4": {
+            **model_under_test,
+            "grader_template": "reference",
+            "api_grader": RESPONSES_API,
+            "system_message_grader": None,
+            "temperature_grader": None,  # not sent
+            "max_tokens_grader": None,  # not sent
+            "reasoning_grader": "low",
+            "grader_json_schema": False,
+        },
         "reference": {
             "grader_template": "reference",
             "system_message_test": reference.SYSTEM_MESSAGE,
@@ -37,7 +60,9 @@ def built_in_presets() -> dict[str, dict[str, Any]]:
             "grader_json_schema": False,
             "reasoning_test": None,
             "reasoning_grader": None,
-        }
+            "api_test": CHAT_API,
+            "api_grader": CHAT_API,
+        },
     }
 
 

@@ -1,0 +1,121 @@
+"""--preset reference-gpt-5.4: the grader asked as simple-evals at 652c89d asks its GPT-5.4 grader
+(--healthbench-use-gpt-5-4-low-grader), proven against the reference's own ResponsesSampler (with
+the openai package, as simple-evals runs it) on the project's test server, byte for byte."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from hbtui import cli
+from hbtui.core import reference
+from hbtui.core.fidelity import describe_requests, requests_line
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.presets import built_in_presets
+from tests.conftest import MAIN_SUBSET, REFERENCE_EVAL, needs_shared, user_folder, write_jsonl
+from tests.support.reference_modules import reference_modules
+
+REFERENCE_2026 = REFERENCE_EVAL.parent / "652c89d"
+needs_2026 = pytest.mark.skipif(
+    not (REFERENCE_2026 / "sampler" / "responses_sampler.py").exists(),
+    reason=f"the reference's files at 652c89d are not at {REFERENCE_2026} (../shared absent)",
+)
+GRADER = "gpt-5.4-2026-03-05"
+
+
+def preset(**values) -> Settings:
+    return Settings(**{**built_in_presets()["reference-gpt-5.4"], "model_grader": GRADER, **values})
+
+
+def test_the_2026_grader_shape_is_reference_identical_to_652c89d_and_the_2025_one_to_ee3b031():
+    record = describe_requests(preset(), "reference", reference.TEMPLATE_SHA256)
+    assert record["reference_identical"] is True and record["reference_commit"] == "652c89d"
+    assert record["api_grader"] == "responses" and record["temperature_grader"] is None
+    assert requests_line(record) == "requests: reference-identical to simple-evals 652c89d"
+    # Graded by another model: said beside, as for the 2025 reference.
+    other = describe_requests(preset(model_grader="gpt-4.1"), "reference", reference.TEMPLATE_SHA256)
+    assert requests_line(other).endswith(f"; graded by gpt-4.1, the published numbers by {GRADER}")
+    # One setting of the grader otherwise: neither reference's.
+    warmer = describe_requests(preset(temperature_grader=0.5), "reference", reference.TEMPLATE_SHA256)
+    assert warmer["reference_identical"] is False and warmer["reference_commit"] is None
+    # The model under test as the reference asks it, in both presets.
+    as_2025 = Settings(**{**built_in_presets()["reference"], "model_grader": "gpt-4.1-2025-04-14"})
+    assert describe_requests(as_2025, "reference", reference.TEMPLATE_SHA256)["reference_commit"] == "ee3b031"
+
+
+@needs_2026
+@needs_shared
+def test_every_grade_of_the_preset_is_the_reference_samplers_request_byte_for_byte(
+    server, tmp_path, monkeypatch, capsys
+):
+    """hbtui run --preset reference-gpt-5.4 against the test server; then simple-evals at 652c89d
+    grades the same replies with its own grade_sample and ResponsesSampler (the openai package,
+    reasoning low) on the same server: the two sets of grader requests are the same bytes, and
+    every grade went to /responses."""
+    records = [json.loads(line) for line in MAIN_SUBSET.read_text().splitlines()[:3]]
+    data = write_jsonl(tmp_path / "three.jsonl", records)
+    user_folder(tmp_path, monkeypatch, server, f"MODEL_GRADER={GRADER}\n")
+    server.control(capture_requests=True)
+    assert cli.main(["run", "--data", str(data), "--preset", "reference-gpt-5.4", "--name", "ref54"]) == cli.EXIT_OK
+    ours = [body for body in server.captured_bodies() if '"input"' in body]
+    # The replies: through chat completions, as the reference asks its model under test (the
+    # run's model check, one token of the grader through chat, aside).
+    chats = [json.loads(body) for body in server.captured_bodies() if '"messages"' in body]
+    replies_sent = [b for b in chats if b["model"] == "test-model"]
+    assert len(replies_sent) == len(records)
+    assert len(ours) == sum(len(r["rubrics"]) for r in records)  # every grade through /responses, once each
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        replies = [reply for (reply,) in conn.execute("SELECT reply FROM conversations ORDER BY position")]
+
+    before = len(server.captured_bodies())  # what follows is the reference's
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-proj-reference-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    with reference_modules(REFERENCE_2026, "healthbench_eval", "sampler.responses_sampler") as (ref, sampling):
+        evaluation = object.__new__(ref.HealthBenchEval)
+        evaluation.grader_model = sampling.ResponsesSampler(model=GRADER, reasoning_model=True, reasoning_effort="low")
+        evaluation.length_adjustment_center = evaluation.length_adjustment_penalty_per_500_chars = None
+        for record, reply in zip(records, replies, strict=True):
+            # What the reference grades: the messages its model under test was sent (its system
+            # message first), then the reply.
+            sent = [{"role": "system", "content": reference.SYSTEM_MESSAGE}, *record["prompt"]]
+            items = [ref.RubricItem.from_dict(r) for r in record["rubrics"]]
+            evaluation.grade_sample(prompt=sent, response_text=reply, example_tags=[], rubric_items=items)
+    theirs = server.captured_bodies()[before:]
+    assert sorted(theirs) == sorted(ours)  # the same bytes (hbtui's go out concurrently)
+    capsys.readouterr()
+    assert cli.main(["show", "ref54", "--json"]) == cli.EXIT_OK
+    requests = json.loads(capsys.readouterr().out)["requests"]
+    assert requests["reference_identical"] is True and requests["reference_commit"] == "652c89d"
+
+
+@needs_2026
+def test_the_reference_sampler_reads_the_answers_text_as_hbtui_does(server, monkeypatch):
+    """The same answer of the test server, read by the reference (the SDK's output_text) and by
+    hbtui: the same text, so a verdict hashed from it is the same verdict."""
+    from hbtui.client.chat import ChatClient
+    from hbtui.client.limiter import AdaptiveLimiter
+    from hbtui.client.wire import Endpoint
+
+    messages = [{"role": "user", "content": "What should I do about a mild headache?"}]
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-proj-reference-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    with reference_modules(REFERENCE_2026, "sampler.responses_sampler") as (module,):
+        theirs = module.ResponsesSampler(model=GRADER, reasoning_model=True, reasoning_effort="low")(messages)
+
+    async def ours():
+        client = ChatClient(Endpoint(server.base_url, "fake-key"), limiter=AdaptiveLimiter(1))
+        try:
+            return await client.complete(GRADER, messages, reasoning_effort="low", api="responses")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(ours()).content == theirs.response_text.strip() and theirs.response_text
+
+
+def test_reference_keeps_its_2025_meaning():
+    values = built_in_presets()["reference"]
+    assert values["api_grader"] == values["api_test"] == "chat"
+    assert values["temperature_grader"] == reference.TEMPERATURE and values["max_tokens_grader"] == reference.MAX_TOKENS
