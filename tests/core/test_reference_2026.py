@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import types
 
 import pytest
 
@@ -119,3 +120,53 @@ def test_reference_keeps_its_2025_meaning():
     values = built_in_presets()["reference"]
     assert values["api_grader"] == values["api_test"] == "chat"
     assert values["temperature_grader"] == reference.TEMPERATURE and values["max_tokens_grader"] == reference.MAX_TOKENS
+
+
+@needs_2026
+@needs_shared
+def test_a_run_with_the_preset_scores_as_simple_evals_652c89d_on_60_records(server, tmp_path, monkeypatch, capsys):
+    """The done-means of the 2026 grader: hbtui run --preset reference-gpt-5.4 --limit 60, and
+    simple-evals at 652c89d with its GPT-5.4 grader on the same 60 records and the same replies,
+    on the same test server (whose verdicts are hashed from the whole grade prompt): every metric
+    equal, and every grade through /responses."""
+    user_folder(tmp_path, monkeypatch, server, f"MODEL_GRADER={GRADER}\nCONCURRENCY=32\n")
+    server.control(capture_requests=True)
+    argv = ["run", "--data", str(MAIN_SUBSET), "--limit", "60", "--preset", "reference-gpt-5.4", "--name", "r60"]
+    assert cli.main(argv) == cli.EXIT_OK
+    graded = [body for body in server.captured_bodies() if GRADER in body and '"input"' in body]
+    capsys.readouterr()
+    assert cli.main(["show", "r60", "--json"]) == cli.EXIT_OK
+    ours = json.loads(capsys.readouterr().out)["metrics"]
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        replies = dict(conn.execute("SELECT prompt_id, reply FROM conversations"))
+    prompt_ids = {
+        json.dumps(record["prompt"]): record["prompt_id"]
+        for record in (json.loads(line) for line in MAIN_SUBSET.read_text().splitlines())
+    }
+
+    class SameReplies:
+        """The model under test as the reference's sampler returns it: hbtui's replies."""
+
+        def __call__(self, messages):
+            sent = [{"role": "system", "content": reference.SYSTEM_MESSAGE}, *messages]
+            reply = replies[prompt_ids[json.dumps(messages)]]
+            return types.SimpleNamespace(
+                response_text=reply, response_metadata={"usage": None}, actual_queried_message_list=sent
+            )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-proj-reference-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    before = len(server.captured_bodies())
+    with reference_modules(REFERENCE_2026, "healthbench_eval", "sampler.responses_sampler") as (ref, sampling):
+        monkeypatch.setattr(ref, "bf", types.SimpleNamespace(BlobFile=lambda path, mode: open(path, mode)))
+        page = types.SimpleNamespace(render=lambda **_: "")
+        monkeypatch.setattr(ref.common, "jinja_env", types.SimpleNamespace(from_string=lambda _: page), raising=False)
+        grader = sampling.ResponsesSampler(model=GRADER, reasoning_model=True, reasoning_effort="low")
+        evaluation = ref.HealthBenchEval(grader_model=grader, num_examples=60, input_path=str(MAIN_SUBSET))
+        theirs = evaluation(SameReplies()).metrics
+    assert sorted(server.captured_bodies()[before:]) == sorted(graded)  # the same grade requests
+    names = [name for name in theirs if ":" not in name or not name.endswith((":n_samples", ":bootstrap_std"))]
+    assert "overall_score" in names and len(names) > 10
+    for name in names:
+        assert ours[name]["value"] == pytest.approx(float(theirs[name]), abs=1e-12), name
+        assert ours[name]["n"] == theirs[f"{name}:n_samples"], name
