@@ -42,8 +42,11 @@ from hbtui.core.scoring import (
 from hbtui.core.settings.config import UNRECORDED_SETTINGS, setting_for
 from hbtui.core.verdicts import GENERATED, Kappa, cell
 from hbtui.store.rows import MET, NOT_MET, RunRow, verdict_met
+from hbtui.store.run_report import CATEGORY_PREFIXES
 
 THEME, AXIS = "theme:", "axis:"
+# Example tags compared as themes are: the themes, and HealthBench Professional's categories.
+COMPARED = (THEME, *CATEGORY_PREFIXES, AXIS)
 MOVED_LISTED = 20  # in `hbtui compare` and its JSON; the screen lists more
 
 
@@ -133,7 +136,7 @@ def _parsed(seen: dict[str, tuple[str, ...]], tags: str) -> tuple[str, ...]:
     a tag's value depends only on the criteria carrying it."""
     parsed = seen.get(tags)
     if parsed is None:
-        parsed = seen[tags] = tuple(tag for tag in json.loads(tags) if tag.startswith((THEME, AXIS)))
+        parsed = seen[tags] = tuple(tag for tag in json.loads(tags) if tag.startswith(COMPARED))
     return parsed
 
 
@@ -405,7 +408,7 @@ def compare(
         run_a,
         run_b,
         differences[OVERALL],
-        named(differences, THEME),
+        by_theme(differences),
         named(differences, AXIS),
         moved,
         agreement(matched) if verdicts_read else None,
@@ -463,7 +466,7 @@ def tag_values(scored: list[tuple]) -> dict[str, tuple[list[float], list[float]]
     values: dict[str, tuple[list[float], list[float]]] = {}
     for _a, _b, values_a, values_b in scored:
         for name, value in values_a.items():
-            if (name == OVERALL or name.startswith((THEME, AXIS))) and name in values_b:
+            if (name == OVERALL or name.startswith(COMPARED)) and name in values_b:
                 pair = values.setdefault(name, ([], []))
                 pair[0].append(value)
                 pair[1].append(values_b[name])
@@ -472,6 +475,15 @@ def tag_values(scored: list[tuple]) -> dict[str, tuple[list[float], list[float]]
 
 def named(differences: dict[str, Difference], prefix: str) -> dict[str, Difference]:
     return {name[len(prefix) :]: d for name, d in sorted(differences.items()) if name.startswith(prefix)}
+
+
+def by_theme(differences: dict[str, Difference]) -> dict[str, Difference]:
+    """The themes, then HealthBench Professional's categories named with theirs ("use_case:
+    consult"), which take the themes' place in a run of its records."""
+    found = named(differences, THEME)
+    for prefix in CATEGORY_PREFIXES:
+        found |= {f"{prefix[:-1]}: {name}": d for name, d in named(differences, prefix).items()}
+    return found
 
 
 def agreement(matched: Sequence[tuple[Conversation, Conversation]]) -> Agreement:

@@ -241,3 +241,18 @@ def test_a_professional_file_that_is_not_the_published_one_is_refused(tmp_path, 
             load_subset("professional", tmp_path / "cache")
         assert "authorization" not in mirror.requests[0]["headers"]  # no token set: none sent
     assert not list((tmp_path / "cache").glob("*.jsonl"))
+
+
+def test_compare_breaks_two_professional_runs_down_by_category(tmp_path, monkeypatch, server, capsys):
+    user_folder(tmp_path, monkeypatch, server)
+    records = [professional("pro-1"), professional("pro-2", use_case="writing", specialty="cardiology")]
+    data = write(tmp_path / "professional.jsonl", *records)
+    for name in ("a", "b"):
+        assert cli.main(["run", "--data", data, "--name", name]) == cli.EXIT_OK
+    capsys.readouterr()
+    assert cli.main(["compare", "a", "b", "--json"]) == cli.EXIT_OK
+    themes = json.loads(capsys.readouterr().out)["themes"]
+    assert {"use_case: consult", "use_case: writing", "specialty: ent", "specialty: cardiology"} <= set(themes)
+    assert themes["use_case: consult"]["n"] == 1
+    assert cli.main(["compare", "a", "b"]) == cli.EXIT_OK
+    assert "use_case: writing" in capsys.readouterr().out
