@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from hbtui.core.plan import RunPlan
 
 PHYSICIAN, REFERENCE = "physician", "reference"
+PROFESSIONAL_GROUP = "Professional"
 MODES = (PHYSICIAN, REFERENCE)
 IDEAL = "ideal"  # the label of a group's ideal completion; a reference completion's is "reference N"
 
@@ -17,6 +18,8 @@ GROUPS = {
     "Group 1": "physicians wrote without reference completions",
     "Group 2": "physicians wrote with reference completions of Aug/Sep 2024 models (gpt-4o-2024-08-06, o1-preview)",
     "Group 3": "physicians wrote with reference completions of Apr 2025 models (o3, gpt-4.1)",
+    # HealthBench Professional (2026): each record's physician_response, a group of its own.
+    PROFESSIONAL_GROUP: "HealthBench Professional: the physician response of each task, written by its clinicians",
 }
 WITH_REFERENCES = ("Group 2", "Group 3")
 

@@ -17,7 +17,7 @@ import json
 import random
 from dataclasses import dataclass, field
 
-from hbtui.core.completion_groups import GROUPS, IDEAL, MODES, REFERENCE, WITH_REFERENCES
+from hbtui.core.completion_groups import GROUPS, IDEAL, MODES, PROFESSIONAL_GROUP, REFERENCE, WITH_REFERENCES
 from hbtui.core.dataset import Dataset, DatasetError, Record
 
 
@@ -62,7 +62,17 @@ class RecordCompletions:
 def completions_of(dataset: Dataset, record: Record) -> RecordCompletions | None:
     """The record's completions; None where it has none (``ideal_completions_data`` null, or a
     group the reference does not know). A malformed field is one DatasetError naming it."""
-    data = json.loads(record.raw).get("ideal_completions_data")
+    body = json.loads(record.raw)
+    if "physician_response" in body and "ideal_completions_data" not in body:
+        # A HealthBench Professional record (kept as read into HealthBench's format): its
+        # physician response is the physician's completion, in a group of its own.
+        physician = body["physician_response"]
+        if not isinstance(physician, str):
+            raise DatasetError(
+                f"{dataset.path}:{record.line}: record {record.prompt_id}: field 'physician_response': not a string"
+            )
+        return RecordCompletions(PROFESSIONAL_GROUP, physician, ()) if physician.strip() else None
+    data = body.get("ideal_completions_data")
     if data is None:
         return None
     where = f"{dataset.path}:{record.line}: record {record.prompt_id}: field 'ideal_completions_data"
@@ -121,7 +131,6 @@ def plan_completions(dataset: Dataset, mode: str, limit: int | None, seed: int =
         chosen += completions
     if not chosen:
         wanted = "reference completions (Groups 2 and 3)" if mode == REFERENCE else "physician completions"
-        raise DatasetError(
-            f"{dataset.path}: no record has {wanted} in ideal_completions_data ({without} records without any)"
-        )
+        where = "ideal_completions_data or physician_response"
+        raise DatasetError(f"{dataset.path}: no record has {wanted} in {where} ({without} records without any)")
     return CompletionsPlan(mode, chosen, without, records, expanded, sampled)

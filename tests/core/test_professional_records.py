@@ -166,7 +166,6 @@ async def test_the_app_shows_a_professional_run_by_category_at_80x24(tmp_path, m
     from hbtui.tui.widgets.breakdown import ScoreBreakdown
     from tests.support.browse import open_run
     from tests.support.browser_harness import browser_app
-    from tests.support.tui import screen_text
 
     data = write(tmp_path / "professional.jsonl", professional("pro-1"), professional("pro-2", use_case="research"))
     db = tmp_path / "hbtui.sqlite"
@@ -181,9 +180,7 @@ async def test_the_app_shows_a_professional_run_by_category_at_80x24(tmp_path, m
         assert names[:2] in (["use_case: consult", "use_case: research"], ["use_case: research", "use_case: consult"])
         assert {"type: good_faith", "difficulty: typical", "specialty: ent"} <= set(names)
         assert screen.query_one("#by-axis", ScoreBreakdown).rows == []
-        screen.query_one("#by-axis").scroll_visible(animate=False)
-        await pilot.pause()
-        assert "no axes" in screen_text(app)
+        assert "no axes" in str(screen.query_one("#by-axis", ScoreBreakdown).content)
 
 
 def test_the_professional_subset_comes_from_hugging_face_through_a_mirror_and_its_token_stays_there(
@@ -256,3 +253,24 @@ def test_compare_breaks_two_professional_runs_down_by_category(tmp_path, monkeyp
     assert themes["use_case: consult"]["n"] == 1
     assert cli.main(["compare", "a", "b"]) == cli.EXIT_OK
     assert "use_case: writing" in capsys.readouterr().out
+
+
+def test_completions_physician_grades_each_professional_records_physician_response_as_a_group(
+    tmp_path, monkeypatch, server, capsys
+):
+    """--completions physician grades each task's physician_response in place of a model's reply,
+    scored as a group of its own (none of the main subset's three)."""
+    user_folder(tmp_path, monkeypatch, server)
+    records = [professional("pro-1"), professional("pro-2", physician_response="Amoxicillin 90 mg/kg/day.")]
+    data = write(tmp_path / "professional.jsonl", *records)
+    server.control(capture_requests=True)
+    assert cli.main(["run", "--data", data, "--completions", "physician", "--name", "doc"]) == cli.EXIT_OK
+    bodies = server.captured_requests()
+    assert bodies and all("response_format" in body for body in bodies)  # no reply asked: grades only
+    graded = " ".join(body["messages"][-1]["content"] for body in bodies)
+    assert "Amoxicillin 90 mg/kg/day." in graded and records[0]["physician_response"] in graded
+    capsys.readouterr()
+    assert cli.main(["show", "doc", "--json"]) == cli.EXIT_OK
+    shown = json.loads(capsys.readouterr().out)
+    assert list(shown["groups"]) == ["Professional"] and shown["groups"]["Professional"]["conversations"]["scored"] == 2
+    assert "HealthBench Professional" in shown["groups"]["Professional"]["description"]
