@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import comb
 
 from hbtui.core import scoring
-from hbtui.core.settings.config import LENGTH_PENALTIES, Settings
+from hbtui.core.settings.config import LENGTH_CENTRE, LENGTH_PENALTIES, Settings
 from hbtui.core.settings.prices import ModelUsage, Price, model_usage, usage_json
 from hbtui.store import RunRow, Store
 
@@ -146,6 +146,16 @@ class RunStatistics:
                 "centre_chars": self.centre,
             }
         return {**out, **usage_json(self.test, self.grader)}
+
+
+def reporting_settings(run: RunRow, settings: Settings, told: bool = False) -> Settings:
+    """``settings`` with the length adjustment to report ``run`` with: the one it was made with
+    (recorded in its settings, as --preset professional sets it), unless ``told`` otherwise (a
+    flag of `show`), or unless it recorded none (then the current settings' own)."""
+    recorded = run.settings.get("length_penalty")
+    if told or recorded is None:
+        return settings
+    return replace(settings, length_penalty=recorded, length_centre=run.settings.get("length_centre") or LENGTH_CENTRE)
 
 
 async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: Mapping[str, Price]) -> RunStatistics:

@@ -107,7 +107,7 @@ def settings_from(args: argparse.Namespace, warn=_warn) -> Settings:
     must_exist = args.env_file is not None and args.command not in ENV_FILE_WRITERS
     settings = load_settings(env_file_of(args), warn=warn, lenient=lenient, must_exist=must_exist)
     if getattr(args, "preset", None):  # .env < environment < preset < flags
-        settings = replace(settings, **preset_settings(args.preset))
+        settings = replace(settings, **preset_settings(args.preset, warn=warn))
     overrides = {setting.attribute: getattr(args, setting.attribute, None) for _, setting in SETTING_FLAGS}
     if args.db:
         overrides["db_path"] = args.db

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from hbtui.analysis.review_report import review_lines, review_of_run
-from hbtui.analysis.run_stats import run_statistics
+from hbtui.analysis.run_stats import reporting_settings, run_statistics
 from hbtui.cli.common import EXIT_OK, UsageError, open_for_reading, say
 from hbtui.core.run_kinds import META_EVAL, refusal
 from hbtui.core.settings.config import Settings
@@ -39,8 +39,9 @@ async def cmd_runs(settings: Settings) -> int:
 
 
 async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
-    """The run's report, with the statistics computed now: the length adjustment of the current
-    settings (`.env` < environment < flags of `show`) and the current price table."""
+    """The run's report, with the statistics computed now: the length adjustment the run was made
+    with, if it recorded one, else the current settings' (`.env` < environment); flags of `show`
+    win over both; and the current price table."""
     from hbtui.meta_eval.headless import show_meta_eval
     from hbtui.services import compute_report
 
@@ -51,7 +52,8 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             return await show_meta_eval(store, run, args.json, args.physician_labels_over, say)
         if run.report is None or run.status != FINISHED:
             run.report = await compute_report(store, run.id)  # a partial run: score what is there
-        stats = await run_statistics(store, run, settings, prices)
+        told = any(getattr(args, name, None) is not None for name in ("length_penalty", "length_centre"))
+        stats = await run_statistics(store, run, reporting_settings(run, settings, told), prices)
         review = await review_of_run(store, run, args.reviewed)
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
             from hbtui.render.run_metadata import SHOW_JSON_VERSION, run_metadata

@@ -170,3 +170,95 @@ def test_a_run_with_the_preset_scores_as_simple_evals_652c89d_on_60_records(serv
     for name in names:
         assert ours[name]["value"] == pytest.approx(float(theirs[name]), abs=1e-12), name
         assert ours[name]["n"] == theirs[f"{name}:n_samples"], name
+
+
+def test_the_professional_preset_is_the_2026_grader_with_the_length_adjustment():
+    values = built_in_presets()["professional"]
+    assert {k: v for k, v in values.items() if not k.startswith("length_")} == built_in_presets()["reference-gpt-5.4"]
+    assert (values["length_penalty"], values["length_centre"]) == (0.0147, 2000.0)
+
+
+def test_a_saved_preset_named_as_a_built_in_one_is_shadowed_with_a_warning(tmp_path, monkeypatch, server, capsys):
+    """A preset saved before hbtui had a built-in of its name (saving one so is refused now)."""
+    from hbtui.core.settings.presets import presets_path
+
+    user_folder(tmp_path, monkeypatch, server)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    path = presets_path()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"professional": {"model_test": "mine"}}))
+    data = write_jsonl(tmp_path / "data.jsonl", [json.loads(line) for line in small_lines()])
+    assert cli.main(["run", "--data", str(data), "--preset", "professional", "--name", "shadowed"]) == cli.EXIT_OK
+    err = capsys.readouterr().err
+    assert "preset professional: the built-in one is used; a preset of yours has its name" in err
+
+
+def small_lines() -> list[str]:
+    from tests.conftest import small_records
+
+    return [json.dumps(record) for record in small_records()]
+
+
+@needs_2026
+def test_a_professional_run_scores_as_simple_evals_652c89d_with_the_length_adjustment(
+    server, tmp_path, monkeypatch, capsys
+):
+    """The done-means of --preset professional: records made in Professional's format, run with
+    the preset; simple-evals at 652c89d, with its GPT-5.4 grader and both length settings, on the
+    same records in HealthBench's format and the same replies: overall_score and
+    overall_score_length_adjusted equal. show reports the length adjustment the run was made
+    with, unless told otherwise."""
+    from tests.core.test_professional_records import professional, write
+
+    records = [
+        professional("pro-1"),
+        professional("pro-2", use_case="writing", type="red_teaming"),
+        professional("pro-3", difficulty="difficult", specialty="cardiology"),
+        professional("pro-4", use_case="research"),
+    ]
+    data = write(tmp_path / "professional.jsonl", *records)
+    user_folder(tmp_path, monkeypatch, server, f"MODEL_GRADER={GRADER}\n")
+    assert cli.main(["run", "--data", data, "--preset", "professional", "--name", "pro"]) == cli.EXIT_OK
+    capsys.readouterr()
+    assert cli.main(["show", "pro", "--json"]) == cli.EXIT_OK
+    shown = json.loads(capsys.readouterr().out)
+    ours = shown["metrics"]
+    assert shown["length_adjusted_score"]["penalty_per_500_chars"] == 0.0147  # recorded with the run
+    assert shown["length_adjusted_score"]["centre_chars"] == 2000
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        replies = dict(conn.execute("SELECT prompt_id, reply FROM conversations"))
+        converted = [json.loads(body) for (body,) in conn.execute("SELECT body FROM records ORDER BY id")]
+    healthbench = tmp_path / "as-healthbench.jsonl"  # the records as one would write them in HealthBench's format
+    healthbench.write_text("".join(json.dumps({**r, "example_tags": r["example_tags"]}) + "\n" for r in converted))
+    prompt_ids = {json.dumps(r["prompt"]): r["prompt_id"] for r in converted}
+
+    class SameReplies:
+        def __call__(self, messages):
+            sent = [{"role": "system", "content": reference.SYSTEM_MESSAGE}, *messages]
+            return types.SimpleNamespace(
+                response_text=replies[prompt_ids[json.dumps(messages)]],
+                response_metadata={"usage": None},
+                actual_queried_message_list=sent,
+            )
+
+    monkeypatch.setenv("OPENAI_API_KEY", "fake-proj-reference-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    with reference_modules(REFERENCE_2026, "healthbench_eval", "sampler.responses_sampler") as (ref, sampling):
+        monkeypatch.setattr(ref, "bf", types.SimpleNamespace(BlobFile=lambda path, mode: open(path, mode)))
+        page = types.SimpleNamespace(render=lambda **_: "")
+        monkeypatch.setattr(ref.common, "jinja_env", types.SimpleNamespace(from_string=lambda _: page), raising=False)
+        grader = sampling.ResponsesSampler(model=GRADER, reasoning_model=True, reasoning_effort="low")
+        evaluation = ref.HealthBenchEval(
+            grader_model=grader,
+            input_path=str(healthbench),
+            length_adjustment_center=2000,
+            length_adjustment_penalty_per_500_chars=0.0147,
+        )
+        theirs = evaluation(SameReplies()).metrics
+    for name in ("overall_score", "overall_score_length_adjusted", "use_case:consult", "specialty:cardiology"):
+        assert ours[name]["value"] == pytest.approx(float(theirs[name]), abs=1e-12), name
+        assert ours[name]["n"] == theirs[f"{name}:n_samples"], name
+    # Told otherwise: show's own flag wins over what the run recorded.
+    capsys.readouterr()
+    assert cli.main(["show", "pro", "--json", "--length-penalty", "0.02"]) == cli.EXIT_OK
+    assert json.loads(capsys.readouterr().out)["length_adjusted_score"]["penalty_per_500_chars"] == 0.02

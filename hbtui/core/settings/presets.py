@@ -17,6 +17,8 @@ from hbtui.core.files import private_file
 from hbtui.core.settings.config import BY_ATTRIBUTE, SETTINGS, SettingsError
 
 SECRET_FIELDS = frozenset(setting.attribute for setting in SETTINGS if setting.secret)
+PROFESSIONAL_LENGTH_PENALTY = 0.0147
+PROFESSIONAL_LENGTH_CENTRE = 2000.0
 
 
 def built_in_presets() -> dict[str, dict[str, Any]]:
@@ -38,16 +40,25 @@ def built_in_presets() -> dict[str, dict[str, Any]]:
         "reasoning_test": None,
         "api_test": CHAT_API,
     }
+    reference_2026 = {
+        **model_under_test,
+        "grader_template": "reference",
+        "api_grader": RESPONSES_API,
+        "system_message_grader": None,
+        "temperature_grader": None,  # not sent
+        "max_tokens_grader": None,  # not sent
+        "reasoning_grader": "low",
+        "grader_json_schema": False,
+    }
     return {
-        "reference-gpt-5.4": {
-            **model_under_test,
-            "grader_template": "reference",
-            "api_grader": RESPONSES_API,
-            "system_message_grader": None,
-            "temperature_grader": None,  # not sent
-            "max_tokens_grader": None,  # not sent
-            "reasoning_grader": "low",
-            "grader_json_schema": False,
+        "reference-gpt-5.4": reference_2026,
+        # HealthBench Professional as OpenAI reports it: the 2026 grader, and the score adjusted
+        # for length around 2,000 characters at 0.0147 per 500 (the value third parties cite
+        # from the paper, 2.94e-5 a character; simple-evals ships no default).
+        "professional": {
+            **reference_2026,
+            "length_penalty": PROFESSIONAL_LENGTH_PENALTY,
+            "length_centre": PROFESSIONAL_LENGTH_CENTRE,
         },
         "reference": {
             "grader_template": "reference",
@@ -66,10 +77,13 @@ def built_in_presets() -> dict[str, dict[str, Any]]:
     }
 
 
-def preset_settings(name: str, path: Path | None = None) -> dict[str, Any]:
-    """The Settings values of the preset ``name``: a built-in one, or one saved by the app."""
+def preset_settings(name: str, path: Path | None = None, warn=None) -> dict[str, Any]:
+    """The Settings values of the preset ``name``: a built-in one, or one saved by the app.
+    ``warn``: told when a saved preset has a built-in's name (the built-in is used)."""
     built_in = built_in_presets()
     if name in built_in:
+        if warn is not None and name in load_presets(path):
+            warn(f"preset {name}: the built-in one is used; a preset of yours has its name and is not (rename it)")
         return dict(built_in[name])
     saved = load_presets(path)
     if name not in saved:

@@ -28,7 +28,7 @@ from textual.timer import Timer
 from textual.widgets import ContentSwitcher, Input, Static
 
 from hbtui.analysis.review_report import ReviewGlance, run_glance
-from hbtui.analysis.run_stats import RunStatistics, run_statistics
+from hbtui.analysis.run_stats import RunStatistics, reporting_settings, run_statistics
 from hbtui.core.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
@@ -257,7 +257,8 @@ class RunScreen(ResponsiveScreen):
         run = self.run
         if run is None:
             return
-        settings = getattr(self.app, "settings", None) or Settings()  # the length adjustment of now
+        # The length adjustment the run was made with, else the app's settings' own.
+        settings = reporting_settings(run, getattr(self.app, "settings", None) or Settings())
         self.stats = await run_statistics(self.app.db, run, settings, prices_or_notice(self.app))
         if self.run is run:
             self._show_run(run, self.report)
