@@ -270,3 +270,28 @@ async def test_ctrl_c_in_a_field_with_nothing_selected_still_quits(tmp_path):
         field.action_end()  # nothing selected
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: app._exit, what="the app to quit")
+
+
+async def test_the_professional_preset_loaded_on_the_form_keeps_what_the_form_has_no_field_for(tmp_path):
+    """--preset professional's length adjustment has no field on the form: loaded from the
+    picker, it still goes with the run, and the status line says so."""
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_form(pilot, app)
+        await pilot.press("ctrl+o")
+        await wait_for(pilot, lambda: isinstance(app.screen, PresetPickerModal), what="the picker")
+        picker = app.screen
+        picker.query_one(OptionList).highlighted = picker.names.index("professional")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
+        await pilot.pause()
+        assert screen.raw("api_grader") == "responses" and screen.raw("temperature_grader") == "not sent"
+        assert "LENGTH_PENALTY 0.0147" in str(screen.query_one("#config-status").render())
+        for name, text in (("base_url", "http://127.0.0.1:9/v1"), ("model_test", "m"), ("model_grader", "g")):
+            type_into(screen, name, text)
+        await pilot.pause()
+        values, problems = screen.validate_all()
+        assert not problems
+        settings = screen.form_settings(values)
+        assert (settings.length_penalty, settings.length_centre, settings.reasoning_grader) == (0.0147, 2000.0, "low")
+        assert settings.temperature_grader is None and settings.max_tokens_grader is None

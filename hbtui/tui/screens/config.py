@@ -93,6 +93,8 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
         super().__init__()
         self._starting = False
         self._problems: dict[str, str | None] = {name: None for name in FIELDS}
+        # Settings the last preset loaded that the form has no field for (a length adjustment).
+        self._preset_extras: dict[str, Any] = {}
         # The last connection check shown: (the checked fields as typed then, the result text).
         self._last_check: tuple[dict[str, str], Text] | None = None
         self._last_check_ok = False
@@ -291,7 +293,9 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
             self.show_status(chosen_text(self.app.settings.db_path), kind="demo")
 
     def form_settings(self, values: dict[str, Any]) -> Settings:
-        return replace(self.app.settings, **{name: values[name] for name in SETTING_NAMES})
+        """The form's values over the app's settings, with what the last preset loaded set that
+        the form has no field for (--preset professional's length adjustment)."""
+        return replace(self.app.settings, **{**self._preset_extras, **{name: values[name] for name in SETTING_NAMES}})
 
     def show_status(self, message: str | Text, *, error: bool = False, kind: str = "message") -> None:
         """One status for the whole form; ``kind`` says what it shows (message, problems, check, demo)."""
@@ -664,8 +668,22 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
             for field_name, value in presets[name].items():
                 if field_name in FIELDS and field_name not in SECRET_NAMES:
                     self.set_raw(field_name, value)
+            # What the form has no field for goes with the run all the same, said so.
+            from hbtui.core.settings.presets import preset_settings
+
+            try:
+                values = preset_settings(name)
+            except PresetError as exc:
+                self.show_status(str(exc), error=True)
+                return
+            self._preset_extras = {k: v for k, v in values.items() if k not in FIELDS and k not in SECRET_NAMES}
             self.call_after_refresh(self.validate_all)
-            self.show_status(f"loaded preset {name!r}")
+            extra = ", ".join(
+                f"{setting_for(k).key} {setting_for(k).kind.text(v)}" for k, v in self._preset_extras.items()
+            )
+            self.show_status(
+                f"loaded preset {name!r}" + (f" (and {extra}, which the form does not show)" if extra else "")
+            )
 
         built_in = list(built_in_presets())
         self.app.push_screen(
