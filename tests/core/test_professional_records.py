@@ -274,3 +274,22 @@ def test_completions_physician_grades_each_professional_records_physician_respon
     shown = json.loads(capsys.readouterr().out)
     assert list(shown["groups"]) == ["Professional"] and shown["groups"]["Professional"]["conversations"]["scored"] == 2
     assert "HealthBench Professional" in shown["groups"]["Professional"]["description"]
+
+
+async def test_the_theme_filter_of_a_run_without_themes_says_so(tmp_path, server):
+    from hbtui.tui.widgets.key_bar import KeyBar
+    from tests.support.browse import open_run
+    from tests.support.browser_harness import browser_app
+    from tests.support.tui import wait_for
+
+    data = write(tmp_path / "professional.jsonl", professional("pro-1"))
+    db = tmp_path / "hbtui.sqlite"
+    _, status = await run_engine(settings_for(server, db), data)
+    assert status == "finished"
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_run(pilot, 1)
+        await pilot.press("t")
+        bar = screen.query_one(KeyBar)
+        await wait_for(pilot, lambda: "no themes to filter by" in str(bar.render()), what="told there are none")
+        assert screen.filter.theme is None

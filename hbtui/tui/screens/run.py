@@ -588,6 +588,11 @@ class RunScreen(ResponsiveScreen):
 
         if self.themes is None:
             self.themes = await self.app.db.themes(self.run_id)
+        if not self.themes:
+            # HealthBench Professional's records have categories, not themes (the summary breaks
+            # the score down by them); a key that changed nothing silently would look broken.
+            self.say("this run's records have no themes to filter by")
+            return
         choices: list[str | None] = [None, *self.themes]
         self._to_list()
         if len(choices) <= MOST_CYCLED:
