@@ -287,7 +287,7 @@ def test_an_old_run_is_marked_as_graded_with_the_builtin_prompt(tmp_path):
     "env, flags, says",
     [
         ({"HBTUI_CACHE": "{empty}"}, [], "healthbench_eval.py at commit ee3b0318d8d1 at {empty}/simple-evals/"),
-        ({}, ["--preset", "nope"], "--preset nope: no such preset (known: reference"),
+        ({}, ["--preset", "nope"], "--preset nope: no such preset (known: professional, reference, reference-gpt-5.4"),
         ({}, ["--grader-json-schema", "maybe"], "GRADER_JSON_SCHEMA (command line): 'maybe' is not true or false"),
         ({}, ["--grader-template", "{empty}/missing.txt"], "missing.txt: no such file (or give reference or builtin)"),
     ],
