@@ -32,7 +32,7 @@ def professional(record_id: str = "pro-1", **changes) -> dict:
         "type": "good_faith",
         "difficulty": "typical",
         "specialty": "ent",
-        "physician_response": "High-dose amoxicillin, 80-90 mg/kg/day in two doses.",
+        "physician_response": "Start the antibiotic the allergy history allows; recheck in two days (made up for this test).",
         "canary": "healthbench:made-for-this-test",
     }
     for key, value in changes.items():
