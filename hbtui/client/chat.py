@@ -619,24 +619,14 @@ class ChatClient:
             raise ChatError(
                 BAD_RESPONSE, f"the answer holds no reply (content null, finish_reason {finish_reason})", 200, attempts
             )
-        content, reasoning = split_reasoning(message)
-        # Replaced here, before the reply is graded: what was graded is what is stored and read.
-        content, invalid_content = replace_lone_surrogates(content)
-        reasoning, invalid_reasoning = replace_lone_surrogates(reasoning) if reasoning else (reasoning, False)
-        usage = body.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        return ChatResult(
-            content=content,
-            reasoning=reasoning,
-            finish_reason=finish_reason,
-            prompt_tokens=token_count(usage.get("prompt_tokens")),
-            completion_tokens=token_count(usage.get("completion_tokens")),
-            latency_ms=latency_ms,
-            attempts=attempts,
-            json_schema_used=json_schema,
-            invalid_text=invalid_content or invalid_reasoning,
-            think_stripped=isinstance(message.get("content"), str)
-            and message["content"].lstrip().startswith("<think>"),
+        usage = _usage(body)
+        return _chat_result(
+            message,
+            finish_reason,
+            (usage.get("prompt_tokens"), usage.get("completion_tokens")),
+            latency_ms,
+            attempts,
+            json_schema,
         )
 
     def _response_result(self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
@@ -688,23 +678,45 @@ class ChatClient:
                 200,
                 attempts,
             )
-        content, reasoning = split_reasoning({"content": "".join(texts), "reasoning": "\n".join(thoughts) or None})
-        content, invalid_content = replace_lone_surrogates(content)
-        reasoning, invalid_reasoning = replace_lone_surrogates(reasoning) if reasoning else (reasoning, False)
-        found = body.get("usage")
-        usage: dict = found if isinstance(found, dict) else {}
-        return ChatResult(
-            content=content,
-            reasoning=reasoning,
-            finish_reason=finish_reason,
-            prompt_tokens=token_count(usage.get("input_tokens")),
-            completion_tokens=token_count(usage.get("output_tokens")),
-            latency_ms=latency_ms,
-            attempts=attempts,
-            json_schema_used=json_schema,
-            invalid_text=invalid_content or invalid_reasoning,
-            think_stripped="".join(texts).lstrip().startswith("<think>"),
+        message = {"content": "".join(texts), "reasoning": "\n".join(thoughts) or None}
+        usage = _usage(body)
+        return _chat_result(
+            message,
+            finish_reason,
+            (usage.get("input_tokens"), usage.get("output_tokens")),
+            latency_ms,
+            attempts,
+            json_schema,
         )
+
+
+def _chat_result(
+    message: dict, finish_reason: str | None, tokens: tuple, latency_ms: float, attempts: int, json_schema: bool
+) -> ChatResult:
+    """The reply of a chat message (or of a Responses answer put in one's shape): its text and
+    reasoning apart, lone surrogates replaced here, before the reply is graded (what was graded
+    is what is stored and read); ``tokens``: (prompt, completion) as the answer counted them."""
+    content, reasoning = split_reasoning(message)
+    content, invalid_content = replace_lone_surrogates(content)
+    reasoning, invalid_reasoning = replace_lone_surrogates(reasoning) if reasoning else (reasoning, False)
+    raw = message.get("content")
+    return ChatResult(
+        content=content,
+        reasoning=reasoning,
+        finish_reason=finish_reason,
+        prompt_tokens=token_count(tokens[0]),
+        completion_tokens=token_count(tokens[1]),
+        latency_ms=latency_ms,
+        attempts=attempts,
+        json_schema_used=json_schema,
+        invalid_text=invalid_content or invalid_reasoning,
+        think_stripped=isinstance(raw, str) and raw.lstrip().startswith("<think>"),
+    )
+
+
+def _usage(body: dict) -> dict:
+    found = body.get("usage")
+    return found if isinstance(found, dict) else {}
 
 
 def _learned_as(model: str, api: str) -> str:
