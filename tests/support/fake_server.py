@@ -743,16 +743,10 @@ async def _chat_completion(
     if converted is not None:
         body = converted
     else:
-        raw = await request.read()
-        request["raw_body"] = raw
-        if config.get("capture_requests"):
-            state.captured.append(raw.decode("utf-8", "replace"))
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
-        if not isinstance(body, dict):
-            return openai_error(400, "The request body must be a JSON object.", "invalid_request_error", None)
+        read = await _read_body(state, request)
+        if isinstance(read, web.Response):
+            return read
+        body = read
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         return openai_error(
@@ -925,6 +919,21 @@ async def _chat_completion(
     )
 
 
+async def _read_body(state: ServerState, request: web.Request) -> dict | web.Response:
+    """The request's JSON object, read and kept (raw_body, the capture), or the 400 it gets."""
+    raw = await request.read()
+    request["raw_body"] = raw
+    if state.config.get("capture_requests"):
+        state.captured.append(raw.decode("utf-8", "replace"))
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
+    if not isinstance(body, dict):
+        return openai_error(400, "The request body must be a JSON object.", "invalid_request_error", None)
+    return body
+
+
 async def handle_responses(request: web.Request) -> web.StreamResponse:
     """POST /responses (OpenAI's Responses API): the request put in chat's shape, answered as a
     chat completion is (faults, limits and all), and the answer put in the Responses shape."""
@@ -932,15 +941,10 @@ async def handle_responses(request: web.Request) -> web.StreamResponse:
     config = state.config
     if config["no_responses_api"]:
         return web.Response(status=404, text="404: Not Found")
-    raw = await request.read()
-    request["raw_body"] = raw
-    if config.get("capture_requests"):
-        state.captured.append(raw.decode("utf-8", "replace"))
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return openai_error(400, "We could not parse the JSON body of your request.", "invalid_request_error", None)
-    if not isinstance(body, dict) or not isinstance(body.get("input"), list):
+    body = await _read_body(state, request)
+    if isinstance(body, web.Response):
+        return body
+    if not isinstance(body.get("input"), list):
         return openai_error(400, "'input' must be an array of input items.", "invalid_request_error", None, "input")
     request["sent_keys"] = list(body)
     converted: dict[str, Any] = {
