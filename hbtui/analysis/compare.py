@@ -35,9 +35,11 @@ from hbtui.core.scoring import (
     BOOTSTRAP_SAMPLES,
     BOOTSTRAP_SEED,
     OVERALL,
+    OVERALL_LENGTH_ADJUSTED,
     bootstrap_picks,
     clipped_mean,
     conversation_metrics,
+    length_adjusted_score,
 )
 from hbtui.core.settings.config import UNRECORDED_SETTINGS, setting_for
 from hbtui.core.verdicts import GENERATED, Kappa, cell
@@ -81,6 +83,10 @@ class Conversation:
     score: float | None = None  # as stored: scoring's score of its verdicts, when all are graded
     criteria: list[Criterion] | None = None  # None: its verdicts were not read
     completion: str | None = None  # which of the record's own completions the reply is; None: a model's
+    # A run made with a length adjustment, compared with another such: (penalty, centre) and the
+    # reply's characters, for its length-adjusted score (None: not compared by it).
+    length: tuple[float, float] | None = None
+    reply_chars: int = 0
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -94,9 +100,15 @@ class Conversation:
         if self.criteria is None:
             if self.score is None:
                 return None
-            return {OVERALL: self.score, **{tag: self.score for tag in self.example_tags}}
+            return self._adjusted({OVERALL: self.score, **{tag: self.score for tag in self.example_tags}})
         result = conversation_metrics(self.example_tags, self.criteria)  # type: ignore[arg-type]
-        return None if result is None else result.values
+        return None if result is None else self._adjusted(result.values)
+
+    def _adjusted(self, values: dict[str, float]) -> dict[str, float]:
+        if self.length is None:
+            return values
+        adjusted = length_adjusted_score(values[OVERALL], self.reply_chars, *self.length)
+        return {**values, OVERALL_LENGTH_ADJUSTED: adjusted}
 
 
 def conversations_from_rows(
@@ -304,6 +316,8 @@ class Comparison:
     agreement: Agreement | None  # None: compared by stored scores alone (no axes either)
     totals: tuple[int, int] = (0, 0)  # each run's conversations: what the pairs are a part of
     pairs: str = ""  # what a pair is, in words, where a run grades the records' own completions
+    # Both runs made with a length adjustment: B - A of their length-adjusted scores, the headline.
+    length_adjusted: Difference | None = None
 
     @property
     def settings_differ(self) -> list[SettingDifference]:
@@ -329,6 +343,7 @@ class Comparison:
                 "conversations": self.totals[1],
             },
             **self.overall.as_dict(),
+            **({"length_adjusted": self.length_adjusted.as_dict()} if self.length_adjusted else {}),
             "themes": {name: d.as_dict() for name, d in self.themes.items()},
             "axes": {name: d.as_dict() for name, d in self.axes.items()},
             "settings_differ": {d.name: d.as_dict() for d in self.settings_differ},
@@ -414,6 +429,7 @@ def compare(
         agreement(matched) if verdicts_read else None,
         (len(conversations_a), len(conversations_b)),
         pairs_meaning(run_a, run_b),
+        differences.get(OVERALL_LENGTH_ADJUSTED),
     )
 
 
@@ -466,7 +482,7 @@ def tag_values(scored: list[tuple]) -> dict[str, tuple[list[float], list[float]]
     values: dict[str, tuple[list[float], list[float]]] = {}
     for _a, _b, values_a, values_b in scored:
         for name, value in values_a.items():
-            if (name == OVERALL or name.startswith(COMPARED)) and name in values_b:
+            if (name in (OVERALL, OVERALL_LENGTH_ADJUSTED) or name.startswith(COMPARED)) and name in values_b:
                 pair = values.setdefault(name, ([], []))
                 pair[0].append(value)
                 pair[1].append(values_b[name])
@@ -561,10 +577,14 @@ async def compare_runs(store, run_a: RunRow, run_b: RunRow, seed: int = BOOTSTRA
     """Read both runs from ``store`` (a StoreReads) and compare them."""
     rows_a = await store.comparison_conversations(run_a.id), await store.comparison_verdicts(run_a.id)
     rows_b = await store.comparison_conversations(run_b.id), await store.comparison_verdicts(run_b.id)
+    lengths = await reply_lengths(store, run_a, run_b)
 
     def computed() -> Comparison:
         with collector_paused():
-            return compare(run_a, run_b, conversations_from_rows(*rows_a), conversations_from_rows(*rows_b), seed)
+            conversations_a, conversations_b = conversations_from_rows(*rows_a), conversations_from_rows(*rows_b)
+            with_lengths(conversations_a, run_a, lengths)
+            with_lengths(conversations_b, run_b, lengths)
+            return compare(run_a, run_b, conversations_a, conversations_b, seed)
 
     # Off the event loop: the bootstraps of two 5,000-conversation runs take a few hundred ms of
     # CPU, and the app's screen keeps drawing meanwhile.
@@ -576,7 +596,28 @@ async def compare_scores(store, run_a: RunRow, run_b: RunRow, seed: int = BOOTST
     tenth of the reading of ``compare_runs``: what a screen shows while the rest is computed."""
     conversations_a = conversations_from_rows(await store.comparison_conversations(run_a.id))
     conversations_b = conversations_from_rows(await store.comparison_conversations(run_b.id))
+    lengths = await reply_lengths(store, run_a, run_b)
+    with_lengths(conversations_a, run_a, lengths)
+    with_lengths(conversations_b, run_b, lengths)
     return await asyncio.to_thread(compare, run_a, run_b, conversations_a, conversations_b, seed)
+
+
+async def reply_lengths(store, run_a: RunRow, run_b: RunRow) -> dict[int, int] | None:
+    """Each conversation's reply characters, by conversation id, when both runs were made with a
+    length adjustment (their headline is the length-adjusted score); None otherwise: a length-
+    adjusted score beside a plain one would compare two different measures."""
+    if run_a.recorded_length is None or run_b.recorded_length is None:
+        return None
+    return {**await store.reply_lengths(run_a.id), **await store.reply_lengths(run_b.id)}
+
+
+def with_lengths(conversations: Sequence[Conversation], run: RunRow, lengths: dict[int, int] | None) -> None:
+    """Each conversation given its run's length adjustment and its reply's characters."""
+    if lengths is None:
+        return
+    for conversation in conversations:
+        conversation.length = run.recorded_length
+        conversation.reply_chars = lengths.get(conversation.id, 0)
 
 
 @contextmanager

@@ -13,11 +13,9 @@ from dataclasses import dataclass, replace
 from math import comb
 
 from hbtui.core import scoring
-from hbtui.core.settings.config import LENGTH_CENTRE, LENGTH_PENALTIES, Settings
+from hbtui.core.settings.config import LENGTH_PENALTIES, Settings
 from hbtui.core.settings.prices import ModelUsage, Price, model_usage, usage_json
 from hbtui.store import RunRow, Store
-
-LENGTH_UNIT = 500  # the penalty is per this many characters beyond the centre
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +80,12 @@ def complete_groups(outcomes: Sequence[tuple[int, int, float | None]], repeats: 
     return complete
 
 
-OVERALL_LENGTH_ADJUSTED = "overall_score_length_adjusted"  # the metric's name in simple-evals since 652c89d
+OVERALL_LENGTH_ADJUSTED = scoring.OVERALL_LENGTH_ADJUSTED
 
 
 def length_adjusted(scored: Sequence[tuple[float, int]], penalty: float, centre: float) -> list[float]:
     """Per conversation: score - penalty * (reply characters - centre) / 500 (unclipped)."""
-    return [score - penalty * (chars - centre) / LENGTH_UNIT for score, chars in scored]
+    return [scoring.length_adjusted_score(score, chars, penalty, centre) for score, chars in scored]
 
 
 def penalty_label(penalty: float, short: bool = False) -> str:
@@ -152,10 +150,10 @@ def reporting_settings(run: RunRow, settings: Settings, told: bool = False) -> S
     """``settings`` with the length adjustment to report ``run`` with: the one it was made with
     (recorded in its settings, as --preset professional sets it), unless ``told`` otherwise (a
     flag of `show`), or unless it recorded none (then the current settings' own)."""
-    recorded = run.settings.get("length_penalty")
+    recorded = run.recorded_length
     if told or recorded is None:
         return settings
-    return replace(settings, length_penalty=recorded, length_centre=run.settings.get("length_centre") or LENGTH_CENTRE)
+    return replace(settings, length_penalty=recorded[0], length_centre=recorded[1])
 
 
 async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: Mapping[str, Price]) -> RunStatistics:

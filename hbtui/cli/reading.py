@@ -12,6 +12,7 @@ from hbtui.analysis.review_report import review_lines, review_of_run
 from hbtui.analysis.run_stats import reporting_settings, run_statistics
 from hbtui.cli.common import EXIT_OK, UsageError, open_for_reading, say
 from hbtui.core.run_kinds import META_EVAL, refusal
+from hbtui.core.scoring import OVERALL, OVERALL_LENGTH_ADJUSTED
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.verdicts import FINISHED
@@ -76,6 +77,12 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                         "requests": run.requests,
                         **(report := run.report.to_json()),
                         "metrics": stats.metrics_json(report["metrics"]),
+                        # The metric the run is known by: its length-adjusted score if made with one.
+                        "headline_metric": (
+                            OVERALL_LENGTH_ADJUSTED
+                            if run.recorded_length is not None and stats.length_adjusted is not None
+                            else OVERALL
+                        ),
                         **stats.as_json(),
                         **({"review": review.as_json()} if review else {}),
                     },

@@ -95,8 +95,9 @@ class PauseChanged:
 class RunFinished:
     run_id: int
     status: str
-    score: float | None
+    score: float | None  # the run's headline: the length-adjusted score of a run made with one
     error: str | None
+    score_name: str = "score"  # what ``score`` is: "score", or "length-adjusted score"
 
 
 Event = (

@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 0
 OVERALL = "overall_score"
+# simple-evals' name since 652c89d for the overall score less a penalty on each reply's length:
+# a run made with length settings (--preset professional) has it as its headline.
+OVERALL_LENGTH_ADJUSTED = "overall_score_length_adjusted"
+LENGTH_UNIT = 500.0  # the penalty is per this many characters beyond the centre
+
+
+def length_adjusted_score(score: float, characters: int, penalty: float, centre: float) -> float:
+    """One conversation's score less the penalty on its reply's length, unclipped, computed in
+    the reference's order of operations (``calculate_length_adjusted_score``), so that the
+    floating-point result is the reference's to the last bit."""
+    return score - penalty * ((characters - centre) / LENGTH_UNIT)
 
 
 @dataclass(frozen=True, slots=True)

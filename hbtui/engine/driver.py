@@ -518,8 +518,8 @@ class Engine:
             return self._taken_over(str(exc))
         except sqlite3.Error:
             pass  # the same fault: the stale heartbeat will show the run as interrupted
-        score = settled.report.score if settled.report else None
-        self.emit(RunFinished(run_id, settled.status, score, settled.error))
+        name, headline = settled.report.headline if settled.report else ("score", None)
+        self.emit(RunFinished(run_id, settled.status, headline.value if headline else None, settled.error, name))
         return settled.status
 
     def _taken_over(self, error: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from hbtui.analysis.progress import Tally
+from hbtui.analysis.run_stats import length_adjusted
 from hbtui.core import scoring
 from hbtui.core.completion_groups import ordered_groups
 from hbtui.core.errors import TRANSIENT_KINDS
@@ -38,8 +39,18 @@ def incomplete_message(run_id: int, no_reply: int, unfinished: int, source_id: i
 
 
 async def compute_report(store: Store, run_id: int, tally: scoring.ReportTally | None = None) -> StoredReport:
-    """``tally``: every conversation of the run, added up while its calls went on (a run with no
-    completion groups: hbtui.engine.finish_ahead); only its bootstraps are left."""
+    """The run's report, with the length-adjusted score where the run was made with a length
+    adjustment. ``tally``: every conversation of the run, added up while its calls went on (a
+    run with no completion groups: hbtui.engine.finish_ahead); only its bootstraps are left."""
+    report = await _scored_report(store, run_id, tally)
+    length = (await store.get_run(run_id)).recorded_length
+    if length is None or report.overall is None:
+        return report
+    adjusted = length_adjusted(await store.scored_reply_lengths(run_id), *length)
+    return report.with_length_adjusted(await asyncio.to_thread(scoring.metric, adjusted))
+
+
+async def _scored_report(store: Store, run_id: int, tally: scoring.ReportTally | None) -> StoredReport:
     if tally is not None:
         result = await asyncio.to_thread(tally.report)
         return StoredReport.of(result, from_cache=await store.count_from_cache(run_id))

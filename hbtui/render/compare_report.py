@@ -10,6 +10,7 @@ from hbtui.core.scoring import BOOTSTRAP_SAMPLES
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import Kappa
 from hbtui.store.rows import RunRow
+from hbtui.store.run_report import HEADLINE_ADJUSTED
 
 DISAGREEMENTS_LISTED = 20
 NAME_WIDTH = 28
@@ -80,6 +81,16 @@ def difference_lines(result: Comparison) -> list[str]:
     ]
 
 
+def length_settings(result: Comparison) -> str:
+    """The length adjustments the two runs were made with, in words: once when they are one."""
+    a, b = result.run_a.recorded_length, result.run_b.recorded_length
+
+    def words(length: tuple[float, float] | None) -> str:
+        return "none" if length is None else f"penalty {length[0]:g} per 500 characters from {length[1]:g}"
+
+    return words(a) if a == b else f"A {words(a)}, B {words(b)}"
+
+
 def render_comparison(result: Comparison) -> str:
     overall = result.overall
     lines = [
@@ -89,9 +100,18 @@ def render_comparison(result: Comparison) -> str:
         f"paired conversations {overall.n:,} of A's {result.totals[0]:,} and B's {result.totals[1]:,} (same prompt_id,"
         " record and repeat, graded in full by both); the scores below are over the pairs alone",
         *([f"pairs: {result.pairs}"] if result.pairs else []),
-        f"score A {overall.score_a:.3f}   B {overall.score_b:.3f}   B - A {signed(overall.value)}"
-        f"   95% CI {interval(overall.ci95)} (paired bootstrap, {BOOTSTRAP_SAMPLES:,} resamples)",
     ]
+    adjusted = result.length_adjusted
+    if adjusted is not None:  # both made with a length adjustment: their headline first
+        lines.append(
+            f"{HEADLINE_ADJUSTED} A {adjusted.score_a:.3f}   B {adjusted.score_b:.3f}   B - A"
+            f" {signed(adjusted.value)}   95% CI {interval(adjusted.ci95)} ({length_settings(result)})"
+        )
+    lines.append(
+        f"{'score before it' if adjusted else 'score'} A {overall.score_a:.3f}   B {overall.score_b:.3f}"
+        f"   B - A {signed(overall.value)}   95% CI {interval(overall.ci95)}"
+        f" (paired bootstrap, {BOOTSTRAP_SAMPLES:,} resamples)"
+    )
     lines += difference_rows("by theme", result.themes)
     lines += difference_rows("by axis", result.axes)
     agreement = result.agreement

@@ -17,6 +17,7 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -278,10 +279,24 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
     if report is not None and overall is not None:
         low, high = overall.ci95
         conv = report.conversations
+        figures = (
+            f"{overall.value:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall.bootstrap_std:.4f},"
+            f" n {overall.n})"
+        )
+        headline = stats.length_adjusted if stats is not None and run.recorded_length is not None else None
+        if headline is not None and stats is not None and stats.penalty is not None:
+            # Made with a length adjustment (--preset professional): that score is the run's headline.
+            lines += [
+                f"## Length-adjusted score: {headline.value:.4f} (95% CI {headline.ci95[0]:.4f} to"
+                f" {headline.ci95[1]:.4f}, bootstrap std {headline.bootstrap_std:.4f}, n {headline.n};"
+                f" penalty {penalty_label(stats.penalty)} per 500 reply characters from {stats.centre:g})",
+                "",
+                f"- score before the length adjustment: {figures}",
+            ]
+            stats = replace(stats, penalty=None, length_adjusted=None)  # said above: not again below
+        else:
+            lines += [f"## Score: {figures}", ""]
         lines += [
-            f"## Score: {overall.value:.4f} (95% CI {low:.4f} to {high:.4f}, bootstrap std {overall.bootstrap_std:.4f},"
-            f" n {overall.n})",
-            "",
             f"- median conversation score: {report.median:.4f}" if report.median is not None else "",
             f"- conversations: {conv.total} planned, {conv.scored} scored, {conv.incomplete}"
             f" incomplete, {conv.excluded} without a reply",
@@ -317,10 +332,8 @@ async def write_run_folder(store: Store, run: RunRow, root: Path, results: TextI
             shutil.copyfileobj(results.buffer, handle.buffer)  # bytes: encoded once, as they were written
     # The length adjustment the run was made with; the price table as it is now. A broken table
     # must not fail the end of a run whose calls are paid: the file says so instead.
-    reporting = Settings(
-        length_penalty=run.settings.get("length_penalty"),
-        length_centre=run.settings.get("length_centre") or LENGTH_CENTRE,
-    )
+    penalty, centre = run.recorded_length or (None, LENGTH_CENTRE)
+    reporting = Settings(length_penalty=penalty, length_centre=centre)
     try:
         prices, price_problem = load_prices(), None
     except PriceError as exc:

@@ -18,7 +18,15 @@ from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line
 from hbtui.core.verdicts import FINISHED, INTERRUPTED
 from hbtui.store import RunRow
-from hbtui.store.run_report import AXIS_PREFIX, CATEGORY_PREFIXES, NO_AXES, THEME_PREFIX, StoredReport
+from hbtui.store.run_report import (
+    ADJUSTED_MARK,
+    AXIS_PREFIX,
+    CATEGORY_PREFIXES,
+    HEADLINE_ADJUSTED,
+    NO_AXES,
+    THEME_PREFIX,
+    StoredReport,
+)
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -76,17 +84,24 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     if kinds:
         header.insert(3, "kind")
     rows = []
+    adjusted = []  # runs whose score is their length-adjusted score
     for run in runs:
-        overall = run.report.overall if run.report else None
+        headline_name, headline = run.headline
         meta = run.kind == META_EVAL  # its score is the grader's F1, its n its rows; it tests no model
+        if headline_name == HEADLINE_ADJUSTED:
+            adjusted.append(run.id)
         rows.append(
             [
                 str(run.id),
                 one_line(run.name, 64),
                 _status(run),
                 *([one_line(kind_label(run.kind, run.imported), 40)] if kinds else []),
-                f"F1 {_fmt(run.score)}" if meta else _fmt(run.score),
-                _ci(overall),
+                (
+                    f"F1 {_fmt(run.score)}"
+                    if meta
+                    else (f"{ADJUSTED_MARK} " if headline_name == HEADLINE_ADJUSTED else "") + _fmt(run.headline_score)
+                ),
+                _ci(headline),
                 str(run.n_conversations) if meta else f"{run.n_scored or 0}/{run.n_conversations}",
                 "-" if meta else one_line(run.model_test, 24),
                 time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)),
@@ -114,6 +129,12 @@ def render_runs(runs: list[RunRow], width: int | None = None) -> str:
     left_out = header[len(columns) :]
     if left_out:  # said, or the columns would seem not to exist
         lines.append(f"({', '.join(left_out)} left out at {width} columns; piped, the table keeps them)")
+    if adjusted:
+        listed = ", ".join(map(str, adjusted))
+        lines.append(
+            f"{ADJUSTED_MARK}: the {HEADLINE_ADJUSTED}, the headline of run{'s' * (len(adjusted) != 1)} {listed},"
+            f" made with a length adjustment (show gives the score before it)"
+        )
     if any(run.kind == META_EVAL for run in runs):
         lines.append(f"meta-eval runs: {META_EVAL_SCORE}; n is their rows")
     return "\n".join(lines)
@@ -167,8 +188,21 @@ def length_adjusted_line(stats: RunStatistics) -> str | None:
     how = f"(penalty {penalty_label(stats.penalty)} per 500 characters from {stats.centre:g})"
     m = stats.length_adjusted
     if m is None:
-        return f"length-adjusted score -  {how}"
-    return f"length-adjusted score {m.value:.4f}  95% CI {m.ci95[0]:.3f}-{m.ci95[1]:.3f}  n {m.n}  {how}"
+        return f"{HEADLINE_ADJUSTED} -  {how}"
+    return f"{HEADLINE_ADJUSTED} {m.value:.4f}  95% CI {m.ci95[0]:.3f}-{m.ci95[1]:.3f}  n {m.n}  {how}"
+
+
+def score_lines(run: RunRow, report: StoredReport, overall: Metric, stats: RunStatistics | None) -> list[str]:
+    """The score, and the length-adjusted score where one is computed; a run made with a length
+    adjustment leads with the adjusted one, its headline, and names the other as what it is."""
+    figures = (
+        f"{overall.value:.4f}  95% CI {_ci(overall)}  bootstrap std {overall.bootstrap_std:.4f}"
+        f"  n {overall.n}  median {_fmt(report.median)}"
+    )
+    adjusted = length_adjusted_line(stats) if stats else None
+    if run.recorded_length is not None and adjusted is not None:
+        return [adjusted, f"score before the length adjustment {figures}"]
+    return [f"score {figures}", *([adjusted] if adjusted else [])]
 
 
 def worst_at_k_lines(worst: WorstAtKScores | None) -> list[str]:
@@ -229,22 +263,12 @@ def render_report(
         head += f"\n{one_line(skipped, 600)}"
     if report is None or overall is None:
         return "\n".join([head, "no conversation is fully graded yet", *(usage_lines(stats) if stats else [])])
-    score = (
-        f"score {overall.value:.4f}  95% CI {_ci(overall)}  bootstrap std {overall.bootstrap_std:.4f}"
-        f"  n {overall.n}  median {_fmt(report.median)}"
-    )
-    adjusted = length_adjusted_line(stats) if stats else None
+    score_text = score_lines(run, report, overall, stats)
     if brief:
         return "\n".join(
-            [
-                head,
-                score,
-                *group_lines(report),
-                *([adjusted] if adjusted else []),
-                *(usage_lines(stats) if stats else []),
-            ]
+            [head, score_text[0], *group_lines(report), *score_text[1:], *(usage_lines(stats) if stats else [])]
         )
-    lines = [head, score, *group_lines(report), *([adjusted] if adjusted else [])]
+    lines = [head, score_text[0], *group_lines(report), *score_text[1:]]
     conv, crit = report.conversations, report.criteria
     pos_share, neg_share = crit.positive_met_share, crit.negative_triggered_share
     lines.append(

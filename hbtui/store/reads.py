@@ -526,6 +526,16 @@ class StoreReads(StoreSearchHits):
             )
         ]
 
+    async def reply_lengths(self, run_id: int) -> dict[int, int]:
+        """Characters of each scored conversation's reply as graded, by conversation id (counted
+        as ``scored_reply_lengths`` counts them)."""
+        return {
+            conversation_id: len(reply or "")
+            for conversation_id, reply in await self._all(
+                "SELECT id, reply FROM conversations WHERE run_id = ? AND score IS NOT NULL", (run_id,)
+            )
+        }
+
     async def conversation_tokens(self, conversation_id: int) -> ConversationTokens:
         reply = await self._one(
             "SELECT coalesce(prompt_tokens, 0), coalesce(completion_tokens, 0) FROM conversations WHERE id = ?",

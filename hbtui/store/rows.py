@@ -15,7 +15,8 @@ from hbtui.core.live import LiveSnapshot
 from hbtui.core.plan import RunPlan
 from hbtui.core.run_kinds import MODEL_RUN
 from hbtui.core.run_records import ImportedFrom, MetaEvalReport, RequestsRecord, StoredSettings
-from hbtui.core.scoring import conversation_score
+from hbtui.core.scoring import Metric, conversation_score
+from hbtui.core.settings.config import LENGTH_CENTRE
 from hbtui.core.verdicts import ERROR, INTERRUPTED, MET, NOT_MET, PAUSED, RUNNING, RunStatus
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_label, owner_state, parse_owner
 from hbtui.store.run_report import StoredReport
@@ -130,8 +131,32 @@ class RunRow:
         return RunPlan.of(self.plan)
 
     @property
+    def recorded_length(self) -> tuple[float, float] | None:
+        """(penalty per 500 characters, centre) of the length adjustment the run was made with
+        (--preset professional records one); None: made without."""
+        penalty = self.settings.get("length_penalty")
+        if penalty is None:
+            return None
+        centre = self.settings.get("length_centre")
+        return float(penalty), float(LENGTH_CENTRE if centre is None else centre)
+
+    @property
+    def headline(self) -> tuple[str, Metric | None]:
+        """(name, metric) of the score the run is known by: its stored report's headline (the
+        length-adjusted score where the run was made with a length adjustment), else none."""
+        if self.report is None:
+            return "score", None
+        return self.report.headline
+
+    @property
+    def headline_score(self) -> float | None:
+        """What a list of runs shows as its score: the headline's value; a meta-eval's F1."""
+        _, metric = self.headline
+        return metric.value if metric is not None else self.score
+
+    @property
     def ci95(self) -> tuple[float, float] | None:
-        overall = self.report.overall if self.report else None
+        _, overall = self.headline
         return overall.ci95 if overall else None
 
     @property

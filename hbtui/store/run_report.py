@@ -10,17 +10,19 @@ are written without them again.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hbtui.core.completion_groups import group_description
 from hbtui.core.dataset import PROFESSIONAL_CATEGORIES
-from hbtui.core.scoring import OVERALL, Metric, RunReport
+from hbtui.core.scoring import OVERALL, OVERALL_LENGTH_ADJUSTED, Metric, RunReport
 
 THEME_PREFIX, AXIS_PREFIX = "theme:", "axis:"
 # HealthBench Professional's categories, example tags of its records (hbtui.core.dataset): broken
 # down as themes are, in this order. Its criteria carry no axes.
 CATEGORY_PREFIXES = tuple(f"{category}:" for category in PROFESSIONAL_CATEGORIES)
+HEADLINE_ADJUSTED = "length-adjusted score"
+ADJUSTED_MARK = "adj"  # before a length-adjusted score in a list of runs, as "F1" before a meta-eval's
 NO_AXES = "none: HealthBench Professional's criteria have no axes"
 
 
@@ -99,6 +101,33 @@ class StoredReport:
     @property
     def score(self) -> float | None:
         return self.overall.value if self.overall else None
+
+    @property
+    def length_adjusted(self) -> Metric | None:
+        """``overall_score_length_adjusted``: kept in the report of a run made with a length
+        adjustment, after the overall score, where simple-evals at 652c89d puts it."""
+        return self.metrics.get(OVERALL_LENGTH_ADJUSTED)
+
+    @property
+    def headline(self) -> tuple[str, Metric | None]:
+        """(name, metric) of the score to lead with: the length-adjusted score when the report
+        has one, else the overall score."""
+        adjusted = self.length_adjusted
+        if adjusted is not None:
+            return HEADLINE_ADJUSTED, adjusted
+        return "score", self.overall
+
+    def with_length_adjusted(self, adjusted: Metric | None) -> StoredReport:
+        """This report with ``adjusted`` as its length-adjusted score, right after the overall
+        score (none: without one)."""
+        metrics: dict[str, Metric] = {}
+        for name, m in self.metrics.items():
+            if name == OVERALL_LENGTH_ADJUSTED:
+                continue
+            metrics[name] = m
+            if name == OVERALL and adjusted is not None:
+                metrics[OVERALL_LENGTH_ADJUSTED] = adjusted
+        return replace(self, metrics=metrics)
 
     def breakdown(self, prefix: str) -> list[tuple[str, Metric]]:
         """(name without ``prefix``, metric) of the metrics named ``prefix...``, in stored order."""

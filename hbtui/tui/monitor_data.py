@@ -61,7 +61,8 @@ class MonitorView:
     latency_p50: float | None = None
     latency_p95: float | None = None
     tokens: tuple[int, int, int, int] = (0, 0, 0, 0)  # test prompt/completion, grader prompt/completion
-    final_score: float | None = None
+    final_score: float | None = None  # the run's headline (final_name says which)
+    final_name: str = "score"
     final_ci95: tuple[float, float] | None = None
     error: str | None = None
     driver: str | None = None  # host:pid of a run another process drives, and whether it is heard from
@@ -108,6 +109,7 @@ class MonitorView:
             self.latency_p95,
             self.tokens,
             self.final_score,
+            self.final_name,
             self.error,
             self.driver,
             self.driver_log,
@@ -261,6 +263,7 @@ def view_from_counters(run: RunRow, counters: RunCounters, snapshot: LiveSnapsho
         latency_p95=p95,
         tokens=(counters.tokens[0], counters.tokens[1], counters.tokens[2], counters.tokens[3]),
         final_score=finished.score if finished else None,
+        final_name=finished.score_name if finished else "score",
         error=finished.error if finished else None,
         limits=limits_line(snapshot.get("limits")),
     )
@@ -310,7 +313,8 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
             progress.prompt_tokens_grader,
             progress.completion_tokens_grader,
         ),
-        final_score=run.score,
+        final_score=run.headline_score,
+        final_name=run.headline[0],
         final_ci95=run.ci95,
         error=run.error,
         driver=run.driver_label(now),

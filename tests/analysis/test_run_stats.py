@@ -291,7 +291,9 @@ def test_description_md_has_the_statistics_of_the_run(server, tmp_path, monkeypa
     text = (Path(folder) / "description.md").read_text()
     assert "### Worst-at-k over 2 repeats (1 prompts with every repeat scored)" in text
     assert "| k | 1 | 2 |" in text
-    assert "- length-adjusted score: " in text and "penalty 0.0392 (hard, MedARC-AI" in text
+    # Made with a length adjustment: its length-adjusted score is the description's headline.
+    assert "## Length-adjusted score: " in text and "penalty 0.0392 (hard, MedARC-AI" in text
+    assert "- score before the length adjustment: " in text and "## Score:" not in text
     assert "- tokens of the model under test: " in text and "(no price)" in text
 
 

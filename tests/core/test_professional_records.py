@@ -4,7 +4,9 @@ the real file is kept."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sqlite3
 
 import pytest
 
@@ -183,6 +185,46 @@ async def test_the_app_shows_a_professional_run_by_category_at_80x24(tmp_path, m
         assert "no axes" in str(screen.query_one("#by-axis", ScoreBreakdown).content)
 
 
+async def test_the_app_leads_with_the_length_adjusted_score_of_a_run_made_with_one_at_80x24(
+    tmp_path, monkeypatch, server
+):
+    """A run made with a length adjustment (as --preset professional makes it): the runs list,
+    the run's title and its summary show the length-adjusted score first, named as such."""
+    from textual.widgets import DataTable, Static
+
+    from tests.support.browse import open_run
+    from tests.support.browser_harness import browser_app
+
+    server.control(reply_text="a reply longer than 2000 characters " * 120)
+    data = write(tmp_path / "professional.jsonl", professional("pro-1"), professional("pro-2", use_case="research"))
+    db = tmp_path / "hbtui.sqlite"
+    _, status = await run_engine(settings_for(server, db, length_penalty=0.0147, length_centre=2000.0), data)
+    assert status == "finished"
+    with sqlite3.connect(db) as conn:
+        metrics = json.loads(conn.execute("SELECT report_json FROM runs").fetchone()[0])["metrics"]
+    adjusted, overall = metrics["overall_score_length_adjusted"]["value"], metrics["overall_score"]["value"]
+    assert adjusted < overall
+    app = browser_app(db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        assert f"adj {adjusted:.3f}" in [str(cell) for cell in table.get_row_at(0)]
+        screen = await open_run(pilot, 1)
+        title = str(screen.query_one("#run-title", Static).render())
+        assert f"length-adjusted score {adjusted:.3f}" in title, title
+        summary = str(screen.query_one("#run-summary", Static).render()).splitlines()
+        assert summary[0].startswith(f"Length-adjusted score {adjusted:.3f}"), summary[:2]
+        assert summary[1].startswith(f"Before the length adjustment {overall:.3f}"), summary[:2]
+        assert all(len(line) <= 80 for line in summary[:2])
+    # The monitor of the finished run, from the database, names its final score as such.
+    from hbtui.store import Store
+    from hbtui.tui.monitor_data import view_from_store
+
+    async with await Store.open(db) as store:
+        view = await view_from_store(store, 1)
+    assert (view.final_name, view.final_score) == ("length-adjusted score", adjusted)
+
+
 def test_the_professional_subset_comes_from_hugging_face_through_a_mirror_and_its_token_stays_there(
     tmp_path, monkeypatch
 ):
@@ -253,6 +295,51 @@ def test_compare_breaks_two_professional_runs_down_by_category(tmp_path, monkeyp
     assert themes["use_case: consult"]["n"] == 1
     assert cli.main(["compare", "a", "b"]) == cli.EXIT_OK
     assert "use_case: writing" in capsys.readouterr().out
+
+
+def test_compare_leads_with_the_length_adjusted_score_of_two_runs_made_with_one(tmp_path, monkeypatch, server, capsys):
+    """Both runs made with --preset professional: B - A of their headline, the length-adjusted
+    score, first; over pairs that are every conversation, each side equals the run's own."""
+    user_folder(tmp_path, monkeypatch, server)
+    data = write(tmp_path / "professional.jsonl", professional("pro-1"), professional("pro-2", use_case="writing"))
+    for name, replies in (("a", "short"), ("b", "a reply longer than 2000 characters " * 120)):
+        server.control(reply_text=replies)
+        assert cli.main(["run", "--data", data, "--preset", "professional", "--name", name]) == cli.EXIT_OK
+    assert cli.main(["run", "--data", data, "--name", "plain"]) == cli.EXIT_OK
+    capsys.readouterr()
+    assert cli.main(["compare", "a", "b", "--json"]) == cli.EXIT_OK
+    compared = json.loads(capsys.readouterr().out)
+    stored = {}
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        for name, report in conn.execute("SELECT name, report_json FROM runs"):
+            stored[name] = json.loads(report)["metrics"].get("overall_score_length_adjusted")
+    assert stored["plain"] is None  # made without a length adjustment
+    adjusted = compared["length_adjusted"]
+    assert adjusted["n"] == 2
+    assert adjusted["score_a"] == stored["a"]["value"] and adjusted["score_b"] == stored["b"]["value"]
+    assert adjusted["score_b"] < compared["score_b"]  # B's long replies pay for their length
+    assert cli.main(["compare", "a", "b"]) == cli.EXIT_OK
+    text = capsys.readouterr().out
+    assert "length-adjusted score A " in text and "(penalty 0.0147 per 500 characters from 2000)" in text
+    assert "score before it A " in text
+    # The app's comparison says the same, first.
+    from hbtui.analysis.compare import compare_runs
+    from hbtui.store import Store
+    from hbtui.tui.screens.compare import summary_text
+
+    async def on_screen() -> list[str]:
+        async with await Store.open(tmp_path / "runs" / "hbtui.sqlite") as store:
+            result = await compare_runs(store, await store.resolve_run("a"), await store.resolve_run("b"))
+        return str(summary_text(result)).splitlines()
+
+    lines = asyncio.run(on_screen())
+    at = next(i for i, line in enumerate(lines) if line.startswith("Length-adjusted A "))
+    assert f"A {adjusted['score_a']:.3f}   B {adjusted['score_b']:.3f}" in lines[at]
+    assert lines[at + 1].startswith("Before adjustment A ")
+    assert all(len(line) <= 80 for line in lines[at : at + 2]), lines[at : at + 2]
+    # A run made without one beside one made with one: the plain scores alone, not two measures.
+    assert cli.main(["compare", "plain", "a", "--json"]) == cli.EXIT_OK
+    assert "length_adjusted" not in json.loads(capsys.readouterr().out)
 
 
 def test_completions_physician_grades_each_professional_records_physician_response_as_a_group(

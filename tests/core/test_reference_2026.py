@@ -8,6 +8,7 @@ import asyncio
 import json
 import sqlite3
 import types
+from pathlib import Path
 
 import pytest
 
@@ -256,9 +257,50 @@ def test_a_professional_run_scores_as_simple_evals_652c89d_with_the_length_adjus
         )
         theirs = evaluation(SameReplies()).metrics
     for name in ("overall_score", "overall_score_length_adjusted", "use_case:consult", "specialty:cardiology"):
-        assert ours[name]["value"] == pytest.approx(float(theirs[name]), abs=1e-12), name
+        assert ours[name]["value"] == float(theirs[name]), name  # to the last bit: the reference's arithmetic
         assert ours[name]["n"] == theirs[f"{name}:n_samples"], name
+    # The length-adjusted score is the run's headline wherever its score is shown, named as such,
+    # and is kept with its report: the runs list reads it from there.
+    adjusted = float(theirs["overall_score_length_adjusted"])
+    assert adjusted != float(theirs["overall_score"])
+    assert shown["headline_metric"] == "overall_score_length_adjusted"
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        stored, folder = conn.execute("SELECT report_json, folder FROM runs").fetchone()
+    assert json.loads(stored)["metrics"]["overall_score_length_adjusted"]["value"] == adjusted
+    assert list(json.loads(stored)["metrics"])[:2] == ["overall_score", "overall_score_length_adjusted"]
+    assert cli.main(["show", "pro"]) == cli.EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    first = next(i for i, line in enumerate(lines) if "score" in line and not line.startswith("run "))
+    assert lines[first].startswith(f"length-adjusted score {adjusted:.4f}  95% CI"), lines[first]
+    assert lines[first + 1].startswith(f"score before the length adjustment {float(theirs['overall_score']):.4f}")
+    assert cli.main(["runs"]) == cli.EXIT_OK
+    listed = capsys.readouterr().out
+    assert f"adj {adjusted:.3f}" in listed and "adj: the length-adjusted score, the headline of run 1" in listed
+    description = (Path(folder) / "description.md").read_text()
+    assert f"## Length-adjusted score: {adjusted:.4f} (95% CI" in description
+    assert f"- score before the length adjustment: {float(theirs['overall_score']):.4f}" in description
     # Told otherwise: show's own flag wins over what the run recorded.
     capsys.readouterr()
     assert cli.main(["show", "pro", "--json", "--length-penalty", "0.02"]) == cli.EXIT_OK
     assert json.loads(capsys.readouterr().out)["length_adjusted_score"]["penalty_per_500_chars"] == 0.02
+
+
+@needs_2026
+def test_each_conversations_length_adjustment_is_the_references_to_the_last_bit():
+    """The reference's order of operations: penalty * ((characters - centre) / 500). Written as
+    penalty * (characters - centre) / 500 the result differs in its last bits for some values."""
+    import random
+
+    from hbtui.core.scoring import length_adjusted_score
+
+    draw = random.Random(7)
+    with reference_modules(REFERENCE_2026, "healthbench_eval") as (ref,):
+        cases = [
+            (draw.uniform(-1, 1), draw.randrange(0, 20_000), draw.choice([0.0147, 0.0299, 2.94e-5 * 500]), 2000.0)
+            for _ in range(2_000)
+        ]
+        for score, characters, penalty, centre in cases:
+            theirs = ref.calculate_length_adjusted_score(
+                score, "x" * characters, center=centre, penalty_per_500_chars=penalty
+            )
+            assert length_adjusted_score(score, characters, penalty, centre) == theirs, (score, characters, penalty)

@@ -66,7 +66,16 @@ def summary_text(result: Comparison) -> Text:
         text.append("\n" + line, style="yellow" if line.startswith(("settings that", "  ")) else "dim")
     text.append(f"\nPaired conversations {d.n:,}", style="bold")
     text.append("  (graded in full by both)", style="dim")
-    text.append("\nScore A ", style="bold")
+    adjusted = result.length_adjusted
+    if adjusted is not None:  # both made with a length adjustment: their headline first
+        text.append("\nLength-adjusted A ", style="bold")
+        text.append(f"{adjusted.score_a:.3f}", style=score_style(adjusted.score_a))
+        text.append("   B ", style="bold")
+        text.append(f"{adjusted.score_b:.3f}", style=score_style(adjusted.score_b))
+        text.append("   B - A ", style="bold")
+        text.append(signed(adjusted.value), style=f"bold {change_style(adjusted.value)}")
+        text.append(f"  95% CI {signed(adjusted.ci95[0])} to {signed(adjusted.ci95[1])}")
+    text.append("\nBefore adjustment A " if adjusted is not None else "\nScore A ", style="bold")
     text.append(f"{d.score_a:.3f}", style=score_style(d.score_a))
     text.append("   B ", style="bold")
     text.append(f"{d.score_b:.3f}", style=score_style(d.score_b))

@@ -229,7 +229,7 @@ class MonitorScreen(ResponsiveScreen):
         elif not self._announced_end:
             self._announced_end = True
             if self._seen_running:
-                score = "" if view.final_score is None else f": score {view.final_score:.3f}"
+                score = "" if view.final_score is None else f": {view.final_name} {view.final_score:.3f}"
                 self.notify(
                     f"run {view.run_id} {view.status}{score}",
                     markup=False,
@@ -286,7 +286,7 @@ class MonitorScreen(ResponsiveScreen):
         if view.status in (RUNNING, PAUSED):
             status.append(" (this process)" if view.in_process else " (another process)", style="dim")
         if view.ended and view.final_score is not None:
-            status.append(f"  final score {view.final_score:.3f}", style="bold")
+            status.append(f"  final {view.final_name} {view.final_score:.3f}", style="bold")
         elif view.scores and self.has_class("-stacked"):  # the score panel is below the fold there
             status.append(f"  score {scoring.clipped_mean(view.scores):.3f}", style="bold")
         self.query_one("#monitor-status", Static).update(status)
@@ -389,7 +389,8 @@ class MonitorScreen(ResponsiveScreen):
 
     def _score(self, view: MonitorView) -> Text:
         text = Text()
-        text.append("score ", style="bold")
+        final_name = view.final_name if view.ended and view.final_score is not None else "score"
+        text.append(f"{final_name} ", style="bold")
         metric = self.metric
         # The mean is cheap and exact now; the interval comes from the last bootstrap (marked … when older).
         value = scoring.clipped_mean(view.scores) if view.scores else None

@@ -281,10 +281,10 @@ class RunScreen(ResponsiveScreen):
         title = Text()
         title.append(f"Run {run.id} ", style="bold")
         rest = Text()
-        overall = report.score if report else None
-        if overall is not None:
-            rest.append("  score ")
-            rest.append(f"{overall:.3f}", style=f"bold {score_style(overall)}")
+        name, headline = report.headline if report else ("score", None)
+        if headline is not None:
+            rest.append(f"  {name} ")
+            rest.append(f"{headline.value:.3f}", style=f"bold {score_style(headline.value)}")
         rest.append_text(reviewed_title(self.review_glance))
         rest.append(f"  {status}", style="dim")
         # The name gives way (cut in its middle: names differ at their end, the time), so that the

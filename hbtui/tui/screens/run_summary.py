@@ -12,6 +12,7 @@ from rich.text import Text
 
 from hbtui.analysis.run_stats import RunStatistics, penalty_label
 from hbtui.core.fidelity import requests_line
+from hbtui.core.scoring import Metric
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line, visible_controls
 from hbtui.core.verdicts import FINISHED, INCOMPLETE, INTERRUPTED, RUNNING
@@ -62,17 +63,36 @@ def statistics_text(text: Text, stats: RunStatistics) -> None:
         text.append(f"{cost_text(total)} in all (price table)\n")
 
 
-def length_adjusted_text(text: Text, stats: RunStatistics) -> None:
-    m = stats.length_adjusted
-    text.append("Length-adjusted ", style="bold")
+def length_adjusted_text(
+    text: Text, m: Metric | None, penalty: float | None, centre: float, headline: bool = False
+) -> None:
+    # As the headline, named in full; beside the score, short enough with a named penalty
+    # ("0.0392 (hard)") for 80 columns and the scrollbar.
+    text.append("Length-adjusted score " if headline else "Length-adjusted ", style="bold")
     if m is None:
         text.append("–", style="dim")
     else:
         text.append(f"{m.value:.3f}", style=f"bold {score_style(m.value)}")
         text.append(f"  95% CI {m.ci95[0]:.3f}–{m.ci95[1]:.3f}")
     # Short enough for 80 columns with the scrollbar: docs/commands.md says what the numbers are.
-    if stats.penalty is not None:
-        text.append(f"  penalty {penalty_label(stats.penalty, short=True)} from {stats.centre:g}", style="dim")
+    if penalty is not None:
+        text.append(f"  penalty {penalty_label(penalty, short=True)} from {centre:g}", style="dim")
+
+
+def headline_adjustment(
+    run: RunRow, report: StoredReport, stats: RunStatistics | None
+) -> tuple[Metric | None, float | None, float] | None:
+    """The length-adjusted score to lead with, and its penalty and centre: a run made with a
+    length adjustment has it as its headline; the stored one until the statistics are computed
+    (they may be told another penalty). None: the plain score leads."""
+    recorded = run.recorded_length
+    if recorded is None:
+        return None
+    if stats is not None and stats.penalty is not None:
+        return stats.length_adjusted, stats.penalty, stats.centre
+    if report.length_adjusted is not None:
+        return report.length_adjusted, *recorded
+    return None
 
 
 def groups_text(text: Text, report: StoredReport) -> None:
@@ -96,15 +116,23 @@ def summary_text(
     text = Text()
     overall = report.overall if report else None
     if overall and report is not None:
+        headline = headline_adjustment(run, report, stats)
+        adjusted_first = headline is not None
+        if headline is not None:
+            # Made with a length adjustment (--preset professional): that score is its headline.
+            length_adjusted_text(text, *headline, headline=True)
+            text.append("\n")
         low, high = overall.ci95
-        text.append("Score ", style="bold")
+        text.append("Before the length adjustment " if adjusted_first else "Score ", style="bold")
         text.append(f"{overall.value:.3f}", style=f"bold {score_style(overall.value)}")
-        text.append(f"   95% CI {low:.3f}–{high:.3f}   ± {overall.bootstrap_std:.3f} (bootstrap sd)")
+        text.append(f"   95% CI {low:.3f}–{high:.3f}")
+        if not adjusted_first:
+            text.append(f"   ± {overall.bootstrap_std:.3f} (bootstrap sd)")
         if report.median is not None:
             text.append(f"   median {report.median:.3f}")
-        if stats is not None and stats.penalty is not None:
+        if stats is not None and stats.penalty is not None and not adjusted_first:
             text.append("\n")
-            length_adjusted_text(text, stats)
+            length_adjusted_text(text, stats.length_adjusted, stats.penalty, stats.centre)
     else:
         text.append("Score ", style="bold")
         text.append("not available yet" if report is None else "no scored conversation", style="dim")

@@ -26,6 +26,7 @@ from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
 from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED, PENDING, RUNNING
 from hbtui.store import RunRow, StoreError
+from hbtui.store.run_report import ADJUSTED_MARK, HEADLINE_ADJUSTED
 from hbtui.tui.screens.picker import PickerModal
 from hbtui.tui.screens.run_actions import RunActions
 from hbtui.tui.widgets.app_header import AppHeader
@@ -83,9 +84,12 @@ def run_cells(run: RunRow, now: float, mark: str = "", width: int = 80) -> tuple
     ago = run.stopped_ago(now)
     shown = f"{status} {ago}" if ago else status
     shown = shown if run.kind == MODEL_RUN else f"{shown} · {run.kind}"
-    score = f"{run.score:.3f}" if run.score is not None else ""
+    headline = run.headline_score
+    score = f"{headline:.3f}" if headline is not None else ""
     if run.kind == META_EVAL and score:
         score = f"F1 {score}"  # the grader's agreement with physicians, not a HealthBench score
+    elif run.headline[0] == HEADLINE_ADJUSTED and score:
+        score = f"{ADJUSTED_MARK} {score}"  # made with a length adjustment: its headline
     ci = run.ci95
     errors = error_count(run)
     return (
