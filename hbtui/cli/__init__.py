@@ -35,6 +35,7 @@ from hbtui.cli.common import (
     settings_from,
 )
 from hbtui.cli.control import CANCELLED, PAUSED, cmd_control
+from hbtui.cli.estimate import cmd_estimate
 from hbtui.cli.manage import cmd_delete, cmd_export, cmd_import, cmd_rename
 from hbtui.cli.parser import build_parser
 from hbtui.cli.reading import cmd_compare, cmd_runs, cmd_show
@@ -140,6 +141,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "unpause": lambda: cmd_control(args, settings, None),
             "cancel": lambda: cmd_control(args, settings, CANCELLED),
             "import": lambda: cmd_import(args, settings),
+            "estimate": lambda: cmd_estimate(args, settings),
         }
         # These two run an app after (demo) or instead of (serve) an event loop of their own.
         if command == "serve":

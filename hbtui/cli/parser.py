@@ -61,28 +61,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-mouse", action="store_true", help="do not capture the mouse (the app)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", parents=[common, settings_flags], help="start a run and print its progress")
-    source = run.add_mutually_exclusive_group()
+    run_flags = argparse.ArgumentParser(add_help=False)  # `run`'s own, which `estimate` takes too
+    source = run_flags.add_mutually_exclusive_group()
     source.add_argument(
         "--subset",
         choices=sorted(SUBSETS),
         help="official HealthBench file (default main; professional: HealthBench Professional, 2026)",
     )
     source.add_argument("--data", help="a local HealthBench JSONL file")
-    run.add_argument("--limit", type=int, help="sample this many records (as the reference samples)")
-    run.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
-    run.add_argument("--repeats", type=int, default=1, help="run each conversation this many times")
-    run.add_argument("--name", help="a unique name for the run")
-    run.add_argument(
+    run_flags.add_argument("--limit", type=int, help="sample this many records (as the reference samples)")
+    run_flags.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    run_flags.add_argument("--repeats", type=int, default=1, help="run each conversation this many times")
+    run_flags.add_argument("--name", help="a unique name for the run")
+    run_flags.add_argument(
         "--preset",
         help="settings from a preset: reference (requests byte-identical to"
         " simple-evals'), or one saved in the app; flags still win",
     )
-    run.add_argument(
+    run_flags.add_argument(
         "--reuse-verdicts",
         action="store_true",
         help="take verdicts other runs paid for where the grader request is identical",
     )
+    sub.add_parser("run", parents=[common, settings_flags, run_flags], help="start a run and print its progress")
+    estimate = sub.add_parser(
+        "estimate",
+        parents=[common, settings_flags, run_flags],
+        help="a run's calls, tokens, cost and time before it starts (run's flags; no model is called)",
+    )
+    estimate.add_argument(
+        "--latency", type=float, metavar="SECONDS", help="seconds a call takes, for the time at CONCURRENCY"
+    )
+    estimate.add_argument("--json", action="store_true", help="the estimate as JSON")
 
     resume = sub.add_parser("resume", parents=[common, settings_flags], help="finish the missing work of a run")
     resume.add_argument("run", metavar="RUN", help="id, name or latest")

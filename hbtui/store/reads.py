@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncIterator
 
 from hbtui.core.numbering import conversation_label, criterion_label
-from hbtui.core.run_kinds import IMPORTED
+from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.core.scoring import ConversationInput, GradedCriterion
 from hbtui.core.verdicts import FAILED, GENERATED, PENDING
 from hbtui.store.rows import (
@@ -525,6 +525,44 @@ class StoreReads(StoreSearchHits):
                 (run_id,),
             )
         ]
+
+    async def usage_history(
+        self, model: str, grader: bool, runs: int = 20, per_run: int = 400
+    ) -> list[tuple[str, list[tuple]]]:
+        """What earlier runs of ``model`` (as the grader, or as the model under test) measured,
+        for an estimate: the newest ``runs`` runs of the model that made calls, each as (its
+        settings' JSON, up to ``per_run`` samples). A sample of the model under test is one
+        reply: (record body, reply characters, prompt tokens, completion tokens, latency ms). A
+        sample of the grader is one conversation's verdicts: (record body, reply characters,
+        verdicts, characters of their criteria as the template writes them ("[points] text"),
+        prompt tokens, completion tokens, mean latency ms)."""
+        column = "model_grader" if grader else "model_test"
+        found = await self._all(
+            f"SELECT id, settings_json FROM runs WHERE {column} = ? AND kind = ? ORDER BY id DESC LIMIT ?",
+            (model, MODEL_RUN, runs),
+        )
+        history = []
+        for run_id, settings_json in found:
+            if grader:
+                samples = await self._all(
+                    "SELECT rec.body, length(c.reply), count(*),"
+                    " sum(length(v.criterion) + length(v.points) + 3), sum(v.prompt_tokens),"
+                    " sum(coalesce(v.completion_tokens, 0)), avg(v.latency_ms)"
+                    " FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
+                    " JOIN records rec ON rec.id = c.record_id"
+                    " WHERE v.run_id = ? AND v.prompt_tokens > 0 GROUP BY v.conversation_id LIMIT ?",
+                    (run_id, per_run),
+                )
+            else:
+                samples = await self._all(
+                    "SELECT rec.body, length(c.reply), c.prompt_tokens, coalesce(c.completion_tokens, 0), c.latency_ms"
+                    " FROM conversations c JOIN records rec ON rec.id = c.record_id"
+                    " WHERE c.run_id = ? AND c.prompt_tokens > 0 LIMIT ?",
+                    (run_id, per_run),
+                )
+            if samples:
+                history.append((settings_json, samples))
+        return history
 
     async def reply_lengths(self, run_id: int) -> dict[int, int]:
         """Characters of each scored conversation's reply as graded, by conversation id (counted

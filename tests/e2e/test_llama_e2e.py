@@ -63,8 +63,26 @@ def e2e_env(base_url: str) -> dict[str, str]:
     return env
 
 
+def estimated(records: Path, db: Path, cwd: Path, base_url: str) -> dict:
+    """`hbtui estimate --json` of a run of ``records`` with the e2e settings."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hbtui", "estimate", "--data", str(records), "--db", str(db), "--json"],
+        cwd=cwd,
+        env=e2e_env(base_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
 def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
     db = tmp_path / "runs" / "e2e.sqlite"
+    # Before the run, with no earlier run to calibrate it: the input tokens estimated from the
+    # requests' characters, against what llama.cpp's server counts with SmolLM2's own tokenizer.
+    before = estimated(short_records, db, tmp_path, llama.base_url)
+    assert not db.exists()  # an estimate writes no database
     run = subprocess.run(
         [sys.executable, "-m", "hbtui", "run", "--data", str(short_records), "--db", str(db), "--name", "e2e"],
         cwd=tmp_path,
@@ -99,6 +117,23 @@ def test_hbtui_run_scores_exports_and_opens(llama, short_records, tmp_path):
         assert prompt_tokens > 0 and completion_tokens > 0
     assert all(v[2] for v in verdicts if v[0] == "error")
     assert report["metrics"]["overall_score"]["n"] >= 1
+
+    # The estimate's input tokens within 15% of what the server counted: in all, and the grader's
+    # (nearly all of them). The model under test's few are not: SmolLM2's chat template adds a
+    # system prompt of its own to each of these short conversations, which no estimate from
+    # characters sees; the run just made calibrates it (docs/commands.md, "Before a run").
+    with sqlite3.connect(db) as conn:
+        test_in = conn.execute("SELECT sum(prompt_tokens) FROM conversations").fetchone()[0]
+        grader_in, grader_calls = conn.execute(
+            "SELECT sum(prompt_tokens), sum(attempts) FROM verdicts WHERE prompt_tokens > 0"
+        ).fetchone()
+    per_call = before["grader"]["input_tokens"]["value"] / before["grader"]["calls"]
+    assert per_call == pytest.approx(grader_in / grader_calls, rel=0.15), (per_call, grader_in / grader_calls)
+    total = before["test"]["input_tokens"]["value"] + per_call * grader_calls
+    assert total == pytest.approx(test_in + grader_in, rel=0.15)
+    after = estimated(short_records, db, tmp_path, llama.base_url)
+    assert after["test"]["input_tokens"]["value"] == pytest.approx(test_in, rel=0.15)
+    assert after["test"]["output_tokens"] is not None and after["time_seconds"] is not None
 
     out = tmp_path / "e2e.jsonl"
     export = subprocess.run(

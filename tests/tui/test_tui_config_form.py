@@ -234,7 +234,10 @@ async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_plan
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question")
         assert 102 > LARGE_RUN_CONVERSATIONS
-        assert app.screen.question.startswith("Start a run of 102 conversations? About 306 calls")
+        question = app.screen.question.splitlines()
+        assert question[0] == "Start a run of 102 conversations?"
+        assert question[1] == "About 306 calls: 102 to test-model, 204 to grader-model."
+        assert question[2].startswith("Tokens in ") and question[3].startswith("Estimated cost unknown")
         await pilot.press("n")
         await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
         assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
@@ -244,6 +247,46 @@ async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_plan
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
         await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
     assert sqlite3.connect(db).execute("SELECT n_conversations, status FROM runs").fetchone() == (102, "finished")
+
+
+async def test_ctrl_b_estimates_the_run_the_form_describes_and_starts_it_or_not(server, tmp_path, monkeypatch):
+    """Before Start, the same estimate as `hbtui estimate` (calls, tokens, cost at the online and
+    the batch price, time), then Start or not; nothing is called or planned to estimate."""
+    import sqlite3
+
+    folder = tmp_path / "config" / "hbtui"
+    folder.mkdir(parents=True)
+    (folder / "prices.json").write_text(
+        '{"test-model": {"input": 1, "output": 2, "batch_input": 0.5, "batch_output": 1},'
+        ' "grader-model": {"input": 3, "output": 4, "batch_input": 1.5, "batch_output": 2}}'
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    records = [make_record(f"p{i}", [("[[MET]] ok", 1, []), ("[[NOT_MET]] no", 2, [])]) for i in range(3)]
+    data = write_jsonl(tmp_path / "few.jsonl", records)
+    db = tmp_path / "runs.sqlite"
+    app = HBTuiApp(settings=settings_for(server, db, max_tokens_test=100, max_tokens_grader=50), env_file=None)
+    server.reset_stats()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_form(pilot, app)
+        type_into(screen, "data_path", str(data))
+        await pilot.pause()
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the estimate")
+        question = app.screen.question.splitlines()
+        assert question[0] == "Start a run of 3 conversations?"
+        assert question[1] == "About 9 calls: 3 to test-model, 6 to grader-model."
+        assert question[2].startswith("Tokens in ") and "out unknown, at most 600." in question[2]
+        assert " online; " in question[3] and " by batch; time " in question[3]
+        assert server.stats()["requests"] == 0
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
+        assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the estimate again")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
+        await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
+    assert sqlite3.connect(db).execute("SELECT n_conversations, status FROM runs").fetchone() == (3, "finished")
 
 
 async def test_keys_typed_in_one_burst_take_effect_in_their_order(tmp_path):

@@ -1,8 +1,10 @@
 """Token counts of a run and what they cost, from a price table the user keeps beside the presets.
 
 The table (``prices.json``) maps a model name, exactly as the run sent it, to its input and
-output price per million tokens. A cost is never guessed: a model missing from the table (or
-no table at all) shows its tokens only, and a total is given only when every model is priced.
+output price per million tokens, and optionally the batch API's (``batch_input`` and
+``batch_output``, both or neither). A cost is never guessed: a model missing from the table (or
+no table at all) shows its tokens only, a total is given only when every model is priced, and a
+batch price is never derived from the online one.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from hbtui.core.errors import HbtuiError
 from hbtui.core.settings.presets import presets_path
 
 PRICE_FIELDS = ("input", "output")
+BATCH_PRICE_FIELDS = ("batch_input", "batch_output")  # optional: a provider's batch API prices
 
 
 class PriceError(HbtuiError, ValueError):
@@ -27,6 +30,15 @@ class PriceError(HbtuiError, ValueError):
 class Price:
     input: float  # per million prompt tokens
     output: float  # per million completion tokens
+    batch_input: float | None = None  # the same through the provider's batch API; None: not given
+    batch_output: float | None = None
+
+    @property
+    def batch(self) -> Price | None:
+        """The batch API's prices as a price of their own; None where the table gives none."""
+        if self.batch_input is None or self.batch_output is None:
+            return None
+        return Price(self.batch_input, self.batch_output)
 
 
 def prices_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -50,25 +62,39 @@ def load_prices(path: Path | None = None) -> dict[str, Price]:
         raise PriceError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise PriceError(f"{path}: not valid JSON (nested too deeply)") from None
-    example = '{"model": {"input": 2.0, "output": 8.0}} (prices per million tokens)'
+    example = (
+        '{"model": {"input": 2.0, "output": 8.0}} (prices per million tokens; optionally "batch_input"'
+        ' and "batch_output" too)'
+    )
     if not isinstance(data, dict):
         raise PriceError(f"{path}: must be a JSON object such as {example}")
     table: dict[str, Price] = {}
     for model, entry in data.items():
         if not isinstance(entry, dict):
             raise PriceError(f"{path}: {model!r}: must be an object such as {example}")
-        values = []
         for name in PRICE_FIELDS:
             if name not in entry:
                 raise PriceError(f"{path}: {model!r}.{name} is missing (price per million {name} tokens)")
-            value = entry[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise PriceError(
-                    f"{path}: {model!r}.{name}: {value!r} is not a price (a number of 0 or more, per million tokens)"
-                )
-            values.append(float(value))
+        batch_given = [name for name in BATCH_PRICE_FIELDS if name in entry]
+        if len(batch_given) == 1:
+            other = next(name for name in BATCH_PRICE_FIELDS if name not in entry)
+            raise PriceError(f"{path}: {model!r}.{other} is missing: batch prices are given both or neither")
+        unknown = sorted(set(entry) - set(PRICE_FIELDS) - set(BATCH_PRICE_FIELDS))
+        if unknown:
+            raise PriceError(
+                f"{path}: {model!r}.{unknown[0]}: not a price field (known: {', '.join(PRICE_FIELDS + BATCH_PRICE_FIELDS)})"
+            )
+        values = [_price_value(path, model, name, entry[name]) for name in (*PRICE_FIELDS, *batch_given)]
         table[model] = Price(*values)
     return table
+
+
+def _price_value(path: Path, model: str, name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise PriceError(
+            f"{path}: {model!r}.{name}: {value!r} is not a price (a number of 0 or more, per million tokens)"
+        )
+    return float(value)
 
 
 @dataclass(frozen=True, slots=True)

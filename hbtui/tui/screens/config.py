@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
+from hbtui.analysis.estimate import Estimate, estimate, planned_records
 from hbtui.core.dataset import SUBSETS, Dataset, DatasetError, load_jsonl, load_subset
 from hbtui.core.grading import TemplateError, load_template
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN
@@ -45,6 +46,7 @@ from hbtui.tui.screens.config_form import (
     SETTING_NAMES,
     FormField,
     check_field,
+    estimate_question,
     field_text,
     field_title,
     form_wording,
@@ -87,6 +89,8 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
         Binding("ctrl+down", "next_section(1)", "Next section", show=False, id="config.next_section"),
         Binding("ctrl+up", "next_section(-1)", "Previous section", show=False, id="config.previous_section"),
         Binding("ctrl+f", "find_field", "Go to a field", show=False, id="config.find_field"),
+        # Not ctrl+e, which an input takes for the end of its line.
+        Binding("ctrl+b", "estimate", "Estimate", id="config.estimate"),
     ]
 
     def __init__(self) -> None:
@@ -429,7 +433,13 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
             self.show_status(one_line(form_wording(str(exc)), 300), error=True)
             self._starting = False
             return
-        question = large_run_question(settings, dataset, values)
+        try:
+            estimate = await self._estimate(settings, dataset, values)
+        except (DatasetError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
+            self._starting = False
+            return
+        question = large_run_question(estimate)
         if question is None:
             await self._plan_and_start(settings, dataset, values)
             return
@@ -443,6 +453,55 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
 
         self.show_status("")
         await self.app.push_screen(ConfirmModal(question, yes="Start", no="Not now"), answered)
+
+    async def _estimate(self, settings: Settings, dataset: Dataset, values: dict[str, Any]) -> Estimate:
+        """The run's estimate (hbtui.analysis.estimate), calibrated by the open database's earlier
+        runs. A broken price table prices nothing here: the run itself stops on it."""
+        from hbtui.core.settings.prices import PriceError, load_prices
+
+        try:
+            prices = load_prices()
+        except PriceError:
+            prices = {}
+        template = await asyncio.to_thread(load_template, settings.grader_template, settings.cache_dir)
+        planned = await asyncio.to_thread(planned_records, dataset, settings, values["limit"], values["seed"])
+        return await estimate(self.app.store, settings, planned, values["repeats"] or 1, template, prices)
+
+    async def action_estimate(self) -> None:
+        """The estimate of the run the form describes, then Start or not: what ctrl+s would start."""
+        if self._starting:
+            return
+        values, problems = self.validate_all()
+        if values["run_kind"] == META_EVAL:
+            self.show_status("an estimate is of a run of the model under test, not of a meta-eval", error=True)
+            return
+        if values["endpoint"] == DEMO_CHOICE:
+            self.show_status("the local demo model bills nothing: its time depends on this machine")
+            return
+        if problems:
+            self._first_problem(problems)
+            return
+        settings = self.form_settings(values)
+        self._starting = True
+        self.show_status("estimating…")
+        try:
+            settings.require_models()
+            dataset = await self._dataset(settings, values)
+            result = await self._estimate(settings, dataset, values)
+        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
+            self._starting = False
+            return
+        self.show_status("")
+
+        async def answered(start: bool | None) -> None:
+            if start:
+                await self._plan_and_start(settings, dataset, values)
+            else:
+                self._starting = False
+                self.show_status("not started")
+
+        await self.app.push_screen(ConfirmModal(estimate_question(result), yes="Start", no="Not now"), answered)
 
     async def _plan_and_start(self, settings: Settings, dataset: Any, values: dict[str, Any]) -> None:
         try:

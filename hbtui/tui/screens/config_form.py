@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hbtui.analysis.estimate import Estimate
 from hbtui.core.grading import TemplateError, load_template
 from hbtui.core.run_kinds import MODEL_RUN
 from hbtui.core.settings.config import TEMPLATE, TEMPLATE_NAMES, Setting, Settings, SettingsError, setting_for
 from hbtui.core.settings.setting_kinds import Choice
-from hbtui.core.text import one_line
+from hbtui.render.estimate_report import estimate_summary
 from hbtui.services import run_name_problem
 
 NOT_SENT = "none"
@@ -230,18 +231,14 @@ def initial_text(settings: Settings, name: str, remembered: dict[str, str]) -> s
 LARGE_RUN_CONVERSATIONS = 100
 
 
-def large_run_question(settings: Settings, dataset: Any, values: dict[str, Any]) -> str | None:
-    """The question to confirm a run of more than LARGE_RUN_CONVERSATIONS conversations, naming
-    its calls (a reply and a verdict per criterion each, on average), or None for a smaller one."""
-    records = dataset.records
-    chosen = min(values["limit"] or len(records), len(records))
-    conversations = chosen * (values["repeats"] or 1)
-    if conversations <= LARGE_RUN_CONVERSATIONS:
+def large_run_question(estimate: Estimate) -> str | None:
+    """The question to confirm a run of more than LARGE_RUN_CONVERSATIONS conversations, with its
+    estimate (calls, tokens, cost, time), or None for a smaller one."""
+    if estimate.conversations <= LARGE_RUN_CONVERSATIONS:
         return None
-    criteria = sum(len(record.rubrics) for record in records) / max(len(records), 1)
-    calls = round(conversations * (0 if settings.completions else 1) + conversations * criteria)
-    test = "no model under test" if settings.completions else f"replies from {one_line(settings.model_test or '', 40)}"
-    return (
-        f"Start a run of {conversations:,} conversations? About {calls:,} calls: {test},"
-        f" verdicts from {one_line(settings.model_grader or '', 40)}. A paid endpoint bills each one."
-    )
+    return estimate_question(estimate)
+
+
+def estimate_question(estimate: Estimate) -> str:
+    """Start a run, its estimate said first: what a paid endpoint bills it for."""
+    return "\n".join([f"Start a run of {estimate.conversations:,} conversations?", *estimate_summary(estimate)])

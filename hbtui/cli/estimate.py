@@ -1,0 +1,52 @@
+"""`hbtui estimate`: what `hbtui run` with the same flags would ask for, before it starts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hbtui.analysis.estimate import Estimate, estimate, planned_records
+from hbtui.cli.common import EXIT_OK, UsageError, _download_progress, open_for_reading, say
+from hbtui.core.dataset import load_jsonl, load_subset
+from hbtui.core.grading import load_template
+from hbtui.core.settings.config import Settings
+from hbtui.core.settings.prices import load_prices
+from hbtui.render.estimate_report import estimate_lines
+
+
+async def estimate_of(args: argparse.Namespace, settings: Settings) -> tuple[Estimate, str]:
+    """The estimate of `run` with ``args``, and a line saying what it is of."""
+    settings.require_models()
+    if args.repeats < 1:
+        raise UsageError(f"--repeats {args.repeats}: must be at least 1")
+    if args.latency is not None and not args.latency > 0:
+        raise UsageError(f"--latency {args.latency}: must be a number of seconds above 0")
+    prices = load_prices()
+    dataset = (
+        load_jsonl(args.data)
+        if args.data
+        else load_subset(args.subset or "main", settings.cache_dir, _download_progress)
+    )
+    template = load_template(settings.grader_template, settings.cache_dir)
+    planned = planned_records(dataset, settings, args.limit, args.seed)
+    if Path(settings.db_path).exists():  # earlier runs calibrate it; a database is never created for it
+        async with await open_for_reading(settings) as store:
+            result = await estimate(store, settings, planned, args.repeats, template, prices, args.latency)
+    else:
+        result = await estimate(None, settings, planned, args.repeats, template, prices, args.latency)
+    what = "the records' own completions" if settings.completions else "conversations"
+    head = (
+        f"estimate of hbtui run: {len(planned):,} {what} of {dataset.name} x {args.repeats} repeat"
+        f"{'s' * (args.repeats != 1)} = {result.conversations:,}"
+    )
+    return result, head
+
+
+async def cmd_estimate(args: argparse.Namespace, settings: Settings) -> int:
+    result, head = await estimate_of(args, settings)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        say("\n".join(estimate_lines(result, head)))
+    return EXIT_OK

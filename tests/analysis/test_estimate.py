@@ -1,0 +1,200 @@
+"""`hbtui estimate`: a run's calls, tokens, cost and time before it starts, without a call.
+
+Against the project's test server (which counts a request's characters / 4 + 1 as its prompt
+tokens) and a real SQLite file: an earlier run of the same models calibrates the estimate, which
+must then give the tokens the server counted for the same records."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import pytest
+
+from hbtui import cli
+from tests.conftest import make_record, user_folder, write_jsonl
+
+
+def records(count: int, criteria: int = 3) -> list[dict]:
+    return [
+        make_record(
+            f"p{i}",
+            [(f"[[MET]] criterion {i}.{k} " + "words " * (i + k), k + 1, ["axis:accuracy"]) for k in range(criteria)],
+            user="I have had a headache for three days, what should I do? " * (1 + i % 4),
+        )
+        for i in range(count)
+    ]
+
+
+def estimate_json(capsys, *flags: str) -> dict:
+    capsys.readouterr()
+    assert cli.main(["estimate", *flags, "--json"]) == cli.EXIT_OK
+    return json.loads(capsys.readouterr().out)
+
+
+def prices(tmp_path, table: dict) -> None:
+    folder = tmp_path / "config" / "hbtui"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prices.json").write_text(json.dumps(table))
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path / "config")  # own_config_home restores it
+
+
+def test_an_estimate_calls_no_model_and_writes_no_database(server, tmp_path, monkeypatch, capsys):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(6))
+    server.reset_stats()
+    assert cli.main(["estimate", "--data", str(data), "--repeats", "2"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert server.stats()["requests"] == 0
+    assert not (tmp_path / "runs").exists()
+    assert "estimate of hbtui run: 6 conversations of data.jsonl x 2 repeats = 12" in out
+    assert "an estimate, not a bill" in out
+    lines = out.splitlines()
+    test_line = next(line for line in lines if line.startswith("model under test "))
+    grader_line = next(line for line in lines if line.startswith("grader "))
+    assert test_line.split()[3] == "12" and grader_line.split()[1] == "36"  # a reply each; a verdict a criterion
+    assert "uncalibrated: 4 characters a token (3.5-4.5 in common tokenizers)" in out
+    assert "replies' length unknown (no earlier run of test-model)" in out
+    assert "cost of the grader: unknown: grader-model has no price in prices.json" in out
+    assert "time: unknown" in out and "--latency" in out
+
+
+def test_the_calls_are_the_runs_exactly_repeats_and_the_records_own_completions_too(
+    server, tmp_path, monkeypatch, capsys
+):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(10, criteria=4))
+    shown = estimate_json(capsys, "--data", str(data), "--limit", "7", "--repeats", "3")
+    assert shown["conversations"] == 21
+    assert (shown["test"]["calls"], shown["grader"]["calls"]) == (21, 84)
+    # Run it: the store holds as many conversations and verdicts as were estimated.
+    assert cli.main(["run", "--data", str(data), "--limit", "7", "--repeats", "3"]) == cli.EXIT_OK
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        counted = conn.execute("SELECT count(*), (SELECT count(*) FROM verdicts) FROM conversations").fetchone()
+    assert counted == (21, 84)
+
+
+def test_an_earlier_run_calibrates_the_tokens_to_what_the_endpoint_counted(server, tmp_path, monkeypatch, capsys):
+    """After a run of the same models, the estimate of the same records gives the input tokens
+    the server counted (calibrated by that run), its output tokens, its replies' length (in the
+    grader's input), and a time from its latency."""
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(12))
+    before = estimate_json(capsys, "--data", str(data))
+    assert before["test"]["output_tokens"] is None and before["grader"]["output_tokens"] is None
+    assert before["time_seconds"] is None
+    server.control(latency_ms=40)
+    assert cli.main(["run", "--data", str(data)]) == cli.EXIT_OK
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        test_in, test_out = conn.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens) FROM conversations"
+        ).fetchone()
+        grader_in, grader_out = conn.execute(
+            "SELECT sum(prompt_tokens), sum(completion_tokens) FROM verdicts"
+        ).fetchone()
+    after = estimate_json(capsys, "--data", str(data))
+    assert after["test"]["earlier_runs"] == after["grader"]["earlier_runs"] == 1
+    assert after["test"]["input_tokens"]["value"] == pytest.approx(test_in, rel=1e-9)
+    assert after["test"]["output_tokens"]["value"] == pytest.approx(test_out, rel=1e-9)
+    assert after["grader"]["output_tokens"]["value"] == pytest.approx(grader_out, rel=1e-9)
+    # The grader's input reads each reply at the earlier replies' mean length: close, not exact.
+    assert after["grader"]["input_tokens"]["value"] == pytest.approx(grader_in, rel=0.02)
+    uncalibrated_error = abs(before["grader"]["input_tokens"]["value"] - grader_in) / grader_in
+    calibrated_error = abs(after["grader"]["input_tokens"]["value"] - grader_in) / grader_in
+    assert calibrated_error < uncalibrated_error
+    assert after["time_seconds"] is not None and "median of 1 earlier run" in after["time_bound"]
+    capsys.readouterr()
+    assert cli.main(["estimate", "--data", str(data)]) == cli.EXIT_OK
+    assert "calibrated by 1 earlier run of the model" in capsys.readouterr().out
+
+
+def test_costs_at_the_online_and_the_batch_price_and_never_a_guessed_discount(server, tmp_path, monkeypatch, capsys):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(5))
+    assert cli.main(["run", "--data", str(data)]) == cli.EXIT_OK  # outputs known from here on
+    prices(
+        tmp_path,
+        {
+            "test-model": {"input": 1.0, "output": 2.0, "batch_input": 0.5, "batch_output": 1.0},
+            "grader-model": {"input": 4.0, "output": 8.0},
+        },
+    )
+    shown = estimate_json(capsys, "--data", str(data))
+    test, grader = shown["test"], shown["grader"]
+    tokens_in, tokens_out = test["input_tokens"]["value"], test["output_tokens"]["value"]
+    assert test["cost"]["value"] == pytest.approx((tokens_in * 1.0 + tokens_out * 2.0) / 1e6)
+    assert test["batch_cost"]["value"] == pytest.approx((tokens_in * 0.5 + tokens_out * 1.0) / 1e6)
+    assert grader["cost"]["value"] == pytest.approx(
+        (grader["input_tokens"]["value"] * 4.0 + grader["output_tokens"]["value"] * 8.0) / 1e6
+    )
+    assert grader["batch_cost"] is None and shown["batch_cost"] is None  # the grader has no batch price
+    assert shown["cost"]["value"] == pytest.approx(test["cost"]["value"] + grader["cost"]["value"])
+    capsys.readouterr()
+    assert cli.main(["estimate", "--data", str(data)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "cost of the grader: " in out and "batch price unknown (no batch_input and batch_output for it)" in out
+    assert "by batch" in next(line for line in out.splitlines() if line.startswith("cost of the model under test"))
+
+
+def test_an_unknown_output_is_a_range_up_to_every_call_at_its_limit(server, tmp_path, monkeypatch, capsys):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(4))
+    prices(tmp_path, {"test-model": {"input": 1, "output": 1}, "grader-model": {"input": 1, "output": 1}})
+    shown = estimate_json(capsys, "--data", str(data), "--max-tokens-test", "100", "--max-tokens-grader", "50")
+    assert shown["test"]["output_tokens"] is None
+    assert shown["test"]["output_tokens_at_most"] == 400 and shown["grader"]["output_tokens_at_most"] == 600
+    low, high = shown["cost"]["low"], shown["cost"]["high"]
+    inputs = shown["test"]["input_tokens"], shown["grader"]["input_tokens"]
+    assert low == pytest.approx((inputs[0]["low"] + inputs[1]["low"]) / 1e6)
+    assert high == pytest.approx((inputs[0]["high"] + inputs[1]["high"] + 1000) / 1e6)
+    capsys.readouterr()
+    assert cli.main(["estimate", "--data", str(data), "--max-tokens-test", "100"]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "(output unknown) online" in out
+    assert "MAX_TOKENS_TEST 100 tokens, so it is an upper estimate" in out
+
+
+def test_the_time_is_the_slowest_of_concurrency_and_the_endpoints_limits(server, tmp_path, monkeypatch, capsys):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(10, criteria=2))  # 10 replies, 20 verdicts
+    at_latency = estimate_json(capsys, "--data", str(data), "--latency", "3", "--concurrency", "5")
+    # One set of endpoints for both: (10 x 3 s + 20 x 3 s) / 5 in flight.
+    assert at_latency["time_seconds"] == pytest.approx(18.0)
+    limited = estimate_json(capsys, "--data", str(data), "--latency", "3", "--concurrency", "5", "--rpm", "6")
+    assert limited["time_seconds"] == pytest.approx(300.0)  # 30 calls at 6 a minute
+    assert "30 calls at RPM 6" in limited["time_bound"]
+
+
+def test_the_completions_of_the_records_cost_no_model_under_test(server, tmp_path, monkeypatch, capsys):
+    from tests.conftest import MAIN_SUBSET, needs_shared
+
+    if not MAIN_SUBSET.exists():
+        pytest.skip(needs_shared.kwargs["reason"])
+    user_folder(tmp_path, monkeypatch, server)
+    shown = estimate_json(capsys, "--data", str(MAIN_SUBSET), "--completions", "physician", "--limit", "5")
+    assert shown["test"] is None
+    assert shown["conversations"] > 0 and shown["grader"]["calls"] > shown["conversations"]
+    assert cli.main(["run", "--data", str(MAIN_SUBSET), "--completions", "physician", "--limit", "5"]) in (
+        cli.EXIT_OK,
+        cli.EXIT_INCOMPLETE,
+    )
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        assert conn.execute("SELECT count(*) FROM verdicts").fetchone()[0] == shown["grader"]["calls"]
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"input": 1, "output": 2, "batch_input": 0.5}, "'m'.batch_output is missing: batch prices are given both"),
+        ({"input": 1, "output": 2, "batch_inptu": 0.5}, "'m'.batch_inptu: not a price field"),
+        ({"input": 1, "output": 2, "batch_input": -1, "batch_output": 1}, "'m'.batch_input: -1 is not a price"),
+    ],
+)
+def test_a_broken_batch_price_is_one_line_naming_its_key(server, tmp_path, monkeypatch, capsys, entry, says):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(2))
+    prices(tmp_path, {"m": entry})
+    assert cli.main(["estimate", "--data", str(data)]) != cli.EXIT_OK
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err and "prices.json" in err
