@@ -36,7 +36,7 @@ def output_text(role: RoleEstimate) -> str:
     ceiling = role.output_ceiling
     if ceiling is None:
         return "unknown"
-    return f"unknown, at most {tokens_text(round(ceiling))}"
+    return f"unknown (at most {tokens_text(round(ceiling))})"
 
 
 def role_cost_text(role: RoleEstimate) -> str:
@@ -61,15 +61,22 @@ def calibration_text(role: RoleEstimate) -> str:
 
 
 def estimate_lines(result: Estimate, head: str) -> list[str]:
-    lines = [head, "an estimate, not a bill: no model was called; ranges over earlier runs or tokenizers"]
-    rows = [["", "calls", "input tokens", "output tokens", "model"]]
+    lines = [head, "an estimate, not a bill; no model was called"]
+    # The role in a word, the model beside it: the table fits 80 columns with common model names.
+    rows = [["", "model", "calls", "input tokens", "output tokens"]]
     rows += [
-        [role.role, f"{role.calls:,}", span_text(role.input_tokens), output_text(role), one_line(role.model, 40)]
+        [
+            "test" if role is result.test else "grader",
+            one_line(role.model, 28),
+            f"{role.calls:,}",
+            span_text(role.input_tokens),
+            output_text(role),
+        ]
         for role in result.roles
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
-        cells = [cell.rjust(w) if i == 1 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        cells = [cell.rjust(w) if i == 2 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
         lines.append("  ".join(cells).rstrip())
     for role in result.roles:
         lines.append(f"{role.role}'s tokens: {calibration_text(role)}")

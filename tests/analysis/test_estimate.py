@@ -51,9 +51,11 @@ def test_an_estimate_calls_no_model_and_writes_no_database(server, tmp_path, mon
     assert "estimate of hbtui run: 6 conversations of data.jsonl x 2 repeats = 12" in out
     assert "an estimate, not a bill" in out
     lines = out.splitlines()
-    test_line = next(line for line in lines if line.startswith("model under test "))
+    test_line = next(line for line in lines if line.startswith("test "))
     grader_line = next(line for line in lines if line.startswith("grader "))
-    assert test_line.split()[3] == "12" and grader_line.split()[1] == "36"  # a reply each; a verdict a criterion
+    # A reply each; a verdict a criterion.
+    assert test_line.split()[1:3] == ["test-model", "12"] and grader_line.split()[1:3] == ["grader-model", "36"]
+    assert all(len(line) <= 80 for line in lines[:5]), lines[:5]
     assert "uncalibrated: 4 characters a token (3.5-4.5 in common tokenizers)" in out
     assert "replies' length unknown (no earlier run of test-model)" in out
     assert "cost of the grader: unknown: grader-model has no price in prices.json" in out
