@@ -42,6 +42,11 @@ from typing import Any
 
 from aiohttp import web
 
+try:
+    from tests.support.fake_batches import add_batch_routes, validate_batch_config
+except ImportError:  # run as a script (server_process.py does): its own folder is on the path
+    from fake_batches import add_batch_routes, validate_batch_config  # type: ignore[no-redef]
+
 # --------------------------------------------------------------------------
 # Deterministic content (pure functions, importable by tests)
 # --------------------------------------------------------------------------
@@ -260,6 +265,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # text instead of the deterministic one, and every grader explanation starts with this one.
     "reply_text": None,
     "explanation_text": None,
+    # The batch API's pace and refusals (tests/support/fake_batches.py, BATCH_DEFAULTS), or None
+    # for its defaults: {"validating_s", "finalizing_s", "concurrency", "shuffle",
+    # "expire_after_s", "fail_validation", "max_enqueued"}.
+    "batch": None,
 }
 LONE_SURROGATE = "\ud800"  # json.dumps sends it as the escape \ud800
 
@@ -338,6 +347,8 @@ def validate_config_update(update: Any) -> dict[str, Any]:
     for key in ("reply_text", "explanation_text"):
         if not isinstance(update.get(key), (str, type(None))):
             raise ValueError(f"{key} must be a string or null")
+    if update.get("batch") is not None:
+        validate_batch_config(update["batch"])
     if "reject_params" in update and not isinstance(update["reject_params"], list):
         raise ValueError("reject_params must be a list of parameter names")
     return update
@@ -1082,6 +1093,7 @@ def build_app(
     app.router.add_get("/__requests", handle_requests)
     app.router.add_post("/__reset_stats", handle_reset_stats)
     app.router.add_get("/health", handle_health)
+    add_batch_routes(app, state, _check_auth)
     return app
 
 
