@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from hbtui.cli import runs as _runs
 from hbtui.cli.app import _demo, _serve, run_app
+from hbtui.cli.batch import cmd_batch_import
 from hbtui.cli.check import cmd_check
 from hbtui.cli.common import (
     EXIT_BROKEN_PIPE,
@@ -142,6 +143,7 @@ def _main(argv: Sequence[str] | None) -> int:
             "cancel": lambda: cmd_control(args, settings, CANCELLED),
             "import": lambda: cmd_import(args, settings),
             "estimate": lambda: cmd_estimate(args, settings),
+            "batch": lambda: cmd_batch_import(args, settings),
         }
         # These two run an app after (demo) or instead of (serve) an event loop of their own.
         if command == "serve":

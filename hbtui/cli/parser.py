@@ -83,7 +83,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="take verdicts other runs paid for where the grader request is identical",
     )
-    sub.add_parser("run", parents=[common, settings_flags, run_flags], help="start a run and print its progress")
+    run = sub.add_parser("run", parents=[common, settings_flags, run_flags], help="start a run and print its progress")
+    run.add_argument(
+        "--batch-files",
+        metavar="DIR",
+        help="write the run's requests into DIR as batch files (OpenAI's batch input format) for an engine of"
+        " your own (vLLM run-batch, Ray Data), then exit; import its answers with `hbtui batch import`",
+    )
+    run.add_argument(
+        "--batch-label",
+        metavar="LABEL",
+        help="what the verdict cache's key names in place of an endpoint for a --batch-files run (default offline)",
+    )
     estimate = sub.add_parser(
         "estimate",
         parents=[common, settings_flags, run_flags],
@@ -194,6 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("run", metavar="RUN")
     delete.add_argument("--folder", action="store_true", help="remove its run folder too (files hbtui wrote there)")
     delete.add_argument("--yes", action="store_true", help="required: the run cannot be brought back")
+
+    batch = sub.add_parser("batch", parents=[common], help="the batch files of a run made with --batch-files")
+    batch_commands = batch.add_subparsers(dest="batch_command", metavar="COMMAND", required=True)
+    batch_import = batch_commands.add_parser(
+        "import",
+        parents=[common],
+        help="store an engine's output file (OpenAI's batch output format), then write the next request files",
+    )
+    batch_import.add_argument("run", metavar="RUN", help="id, name or latest")
+    batch_import.add_argument("file", metavar="FILE", help="the output file (or an error file) of the engine")
 
     imports = sub.add_parser(
         "import",

@@ -27,6 +27,7 @@ from hbtui.cli.common import (
     say,
 )
 from hbtui.client.wire import load_http_in_background
+from hbtui.core.batch_files import BatchFiles, awaiting_hint
 from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import load_template
@@ -35,7 +36,7 @@ from hbtui.core.settings.config import Settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
-from hbtui.core.verdicts import FAILED, FINISHED
+from hbtui.core.verdicts import AWAITING_BATCH, FAILED, FINISHED
 from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS, drive_until_stopped
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
@@ -110,6 +111,12 @@ async def drive(
 
 
 async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.batch_files is not None:  # an engine of the user's own answers it: no endpoint, no call
+        from hbtui.cli.batch import cmd_run_batch_files
+
+        return await cmd_run_batch_files(args, settings)
+    if args.batch_label is not None:
+        raise UsageError("--batch-label names the answers of --batch-files: give both, or neither")
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     prices = load_prices()  # a broken price table stops the run before any call
@@ -179,6 +186,8 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             raise UsageError(refusal)
+        if BatchFiles.of(run.plan) is not None and run.shown_status() == AWAITING_BATCH:
+            raise UsageError(awaiting_hint(run.id, run.plan))
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
         await refuse_measured_changes(store, run, run_settings)

@@ -290,44 +290,7 @@ class ChatClient:
         raise ChatError(BAD_RESPONSE, f"{asked}: more than {MAX_REDIRECTS} redirects", None, attempts)
 
     def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
-        """The request as this endpoint and model accept it, after what they refused so far."""
-        if request.api == RESPONSES_API:
-            return self._responses_body(request, quirks)
-        body: dict[str, Any] = {"model": request.model, "messages": request.messages}
-        if request.temperature is not None and "temperature" not in quirks.dropped:
-            body["temperature"] = request.temperature
-        if request.max_tokens is not None and quirks.max_tokens_key not in quirks.dropped:
-            body[quirks.max_tokens_key] = request.max_tokens
-        if request.reasoning_effort and "reasoning_effort" not in quirks.dropped:
-            body["reasoning_effort"] = request.reasoning_effort
-        if request.response_format is not None and quirks.json_schema:
-            body["response_format"] = request.response_format
-        if request.slot is not None and "id_slot" not in quirks.dropped:
-            body["id_slot"] = request.slot
-        return body
-
-    def _responses_body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
-        """POST /responses: the messages as ``input`` (a system message of ours as the
-        ``developer`` role, as the reference's ResponsesSampler sends it), and each parameter
-        only when set and not refused: ``reasoning``, ``temperature``, ``max_output_tokens``, and
-        the verdict's schema as ``text.format``. Nothing else (no llama.cpp slot)."""
-        body: dict[str, Any] = {
-            "model": request.model,
-            "input": [
-                {**message, "role": "developer"} if message.get("role") == "system" else message
-                for message in request.messages
-            ],
-        }
-        if request.reasoning_effort and "reasoning" not in quirks.dropped:
-            body["reasoning"] = {"effort": request.reasoning_effort}
-        if request.temperature is not None and "temperature" not in quirks.dropped:
-            body["temperature"] = request.temperature
-        if request.max_tokens is not None and "max_output_tokens" not in quirks.dropped:
-            body["max_output_tokens"] = request.max_tokens
-        if request.response_format is not None and quirks.json_schema:
-            schema = request.response_format.get("json_schema", {})
-            body["text"] = {"format": {"type": "json_schema", **schema}}
-        return body
+        return request_body(request, quirks)
 
     def _learn(self, model: str, quirks: ModelQuirks, param: str) -> None:
         where = f"{self.endpoint.base_url} model {model}"
@@ -591,103 +554,158 @@ class ChatClient:
     def _result(
         self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool, api: str = CHAT_API
     ) -> ChatResult:
-        """A 200 that is not a chat completion is a bad response (retried), never a crash."""
-        if api == RESPONSES_API:
-            return self._response_result(response, latency_ms, attempts, json_schema)
+        return answer_result(response, latency_ms, attempts, json_schema, api, self.endpoint.secrets)
 
-        def bad() -> ChatError:
-            text = provider_text(response.text, self.endpoint.secrets, 200)
-            return ChatError(BAD_RESPONSE, f"not a chat completion: {text!r}", 200, attempts)
 
-        try:
-            body = response.json()
-            choice = body["choices"][0]
-            message = choice["message"]
-        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
-            # RecursionError: JSON nested past Python's stack (10,000 arrays): a bad answer of
-            # this call, retried, never the run's end.
-            raise bad() from None
-        if not isinstance(choice, dict) or not isinstance(message, dict):
-            raise bad()
-        finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
-        if finish_reason == "content_filter":
-            # The provider's filter stopped the reply: a refusal, as a 4xx content_filter is.
-            raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
-        if message.get("content") is None and finish_reason != "length":
-            # No reply at all (the reference asks again): never graded as an empty one. A null
-            # cut off by its token limit (reasoning used the whole budget) is a cut-off reply.
-            raise ChatError(
-                BAD_RESPONSE, f"the answer holds no reply (content null, finish_reason {finish_reason})", 200, attempts
-            )
-        usage = _usage(body)
-        return _chat_result(
-            message,
-            finish_reason,
-            (usage.get("prompt_tokens"), usage.get("completion_tokens")),
-            latency_ms,
-            attempts,
-            json_schema,
+def request_body(request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
+    """The request as an endpoint and model accept it, after what they refused so far (a batch
+    file's lines: what no endpoint has refused yet)."""
+    if request.api == RESPONSES_API:
+        return responses_body(request, quirks)
+    body: dict[str, Any] = {"model": request.model, "messages": request.messages}
+    if request.temperature is not None and "temperature" not in quirks.dropped:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None and quirks.max_tokens_key not in quirks.dropped:
+        body[quirks.max_tokens_key] = request.max_tokens
+    if request.reasoning_effort and "reasoning_effort" not in quirks.dropped:
+        body["reasoning_effort"] = request.reasoning_effort
+    if request.response_format is not None and quirks.json_schema:
+        body["response_format"] = request.response_format
+    if request.slot is not None and "id_slot" not in quirks.dropped:
+        body["id_slot"] = request.slot
+    return body
+
+
+def responses_body(request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
+    """POST /responses: the messages as ``input`` (a system message of ours as the
+    ``developer`` role, as the reference's ResponsesSampler sends it), and each parameter
+    only when set and not refused: ``reasoning``, ``temperature``, ``max_output_tokens``, and
+    the verdict's schema as ``text.format``. Nothing else (no llama.cpp slot)."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "input": [
+            {**message, "role": "developer"} if message.get("role") == "system" else message
+            for message in request.messages
+        ],
+    }
+    if request.reasoning_effort and "reasoning" not in quirks.dropped:
+        body["reasoning"] = {"effort": request.reasoning_effort}
+    if request.temperature is not None and "temperature" not in quirks.dropped:
+        body["temperature"] = request.temperature
+    if request.max_tokens is not None and "max_output_tokens" not in quirks.dropped:
+        body["max_output_tokens"] = request.max_tokens
+    if request.response_format is not None and quirks.json_schema:
+        schema = request.response_format.get("json_schema", {})
+        body["text"] = {"format": {"type": "json_schema", **schema}}
+    return body
+
+
+def answer_result(
+    response: HttpAnswer,
+    latency_ms: float,
+    attempts: int,
+    json_schema: bool,
+    api: str = CHAT_API,
+    secrets: tuple[str | None, ...] = (),
+) -> ChatResult:
+    """A 200 that is not a chat completion is a bad response (retried), never a crash."""
+    if api == RESPONSES_API:
+        return responses_result(response, latency_ms, attempts, json_schema, secrets)
+
+    def bad() -> ChatError:
+        text = provider_text(response.text, secrets, 200)
+        return ChatError(BAD_RESPONSE, f"not a chat completion: {text!r}", 200, attempts)
+
+    try:
+        body = response.json()
+        choice = body["choices"][0]
+        message = choice["message"]
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError):
+        # RecursionError: JSON nested past Python's stack (10,000 arrays): a bad answer of
+        # this call, retried, never the run's end.
+        raise bad() from None
+    if not isinstance(choice, dict) or not isinstance(message, dict):
+        raise bad()
+    finish_reason = choice.get("finish_reason") if isinstance(choice.get("finish_reason"), str) else None
+    if finish_reason == "content_filter":
+        # The provider's filter stopped the reply: a refusal, as a 4xx content_filter is.
+        raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
+    if message.get("content") is None and finish_reason != "length":
+        # No reply at all (the reference asks again): never graded as an empty one. A null
+        # cut off by its token limit (reasoning used the whole budget) is a cut-off reply.
+        raise ChatError(
+            BAD_RESPONSE, f"the answer holds no reply (content null, finish_reason {finish_reason})", 200, attempts
         )
+    usage = _usage(body)
+    return _chat_result(
+        message,
+        finish_reason,
+        (usage.get("prompt_tokens"), usage.get("completion_tokens")),
+        latency_ms,
+        attempts,
+        json_schema,
+    )
 
-    def _response_result(self, response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool) -> ChatResult:
-        """A Responses-API answer: its text is what the reference reads as ``output_text`` (the
-        output messages' ``output_text`` parts, joined); reasoning items are kept apart; status
-        incomplete for ``max_output_tokens`` is a reply cut off by its limit, as a chat
-        answer's finish_reason length is."""
 
-        def bad(why: str = "") -> ChatError:
-            text = provider_text(response.text, self.endpoint.secrets, 200)
-            return ChatError(BAD_RESPONSE, f"not a Responses-API answer{why}: {text!r}", 200, attempts)
+def responses_result(
+    response: HttpAnswer, latency_ms: float, attempts: int, json_schema: bool, secrets: tuple[str | None, ...] = ()
+) -> ChatResult:
+    """A Responses-API answer: its text is what the reference reads as ``output_text`` (the
+    output messages' ``output_text`` parts, joined); reasoning items are kept apart; status
+    incomplete for ``max_output_tokens`` is a reply cut off by its limit, as a chat
+    answer's finish_reason length is."""
 
-        try:
-            body = response.json()
-            output = body["output"]
-        except (ValueError, KeyError, TypeError, RecursionError):
-            raise bad() from None
-        if not isinstance(body, dict) or not isinstance(output, list):
-            raise bad()
-        status = body.get("status")
-        details = body.get("incomplete_details") if isinstance(body.get("incomplete_details"), dict) else {}
-        reason = details.get("reason") if isinstance(details, dict) else None
-        if reason == "content_filter":
-            raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
-        texts: list[str] = []
-        thoughts: list[str] = []
-        answered = False
-        for item in output:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "message" and isinstance(item.get("content"), list):
-                answered = True
-                texts += [
-                    part["text"]
-                    for part in item["content"]
-                    if isinstance(part, dict)
-                    and part.get("type") == "output_text"
-                    and isinstance(part.get("text"), str)
-                ]
-            elif item.get("type") == "reasoning":
-                for part in (item.get("summary") or []) + (item.get("content") or []):
-                    if isinstance(part, dict) and isinstance(part.get("text"), str):
-                        thoughts.append(part["text"])
-        finish_reason = "length" if status == "incomplete" and reason == "max_output_tokens" else "stop"
-        if status not in ("completed", "incomplete") or (not answered and finish_reason != "length"):
-            raise ChatError(
-                BAD_RESPONSE,
-                f"the answer holds no reply (status {status}, {reason or 'no reason given'})",
-                200,
-                attempts,
-            )
-        message = {"content": "".join(texts), "reasoning": "\n".join(thoughts) or None}
-        usage = _usage(body)
-        return _chat_result(
-            message,
-            finish_reason,
-            (usage.get("input_tokens"), usage.get("output_tokens")),
-            latency_ms,
+    def bad(why: str = "") -> ChatError:
+        text = provider_text(response.text, secrets, 200)
+        return ChatError(BAD_RESPONSE, f"not a Responses-API answer{why}: {text!r}", 200, attempts)
+
+    try:
+        body = response.json()
+        output = body["output"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise bad() from None
+    if not isinstance(body, dict) or not isinstance(output, list):
+        raise bad()
+    status = body.get("status")
+    details = body.get("incomplete_details") if isinstance(body.get("incomplete_details"), dict) else {}
+    reason = details.get("reason") if isinstance(details, dict) else None
+    if reason == "content_filter":
+        raise ChatError(CONTENT_FILTER, "the reply was stopped by the provider's content filter", 200, attempts)
+    texts: list[str] = []
+    thoughts: list[str] = []
+    answered = False
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message" and isinstance(item.get("content"), list):
+            answered = True
+            texts += [
+                part["text"]
+                for part in item["content"]
+                if isinstance(part, dict) and part.get("type") == "output_text" and isinstance(part.get("text"), str)
+            ]
+        elif item.get("type") == "reasoning":
+            for part in (item.get("summary") or []) + (item.get("content") or []):
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    thoughts.append(part["text"])
+    finish_reason = "length" if status == "incomplete" and reason == "max_output_tokens" else "stop"
+    if status not in ("completed", "incomplete") or (not answered and finish_reason != "length"):
+        raise ChatError(
+            BAD_RESPONSE,
+            f"the answer holds no reply (status {status}, {reason or 'no reason given'})",
+            200,
             attempts,
-            json_schema,
         )
+    message = {"content": "".join(texts), "reasoning": "\n".join(thoughts) or None}
+    usage = _usage(body)
+    return _chat_result(
+        message,
+        finish_reason,
+        (usage.get("input_tokens"), usage.get("output_tokens")),
+        latency_ms,
+        attempts,
+        json_schema,
+    )
 
 
 def _chat_result(
@@ -768,3 +786,30 @@ def _prompt_chars(messages: list[dict]) -> int:
         elif isinstance(content, list):
             total += sum(len(part.get("text") or "") for part in content if isinstance(part, dict))
     return total
+
+
+def batch_line_result(status: int, body: bytes, *, api: str, json_schema: bool, attempts: int) -> ChatResult:
+    """The answer of one line of a batch output file (OpenAI's format, vLLM's run-batch's): a 200
+    read as a call's answer is read, anything else the error the same answer would end a call in
+    (raised as ChatError). No pace, retry or quirk applies: the batch holds one answer a line."""
+    response = HttpAnswer(status, "", {}, body)
+    if status == 200:
+        return answer_result(response, 0.0, attempts, json_schema, api)
+    message, _param, code = error_message(response, ())
+    if status == 402 or code == "insufficient_quota" or error_type(response) == "insufficient_quota":
+        raise ChatError(QUOTA, message, status, attempts)
+    if status == 429:
+        raise ChatError(RATE_LIMITED, message, status, attempts)
+    if status >= 500:
+        raise ChatError(SERVER_ERROR, message, status, attempts)
+    if status == 408:
+        raise ChatError(TIMEOUT, message, status, attempts)
+    if status in (401, 403):
+        raise ChatError(AUTH, message, status, attempts)
+    if status == 404:
+        raise ChatError(NOT_FOUND, message, status, attempts)
+    if status in (400, 413, 422) and (code == "context_length_exceeded" or CONTEXT_PATTERNS.search(message)):
+        raise ChatError(CONTEXT_LENGTH, message, status, attempts)
+    if 400 <= status < 500 and (code in CONTENT_FILTER_CODES or error_type(response) in CONTENT_FILTER_CODES):
+        raise ChatError(CONTENT_FILTER, message, status, attempts)
+    raise ChatError(CLIENT_ERROR, message, status, attempts)

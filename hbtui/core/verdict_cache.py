@@ -67,8 +67,10 @@ def verdict_key(prefix: hashlib._Hash, criterion: str) -> str:
 class RequestKeys:
     """The cache keys of a run's grader requests, from its settings and its grader template."""
 
-    def __init__(self, settings, template) -> None:
-        self.settings, self.template = settings, template
+    def __init__(self, settings, template, endpoint: str | None = None) -> None:
+        """``endpoint``: what the keys hold in place of the grader's base URLs (a batch-files
+        run's label: hbtui.core.batch_files)."""
+        self.settings, self.template, self.endpoint = settings, template, endpoint
 
     def sent_messages(self, prompt: list[dict]) -> list[dict]:
         """What the model under test is sent: its system message, if any, then the conversation.
@@ -85,7 +87,7 @@ class RequestKeys:
     def prefix(self, digest: str, repeat: int) -> hashlib._Hash:
         settings = self.settings
         return request_prefix(
-            endpoint=",".join(settings.effective_grader_base_url or ()),
+            endpoint=self.endpoint if self.endpoint is not None else ",".join(settings.effective_grader_base_url or ()),
             model=settings.model_grader or "",
             template_sha256=self.template.sha256,
             system=settings.system_message_grader,

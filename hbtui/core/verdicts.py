@@ -24,17 +24,22 @@ ReplyStatus = Literal["pending", "generated", "failed"]  # a conversation's repl
 GENERATED: Final = "generated"
 FAILED: Final = "failed"  # a conversation without a reply, or a run stopped on what every call would hit
 
-RunStatus = Literal["pending", "running", "finished", "incomplete", "failed", "cancelled", "interrupted"]
+RunStatus = Literal[
+    "pending", "running", "finished", "incomplete", "failed", "cancelled", "interrupted", "awaiting batch"
+]
 RUNNING: Final = "running"
 FINISHED: Final = "finished"
 INCOMPLETE: Final = "incomplete"  # ended, scored on what is there, with replies or verdicts missing
 CANCELLED: Final = "cancelled"
 INTERRUPTED: Final = "interrupted"
+# A run whose requests wait in batch files for an engine of the user's own (hbtui.core.batch_files):
+# no process drives it, and it holds no lease, until its answers are imported.
+AWAITING_BATCH: Final = "awaiting batch"
 # Shown, never stored: a running run whose driver was asked to pause, and a process that lost its
 # run to another (it writes no status of its own).
 PAUSED: Final = "paused"
 TAKEN_OVER: Final = "taken over"
-ENDED: Final = frozenset({FINISHED, INCOMPLETE, FAILED, CANCELLED, INTERRUPTED, TAKEN_OVER})
+ENDED: Final = frozenset({FINISHED, INCOMPLETE, FAILED, CANCELLED, INTERRUPTED, TAKEN_OVER, AWAITING_BATCH})
 GOING: Final = frozenset({RUNNING, PAUSED})
 
 

@@ -53,8 +53,8 @@ def check_run_name(name: str | None) -> None:
         raise SettingsError(f"--name {name!r}: {problem}; choose another name")
 
 
-def _check_run(settings: Settings, repeats: int, name: str | None) -> None:
-    settings.require_models()
+def _check_run(settings: Settings, repeats: int, name: str | None, endpoints: bool = True) -> None:
+    settings.require_models(endpoints)
     if repeats < 1:
         raise SettingsError(f"--repeats {repeats}: must be at least 1")
     check_run_name(name)
@@ -69,9 +69,11 @@ async def plan_run(
     seed: int = 0,
     repeats: int = 1,
     name: str | None = None,
+    endpoints: bool = True,
 ) -> int:
-    """Choose the records (exactly as the reference samples them) and create the run."""
-    _check_run(settings, repeats, name)
+    """Choose the records (exactly as the reference samples them) and create the run.
+    ``endpoints`` False: a run answered through batch files, which needs none."""
+    _check_run(settings, repeats, name, endpoints)
     if settings.completions:
         return await _plan_completions_run(store, settings, dataset, limit, seed, repeats, name)
     planned = _model_run_plan(dataset, limit, seed)

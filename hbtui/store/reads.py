@@ -564,6 +564,34 @@ class StoreReads(StoreSearchHits):
                 history.append((settings_json, samples))
         return history
 
+    async def batch_targets(
+        self, run_id: int
+    ) -> tuple[dict[tuple[int, int], tuple[int, str, int]], dict[tuple[int, int], str]]:
+        """What a batch output file's lines may answer in a run: (position, repeat) -> (conversation
+        id, reply status, criteria), and (conversation id, idx) -> the verdict's status."""
+        conversations = {
+            (position, repeat): (conversation_id, status, n_criteria)
+            for conversation_id, position, repeat, status, n_criteria in await self._all(
+                "SELECT id, position, repeat, status, n_criteria FROM conversations WHERE run_id = ?", (run_id,)
+            )
+        }
+        verdicts = {
+            (conversation_id, idx): status
+            for conversation_id, idx, status in await self._all(
+                "SELECT conversation_id, idx, status FROM verdicts WHERE run_id = ?", (run_id,)
+            )
+        }
+        return conversations, verdicts
+
+    async def graded_conversations(self, conversation_ids: list[int]) -> dict[int, tuple[int, str | None, dict]]:
+        """Conversation id -> (repeat, reply, record parsed): what a verdict's request was made of."""
+        rows = await self._all(
+            "SELECT c.id, c.repeat, c.reply, r.body FROM conversations c JOIN records r ON r.id = c.record_id"
+            " WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(conversation_ids),),
+        )
+        return {conversation_id: (repeat, reply, json.loads(body)) for conversation_id, repeat, reply, body in rows}
+
     async def reply_lengths(self, run_id: int) -> dict[int, int]:
         """Characters of each scored conversation's reply as graded, by conversation id (counted
         as ``scored_reply_lengths`` counts them)."""

@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from operator import attrgetter
+from typing import Any
 
 from hbtui.core.invocation import invoked_as
 from hbtui.core.live import LiveSnapshot
@@ -565,6 +566,40 @@ class StoreWrites(Connection):
             )
             await db.executemany("UPDATE verdicts SET cache_key = ? WHERE conversation_id = ? AND idx = ?", rows)
         return len(rows)
+
+    async def set_plan_entry(self, run_id: int, key: str, value: Any) -> None:
+        """One more entry in the run's plan (a batch-files run's folder, label and token)."""
+        async with self._transaction():
+            await self.db.execute(
+                "UPDATE runs SET plan_json = json_set(plan_json, '$.' || ?, json(?)) WHERE id = ?",
+                (key, json.dumps(value), run_id),
+            )
+
+    async def reset_batch_failures(
+        self, run_id: int, kinds: Iterable[str], max_reply_attempts: int, max_verdict_attempts: int
+    ) -> tuple[int, int]:
+        """A batch-files run's replies and verdicts that failed for one of ``kinds`` (no answer that
+        counts: a 5xx, an expired batch's line, an unparsed verdict) back in its next request
+        files, while they have attempts left; (replies, verdicts) put back."""
+        kinds = list(kinds)
+        marks = ",".join("?" * len(kinds))
+        async with self._transaction():
+            replies = await self.db.execute(
+                f"UPDATE conversations SET status = 'pending', error = NULL, error_kind = NULL"
+                f" WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks}) AND attempts < ?",
+                (run_id, *kinds, max_reply_attempts),
+            )
+            verdicts = await self.db.execute(
+                f"UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'"
+                f" AND error_kind IN ({marks}) AND attempts < ?",
+                (run_id, *kinds, max_verdict_attempts),
+            )
+            await self.db.execute(
+                "UPDATE conversations SET n_errors = 0, score = NULL WHERE run_id = ? AND id IN"
+                " (SELECT conversation_id FROM verdicts WHERE run_id = ? AND status = 'pending')",
+                (run_id, run_id),
+            )
+        return replies.rowcount, verdicts.rowcount
 
     async def set_folder(self, run_id: int, folder: str) -> None:
         await self.db.execute("UPDATE runs SET folder = ? WHERE id = ?", (folder, run_id))

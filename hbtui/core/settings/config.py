@@ -574,17 +574,20 @@ class Settings:
             key_key = "GRADER_API_KEY"
         return pair_endpoints(self.effective_grader_base_url, self.effective_grader_api_key, url_key, key_key)
 
-    def require_models(self) -> None:
+    def require_models(self, endpoints: bool = True) -> None:
         """The checks that only a run needs (browsing a database needs no endpoint). A run of the
-        records' own completions calls no model under test: the grader's endpoint is enough."""
+        records' own completions calls no model under test: the grader's endpoint is enough.
+        ``endpoints`` False: a run answered through batch files, which calls none."""
         for setting in SETTINGS:
             if not setting.required or getattr(self, setting.attribute):
                 continue
             if self.completions and setting.attribute == "model_test":
                 continue
-            if self.completions and setting.attribute == "base_url" and self.grader_base_url:
+            if setting.attribute == "base_url" and (not endpoints or (self.completions and self.grader_base_url)):
                 continue
             raise SettingsError(f"{setting.key} is not set (put it in .env, the environment, or a flag)")
+        if not endpoints:
+            return
         self.test_endpoints, self.grader_endpoints  # noqa: B018 - raise on keys that match no endpoint
         self.endpoint_rate_limits()
         self.check_in_flight()

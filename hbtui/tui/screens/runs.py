@@ -20,11 +20,12 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
 
 from hbtui.analysis.compare import NothingToCompare
+from hbtui.core.batch_files import awaiting_hint
 from hbtui.core.errors import TRANSIENT_KINDS, failure_words
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
-from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED, PENDING, RUNNING
+from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED, PENDING, RUNNING
 from hbtui.store import RunRow, StoreError
 from hbtui.store.run_report import ADJUSTED_MARK, HEADLINE_ADJUSTED
 from hbtui.tui.screens.picker import PickerModal
@@ -60,7 +61,13 @@ COLUMNS = (
     "log",
 )
 FIXED_COLUMNS = 2
-STATUS_STYLES = {INCOMPLETE: "bold yellow", FAILED: "red", INTERRUPTED: "yellow", CANCELLED: "yellow"}
+STATUS_STYLES = {
+    INCOMPLETE: "bold yellow",
+    FAILED: "red",
+    INTERRUPTED: "yellow",
+    CANCELLED: "yellow",
+    AWAITING_BATCH: "cyan",
+}
 
 
 def error_count(run: RunRow) -> int | None:
@@ -418,6 +425,9 @@ class RunsScreen(RunActions):
                     + (" (R in its results retries the errors)" if kinds else "")
                 )
                 return
+        elif status == AWAITING_BATCH:
+            self.say(awaiting_hint(run_id, run.plan))  # its answers come from the user's engine
+            return
         elif status not in RESUMABLE:
             self.say(f"run {run_id} is {status}: nothing to continue")
             return

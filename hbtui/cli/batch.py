@@ -1,0 +1,115 @@
+"""`hbtui run --batch-files DIR` and `hbtui batch import RUN FILE`: a run answered by an engine
+of the user's own (vLLM's run-batch, Ray Data) through batch files (hbtui.engine.batch_files)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hbtui.analysis.run_stats import run_statistics
+from hbtui.cli.common import EXIT_INCOMPLETE, EXIT_OK, UsageError, _download_progress, prices_or_warn, say
+from hbtui.core.batch_files import DEFAULT_LABEL, GENERATE_FILE, GRADE_FILE, BatchFiles
+from hbtui.core.dataset import load_jsonl, load_subset
+from hbtui.core.grading import load_template
+from hbtui.core.invocation import invoked_as
+from hbtui.core.settings.config import Settings
+from hbtui.core.text import one_line
+from hbtui.core.verdicts import AWAITING_BATCH, FINISHED, INCOMPLETE
+from hbtui.engine.batch_files import Written, after_import, check_output, run_settings, start_batch_files, store_output
+from hbtui.render.report import render_report
+from hbtui.services import check_run_name, plan_run
+from hbtui.store import Store
+from hbtui.store.owners import this_owner
+
+
+def next_step(run_id: int, folder: Path, written: Written) -> str:
+    files = ", ".join(path.name for path in written.files)
+    parts = []
+    if written.generate:
+        parts.append(f"{written.generate:,} repl{'y' if written.generate == 1 else 'ies'} to generate")
+    if written.grade:
+        parts.append(f"{written.grade:,} criteri{'on' if written.grade == 1 else 'a'} to grade")
+    return (
+        f"run {run_id} awaits its batch: {' and '.join(parts)} in {folder} ({files}); run each file through your"
+        f' engine (docs/commands.md, "Offline engines"), then: {invoked_as()} batch import {run_id} OUTPUT_FILE'
+    )
+
+
+async def cmd_run_batch_files(args: argparse.Namespace, settings: Settings) -> int:
+    """`hbtui run --batch-files DIR`: the run planned and its first request files written; no
+    endpoint is needed, none is called."""
+    settings.require_models(endpoints=False)
+    check_run_name(args.name)
+    folder = Path(args.batch_files)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--batch-files {folder}: not a folder")
+    taken = [name for name in (GENERATE_FILE, GRADE_FILE) if (folder / name).exists()]
+    if taken:
+        raise UsageError(
+            f"--batch-files {folder}: it holds {taken[0]} already (another run's requests?): give a folder of its own"
+        )
+    dataset = (
+        load_jsonl(args.data)
+        if args.data
+        else load_subset(args.subset or "main", settings.cache_dir, _download_progress)
+    )
+    template = load_template(settings.grader_template, settings.cache_dir)
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_run(
+            store,
+            settings,
+            dataset,
+            limit=args.limit,
+            seed=args.seed,
+            repeats=args.repeats,
+            name=args.name,
+            endpoints=False,
+        )
+        written = await start_batch_files(store, run_id, settings, template, folder, args.batch_label or DEFAULT_LABEL)
+        run = await store.get_run(run_id)
+    say(f"run {run_id} {one_line(run.name, 200)}: {run.n_conversations:,} conversations, {run.n_criteria:,} criteria")
+    say(next_step(run_id, folder.resolve(), written))
+    return EXIT_OK
+
+
+async def cmd_batch_import(args: argparse.Namespace, settings: Settings) -> int:
+    """`hbtui batch import RUN FILE`: the engine's answers stored; then the next request files,
+    or the run's end and its report."""
+    path = Path(args.file)
+    async with await Store.open(settings.db_path, create=False) as store:
+        run = await store.resolve_run(args.run)
+        batch = BatchFiles.of(run.plan)
+        if batch is None:
+            raise UsageError(f"run {run.id} was not made with --batch-files: its calls are its own, nothing to import")
+        status = run.shown_status()
+        if status in (FINISHED, INCOMPLETE):
+            raise UsageError(f"run {run.id} is {status}: every request of its batch files has its answer")
+        checked = await check_output(store, run, path)  # the whole file, before anything is stored
+        recorded = run_settings(run, settings)
+        template = load_template(recorded.grader_template, recorded.cache_dir)
+        lease = await store.claim_run(run.id, this_owner())  # refused while another process has it
+        try:
+            done = await store_output(store, run, recorded, template, checked, lease)
+            written = await after_import(store, await store.get_run(run.id), recorded, template, lease)
+        except BaseException:
+            await store.finish_run(run.id, AWAITING_BATCH, lease=lease)  # given back, as it was
+            raise
+        say(
+            f"{path}: {done.replies:,} repl{'y' if done.replies == 1 else 'ies'} and {done.verdicts:,}"
+            f" verdict{'s' * (done.verdicts != 1)} stored"
+            + (f", {done.failed:,} failed" if done.failed else "")
+            + (f", {done.again:,} got no answer and are asked again" if done.again else "")
+            + (f"; {done.already:,} lines were answered by an earlier import" if done.already else "")
+        )
+        if written is not None:
+            say(next_step(run.id, batch.folder, written))
+            return EXIT_OK
+        final = await store.get_run(run.id)
+        stats = await run_statistics(store, final, recorded, prices_or_warn())
+    say(render_report(final, brief=True, stats=stats))
+    if final.folder:
+        say(f"results: {final.folder}")
+    if final.status == INCOMPLETE:
+        say(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", error=True)
+        return EXIT_INCOMPLETE
+    return EXIT_OK

@@ -1,0 +1,199 @@
+"""`hbtui run --batch-files DIR` and `hbtui batch import`: a run answered by an engine of the
+user's own through batch files, round trip through a stand-in engine (tests/support/batch_engine.py,
+which writes its output as vLLM's run-batch does) against the project's test server, and a real
+SQLite file. No endpoint is configured for the run: hbtui calls none."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hbtui import cli
+from tests.conftest import small_records, user_folder, write_jsonl
+from tests.support.batch_engine import answer_file
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch, server):
+    """A user's folder whose .env names the models and no endpoint, and the data file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("MODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
+        monkeypatch.delenv(key, raising=False)
+    write_jsonl(tmp_path / "data.jsonl", small_records())
+    return tmp_path
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def verdicts_by_request(db: Path, run: str) -> dict[tuple, tuple]:
+    return {
+        (prompt_id, repeat, idx): (status, explanation)
+        for prompt_id, repeat, idx, status, explanation in rows(
+            db,
+            "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v JOIN conversations c"
+            f" ON c.id = v.conversation_id JOIN runs r ON r.id = c.run_id WHERE r.name = '{run}'",
+        )
+    }
+
+
+def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, capsys, monkeypatch):
+    db = offline / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--batch-files", "files", "--name", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "run 1 awaits its batch: 6 replies to generate in" in out and "hbtui batch import 1 OUTPUT_FILE" in out
+    assert server.stats()["requests"] == 0  # nothing was called
+    requests = [json.loads(line) for line in (offline / "files" / "generate-requests.jsonl").read_text().splitlines()]
+    assert len(requests) == 6 and all(r["method"] == "POST" and r["url"] == "/v1/chat/completions" for r in requests)
+    assert {r["body"]["model"] for r in requests} == {"test-model"} and not (
+        offline / "files/grade-requests.jsonl"
+    ).exists()
+    assert rows(db, "SELECT status FROM runs") == [("awaiting batch",)]
+    assert cli.main(["runs"]) == 0 and "awaiting batch" in capsys.readouterr().out
+    for command in (["resume", "off"], ["regrade-errors", "off"]):
+        assert cli.main(command) == 2
+        assert "awaits the answers to its batch files" in capsys.readouterr().err
+
+    answer_file(offline / "files/generate-requests.jsonl", offline / "generated.jsonl", server.root_url)
+    assert cli.main(["batch", "import", "off", "generated.jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert "6 replies and 0 verdicts stored" in out and "16 criteria to grade" in out
+    assert not (offline / "files/generate-requests.jsonl").exists()  # nothing of it is still asked
+    # The same file again changes nothing, and says so.
+    before = rows(db, "SELECT id, status, reply, prompt_tokens FROM conversations ORDER BY id")
+    assert cli.main(["batch", "import", "off", "generated.jsonl"]) == 0
+    assert "6 lines were answered by an earlier import" in capsys.readouterr().out
+    assert rows(db, "SELECT id, status, reply, prompt_tokens FROM conversations ORDER BY id") == before
+
+    answer_file(offline / "files/grade-requests.jsonl", offline / "graded.jsonl", server.root_url)
+    assert cli.main(["batch", "import", "off", "graded.jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert "16 verdicts stored" in out and "run 1 off (finished)" in out and "answered through batch files" in out
+    assert rows(db, "SELECT status FROM runs WHERE name = 'off'") == [("finished",)]
+    # Batch answers enter the verdict cache, under the label in place of an endpoint.
+    assert rows(db, "SELECT count(*) FROM verdict_cache") == [(16,)]
+
+    # The same records by calls, on the same server: the same verdicts and every metric equal.
+    user_folder(offline, monkeypatch, server)
+    assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--name", "calls"]) == 0
+    assert verdicts_by_request(db, "off") == verdicts_by_request(db, "calls")
+    capsys.readouterr()
+    shown = {}
+    for name in ("off", "calls"):
+        assert cli.main(["show", name, "--json"]) == 0
+        shown[name] = json.loads(capsys.readouterr().out)
+    assert shown["off"]["metrics"] == shown["calls"]["metrics"]
+    assert shown["off"]["tokens"]["grader"]["input_tokens"] == shown["calls"]["tokens"]["grader"]["input_tokens"]
+
+
+def test_failed_lines_come_back_in_the_next_files_and_a_refusal_is_an_answer(offline, server, capsys):
+    """Lines answered 5xx (in an error file of their own, as OpenAI's batch API writes them) are
+    asked again in the next request files; a reply refused as too long for the context is an
+    answer, not asked again."""
+    db = offline / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "files"]) == 0
+    server.control(faults={"server_error": 1.0})
+    answer_file(
+        offline / "files/generate-requests.jsonl",
+        offline / "out1.jsonl",
+        server.root_url,
+        errors=offline / "err1.jsonl",
+    )
+    assert cli.main(["batch", "import", "1", "out1.jsonl"]) == 0  # nothing answered 200 in it
+    assert cli.main(["batch", "import", "1", "err1.jsonl"]) == 0
+    out = capsys.readouterr().out
+    assert "3 got no answer and are asked again" in out and "3 replies to generate" in out
+    assert rows(db, "SELECT DISTINCT status, attempts FROM conversations") == [("pending", 1)]
+    server.control(faults={}, context_chars=33)  # p1's question (36 characters) is longer than this context
+    answer_file(offline / "files/generate-requests.jsonl", offline / "out2.jsonl", server.root_url)
+    assert cli.main(["batch", "import", "1", "out2.jsonl"]) == 0
+    assert "1 failed" in capsys.readouterr().out
+    failed = rows(db, "SELECT prompt_id, status, error_kind, attempts FROM conversations WHERE status = 'failed'")
+    assert failed == [("p1", "failed", "context_length", 2)]
+    server.control(context_chars=None)
+    answer_file(offline / "files/grade-requests.jsonl", offline / "out3.jsonl", server.root_url)
+    assert cli.main(["batch", "import", "1", "out3.jsonl"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]  # a refusal is an answer
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda lines: [*lines, "{not json"], ":4: not a JSON line"),
+        (lambda lines: [*lines, lines[0]], ":4: custom_id 'hbtui-"),
+        (lambda lines: [lines[0].replace("-p0-", "-p99-"), *lines[1:]], ":1: custom_id 'hbtui-"),
+        (lambda lines: [re.sub(r'"hbtui-[0-9a-f]{8}-', '"hbtui-deadbeef-', lines[0]), *lines[1:]], ":1: custom_id"),
+        (
+            lambda lines: [json.dumps({"custom_id": json.loads(lines[0])["custom_id"]}), *lines[1:]],
+            ":1: neither a response",
+        ),
+    ],
+)
+def test_a_file_that_is_not_this_runs_output_is_one_line_and_nothing_is_stored(offline, server, capsys, change, says):
+    db = offline / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "files"]) == 0
+    answer_file(offline / "files/generate-requests.jsonl", offline / "out.jsonl", server.root_url, shuffle=None)
+    lines = (offline / "out.jsonl").read_text().splitlines()
+    (offline / "bad.jsonl").write_text("\n".join(change(lines)) + "\n")
+    capsys.readouterr()
+    code = cli.main(["batch", "import", "1", "bad.jsonl"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and f"bad.jsonl{says}" in err, err
+    assert rows(db, "SELECT DISTINCT status FROM conversations") == [("pending",)]
+    assert rows(db, "SELECT status, owner FROM runs") == [("awaiting batch", None)]
+
+
+def test_another_runs_output_and_a_run_being_driven_are_refused(offline, server, capsys):
+    db = offline / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "a"]) == 0
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "b"]) == 0
+    answer_file(offline / "b/generate-requests.jsonl", offline / "b-out.jsonl", server.root_url)
+    capsys.readouterr()
+    assert cli.main(["batch", "import", "1", "b-out.jsonl"]) == 2
+    assert "names no request of this run" in capsys.readouterr().err
+    # Another live process of this host drives run 2: its owner, as it records itself.
+    driver = "from hbtui.store.owners import this_owner; print(this_owner(), flush=True); import time; time.sleep(60)"
+    other = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
+    try:
+        owner = other.stdout.readline().strip() if other.stdout else ""
+        with sqlite3.connect(db) as conn:
+            conn.execute(
+                "UPDATE runs SET status = 'running', owner = ?, heartbeat_at = strftime('%s') WHERE id = 2", (owner,)
+            )
+        assert cli.main(["batch", "import", "2", "b-out.jsonl"]) == 2
+        assert "run 2" in capsys.readouterr().err
+    finally:
+        other.kill()
+        other.wait()
+    assert rows(db, "SELECT DISTINCT status FROM conversations WHERE run_id = 2") == [("pending",)]
+
+
+def test_a_file_past_a_providers_line_limit_is_split(offline, server, capsys, monkeypatch):
+    import hbtui.engine.batch_files as batch_files
+
+    monkeypatch.setattr(batch_files, "MAX_LINES", 2)
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "files"]) == 0
+    names = sorted(path.name for path in (offline / "files").iterdir())
+    assert names == ["generate-requests-2.jsonl", "generate-requests.jsonl"]
+    for number, name in enumerate(names):
+        answer_file(offline / "files" / name, offline / f"out{number}.jsonl", server.root_url)
+    capsys.readouterr()
+    assert cli.main(["batch", "import", "1", "out0.jsonl"]) == 0
+    assert "2 replies to generate and 2 criteria to grade" in capsys.readouterr().out  # out0: the 1 of file 2
+    assert cli.main(["batch", "import", "1", "out1.jsonl"]) == 0
+    graded = sorted(path.name for path in (offline / "files").iterdir())
+    assert graded == [
+        "grade-requests-2.jsonl",
+        "grade-requests-3.jsonl",
+        "grade-requests-4.jsonl",
+        "grade-requests.jsonl",
+    ]
