@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hbtui.core.completions import plan_completions
 from hbtui.core.dataset import Dataset, Record, sample
-from hbtui.core.grading import CONVERSATION_SLOT, Template, render_conversation, render_criterion
+from hbtui.core.errors import HbtuiError
+from hbtui.core.grading import CONVERSATION_SLOT, Template, load_template, render_conversation, render_criterion
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import Price
 from hbtui.store import Store
@@ -84,6 +85,7 @@ class RoleEstimate:
     output_limit: int | None  # tokens a call may take at most (MAX_TOKENS_*), where set
     history: History
     price: Price | None
+    input_known: bool = True  # False: a range alone (the replies the grader reads are of unknown length)
 
     @property
     def output_ceiling(self) -> float | None:
@@ -114,19 +116,26 @@ class RoleEstimate:
         return {
             "model": self.model,
             "calls": self.calls,
-            "input_tokens": self.input_tokens.as_dict(),
+            "input_tokens": {**self.input_tokens.as_dict(), **({} if self.input_known else {"value": None})},
             "output_tokens": self.output_tokens.as_dict() if self.output_tokens else None,
             "output_tokens_at_most": self.output_ceiling,
             "earlier_runs": self.history.runs,
-            "cost": _cost_dict(self.cost()),
-            "batch_cost": _cost_dict(self.cost(batch=True)),
+            "cost": _cost_dict(self.cost(), self.figures_known),
+            "batch_cost": _cost_dict(self.cost(batch=True), self.figures_known),
         }
 
+    @property
+    def figures_known(self) -> bool:
+        """Whether its cost has a figure, beside its range: its input and output both known."""
+        return self.input_known and self.output_tokens is not None
 
-def _cost_dict(cost: Span | None) -> dict | None:
+
+def _cost_dict(cost: Span | None, known: bool = True) -> dict | None:
+    """A cost's JSON: ``value`` null where only its range is known; an end that has no bound null."""
     if cost is None:
         return None
-    return {name: (None if math.isinf(value) else value) for name, value in cost.as_dict().items()}
+    out = {name: (None if math.isinf(value) else value) for name, value in cost.as_dict().items()}
+    return out if known else {**out, "value": None}
 
 
 @dataclass(slots=True)
@@ -162,8 +171,8 @@ class Estimate:
             "conversations": self.conversations,
             "test": self.test.as_dict() if self.test else None,
             "grader": self.grader.as_dict(),
-            "cost": _cost_dict(self.total_cost()),
-            "batch_cost": _cost_dict(self.total_cost(batch=True)),
+            "cost": _cost_dict(self.total_cost(), all(role.figures_known for role in self.roles)),
+            "batch_cost": _cost_dict(self.total_cost(batch=True), all(role.figures_known for role in self.roles)),
             "time_seconds": self.time.seconds,
             "time_bound": self.time.bound,
             "notes": self.notes,
@@ -236,11 +245,14 @@ def history_of_test_model(rows: Iterable[tuple[str, list[tuple]]]) -> History:
     return history
 
 
-def history_of_grader(rows: Iterable[tuple[str, list[tuple]]], base: int) -> History:
+def history_of_grader(rows: Iterable[tuple[str, list[tuple]]], base_of: Callable[[str], int]) -> History:
+    """``base_of``: the characters of the grader template an earlier run (its settings' JSON)
+    was graded with: each run's requests are estimated as they were made."""
     history = History()
     measured_all = estimated_all = output_all = 0.0
     for settings_json, samples in rows:
         system = _system(settings_json, "system_message_grader")
+        base = base_of(settings_json)
         measured = estimated = output = 0.0
         calls = 0
         latencies = []
@@ -291,10 +303,25 @@ def input_span(tokens_at_default: float, chars: float, history: History) -> Span
     return Span(tokens_at_default, chars / high_cpt + overhead, chars / low_cpt + overhead)
 
 
-def output_span(calls: int, history: History) -> Span | None:
+def grader_input(tokens: list[float], chars: list[float], repeats: int, history: History) -> Span:
+    """The grader's input tokens, with the replies at their least and at their most (equal when
+    their length is known): the low end of the one, the high end of the other."""
+    least = input_span(tokens[0] * repeats, chars[0] * repeats, history)
+    most = input_span(tokens[1] * repeats, chars[1] * repeats, history)
+    if tokens[0] == tokens[1]:
+        return least
+    return Span(most.value, least.low, most.high)
+
+
+def output_span(calls: int, history: History, limit: int | None) -> Span | None:
+    """The output tokens from earlier runs' per call, none above the token limit asked now."""
     if history.output_pooled is None:
         return None
-    return spread([calls * per_call for per_call in history.output_per_call], calls * history.output_pooled)
+
+    def capped(per_call: float) -> float:
+        return calls * (per_call if limit is None else min(per_call, limit))
+
+    return spread([capped(per_call) for per_call in history.output_per_call], capped(history.output_pooled))
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,29 +355,43 @@ async def estimate(
     model_test, model_grader = settings.model_test or "", settings.model_grader or ""
     generates = any(p.reply is None for p in planned)
     base = template_chars(template)
+    bases: dict[str, int] = {}
+
+    def base_of(settings_json: str) -> int:
+        name = _system(settings_json, "grader_template")  # a string setting, read as the system ones are
+        if not name:
+            return base
+        if name not in bases:
+            try:
+                bases[name] = template_chars(load_template(name, settings.cache_dir))
+            except (HbtuiError, OSError):  # gone since, or offline: the current one stands in
+                bases[name] = base
+        return bases[name]
+
     test_rows = await store.usage_history(model_test, grader=False) if store and generates else []
     grader_rows = await store.usage_history(model_grader, grader=True) if store else []
-    test_hist, grader_hist = history_of_test_model(test_rows), history_of_grader(grader_rows, base)
+    test_hist, grader_hist = history_of_test_model(test_rows), history_of_grader(grader_rows, base_of)
     notes: list[str] = []
 
-    # The replies the grader reads: known, or as long as earlier runs' replies, else at their limit.
-    reply_guess: float | None = test_hist.reply_pooled
-    if generates and reply_guess is None:
+    # The replies the grader reads: known, or as long as earlier runs' replies; else between none
+    # and every reply at its limit, the grader's input then a range without a figure between.
+    replies_low = replies_high = test_hist.reply_pooled or 0.0
+    if generates and test_hist.reply_pooled is None:
         if settings.max_tokens_test is not None:
-            reply_guess = settings.max_tokens_test * CHARS_PER_TOKEN
+            replies_high = settings.max_tokens_test * CHARS_PER_TOKEN_RANGE[1]
             notes.append(
-                f"replies' length unknown (no earlier run of {model_test}): the grader's input counts each at"
-                f" its limit, MAX_TOKENS_TEST {settings.max_tokens_test:,} tokens, so it is an upper estimate"
+                f"replies' length unknown (no earlier run of {model_test}): the grader's input is a range, from"
+                f" empty replies to each at its limit (MAX_TOKENS_TEST {settings.max_tokens_test:,})"
             )
         else:
-            reply_guess = 0.0
             notes.append(
                 f"replies' length unknown (no earlier run of {model_test}, no MAX_TOKENS_TEST): the grader's"
                 " input leaves them out, so it is a lower estimate"
             )
 
     test_chars = test_tokens = 0.0
-    grader_chars = grader_tokens = 0.0
+    grader_chars = [0.0, 0.0]  # with the replies at their least and at their most
+    grader_tokens = [0.0, 0.0]
     test_calls = grader_calls = 0
     system_grader = settings.system_message_grader
     for item in planned:
@@ -362,10 +403,11 @@ async def estimate(
             test_calls += 1
         verdicts = len(item.record.rubrics)
         criteria = sum(len(render_criterion(c.points, c.criterion)) for c in item.record.rubrics)
-        reply = len(item.reply) if item.reply is not None else (reply_guess or 0.0)
-        graded = grade_chars(prompt, reply, criteria, verdicts, base) + verdicts * len(system_grader or "")
-        grader_chars += graded
-        grader_tokens += tokens_at(graded, verdicts * (2 if system_grader else 1), verdicts)
+        for end, guess in enumerate((replies_low, replies_high)):
+            reply = len(item.reply) if item.reply is not None else guess
+            graded = grade_chars(prompt, reply, criteria, verdicts, base) + verdicts * len(system_grader or "")
+            grader_chars[end] += graded
+            grader_tokens[end] += tokens_at(graded, verdicts * (2 if system_grader else 1), verdicts)
         grader_calls += verdicts
 
     test = None
@@ -376,7 +418,7 @@ async def estimate(
             model_test,
             test_calls,
             input_span(test_tokens * repeats, test_chars * repeats, test_hist),
-            output_span(test_calls, test_hist),
+            output_span(test_calls, test_hist, settings.max_tokens_test),
             settings.max_tokens_test,
             test_hist,
             prices.get(model_test),
@@ -386,11 +428,12 @@ async def estimate(
         "grader",
         model_grader,
         grader_calls,
-        input_span(grader_tokens * repeats, grader_chars * repeats, grader_hist),
-        output_span(grader_calls, grader_hist),
+        grader_input(grader_tokens, grader_chars, repeats, grader_hist),
+        output_span(grader_calls, grader_hist, settings.max_tokens_grader),
         settings.max_tokens_grader,
         grader_hist,
         prices.get(model_grader),
+        input_known=replies_low == replies_high,
     )
     return Estimate(len(planned) * repeats, test, grader, time_estimate(settings, test, grader, latency), notes)
 

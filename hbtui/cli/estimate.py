@@ -20,8 +20,8 @@ async def estimate_of(args: argparse.Namespace, settings: Settings) -> tuple[Est
     settings.require_models()
     if args.repeats < 1:
         raise UsageError(f"--repeats {args.repeats}: must be at least 1")
-    if args.latency is not None and not args.latency > 0:
-        raise UsageError(f"--latency {args.latency}: must be a number of seconds above 0")
+    if args.latency is not None and not 0 < args.latency <= 86_400:
+        raise UsageError(f"--latency {args.latency:g}: must be a number of seconds above 0, at most a day")
     prices = load_prices()
     dataset = (
         load_jsonl(args.data)
@@ -35,9 +35,9 @@ async def estimate_of(args: argparse.Namespace, settings: Settings) -> tuple[Est
             result = await estimate(store, settings, planned, args.repeats, template, prices, args.latency)
     else:
         result = await estimate(None, settings, planned, args.repeats, template, prices, args.latency)
-    what = "the records' own completions" if settings.completions else "conversations"
+    what = f"of the records' own completions from {dataset.name}" if settings.completions else f"of {dataset.name}"
     head = (
-        f"estimate of hbtui run: {len(planned):,} {what} of {dataset.name} x {args.repeats} repeat"
+        f"estimate of hbtui run: {len(planned):,} conversations {what} x {args.repeats} repeat"
         f"{'s' * (args.repeats != 1)} = {result.conversations:,}"
     )
     return result, head

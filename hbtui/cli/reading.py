@@ -74,15 +74,15 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                             **({"completions": run.planned.completions} if run.planned.completions else {}),
                             **run_metadata(run, progress),
                         },
-                        "requests": run.requests,
-                        **(report := run.report.to_json()),
-                        "metrics": stats.metrics_json(report["metrics"]),
                         # The metric the run is known by: its length-adjusted score if made with one.
                         "headline_metric": (
                             OVERALL_LENGTH_ADJUSTED
                             if run.recorded_length is not None and stats.length_adjusted is not None
                             else OVERALL
                         ),
+                        "requests": run.requests,
+                        **(report := run.report.to_json()),
+                        "metrics": stats.metrics_json(report["metrics"]),
                         **stats.as_json(),
                         **({"review": review.as_json()} if review else {}),
                     },

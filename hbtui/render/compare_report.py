@@ -91,6 +91,19 @@ def length_settings(result: Comparison) -> str:
     return words(a) if a == b else f"A {words(a)}, B {words(b)}"
 
 
+def length_adjusted_alone(result: Comparison) -> str | None:
+    """Where one run was made with a length adjustment and the other not: said, since that run's
+    headline elsewhere is its length-adjusted score, and here both are compared before it."""
+    a, b = result.run_a.recorded_length, result.run_b.recorded_length
+    if (a is None) == (b is None):
+        return None
+    which = "A" if a is not None else "B"
+    return (
+        f"run {which} alone was made with a length adjustment: both are compared by their scores before it"
+        f" (its {HEADLINE_ADJUSTED} is in show)"
+    )
+
+
 def render_comparison(result: Comparison) -> str:
     overall = result.overall
     lines = [
@@ -102,6 +115,9 @@ def render_comparison(result: Comparison) -> str:
         *([f"pairs: {result.pairs}"] if result.pairs else []),
     ]
     adjusted = result.length_adjusted
+    one_adjusted = length_adjusted_alone(result)
+    if one_adjusted:
+        lines.append(one_adjusted)
     if adjusted is not None:  # both made with a length adjustment: their headline first
         lines.append(
             f"{HEADLINE_ADJUSTED} A {adjusted.score_a:.3f}   B {adjusted.score_b:.3f}   B - A"

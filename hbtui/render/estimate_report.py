@@ -10,24 +10,34 @@ from hbtui.core.text import one_line
 from hbtui.render.run_metadata import duration_text
 
 
-def span_text(span: Span, unit: str = "") -> str:
-    """``1.02M (0.91M-1.17M)``: the estimate, then its range when it has one."""
+def span_text(span: Span, known: bool = True) -> str:
+    """``1.02M (0.91M-1.17M)``: the estimate, then its range when it has one; ``known`` False:
+    the range alone, ``1.42M to 1.83M``."""
+    low, high = tokens_text(round(span.low)), tokens_text(round(span.high))
+    if not known:
+        return f"{low} to {high}"
     value = tokens_text(round(span.value))
-    if round(span.low) == round(span.high):
-        return f"{value}{unit}"
-    return f"{value}{unit} ({tokens_text(round(span.low))}-{tokens_text(round(span.high))})"
+    if low == high:
+        return value
+    return f"{value} ({low}-{high})"
 
 
-def cost_span(cost: Span, output_known: bool = True) -> str:
-    """The cost and its range; where an output is unknown, the range alone (no output to every
-    call at its limit): a figure between would be a guess."""
+def cost_range(low: float, high: float) -> str:
+    """Both ends to the digits the larger needs: 0.0098 to 0.4220, not 0.009841 to 0.4220."""
+    digits = 2 if high >= 100 else 4 if high >= 0.01 else 6
+    return f"{low:.{digits}f} to {high:.{digits}f}"
+
+
+def cost_span(cost: Span, known: bool = True) -> str:
+    """The cost and its range; where a figure is unknown (an output, the replies' length), the
+    range alone: a figure between would be a guess."""
     if math.isinf(cost.high):
         return f"at least {cost_text(cost.low)} (output unknown, no token limit)"
-    if not output_known:
-        return f"{cost_text(cost.low)} to {cost_text(cost.high)} (output unknown)"
-    if abs(cost.high - cost.low) < 1e-12:
+    if not known:
+        return f"{cost_range(cost.low, cost.high)} (a range: see the notes)"
+    if cost_text(cost.high) == cost_text(cost.low):
         return cost_text(cost.value)
-    return f"{cost_text(cost.value)} ({cost_text(cost.low)}-{cost_text(cost.high)})"
+    return f"{cost_text(cost.value)} ({cost_range(cost.low, cost.high).replace(' to ', '-')})"
 
 
 def output_text(role: RoleEstimate) -> str:
@@ -44,7 +54,7 @@ def role_cost_text(role: RoleEstimate) -> str:
     online, batch = role.cost(), role.cost(batch=True)
     if online is None:
         return f"unknown: {one_line(role.model, 40)} has no price in prices.json"
-    known = role.output_tokens is not None
+    known = role.figures_known
     if batch is None:
         return f"{cost_span(online, known)} online; batch price unknown (no batch_input and batch_output for it)"
     return f"{cost_span(online, known)} online, {cost_span(batch, known)} by batch"
@@ -54,10 +64,16 @@ def calibration_text(role: RoleEstimate) -> str:
     history = role.history
     if not history.runs:
         low, high = CHARS_PER_TOKEN_RANGE
-        return f"uncalibrated: {CHARS_PER_TOKEN:g} characters a token ({low:g}-{high:g} in common tokenizers)"
-    runs = f"{history.runs} earlier run{'s' * (history.runs != 1)}"
+        return f"uncalibrated, {CHARS_PER_TOKEN:g} characters a token ({low:g}-{high:g} in common tokenizers)"
     factors = history.input_factors
-    return f"calibrated by {runs} of the model ({history.calls:,} calls; factor {min(factors):.2f}-{max(factors):.2f})"
+    if history.runs == 1:
+        return f"calibrated by one earlier run of the model ({history.calls:,} calls; factor {factors[0]:.2f}, no spread known)"
+    spread = (
+        f"{min(factors):.2f}-{max(factors):.2f}"
+        if f"{min(factors):.2f}" != f"{max(factors):.2f}"
+        else f"{factors[0]:.2f}"
+    )
+    return f"calibrated by {history.runs} earlier runs of the model ({history.calls:,} calls; factor {spread})"
 
 
 def estimate_lines(result: Estimate, head: str) -> list[str]:
@@ -69,7 +85,7 @@ def estimate_lines(result: Estimate, head: str) -> list[str]:
             "test" if role is result.test else "grader",
             one_line(role.model, 28),
             f"{role.calls:,}",
-            span_text(role.input_tokens),
+            span_text(role.input_tokens, role.input_known),
             output_text(role),
         ]
         for role in result.roles
@@ -79,14 +95,14 @@ def estimate_lines(result: Estimate, head: str) -> list[str]:
         cells = [cell.rjust(w) if i == 2 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
         lines.append("  ".join(cells).rstrip())
     for role in result.roles:
-        lines.append(f"{role.role}'s tokens: {calibration_text(role)}")
+        lines.append(f"tokens of the {role.role}: {calibration_text(role)}")
     for role in result.roles:
         lines.append(f"cost of the {role.role}: {role_cost_text(role)}")
     total, total_batch = result.total_cost(), result.total_cost(batch=True)
     if total is None:
         lines.append("cost in all: unknown until every model has a price in prices.json")
     else:
-        known = all(role.output_tokens is not None for role in result.roles)
+        known = all(role.figures_known for role in result.roles)
         lines.append(
             f"cost in all: {cost_span(total, known)} online, "
             + (f"{cost_span(total_batch, known)} by batch" if total_batch else "batch price unknown")
@@ -95,9 +111,13 @@ def estimate_lines(result: Estimate, head: str) -> list[str]:
     if result.time.seconds is None:
         lines.append(f"time: {result.time.bound}")
     else:
-        lines.append(f"time: about {duration_text(result.time.seconds)}, set by {result.time.bound}")
+        lines.append(f"time: about {time_text(result.time.seconds)}, set by {result.time.bound}")
     lines += [f"note: {note}" for note in result.notes]
     return lines
+
+
+def time_text(seconds: float) -> str:
+    return "under a second" if seconds < 1 else duration_text(seconds)
 
 
 def estimate_summary(result: Estimate) -> list[str]:
@@ -106,6 +126,7 @@ def estimate_summary(result: Estimate) -> list[str]:
     calls = sum(role.calls for role in result.roles)
     who = ", ".join(f"{role.calls:,} to {one_line(role.model, 24)}" for role in result.roles)
     inputs = sum((role.input_tokens for role in result.roles), Span(0.0, 0.0, 0.0))
+    inputs_known = all(role.input_known for role in result.roles)
     outputs = [role.output_tokens for role in result.roles]
     if all(span is not None for span in outputs):
         output = span_text(sum((span for span in outputs if span is not None), Span(0.0, 0.0, 0.0)))
@@ -117,7 +138,7 @@ def estimate_summary(result: Estimate) -> list[str]:
             else ""
         )
     total, total_batch = result.total_cost(), result.total_cost(batch=True)
-    known = all(role.output_tokens is not None for role in result.roles)
+    known = all(role.figures_known for role in result.roles)
     if total is None:
         cost = "cost unknown: a model has no price in prices.json"
     else:
@@ -127,11 +148,16 @@ def estimate_summary(result: Estimate) -> list[str]:
     time = (
         "time unknown (no latency or limit known: hbtui estimate --latency gives one)"
         if result.time.seconds is None
-        else f"time about {duration_text(result.time.seconds)}"
+        else f"time about {time_text(result.time.seconds)}"
     )
-    return [
+    lines = [
         f"About {calls:,} calls: {who}.",
-        f"Tokens in {span_text(inputs)}, out {output}.",
+        f"Tokens in {span_text(inputs, inputs_known)}, out {output}.",
         f"Estimated {cost}; {time}.",
-        "An estimate, not a bill (hbtui estimate with the same flags gives its details).",
     ]
+    if not inputs_known and result.test is not None:
+        lines.append(
+            f"The replies' length is unknown (no earlier run of {one_line(result.test.model, 24)}): the grader's"
+            " tokens are a range."
+        )
+    return [*lines, "An estimate, not a bill (hbtui estimate with the same flags gives its details)."]

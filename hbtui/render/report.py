@@ -201,7 +201,11 @@ def score_lines(run: RunRow, report: StoredReport, overall: Metric, stats: RunSt
     )
     adjusted = length_adjusted_line(stats) if stats else None
     if run.recorded_length is not None and adjusted is not None:
-        return [adjusted, f"score before the length adjustment {figures}"]
+        return [
+            adjusted,
+            f"score before the length adjustment {figures}",
+            "(the breakdowns and the histogram are of the scores before it: simple-evals adjusts the overall score alone)",
+        ]
     return [f"score {figures}", *([adjusted] if adjusted else [])]
 
 

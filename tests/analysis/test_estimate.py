@@ -56,7 +56,7 @@ def test_an_estimate_calls_no_model_and_writes_no_database(server, tmp_path, mon
     # A reply each; a verdict a criterion.
     assert test_line.split()[1:3] == ["test-model", "12"] and grader_line.split()[1:3] == ["grader-model", "36"]
     assert all(len(line) <= 80 for line in lines[:5]), lines[:5]
-    assert "uncalibrated: 4 characters a token (3.5-4.5 in common tokenizers)" in out
+    assert "uncalibrated, 4 characters a token (3.5-4.5 in common tokenizers)" in out
     assert "replies' length unknown (no earlier run of test-model)" in out
     assert "cost of the grader: unknown: grader-model has no price in prices.json" in out
     assert "time: unknown" in out and "--latency" in out
@@ -102,13 +102,16 @@ def test_an_earlier_run_calibrates_the_tokens_to_what_the_endpoint_counted(serve
     assert after["grader"]["output_tokens"]["value"] == pytest.approx(grader_out, rel=1e-9)
     # The grader's input reads each reply at the earlier replies' mean length: close, not exact.
     assert after["grader"]["input_tokens"]["value"] == pytest.approx(grader_in, rel=0.02)
-    uncalibrated_error = abs(before["grader"]["input_tokens"]["value"] - grader_in) / grader_in
-    calibrated_error = abs(after["grader"]["input_tokens"]["value"] - grader_in) / grader_in
-    assert calibrated_error < uncalibrated_error
+    # Before, the replies' length unknown, the grader's input was a range alone, which held it.
+    assert before["grader"]["input_tokens"]["value"] is None
+    assert before["grader"]["input_tokens"]["low"] <= grader_in <= before["grader"]["input_tokens"]["high"]
     assert after["time_seconds"] is not None and "median of 1 earlier run" in after["time_bound"]
     capsys.readouterr()
     assert cli.main(["estimate", "--data", str(data)]) == cli.EXIT_OK
-    assert "calibrated by 1 earlier run of the model" in capsys.readouterr().out
+    assert "calibrated by one earlier run of the model (12 calls; factor" in capsys.readouterr().out
+    # A token limit asked now caps what earlier runs took a call.
+    capped = estimate_json(capsys, "--data", str(data), "--max-tokens-test", "1")
+    assert capped["test"]["output_tokens"]["value"] == 12
 
 
 def test_costs_at_the_online_and_the_batch_price_and_never_a_guessed_discount(server, tmp_path, monkeypatch, capsys):
@@ -153,8 +156,8 @@ def test_an_unknown_output_is_a_range_up_to_every_call_at_its_limit(server, tmp_
     capsys.readouterr()
     assert cli.main(["estimate", "--data", str(data), "--max-tokens-test", "100"]) == cli.EXIT_OK
     out = capsys.readouterr().out
-    assert "(output unknown) online" in out
-    assert "MAX_TOKENS_TEST 100 tokens, so it is an upper estimate" in out
+    assert "(a range: see the notes) online" in out
+    assert "from empty replies to each at its limit (MAX_TOKENS_TEST 100)" in out
 
 
 def test_the_time_is_the_slowest_of_concurrency_and_the_endpoints_limits(server, tmp_path, monkeypatch, capsys):
@@ -200,3 +203,27 @@ def test_a_broken_batch_price_is_one_line_naming_its_key(server, tmp_path, monke
     assert cli.main(["estimate", "--data", str(data)]) != cli.EXIT_OK
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and says in err and "prices.json" in err
+
+
+def test_each_earlier_run_is_estimated_with_its_own_grader_template(server, tmp_path, monkeypatch, capsys):
+    """A run graded with the builtin prompt calibrates an estimate asked with the reference's as
+    it calibrates one asked with its own: the factor is of its own requests."""
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(6))
+    assert cli.main(["run", "--data", str(data), "--grader-template", "builtin"]) == cli.EXIT_OK
+    capsys.readouterr()
+    factors = {}
+    for template in ("builtin", "reference"):
+        assert cli.main(["estimate", "--data", str(data), "--grader-template", template]) == cli.EXIT_OK
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tokens of the grader"))
+        factors[template] = line.split("factor ")[1].split(",")[0]
+    assert factors["builtin"] == factors["reference"], factors
+
+
+@pytest.mark.parametrize("latency", ["inf", "nan", "0", "90000"])
+def test_a_latency_that_is_no_time_is_one_line(server, tmp_path, monkeypatch, capsys, latency):
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(2))
+    assert cli.main(["estimate", "--data", str(data), "--latency", latency]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--latency" in err and "at most a day" in err

@@ -337,9 +337,12 @@ def test_compare_leads_with_the_length_adjusted_score_of_two_runs_made_with_one(
     assert f"A {adjusted['score_a']:.3f}   B {adjusted['score_b']:.3f}" in lines[at]
     assert lines[at + 1].startswith("Before adjustment A ")
     assert all(len(line) <= 80 for line in lines[at : at + 2]), lines[at : at + 2]
-    # A run made without one beside one made with one: the plain scores alone, not two measures.
+    # A run made without one beside one made with one: the plain scores alone, not two measures,
+    # and said so.
     assert cli.main(["compare", "plain", "a", "--json"]) == cli.EXIT_OK
     assert "length_adjusted" not in json.loads(capsys.readouterr().out)
+    assert cli.main(["compare", "plain", "a"]) == cli.EXIT_OK
+    assert "run B alone was made with a length adjustment" in capsys.readouterr().out
 
 
 def test_completions_physician_grades_each_professional_records_physician_response_as_a_group(

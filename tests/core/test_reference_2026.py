@@ -273,6 +273,8 @@ def test_a_professional_run_scores_as_simple_evals_652c89d_with_the_length_adjus
     first = next(i for i, line in enumerate(lines) if "score" in line and not line.startswith("run "))
     assert lines[first].startswith(f"length-adjusted score {adjusted:.4f}  95% CI"), lines[first]
     assert lines[first + 1].startswith(f"score before the length adjustment {float(theirs['overall_score']):.4f}")
+    assert "breakdowns and the histogram are of the scores before it" in lines[first + 2]
+    assert list(shown)[:3] == ["schema_version", "run", "headline_metric"]  # said before the figures
     assert cli.main(["runs"]) == cli.EXIT_OK
     listed = capsys.readouterr().out
     assert f"adj {adjusted:.3f}" in listed and "adj: the length-adjusted score, the headline of run 1" in listed

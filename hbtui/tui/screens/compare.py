@@ -19,7 +19,7 @@ from textual.widgets import ContentSwitcher, DataTable, Static
 from hbtui.analysis.compare import Comparison, Difference, NothingToCompare, compare_runs, compare_scores
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import Kappa
-from hbtui.render.compare_report import difference_lines, repeated
+from hbtui.render.compare_report import difference_lines, length_adjusted_alone, repeated
 from hbtui.store import RunRow, Store, StoreError
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.widgets.app_header import AppHeader
@@ -67,6 +67,9 @@ def summary_text(result: Comparison) -> Text:
     text.append(f"\nPaired conversations {d.n:,}", style="bold")
     text.append("  (graded in full by both)", style="dim")
     adjusted = result.length_adjusted
+    alone = length_adjusted_alone(result)
+    if alone:
+        text.append("\n" + alone, style="yellow")
     if adjusted is not None:  # both made with a length adjustment: their headline first
         text.append("\nLength-adjusted A ", style="bold")
         text.append(f"{adjusted.score_a:.3f}", style=score_style(adjusted.score_a))
