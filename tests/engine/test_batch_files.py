@@ -5,6 +5,7 @@ SQLite file. No endpoint is configured for the run: hbtui calls none."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
@@ -197,3 +198,30 @@ def test_a_file_past_a_providers_line_limit_is_split(offline, server, capsys, mo
         "grade-requests-4.jsonl",
         "grade-requests.jsonl",
     ]
+
+
+async def test_the_app_shows_a_run_awaiting_its_batch_and_what_to_do(offline, server):
+    """The runs list and the run's summary say it awaits its batch, with the command; `c` (continue)
+    says the same instead of starting a driver that would call no one."""
+    from textual.widgets import DataTable, Static
+
+    from tests.support.browse import open_run
+    from tests.support.browser_harness import browser_app
+
+    command = ["run", "--data", "data.jsonl", "--batch-files", "files"]
+    assert await asyncio.to_thread(cli.main, command) == 0  # its own event loop, in a thread of its own
+    app = browser_app(offline / "runs" / "hbtui.sqlite")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        table = app.screen.query_one(DataTable)
+        assert any("awaiting batch" in str(cell) for cell in table.get_row_at(0))
+        notices: list[str] = []
+        app.notify = lambda message, **_: notices.append(str(message))  # type: ignore[method-assign]
+        app.screen.say = lambda message, **_: notices.append(str(message))  # type: ignore[attr-defined]
+        await pilot.press("c")
+        await pilot.pause()
+        assert any("hbtui batch import 1 OUTPUT_FILE" in notice for notice in notices), notices
+        screen = await open_run(pilot, 1)
+        summary = str(screen.query_one("#run-summary", Static).render())
+        assert "Status awaiting batch" in summary and "hbtui batch import 1 OUTPUT_FILE" in summary
+        assert str(offline / "files") in " ".join(summary.split())

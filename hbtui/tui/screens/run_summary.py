@@ -11,11 +11,12 @@ import time
 from rich.text import Text
 
 from hbtui.analysis.run_stats import RunStatistics, penalty_label
+from hbtui.core.batch_files import awaiting_hint
 from hbtui.core.fidelity import requests_line
 from hbtui.core.scoring import Metric
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line, visible_controls
-from hbtui.core.verdicts import FINISHED, INCOMPLETE, INTERRUPTED, RUNNING
+from hbtui.core.verdicts import AWAITING_BATCH, FINISHED, INCOMPLETE, INTERRUPTED, RUNNING
 from hbtui.render.run_metadata import duration_text, run_duration
 from hbtui.store import (
     RunRow,
@@ -184,11 +185,20 @@ def summary_text(
     text.append("\nStatus ", style="bold")  # a line of its own: at 80 columns the date wrapped in two
     text.append(
         status,
-        style={FINISHED: "green", RUNNING: "cyan", INTERRUPTED: "yellow", INCOMPLETE: "yellow"}.get(status, "red"),
+        style={
+            FINISHED: "green",
+            RUNNING: "cyan",
+            INTERRUPTED: "yellow",
+            INCOMPLETE: "yellow",
+            AWAITING_BATCH: "cyan",
+        }.get(status, "red"),
     )
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
-    if run.finished_at and status != RUNNING:
+    if status == AWAITING_BATCH:  # not ended: its answers come from the user's own engine
+        text.append("\nBatch ", style="bold")
+        text.append(one_line(awaiting_hint(run.id, run.plan), 300))
+    elif run.finished_at and status != RUNNING:
         text.append("   ended ", style="bold")
         # The date once when the run ended the day it started: the line then fits 80 columns.
         same_day = time.localtime(run.finished_at)[:3] == time.localtime(run.created_at)[:3]
