@@ -209,6 +209,8 @@ async def test_the_app_leads_with_the_length_adjusted_score_of_a_run_made_with_o
         await pilot.pause()
         table = app.screen.query_one(DataTable)
         assert f"adj {adjusted:.3f}" in [str(cell) for cell in table.get_row_at(0)]
+        legend = app.screen.query_one("#runs-legend", Static)
+        assert legend.display and "adj: the length-adjusted score" in str(legend.render())
         screen = await open_run(pilot, 1)
         title = str(screen.query_one("#run-title", Static).render())
         assert f"length-adjusted score {adjusted:.3f}" in title, title

@@ -184,6 +184,10 @@ class RunsScreen(RunActions):
         )
         yield Static(id="runs-filtered")
         yield Static(
+            Text(f"{ADJUSTED_MARK}: the {HEADLINE_ADJUSTED}, the headline of a run made with a length adjustment"),
+            id="runs-legend",
+        )
+        yield Static(
             Text(
                 'No runs yet: press n to configure and start one. No endpoint of your own? Choose "local demo'
                 ' model" as the endpoint there (or run `hbtui demo`): a tiny local model shows a whole run.'
@@ -276,6 +280,10 @@ class RunsScreen(RunActions):
             if run_matches(run, plain, self.search, self.status_filter)
         ]
         self._say_filtered(len(rows), len(runs))
+        # "adj" before a score is explained where one is listed, as `hbtui runs` explains it.
+        self.query_one("#runs-legend", Static).display = any(
+            run.headline[0] == HEADLINE_ADJUSTED for run in runs if str(run.id) in {str(r[0]) for r in rows}
+        )
         plain = [(run_id, texts) for run_id, _, texts in rows]
         if plain == self._shown:
             return  # nothing changed: keep the cursor and the scroll position untouched
