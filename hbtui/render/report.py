@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from hbtui.analysis.run_stats import RunStatistics, WorstAtKScores, penalty_label
+from hbtui.core.batch_files import awaiting_hint
 from hbtui.core.completion_groups import group_description, skipped_line
 from hbtui.core.fidelity import requests_line
 from hbtui.core.invocation import invoked_as
@@ -16,7 +17,7 @@ from hbtui.core.score_bins import histogram
 from hbtui.core.scoring import Metric
 from hbtui.core.settings.prices import cost_text, total_cost, usage_line
 from hbtui.core.text import middle_cut, one_line
-from hbtui.core.verdicts import FINISHED, INTERRUPTED
+from hbtui.core.verdicts import AWAITING_BATCH, FINISHED, INTERRUPTED
 from hbtui.store import RunRow
 from hbtui.store.run_report import (
     ADJUSTED_MARK,
@@ -255,6 +256,8 @@ def render_report(
     )
     if run.error and not brief:  # brief: after a run, whose command says its error on a line of its own
         head += f"\nerror: {one_line(run.error, 400)}"
+    if run.status == AWAITING_BATCH:  # its answers come from the user's own engine: what to do
+        head += f"\n{one_line(awaiting_hint(run.id, run.plan), 600)}"
     if run.kind == IMPORTED:
         head += "".join(f"\n{line}" for line in kind_lines(run))
     else:  # an import sent no requests of hbtui's

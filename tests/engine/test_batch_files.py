@@ -60,6 +60,8 @@ def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, cap
     ).exists()
     assert rows(db, "SELECT status FROM runs") == [("awaiting batch",)]
     assert cli.main(["runs"]) == 0 and "awaiting batch" in capsys.readouterr().out
+    assert cli.main(["show", "off"]) == 0
+    assert "run 1 awaits the answers to its batch files" in capsys.readouterr().out
     for command in (["resume", "off"], ["regrade-errors", "off"]):
         assert cli.main(command) == 2
         assert "awaits the answers to its batch files" in capsys.readouterr().err
