@@ -551,7 +551,7 @@ def merge_summaries(before: dict | None, now: dict | None) -> dict | None:
 
 def limits_line(summary: dict | None) -> str | None:
     """``limits: paced to 1,800 requests/min from the endpoint's headers; 12 answers refused
-    (429); calls waited 41 s for the rate in all``, or None when the limits did nothing."""
+    (429); 300 calls waited for the rate, 41 s summed over them``, or None when the limits did nothing."""
     if not summary:
         return None
     paced = summary.get("paced") or {}
@@ -565,5 +565,6 @@ def limits_line(summary: dict | None) -> str | None:
     waited = summary.get("waited_seconds", 0.0)
     if waited:
         calls = summary.get("paced_calls", 0)
-        parts.append(f"calls waited {duration_text(waited)} for the rate in all ({calls:,} calls)")
+        # Summed over the calls that waited, which wait side by side: more than the run's length.
+        parts.append(f"{calls:,} calls waited for the rate, {duration_text(waited)} summed over them")
     return "limits: " + "; ".join(parts)

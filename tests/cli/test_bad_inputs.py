@@ -217,9 +217,9 @@ ENV_VALUES = {
         "MAX_TOKENS_TEST (.env:4): 10000000000 is outside 1 to 1,000,000",
     ),
     "max attempts 1000": ("MAX_ATTEMPTS=1000", "MAX_ATTEMPTS (.env:4): 1000 is outside 1 to 100"),
-    "timeout a year": ("TIMEOUT=31536000", "TIMEOUT (.env:4): 3.1536e+07 is outside above 0 up to 86,400"),
-    "rpm 1e12": ("RPM=1e12", "RPM (.env:4): 1e+12 is outside above 0 up to 10,000,000,000"),
-    "answer limit 0": ("MAX_ANSWER_MIB=0", "MAX_ANSWER_MIB (.env:4): 0 is outside above 0 up to 1,024"),
+    "timeout a year": ("TIMEOUT=31536000", "TIMEOUT (.env:4): 3.1536e+07 is outside the range above 0 to 86,400"),
+    "rpm 1e12": ("RPM=1e12", "RPM (.env:4): 1e+12 is outside the range above 0 to 10,000,000,000"),
+    "answer limit 0": ("MAX_ANSWER_MIB=0", "MAX_ANSWER_MIB (.env:4): 0 is outside the range above 0 to 1,024"),
     "length penalty 1e6": ("LENGTH_PENALTY=1e6", "LENGTH_PENALTY (.env:4): 1e+06 is outside 0 to 100"),
     "concurrency times endpoints": (
         "CONCURRENCY=3000\nBASE_URL=http://127.0.0.1:9/v1,http://127.0.0.2:9/v1",

@@ -182,7 +182,7 @@ def test_limits_line():
                "waited_seconds": 41.0, "paced_calls": 300}  # fmt: skip
     assert limits_line(summary) == (
         "limits: paced to 1,800 requests/min from the endpoint's headers; 12 answers refused (429);"
-        " calls waited 41 s for the rate in all (300 calls)"
+        " 300 calls waited for the rate, 41 s summed over them"
     )
 
 

@@ -189,8 +189,8 @@ class Number(Kind):
 
     @property
     def range_text(self) -> str:
-        if self.at_least is None:
-            return f"above 0 up to {_number_text(self.at_most)}"
+        if self.at_least is None:  # "0 is outside above 0 up to ..." read badly: a range named as one
+            return f"the range above 0 to {_number_text(self.at_most)}"
         return f"{_number_text(self.at_least)} to {_number_text(self.at_most)}"
 
     def text(self, value: Any) -> str:
