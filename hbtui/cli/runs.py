@@ -36,7 +36,7 @@ from hbtui.core.settings.config import Settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
-from hbtui.core.verdicts import AWAITING_BATCH, FAILED, FINISHED
+from hbtui.core.verdicts import FAILED, FINISHED
 from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS, drive_until_stopped
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
@@ -186,7 +186,7 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         refusal = not_repeatable(run.id, run.kind)
         if refusal:
             raise UsageError(refusal)
-        if BatchFiles.of(run.plan) is not None and run.shown_status() == AWAITING_BATCH:
+        if BatchFiles.of(run.plan) is not None:  # answered by the user's engine, never by calls
             raise UsageError(awaiting_hint(run.id, run.plan))
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
