@@ -111,13 +111,13 @@ def estimate_lines(result: Estimate, head: str) -> list[str]:
     if result.time.seconds is None:
         lines.append(f"time: {result.time.bound}")
     else:
-        lines.append(f"time: about {time_text(result.time.seconds)}, set by {result.time.bound}")
+        lines.append(f"time: {time_text(result.time.seconds)}, set by {result.time.bound}")
     lines += [f"note: {note}" for note in result.notes]
     return lines
 
 
 def time_text(seconds: float) -> str:
-    return "under a second" if seconds < 1 else duration_text(seconds)
+    return "under a second" if seconds < 1 else f"about {duration_text(seconds)}"
 
 
 def estimate_summary(result: Estimate) -> list[str]:
@@ -148,7 +148,7 @@ def estimate_summary(result: Estimate) -> list[str]:
     time = (
         "time unknown (no latency or limit known: hbtui estimate --latency gives one)"
         if result.time.seconds is None
-        else f"time about {time_text(result.time.seconds)}"
+        else f"time {time_text(result.time.seconds)}"
     )
     lines = [
         f"About {calls:,} calls: {who}.",
