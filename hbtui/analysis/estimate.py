@@ -85,7 +85,9 @@ class RoleEstimate:
     output_limit: int | None  # tokens a call may take at most (MAX_TOKENS_*), where set
     history: History
     price: Price | None
-    input_known: bool = True  # False: a range alone (the replies the grader reads are of unknown length)
+    # False: the replies the grader reads are of unknown length, counted at their limit (an upper
+    # estimate), the range running from empty replies.
+    replies_known: bool = True
 
     @property
     def output_ceiling(self) -> float | None:
@@ -116,7 +118,8 @@ class RoleEstimate:
         return {
             "model": self.model,
             "calls": self.calls,
-            "input_tokens": {**self.input_tokens.as_dict(), **({} if self.input_known else {"value": None})},
+            "input_tokens": self.input_tokens.as_dict(),
+            "replies_known": self.replies_known,
             "output_tokens": self.output_tokens.as_dict() if self.output_tokens else None,
             "output_tokens_at_most": self.output_ceiling,
             "earlier_runs": self.history.runs,
@@ -127,7 +130,7 @@ class RoleEstimate:
     @property
     def figures_known(self) -> bool:
         """Whether its cost has a figure, beside its range: its input and output both known."""
-        return self.input_known and self.output_tokens is not None
+        return self.output_tokens is not None
 
 
 def _cost_dict(cost: Span | None, known: bool = True) -> dict | None:
@@ -310,7 +313,7 @@ def grader_input(tokens: list[float], chars: list[float], repeats: int, history:
     most = input_span(tokens[1] * repeats, chars[1] * repeats, history)
     if tokens[0] == tokens[1]:
         return least
-    return Span(most.value, least.low, most.high)
+    return Span(most.value, least.low, most.high)  # the figure: every reply at its limit
 
 
 def output_span(calls: int, history: History, limit: int | None) -> Span | None:
@@ -378,10 +381,11 @@ async def estimate(
     replies_low = replies_high = test_hist.reply_pooled or 0.0
     if generates and test_hist.reply_pooled is None:
         if settings.max_tokens_test is not None:
-            replies_high = settings.max_tokens_test * CHARS_PER_TOKEN_RANGE[1]
+            replies_high = settings.max_tokens_test * CHARS_PER_TOKEN
             notes.append(
-                f"replies' length unknown (no earlier run of {model_test}): the grader's input is a range, from"
-                f" empty replies to each at its limit (MAX_TOKENS_TEST {settings.max_tokens_test:,})"
+                f"replies' length unknown (no earlier run of {model_test}): the grader's input counts each at"
+                f" its limit (MAX_TOKENS_TEST {settings.max_tokens_test:,}), an upper estimate; its range runs"
+                " from empty replies"
             )
         else:
             notes.append(
@@ -433,7 +437,7 @@ async def estimate(
         settings.max_tokens_grader,
         grader_hist,
         prices.get(model_grader),
-        input_known=replies_low == replies_high,
+        replies_known=replies_low == replies_high,
     )
     return Estimate(len(planned) * repeats, test, grader, time_estimate(settings, test, grader, latency), notes)
 

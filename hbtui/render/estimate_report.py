@@ -85,7 +85,7 @@ def estimate_lines(result: Estimate, head: str) -> list[str]:
             "test" if role is result.test else "grader",
             one_line(role.model, 28),
             f"{role.calls:,}",
-            span_text(role.input_tokens, role.input_known),
+            span_text(role.input_tokens),
             output_text(role),
         ]
         for role in result.roles
@@ -126,7 +126,7 @@ def estimate_summary(result: Estimate) -> list[str]:
     calls = sum(role.calls for role in result.roles)
     who = ", ".join(f"{role.calls:,} to {one_line(role.model, 24)}" for role in result.roles)
     inputs = sum((role.input_tokens for role in result.roles), Span(0.0, 0.0, 0.0))
-    inputs_known = all(role.input_known for role in result.roles)
+    replies_known = all(role.replies_known for role in result.roles)
     outputs = [role.output_tokens for role in result.roles]
     if all(span is not None for span in outputs):
         output = span_text(sum((span for span in outputs if span is not None), Span(0.0, 0.0, 0.0)))
@@ -152,12 +152,12 @@ def estimate_summary(result: Estimate) -> list[str]:
     )
     lines = [
         f"About {calls:,} calls: {who}.",
-        f"Tokens in {span_text(inputs, inputs_known)}, out {output}.",
+        f"Tokens in {span_text(inputs)}, out {output}.",
         f"Estimated {cost}; {time}.",
     ]
-    if not inputs_known and result.test is not None:
+    if not replies_known and result.test is not None:
         lines.append(
             f"The replies' length is unknown (no earlier run of {one_line(result.test.model, 24)}): the grader's"
-            " tokens are a range."
+            " tokens count each reply at its limit, an upper estimate."
         )
     return [*lines, "An estimate, not a bill (hbtui estimate with the same flags gives its details)."]

@@ -102,9 +102,11 @@ def test_an_earlier_run_calibrates_the_tokens_to_what_the_endpoint_counted(serve
     assert after["grader"]["output_tokens"]["value"] == pytest.approx(grader_out, rel=1e-9)
     # The grader's input reads each reply at the earlier replies' mean length: close, not exact.
     assert after["grader"]["input_tokens"]["value"] == pytest.approx(grader_in, rel=0.02)
-    # Before, the replies' length unknown, the grader's input was a range alone, which held it.
-    assert before["grader"]["input_tokens"]["value"] is None
+    # Before, the replies' length unknown: each counted at its limit (an upper estimate), the range
+    # from empty replies, which held what the server counted.
+    assert before["grader"]["replies_known"] is False and after["grader"]["replies_known"] is True
     assert before["grader"]["input_tokens"]["low"] <= grader_in <= before["grader"]["input_tokens"]["high"]
+    assert before["grader"]["input_tokens"]["value"] >= grader_in
     assert after["time_seconds"] is not None and "median of 1 earlier run" in after["time_bound"]
     capsys.readouterr()
     assert cli.main(["estimate", "--data", str(data)]) == cli.EXIT_OK
@@ -157,7 +159,7 @@ def test_an_unknown_output_is_a_range_up_to_every_call_at_its_limit(server, tmp_
     assert cli.main(["estimate", "--data", str(data), "--max-tokens-test", "100"]) == cli.EXIT_OK
     out = capsys.readouterr().out
     assert "(a range: see the notes) online" in out
-    assert "from empty replies to each at its limit (MAX_TOKENS_TEST 100)" in out
+    assert "counts each at its limit (MAX_TOKENS_TEST 100), an upper estimate" in out
 
 
 def test_the_time_is_the_slowest_of_concurrency_and_the_endpoints_limits(server, tmp_path, monkeypatch, capsys):
