@@ -219,23 +219,28 @@ def _prompt_of(body: str) -> list[dict]:
 def history_of_test_model(rows: Iterable[tuple[str, list[tuple]]]) -> History:
     history = History()
     measured_all = estimated_all = output_all = replies_all = 0.0
+    replies_counted = 0
     for settings_json, samples in rows:
+        replies_counted += len(samples)
         system = _system(settings_json, "system_message_test")
         measured = estimated = output = replies = 0.0
         latencies = []
-        for body, reply_chars, prompt_tokens, completion_tokens, latency_ms in samples:
+        calls = 0
+        for body, reply_chars, prompt_tokens, completion_tokens, latency_ms, attempts in samples:
+            # Tokens add up over a reply's attempts: estimated as often as it was asked.
             chars, messages = sent_chars(_prompt_of(body), system)
-            estimated += tokens_at(chars, messages, 1)
+            estimated += tokens_at(chars, messages, 1) * attempts
             measured += prompt_tokens
             output += completion_tokens
+            calls += attempts
             replies += reply_chars or 0
             if latency_ms:
                 latencies.append(latency_ms / 1000)
         n = len(samples)
         history.runs += 1
-        history.calls += n
+        history.calls += calls
         history.input_factors.append(measured / estimated if estimated else 1.0)
-        history.output_per_call.append(output / n)
+        history.output_per_call.append(output / calls)
         history.reply_chars.append(replies / n)
         if latencies:
             history.latency_seconds.append(statistics.median(latencies))
@@ -244,7 +249,7 @@ def history_of_test_model(rows: Iterable[tuple[str, list[tuple]]]) -> History:
     if history.calls:
         history.input_factor = measured_all / estimated_all if estimated_all else 1.0
         history.output_pooled = output_all / history.calls
-        history.reply_pooled = replies_all / history.calls
+        history.reply_pooled = replies_all / replies_counted
     return history
 
 
@@ -259,13 +264,14 @@ def history_of_grader(rows: Iterable[tuple[str, list[tuple]]], base_of: Callable
         measured = estimated = output = 0.0
         calls = 0
         latencies = []
-        for body, reply_chars, verdicts, criteria_chars, prompt_tokens, completion_tokens, latency_ms in samples:
+        for body, reply_chars, verdicts, criteria_chars, prompt_tokens, completion_tokens, latency_ms, asked in samples:
             chars = grade_chars(_prompt_of(body), reply_chars or 0, criteria_chars or 0, verdicts, base)
             chars += verdicts * len(system or "")
-            estimated += tokens_at(chars, verdicts * (2 if system else 1), verdicts)
+            # Tokens add up over each verdict's attempts (an answer that did not parse is asked again).
+            estimated += tokens_at(chars, verdicts * (2 if system else 1), verdicts) * asked / verdicts
             measured += prompt_tokens
             output += completion_tokens
-            calls += verdicts
+            calls += asked
             if latency_ms:
                 latencies.append(latency_ms / 1000)
         history.runs += 1

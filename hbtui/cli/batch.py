@@ -8,17 +8,26 @@ from pathlib import Path
 
 from hbtui.analysis.run_stats import run_statistics
 from hbtui.cli.common import EXIT_INCOMPLETE, EXIT_OK, UsageError, _download_progress, prices_or_warn, say
-from hbtui.core.batch_files import DEFAULT_LABEL, GENERATE_FILE, GRADE_FILE, BatchFiles
+from hbtui.core.batch_files import DEFAULT_LABEL, GENERATE_FILE, GRADE_FILE, BatchFiles, awaiting_hint
 from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.grading import load_template
 from hbtui.core.invocation import invoked_as
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import AWAITING_BATCH, FINISHED, INCOMPLETE
-from hbtui.engine.batch_files import Written, after_import, check_output, run_settings, start_batch_files, store_output
+from hbtui.engine.batch_files import (
+    Imported,
+    Written,
+    after_import,
+    check_output,
+    run_settings,
+    start_batch_files,
+    store_output,
+    write_request_files,
+)
 from hbtui.render.report import render_report
 from hbtui.services import check_run_name, plan_run
-from hbtui.store import Store
+from hbtui.store import RunRow, Store
 from hbtui.store.owners import this_owner
 
 
@@ -83,24 +92,23 @@ async def cmd_batch_import(args: argparse.Namespace, settings: Settings) -> int:
             raise UsageError(f"run {run.id} was not made with --batch-files: its calls are its own, nothing to import")
         status = run.shown_status()
         if status in (FINISHED, INCOMPLETE):
-            raise UsageError(f"run {run.id} is {status}: every request of its batch files has its answer")
+            raise UsageError(awaiting_hint(run.id, run.plan, status))
         checked = await check_output(store, run, path)  # the whole file, before anything is stored
+        if checked.sha256 in batch.imported:
+            say(f"{path}: imported already (the same file): nothing changed")
+            return EXIT_OK
         recorded = run_settings(run, settings)
         template = load_template(recorded.grader_template, recorded.cache_dir)
         lease = await store.claim_run(run.id, this_owner())  # refused while another process has it
         try:
             done = await store_output(store, run, recorded, template, checked, lease)
-            written = await after_import(store, await store.get_run(run.id), recorded, template, lease)
+            written, again = await after_import(
+                store, await store.get_run(run.id), recorded, template, lease, checked.sha256
+            )
         except BaseException:
             await store.finish_run(run.id, AWAITING_BATCH, lease=lease)  # given back, as it was
             raise
-        say(
-            f"{path}: {done.replies:,} repl{'y' if done.replies == 1 else 'ies'} and {done.verdicts:,}"
-            f" verdict{'s' * (done.verdicts != 1)} stored"
-            + (f", {done.failed:,} failed" if done.failed else "")
-            + (f", {done.again:,} got no answer and are asked again" if done.again else "")
-            + (f"; {done.already:,} lines were answered by an earlier import" if done.already else "")
-        )
+        say(import_summary(path, done, again))
         if written is not None:
             say(next_step(run.id, batch.folder, written))
             return EXIT_OK
@@ -112,4 +120,48 @@ async def cmd_batch_import(args: argparse.Namespace, settings: Settings) -> int:
     if final.status == INCOMPLETE:
         say(f"run {final.id} incomplete: {one_line(final.error or '', 400)}", error=True)
         return EXIT_INCOMPLETE
+    return EXIT_OK
+
+
+def plural(count: int, one: str, many: str) -> str:
+    return f"{count:,} {one if count == 1 else many}"
+
+
+def import_summary(path: Path, done: Imported, again: int) -> str:
+    """What an import stored, and what became of the lines that got no answer that counts."""
+    parts = [f"{plural(done.replies, 'reply', 'replies')} and {plural(done.verdicts, 'verdict', 'verdicts')} stored"]
+    if again:
+        parts.append(f"{plural(again, 'line', 'lines')} that got no answer asked again")
+    spent = done.no_answer - again  # no answer, and no attempt left (MAX_ATTEMPTS, GRADER_PARSE_ATTEMPTS)
+    if done.failed or spent > 0:
+        parts.append(
+            f"{plural(done.failed + max(spent, 0), 'failure', 'failures')} kept (no attempt left, or a refusal)"
+        )
+    if done.already:
+        parts.append(f"{plural(done.already, 'line was', 'lines were')} answered by an earlier import")
+    return f"{path}: " + "; ".join(parts)
+
+
+async def resume_batch_files(store: Store, run: RunRow, settings: Settings, regrade: bool) -> int:
+    """`resume` and `regrade-errors` of a batch-files run: its answers come from the user's engine.
+    `regrade-errors` of one that ended puts what failed back into new request files."""
+    status = run.shown_status()
+    ended = status if status in (FINISHED, INCOMPLETE) else None
+    if not regrade or status == AWAITING_BATCH:
+        raise UsageError(awaiting_hint(run.id, run.plan, ended))
+    verdicts, replies = await store.reset_errors(run.id, owner=this_owner())
+    if not verdicts and not replies:
+        say(f"run {run.id}: nothing failed, nothing to ask again")
+        return EXIT_OK
+    recorded = run_settings(run, settings)
+    template = load_template(recorded.grader_template, recorded.cache_dir)
+    written = await write_request_files(store, await store.get_run(run.id), recorded, template)
+    await store.finish_run(run.id, AWAITING_BATCH)
+    batch = BatchFiles.of(run.plan)
+    assert batch is not None
+    say(
+        f"run {run.id}: {plural(verdicts, 'criterion', 'criteria')} and {plural(replies, 'reply', 'replies')}"
+        " that failed asked again"
+    )
+    say(next_step(run.id, batch.folder, written))
     return EXIT_OK

@@ -17,7 +17,7 @@ from hbtui.render.estimate_report import estimate_lines
 
 async def estimate_of(args: argparse.Namespace, settings: Settings) -> tuple[Estimate, str]:
     """The estimate of `run` with ``args``, and a line saying what it is of."""
-    settings.require_models()
+    settings.require_models(endpoints=False)  # nothing is called: a batch-files run has no endpoint either
     if args.repeats < 1:
         raise UsageError(f"--repeats {args.repeats}: must be at least 1")
     if args.latency is not None and not 0 < args.latency <= 86_400:

@@ -27,7 +27,7 @@ from hbtui.cli.common import (
     say,
 )
 from hbtui.client.wire import load_http_in_background
-from hbtui.core.batch_files import BatchFiles, awaiting_hint
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import load_template
@@ -187,7 +187,9 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
         if refusal:
             raise UsageError(refusal)
         if BatchFiles.of(run.plan) is not None:  # answered by the user's engine, never by calls
-            raise UsageError(awaiting_hint(run.id, run.plan))
+            from hbtui.cli.batch import resume_batch_files
+
+            return await resume_batch_files(store, run, settings, regrade)
         run_settings = settings_for_run(run, settings, **_overrides(args))  # before anything changes
         run_settings.require_models()
         await refuse_measured_changes(store, run, run_settings)

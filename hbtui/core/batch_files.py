@@ -32,6 +32,8 @@ class BatchFiles:
     folder: Path
     label: str
     token: str
+    # The sha256 of each output file imported: the same file again is known, and changes nothing.
+    imported: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, plan: dict[str, Any]) -> BatchFiles | None:
@@ -39,10 +41,10 @@ class BatchFiles:
         entry = plan.get(PLAN_KEY)
         if not isinstance(entry, dict):
             return None
-        return cls(Path(entry["folder"]), entry["label"], entry["token"])
+        return cls(Path(entry["folder"]), entry["label"], entry["token"], tuple(entry.get("imported") or ()))
 
-    def as_plan(self) -> dict[str, str]:
-        return {"folder": str(self.folder), "label": self.label, "token": self.token}
+    def as_plan(self) -> dict[str, Any]:
+        return {"folder": str(self.folder), "label": self.label, "token": self.token, "imported": list(self.imported)}
 
 
 def generation_id(token: str, position: int, repeat: int) -> str:
@@ -61,8 +63,16 @@ def file_name(base: str, number: int) -> str:
     return f"{stem}-{number}.jsonl"
 
 
-def awaiting_hint(run_id: int, plan: dict[str, Any]) -> str:
-    """What a run awaiting its batch files' answers says where a resume is asked of it."""
+def awaiting_hint(run_id: int, plan: dict[str, Any], status: str | None = None) -> str:
+    """What a batch-files run says where a resume is asked of it: awaiting its answers, or ended
+    (``status``): finished, or incomplete, which regrade-errors asks again through new files."""
+    if status == "finished":
+        return f"run {run_id} is finished: every request of its batch files has its answer"
+    if status == "incomplete":
+        return (
+            f"run {run_id} is incomplete: {invoked_as()} regrade-errors {run_id} writes what failed into new"
+            " request files, for your engine"
+        )
     batch = BatchFiles.of(plan)
     folder = f" (its requests are in {batch.folder})" if batch else ""
     return (

@@ -16,11 +16,12 @@ expired batch, a verdict that did not parse) goes into the next files while it h
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -226,8 +227,12 @@ def read_output(path: Path, token: str) -> list[OutputLine]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BatchImportError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise BatchImportError(f"{path}: a folder, not an output file") from None
     except UnicodeDecodeError as exc:
         raise BatchImportError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not text.strip():
+        raise BatchImportError(f"{path}: holds no output line: nothing to import")
     lines: list[OutputLine] = []
     seen: dict[str, int] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -282,8 +287,8 @@ def read_output(path: Path, token: str) -> list[OutputLine]:
 class Imported:
     replies: int = 0
     verdicts: int = 0
-    failed: int = 0  # lines stored as a failure (a 4xx, or no answer and no attempt left)
-    again: int = 0  # lines that got no answer and go into the next files
+    failed: int = 0  # lines stored as a failure that no retry cures (a 4xx)
+    no_answer: int = 0  # lines that got no answer that counts: asked again while attempts remain
     already: int = 0  # lines whose request was answered by an earlier import
 
 
@@ -292,6 +297,7 @@ class CheckedOutput:
     """An output file read whole and every line found to name a request of the run."""
 
     path: Path
+    sha256: str
     lines: list[OutputLine]
     conversations: dict[tuple[int, int], tuple[int, str, int]]
     verdicts: dict[tuple[int, int], str]
@@ -309,7 +315,13 @@ async def check_output(store: Store, run: RunRow, path: Path) -> CheckedOutput:
             raise BatchImportError(
                 f"{path}:{line.number}: custom_id {line.custom_id!r} names no request of run {run.id}"
             )
-    return CheckedOutput(path, lines, conversations, verdicts)
+        if line.idx is not None and target[1] != GENERATED:  # no reply: its grader was never asked
+            raise BatchImportError(
+                f"{path}:{line.number}: custom_id {line.custom_id!r} names a grader request never written"
+                " (its conversation has no reply)"
+            )
+    sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+    return CheckedOutput(path, sha256, lines, conversations, verdicts)
 
 
 def run_settings(run: RunRow, current: Settings) -> Settings:
@@ -359,14 +371,14 @@ async def store_output(
         if reply_result.status == GENERATED:
             done.replies += 1
         elif reply_result.error_kind in RETRYABLE:
-            done.again += 1
+            done.no_answer += 1
         else:
             done.failed += 1
     for result in results:
         if result.status in (MET, NOT_MET):
             done.verdicts += 1
         elif result.error_kind in RETRYABLE:
-            done.again += 1
+            done.no_answer += 1
         else:
             done.failed += 1
     await store.write_batch(ResultBatch(replies=replies, verdicts=results), run_id=run.id, lease=lease)
@@ -429,17 +441,27 @@ def _verdict(
     )
 
 
-async def after_import(store: Store, run: RunRow, settings: Settings, template: Template, lease: str) -> Written | None:
-    """The run's next step once an import is stored: the lines that got no answer back in its
-    queue while they have attempts left; then the next request files (the run awaits them
-    again), or, with nothing left to ask, its end (None)."""
-    await store.reset_batch_failures(run.id, RETRYABLE, settings.max_attempts, settings.grader_parse_attempts)
+async def after_import(
+    store: Store, run: RunRow, settings: Settings, template: Template, lease: str, sha256: str
+) -> tuple[Written | None, int]:
+    """The run's next step once an import is stored: the file recorded as imported; the lines
+    that got no answer back in its queue while they have attempts left (how many: the second
+    value); then the next request files (the run awaits them again), or, with nothing left to
+    ask, its end and its request files gone (None)."""
+    batch = BatchFiles.of(run.plan)
+    assert batch is not None
+    await store.set_plan_entry(run.id, PLAN_KEY, replace(batch, imported=(*batch.imported, sha256)).as_plan())
+    replies, verdicts = await store.reset_batch_failures(
+        run.id, RETRYABLE, settings.max_attempts, settings.grader_parse_attempts
+    )
     await store.refresh_summaries(run.id)
     left = Tally.from_progress(await store.progress(run.id))
     if left.conversations_left or left.criteria_left:
-        written = await write_request_files(store, run, settings, template)
+        written = await write_request_files(store, await store.get_run(run.id), settings, template)
         await store.finish_run(run.id, AWAITING_BATCH, lease=lease)
-        return written
+        return written, replies + verdicts
+    _remove_old(batch.folder, GENERATE_FILE)  # all answered: nothing of them is asked any more
+    _remove_old(batch.folder, GRADE_FILE)
     settled = await settle(store, run)
     await record_end(
         store,
@@ -449,4 +471,4 @@ async def after_import(store: Store, run: RunRow, settings: Settings, template: 
         requests=run.requests or describe_requests(settings, template.name, template.sha256),
         runs_root=Path(settings.db_path).parent,
     )
-    return None
+    return None, replies + verdicts

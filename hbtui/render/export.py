@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from hbtui.analysis.run_stats import RunStatistics, penalty_label, run_statistics
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.completion_groups import group_description, skipped_line
 from hbtui.core.fidelity import requests_line
 from hbtui.core.files import private_file
@@ -245,6 +246,10 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
     s = run.settings
     report = run.report
     overall = report.overall if report else None
+    batch = BatchFiles.of(run.plan)
+    # Where each model was asked: its endpoint, or the batch files of an engine of the user's own.
+    test_at = f"batch files ({batch.label})" if batch else s.get("base_url")
+    grader_at = f"batch files ({batch.label})" if batch else s.get("grader_base_url") or s.get("base_url")
     lines = [
         f"# {one_line(run.name, 200)}",
         "",
@@ -258,18 +263,18 @@ def describe(run: RunRow, stats: RunStatistics | None = None, price_problem: str
         (
             f"- replies: {one_line(run.model_test, 200)}, the records' own (no model under test was called)"
             if run.planned.completions
-            else f"- model under test: {one_line(run.model_test, 200)} at {s.get('base_url')}, temperature"
+            else f"- model under test: {one_line(run.model_test, 200)} at {test_at}, temperature"
             f" {_sent(s.get('temperature_test'))}, max tokens {_sent(s.get('max_tokens_test'))}, reasoning effort"
             f" {s.get('reasoning_test') or 'not sent'}"
         ),
-        f"- grader: {one_line(run.model_grader, 200)} at {s.get('grader_base_url') or s.get('base_url')}, temperature"
+        f"- grader: {one_line(run.model_grader, 200)} at {grader_at}, temperature"
         f" {_sent(s.get('temperature_grader'))}, max tokens {_sent(s.get('max_tokens_grader'))}, reasoning effort"
         f" {s.get('reasoning_grader') or 'not sent'}",
         f"- grader template: {(run.requests or {}).get('grader_template', {}).get('name') or s.get('grader_template')}"
         f" (sha256 {(run.requests or {}).get('grader_template', {}).get('sha256', 'not recorded')})",
         f"- {requests_line(run.requests)}",
         *([f"- {skipped}"] if (skipped := skipped_line(run.planned)) else []),
-        f"- concurrency: {s.get('concurrency')}",
+        *([] if batch else [f"- concurrency: {s.get('concurrency')}"]),  # a batch's engine sets its own
         *([f"- {limits}"] if (limits := limits_line((run.requests or {}).get("limits"))) else []),
         f"- started: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.created_at))}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(run.finished_at)) if run.finished_at else '-'}",

@@ -532,10 +532,11 @@ class StoreReads(StoreSearchHits):
         """What earlier runs of ``model`` (as the grader, or as the model under test) measured,
         for an estimate: the newest ``runs`` runs of the model that made calls, each as (its
         settings' JSON, up to ``per_run`` samples). A sample of the model under test is one
-        reply: (record body, reply characters, prompt tokens, completion tokens, latency ms). A
-        sample of the grader is one conversation's verdicts: (record body, reply characters,
-        verdicts, characters of their criteria as the template writes them ("[points] text"),
-        prompt tokens, completion tokens, mean latency ms)."""
+        reply: (record body, reply characters, prompt tokens, completion tokens, latency ms,
+        attempts). A sample of the grader is one conversation's verdicts: (record body, reply
+        characters, verdicts, characters of their criteria as the template writes them ("[points]
+        text"), prompt tokens, completion tokens, mean latency ms, attempts). Tokens add up over a
+        request's attempts: the attempts say how many requests they were spent on."""
         column = "model_grader" if grader else "model_test"
         found = await self._all(
             f"SELECT id, settings_json FROM runs WHERE {column} = ? AND kind = ? ORDER BY id DESC LIMIT ?",
@@ -547,7 +548,7 @@ class StoreReads(StoreSearchHits):
                 samples = await self._all(
                     "SELECT rec.body, length(c.reply), count(*),"
                     " sum(length(v.criterion) + length(v.points) + 3), sum(v.prompt_tokens),"
-                    " sum(coalesce(v.completion_tokens, 0)), avg(v.latency_ms)"
+                    " sum(coalesce(v.completion_tokens, 0)), avg(v.latency_ms), sum(max(v.attempts, 1))"
                     " FROM verdicts v JOIN conversations c ON c.id = v.conversation_id"
                     " JOIN records rec ON rec.id = c.record_id"
                     " WHERE v.run_id = ? AND v.prompt_tokens > 0 GROUP BY v.conversation_id LIMIT ?",
@@ -555,7 +556,8 @@ class StoreReads(StoreSearchHits):
                 )
             else:
                 samples = await self._all(
-                    "SELECT rec.body, length(c.reply), c.prompt_tokens, coalesce(c.completion_tokens, 0), c.latency_ms"
+                    "SELECT rec.body, length(c.reply), c.prompt_tokens, coalesce(c.completion_tokens, 0), c.latency_ms,"
+                    " max(c.attempts, 1)"
                     " FROM conversations c JOIN records rec ON rec.id = c.record_id"
                     " WHERE c.run_id = ? AND c.prompt_tokens > 0 LIMIT ?",
                     (run_id, per_run),

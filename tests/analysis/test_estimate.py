@@ -229,3 +229,30 @@ def test_a_latency_that_is_no_time_is_one_line(server, tmp_path, monkeypatch, ca
     assert cli.main(["estimate", "--data", str(data), "--latency", latency]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--latency" in err and "at most a day" in err
+
+
+def test_retries_of_earlier_runs_do_not_swell_the_calibration(server, tmp_path, monkeypatch, capsys):
+    """A verdict that did not parse is asked again, and its tokens add up over the attempts: the
+    calibration counts them as the requests they were, not as one request's tokens."""
+    user_folder(tmp_path, monkeypatch, server)
+    data = write_jsonl(tmp_path / "data.jsonl", records(8))
+    server.control(faults={"bad_json": 0.6}, seed=3)
+    assert cli.main(["run", "--data", str(data)]) in (cli.EXIT_OK, cli.EXIT_INCOMPLETE)
+    with sqlite3.connect(tmp_path / "runs" / "hbtui.sqlite") as conn:
+        assert conn.execute("SELECT max(attempts) FROM verdicts").fetchone()[0] >= 2  # it did retry
+    capsys.readouterr()
+    assert cli.main(["estimate", "--data", str(data)]) == cli.EXIT_OK
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("tokens of the grader"))
+    factor = float(line.split("factor ")[1].split(",")[0].split("-")[0])
+    assert 0.9 <= factor <= 1.1, line  # the test server counts characters / 4, as the estimate does
+
+
+def test_an_estimate_needs_no_endpoint(tmp_path, monkeypatch, capsys):
+    """A run through batch files has none, and an estimate calls none."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("MODEL_TEST=test-model\nMODEL_GRADER=grader-model\n")
+    for key in ("BASE_URL", "API_KEY", "MODEL_TEST", "MODEL_GRADER", "HBTUI_DB"):
+        monkeypatch.delenv(key, raising=False)
+    data = write_jsonl(tmp_path / "data.jsonl", records(3))
+    assert cli.main(["estimate", "--data", str(data)]) == cli.EXIT_OK
+    assert "test    test-model" in capsys.readouterr().out

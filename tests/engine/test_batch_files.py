@@ -71,9 +71,13 @@ def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, cap
     out = capsys.readouterr().out
     assert "6 replies and 0 verdicts stored" in out and "16 criteria to grade" in out
     assert not (offline / "files/generate-requests.jsonl").exists()  # nothing of it is still asked
-    # The same file again changes nothing, and says so.
+    # The same file again changes nothing, and says so; so do its lines in another file.
     before = rows(db, "SELECT id, status, reply, prompt_tokens FROM conversations ORDER BY id")
     assert cli.main(["batch", "import", "off", "generated.jsonl"]) == 0
+    assert "imported already (the same file): nothing changed" in capsys.readouterr().out
+    lines = (offline / "generated.jsonl").read_text().splitlines()
+    (offline / "again.jsonl").write_text("\n".join(reversed(lines)) + "\n")
+    assert cli.main(["batch", "import", "off", "again.jsonl"]) == 0
     assert "6 lines were answered by an earlier import" in capsys.readouterr().out
     assert rows(db, "SELECT id, status, reply, prompt_tokens FROM conversations ORDER BY id") == before
 
@@ -82,6 +86,8 @@ def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, cap
     out = capsys.readouterr().out
     assert "16 verdicts stored" in out and "run 1 off (finished)" in out and "answered through batch files" in out
     assert rows(db, "SELECT status FROM runs WHERE name = 'off'") == [("finished",)]
+    assert not list((offline / "files").glob("*.jsonl"))  # nothing of them is asked any more
+    assert cli.main(["resume", "off"]) == 2 and "is finished" in capsys.readouterr().err
     # Batch answers enter the verdict cache, under the label in place of an endpoint.
     assert rows(db, "SELECT count(*) FROM verdict_cache") == [(16,)]
 
@@ -111,15 +117,20 @@ def test_failed_lines_come_back_in_the_next_files_and_a_refusal_is_an_answer(off
         server.root_url,
         errors=offline / "err1.jsonl",
     )
-    assert cli.main(["batch", "import", "1", "out1.jsonl"]) == 0  # nothing answered 200 in it
+    assert cli.main(["batch", "import", "1", "out1.jsonl"]) == 2  # nothing answered 200: an empty output
+    assert "holds no output line" in capsys.readouterr().err
     assert cli.main(["batch", "import", "1", "err1.jsonl"]) == 0
     out = capsys.readouterr().out
-    assert "3 got no answer and are asked again" in out and "3 replies to generate" in out
+    assert "3 lines that got no answer asked again" in out and "3 replies to generate" in out
+    assert rows(db, "SELECT DISTINCT status, attempts FROM conversations") == [("pending", 1)]
+    # The same error file again spends no attempt.
+    assert cli.main(["batch", "import", "1", "err1.jsonl"]) == 0
+    assert "nothing changed" in capsys.readouterr().out
     assert rows(db, "SELECT DISTINCT status, attempts FROM conversations") == [("pending", 1)]
     server.control(faults={}, context_chars=33)  # p1's question (36 characters) is longer than this context
     answer_file(offline / "files/generate-requests.jsonl", offline / "out2.jsonl", server.root_url)
     assert cli.main(["batch", "import", "1", "out2.jsonl"]) == 0
-    assert "1 failed" in capsys.readouterr().out
+    assert "1 failure kept (no attempt left, or a refusal)" in capsys.readouterr().out
     failed = rows(db, "SELECT prompt_id, status, error_kind, attempts FROM conversations WHERE status = 'failed'")
     assert failed == [("p1", "failed", "context_length", 2)]
     server.control(context_chars=None)
@@ -227,3 +238,37 @@ async def test_the_app_shows_a_run_awaiting_its_batch_and_what_to_do(offline, se
         summary = str(screen.query_one("#run-summary", Static).render())
         assert "Status awaiting batch" in summary and "hbtui batch import 1 OUTPUT_FILE" in summary
         assert str(offline / "files") in " ".join(summary.split())
+
+
+def test_an_incomplete_batch_files_run_asks_what_failed_again_through_new_files(offline, server, capsys):
+    """No attempt left (MAX_ATTEMPTS 1) and every reply refused with a 5xx: the run ends
+    incomplete; regrade-errors writes what failed into new request files, and the run finishes."""
+    db = offline / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "files", "--max-attempts", "1"]) == 0
+    server.control(faults={"server_error": 1.0})
+    answer_file(offline / "files/generate-requests.jsonl", offline / "out1.jsonl", server.root_url)
+    capsys.readouterr()
+    assert cli.main(["batch", "import", "1", "out1.jsonl"]) == 3  # incomplete
+    assert "3 failures kept" in capsys.readouterr().out
+    assert rows(db, "SELECT status FROM runs") == [("incomplete",)]
+    assert cli.main(["resume", "1"]) == 2 and "regrade-errors 1 writes what failed" in capsys.readouterr().err
+    assert cli.main(["regrade-errors", "1"]) == 0
+    assert "3 replies to generate" in capsys.readouterr().out
+    assert rows(db, "SELECT status FROM runs") == [("awaiting batch",)]
+    server.control(faults={})
+    answer_file(offline / "files/generate-requests.jsonl", offline / "out2.jsonl", server.root_url)
+    assert cli.main(["batch", "import", "1", "out2.jsonl"]) == 0
+    answer_file(offline / "files/grade-requests.jsonl", offline / "out3.jsonl", server.root_url)
+    assert cli.main(["batch", "import", "1", "out3.jsonl"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+
+
+def test_a_grader_line_for_a_conversation_without_a_reply_is_refused(offline, server, capsys):
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "files"]) == 0
+    answer_file(offline / "files/generate-requests.jsonl", offline / "out.jsonl", server.root_url, shuffle=None)
+    first = json.loads((offline / "out.jsonl").read_text().splitlines()[0])
+    first["custom_id"] += "-c0"  # its grader was never asked: the conversation has no reply yet
+    (offline / "bad.jsonl").write_text(json.dumps(first) + "\n")
+    capsys.readouterr()
+    assert cli.main(["batch", "import", "1", "bad.jsonl"]) == 2
+    assert "bad.jsonl:1: custom_id" in capsys.readouterr().err
