@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hbtui.analysis.progress import Tally, completions_by_second, count_completion, running_rate, running_spans
+from hbtui.core.batch_files import awaiting_hint
 from hbtui.core.errors import RATE_LIMITED
 from hbtui.core.events import (
     CallFailed,
@@ -31,7 +32,7 @@ from hbtui.core.events import (
 )
 from hbtui.core.live import LiveSnapshot
 from hbtui.core.rate_limits import limits_line
-from hbtui.core.verdicts import ENDED, GOING, PAUSED, RUNNING
+from hbtui.core.verdicts import AWAITING_BATCH, ENDED, GOING, PAUSED, RUNNING
 from hbtui.store import RunRow, Store
 
 RECENT_ERRORS = 4
@@ -316,7 +317,8 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         final_score=run.headline_score,
         final_name=run.headline[0],
         final_ci95=run.ci95,
-        error=run.error,
+        # A run awaiting its batch: what to do, where the reason a run stopped is shown.
+        error=run.error or (awaiting_hint(run.id, run.plan) if run.status == AWAITING_BATCH else None),
         driver=run.driver_label(now),
         driver_log=run.driver_log,
         # While it runs, the heartbeat's figures; once ended, the run's record of them.

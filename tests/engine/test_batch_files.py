@@ -238,6 +238,13 @@ async def test_the_app_shows_a_run_awaiting_its_batch_and_what_to_do(offline, se
         summary = str(screen.query_one("#run-summary", Static).render())
         assert "Status awaiting batch" in summary and "hbtui batch import 1 OUTPUT_FILE" in summary
         assert str(offline / "files") in " ".join(summary.split())
+    # The monitor of it says so too, where a stopped run's reason goes, not that it ended.
+    from hbtui.store import Store
+    from hbtui.tui.monitor_data import view_from_store
+
+    async with await Store.open(offline / "runs" / "hbtui.sqlite") as store:
+        view = await view_from_store(store, 1)
+    assert view.status == "awaiting batch" and "hbtui batch import 1 OUTPUT_FILE" in (view.error or "")
 
 
 def test_an_incomplete_batch_files_run_asks_what_failed_again_through_new_files(offline, server, capsys):

@@ -32,7 +32,7 @@ from textual.widgets import ProgressBar, Static
 from hbtui.core import scoring
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.core.text import one_line, visible_controls
-from hbtui.core.verdicts import CANCELLED, FAILED, PAUSED, RUNNING
+from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, PAUSED, RUNNING
 from hbtui.local import DEMO_MODEL_ALIAS
 from hbtui.render.run_metadata import duration_text
 from hbtui.services import resume_hint
@@ -339,7 +339,9 @@ class MonitorScreen(ResponsiveScreen):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True, min_width=len("in flight"))  # endpoint rows must not squeeze it
         grid.add_column(no_wrap=True, overflow="ellipsis")
-        if view.ended:
+        if view.status == AWAITING_BATCH:
+            rate = "– (your engine answers it)"
+        elif view.ended:
             rate = "– (the run has ended)"
         elif view.status == STARTING:
             rate = "– (its process is starting)"
