@@ -35,7 +35,7 @@ def professional(record_id: str = "pro-1", **changes) -> dict:
         "difficulty": "typical",
         "specialty": "ent",
         "physician_response": "Start the antibiotic the allergy history allows; recheck in two days (made up for this test).",
-        "canary": "healthbench:made-for-this-test",
+        "canary": "test-records-written-for-the-suite",
     }
     for key, value in changes.items():
         if value is ...:
