@@ -7,9 +7,8 @@ import argparse
 from pathlib import Path
 
 from hbtui.analysis.run_stats import run_statistics
-from hbtui.cli.common import EXIT_INCOMPLETE, EXIT_OK, UsageError, _download_progress, prices_or_warn, say
+from hbtui.cli.common import EXIT_INCOMPLETE, EXIT_OK, UsageError, prices_or_warn, records_of, say
 from hbtui.core.batch_files import DEFAULT_LABEL, GENERATE_FILE, GRADE_FILE, BatchFiles, awaiting_hint
-from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.grading import load_template
 from hbtui.core.invocation import invoked_as
 from hbtui.core.settings.config import Settings
@@ -57,11 +56,7 @@ async def cmd_run_batch_files(args: argparse.Namespace, settings: Settings) -> i
         raise UsageError(
             f"--batch-files {folder}: it holds {taken[0]} already (another run's requests?): give a folder of its own"
         )
-    dataset = (
-        load_jsonl(args.data)
-        if args.data
-        else load_subset(args.subset or "main", settings.cache_dir, _download_progress)
-    )
+    dataset = records_of(args, settings)
     template = load_template(settings.grader_template, settings.cache_dir)
     async with await Store.open(settings.db_path) as store:
         run_id = await plan_run(

@@ -10,6 +10,7 @@ import textwrap
 from dataclasses import replace
 from typing import Any
 
+from hbtui.core.dataset import Dataset, load_jsonl, load_subset
 from hbtui.core.errors import EXIT_FAILED, EXIT_USAGE, HbtuiError  # noqa: F401 (the commands take every exit from here)
 from hbtui.core.files import open_to_others
 from hbtui.core.invocation import invoked_as  # noqa: F401 (the commands take it from here)
@@ -137,6 +138,14 @@ def _download_progress(done: int, total: int | None) -> None:
         print(f"\rdownloading: {done / total:6.1%} of {total / 1e6:.1f} MB", end="", file=sys.stderr, flush=True)
         if done >= total:
             print(file=sys.stderr)
+
+
+def records_of(args: argparse.Namespace, settings: Settings) -> Dataset:
+    """The records `run` and its kin (`estimate`, `--batch-files`) are given: --data, or a subset
+    (main by default), downloaded once."""
+    if args.data:
+        return load_jsonl(args.data)
+    return load_subset(args.subset or "main", settings.cache_dir, _download_progress)
 
 
 def open_for_reading(settings: Settings):

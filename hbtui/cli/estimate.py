@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 from hbtui.analysis.estimate import Estimate, estimate, planned_records
-from hbtui.cli.common import EXIT_OK, UsageError, _download_progress, open_for_reading, say
-from hbtui.core.dataset import load_jsonl, load_subset
+from hbtui.cli.common import EXIT_OK, UsageError, open_for_reading, records_of, say
 from hbtui.core.grading import load_template
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import load_prices
@@ -23,11 +22,7 @@ async def estimate_of(args: argparse.Namespace, settings: Settings) -> tuple[Est
     if args.latency is not None and not 0 < args.latency <= 86_400:
         raise UsageError(f"--latency {args.latency:g}: must be a number of seconds above 0, at most a day")
     prices = load_prices()
-    dataset = (
-        load_jsonl(args.data)
-        if args.data
-        else load_subset(args.subset or "main", settings.cache_dir, _download_progress)
-    )
+    dataset = records_of(args, settings)
     template = load_template(settings.grader_template, settings.cache_dir)
     planned = planned_records(dataset, settings, args.limit, args.seed)
     if Path(settings.db_path).exists():  # earlier runs calibrate it; a database is never created for it

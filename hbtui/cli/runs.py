@@ -24,11 +24,11 @@ from hbtui.cli.common import (
     _overrides,
     invoked_as,
     prices_or_warn,
+    records_of,
     say,
 )
 from hbtui.client.wire import load_http_in_background
 from hbtui.core.batch_files import BatchFiles
-from hbtui.core.dataset import load_jsonl, load_subset
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import load_template
 from hbtui.core.run_kinds import IMPORTED, META_EVAL, not_repeatable
@@ -121,10 +121,7 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     prices = load_prices()  # a broken price table stops the run before any call
     load_http_in_background()  # while the dataset is read and the plan written
-    if args.data:
-        dataset = load_jsonl(args.data)
-    else:
-        dataset = load_subset(args.subset or "main", settings.cache_dir, _download_progress)
+    dataset = records_of(args, settings)
     load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
     # A model name mistyped: the check's own line, before the run is planned (no run, no file).
     from hbtui.client.checks import ModelNotServed, models_not_served  # httpx, which a run needs not otherwise

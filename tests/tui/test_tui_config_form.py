@@ -214,6 +214,21 @@ async def test_ctrl_g_asks_before_it_replaces_a_value_edited_in_the_file_meanwhi
         assert app.screen is screen and "MODEL_TEST=first" in env.read_text()
 
 
+async def declined_then_started(pilot, app, screen, key: str, db) -> None:
+    """ "Not now" to the question plans nothing; ``key`` again and "Start" start the run, which
+    ends."""
+    import sqlite3
+
+    await pilot.press("n")
+    await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
+    assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question again")
+    await pilot.press("y")
+    await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
+    await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
+
+
 async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_planned(server, tmp_path):
     """ctrl+s on the first screen a user sees is one key from thousands of paid calls: past
     LARGE_RUN_CONVERSATIONS the question names the conversations and the calls; "not now"
@@ -238,14 +253,7 @@ async def test_a_large_run_is_confirmed_naming_its_calls_before_anything_is_plan
         assert question[0] == "Start a run of 102 conversations?"
         assert question[1] == "About 306 calls: 102 to test-model, 204 to grader-model."
         assert question[2].startswith("Tokens in ") and question[3].startswith("Estimated cost unknown")
-        await pilot.press("n")
-        await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
-        assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
-        await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the question again")
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
-        await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
+        await declined_then_started(pilot, app, screen, "ctrl+s", db)
     assert sqlite3.connect(db).execute("SELECT n_conversations, status FROM runs").fetchone() == (102, "finished")
 
 
@@ -278,14 +286,7 @@ async def test_ctrl_b_estimates_the_run_the_form_describes_and_starts_it_or_not(
         assert question[2].startswith("Tokens in ") and "out unknown, at most 600." in question[2]
         assert " online; " in question[3] and " by batch; time " in question[3]
         assert server.stats()["requests"] == 0
-        await pilot.press("n")
-        await wait_for(pilot, lambda: app.screen is screen, what="back on the form")
-        assert not db.exists() or sqlite3.connect(db).execute("SELECT count(*) FROM runs").fetchone() == (0,)
-        await pilot.press("ctrl+b")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmModal), what="the estimate again")
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), what="the run started")
-        await wait_for(pilot, lambda: not app.drivers_going(), timeout=60, what="the run's end")
+        await declined_then_started(pilot, app, screen, "ctrl+b", db)
     assert sqlite3.connect(db).execute("SELECT n_conversations, status FROM runs").fetchone() == (3, "finished")
 
 

@@ -423,27 +423,35 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
         return "; ".join(self._last_check_failures[:2]) or "see its lines above"
 
     async def _start_model_run(self, values: dict[str, Any]) -> None:
-        settings = self.form_settings(values)
-        self._starting = True
-        self.show_status("loading the dataset…")
-        try:
-            settings.require_models()
-            dataset = await self._dataset(settings, values)
-        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
-            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
-            self._starting = False
+        """Start, a large run's estimate asked about first (LARGE_RUN_CONVERSATIONS)."""
+        prepared = await self._prepare(values, "loading the dataset…")
+        if prepared is None:
             return
-        try:
-            estimate = await self._estimate(settings, dataset, values)
-        except (DatasetError, StoreError, ValueError, OSError) as exc:
-            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
-            self._starting = False
-            return
+        settings, dataset, estimate = prepared
         question = large_run_question(estimate)
         if question is None:
             await self._plan_and_start(settings, dataset, values)
             return
+        await self._ask_to_start(question, settings, dataset, values)
 
+    async def _prepare(self, values: dict[str, Any], doing: str) -> tuple[Settings, Dataset, Estimate] | None:
+        """The form's settings, its records and the run's estimate; None (said in the status line,
+        the form free again) where one of them cannot be had."""
+        settings = self.form_settings(values)
+        self._starting = True
+        self.show_status(doing)
+        try:
+            settings.require_models()
+            dataset = await self._dataset(settings, values)
+            estimate = await self._estimate(settings, dataset, values)
+        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
+            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
+            self._starting = False
+            return None
+        self.show_status("")
+        return settings, dataset, estimate
+
+    async def _ask_to_start(self, question: str, settings: Settings, dataset: Dataset, values: dict[str, Any]) -> None:
         async def answered(start: bool | None) -> None:
             if start:
                 await self._plan_and_start(settings, dataset, values)
@@ -451,7 +459,6 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
                 self._starting = False
                 self.show_status("not started")
 
-        self.show_status("")
         await self.app.push_screen(ConfirmModal(question, yes="Start", no="Not now"), answered)
 
     async def _estimate(self, settings: Settings, dataset: Dataset, values: dict[str, Any]) -> Estimate:
@@ -481,27 +488,10 @@ class ConfigScreen(Screen):  # not an AppScreen: it restyles itself as it resume
         if problems:
             self._first_problem(problems)
             return
-        settings = self.form_settings(values)
-        self._starting = True
-        self.show_status("estimating…")
-        try:
-            settings.require_models()
-            dataset = await self._dataset(settings, values)
-            result = await self._estimate(settings, dataset, values)
-        except (SettingsError, DatasetError, TemplateError, StoreError, ValueError, OSError) as exc:
-            self.show_status(one_line(form_wording(str(exc)), 300), error=True)
-            self._starting = False
-            return
-        self.show_status("")
-
-        async def answered(start: bool | None) -> None:
-            if start:
-                await self._plan_and_start(settings, dataset, values)
-            else:
-                self._starting = False
-                self.show_status("not started")
-
-        await self.app.push_screen(ConfirmModal(estimate_question(result), yes="Start", no="Not now"), answered)
+        prepared = await self._prepare(values, "estimating…")
+        if prepared is not None:
+            settings, dataset, estimate = prepared
+            await self._ask_to_start(estimate_question(estimate), settings, dataset, values)
 
     async def _plan_and_start(self, settings: Settings, dataset: Any, values: dict[str, Any]) -> None:
         try:
