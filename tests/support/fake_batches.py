@@ -106,14 +106,22 @@ def _config(server: Any) -> dict[str, Any]:
     return {**BATCH_DEFAULTS, **(server.config.get("batch") or {})}
 
 
-def _authorized(request: web.Request) -> web.Response | None:
-    state = request.app[BATCHES_KEY]
-    return state.check_auth(state.server, request)
+@web.middleware
+async def _authorized(request: web.Request, handler):
+    """The key checked on every route of the batch API, as on the chat routes."""
+    if request.path.startswith(("/v1/files", "/v1/batches")):
+        state = request.app[BATCHES_KEY]
+        refused = state.check_auth(state.server, request)
+        if refused is not None:
+            return refused
+    return await handler(request)
+
+
+def _missing(kind: str, name: str) -> web.Response:
+    return _error(404, f"No such {kind} object: {name}")
 
 
 async def create_file(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     if not request.content_type.startswith("multipart/"):
         return _error(400, "Files are uploaded as multipart/form-data with a 'file' and a 'purpose'.")
     purpose, content, filename = None, None, "upload.jsonl"
@@ -135,26 +143,20 @@ async def create_file(request: web.Request) -> web.Response:
 
 
 async def get_file(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     found = request.app[BATCHES_KEY].files.get(request.match_info["file_id"])
     if found is None:
-        return _error(404, f"No such File object: {request.match_info['file_id']}")
+        return _missing("File", request.match_info["file_id"])
     return web.json_response(found)
 
 
 async def file_content(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     content = request.app[BATCHES_KEY].contents.get(request.match_info["file_id"])
     if content is None:
-        return _error(404, f"No such File object: {request.match_info['file_id']}")
+        return _missing("File", request.match_info["file_id"])
     return web.Response(body=content, content_type="application/octet-stream")
 
 
 async def create_batch(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     state = request.app[BATCHES_KEY]
     server = state.server
     config = _config(server)
@@ -166,7 +168,7 @@ async def create_batch(request: web.Request) -> web.Response:
         return _error(400, "The body must be a JSON object.")
     file_id, route = body.get("input_file_id"), body.get("endpoint")
     if file_id not in state.files:
-        return _error(404, f"No such File object: {file_id}")
+        return _missing("File", file_id)
     if route not in ROUTES:
         return _error(400, f"Invalid 'endpoint': {route!r}; one of {', '.join(ROUTES)}.")
     if body.get("completion_window") != "24h":
@@ -222,17 +224,13 @@ async def create_batch(request: web.Request) -> web.Response:
 
 
 async def get_batch(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     batch = request.app[BATCHES_KEY].batches.get(request.match_info["batch_id"])
     if batch is None:
-        return _error(404, f"No such Batch object: {request.match_info['batch_id']}")
+        return _missing("Batch", request.match_info["batch_id"])
     return web.json_response(batch)
 
 
 async def list_batches(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     newest_first = list(reversed(request.app[BATCHES_KEY].batches.values()))
     after = request.query.get("after")
     if after is not None:
@@ -255,11 +253,9 @@ async def list_batches(request: web.Request) -> web.Response:
 
 
 async def cancel_batch(request: web.Request) -> web.Response:
-    if (refused := _authorized(request)) is not None:
-        return refused
     batch = request.app[BATCHES_KEY].batches.get(request.match_info["batch_id"])
     if batch is None:
-        return _error(404, f"No such Batch object: {request.match_info['batch_id']}")
+        return _missing("Batch", request.match_info["batch_id"])
     if batch["status"] not in ("validating", "in_progress", "finalizing"):
         return _error(400, f"Cannot cancel a batch with status '{batch['status']}'.")
     batch["status"], batch["cancelling_at"] = "cancelling", int(time.time())
@@ -414,6 +410,7 @@ async def _process(app: web.Application, batch: dict[str, Any], origin: str, aut
 
 def add_batch_routes(app: web.Application, server: Any, check_auth: Any) -> None:
     app[BATCHES_KEY] = BatchState(server, check_auth)
+    app.middlewares.append(_authorized)
     app.router.add_post("/v1/files", create_file)
     app.router.add_get("/v1/files/{file_id}", get_file)
     app.router.add_get("/v1/files/{file_id}/content", file_content)
