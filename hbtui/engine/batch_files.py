@@ -43,7 +43,14 @@ from hbtui.core.batch_files import (
 from hbtui.core.calls import CHAT_API, GENERATION, GRADING
 from hbtui.core.errors import RETRIED_KINDS, SERVER_ERROR, UNPARSEABLE, HbtuiError
 from hbtui.core.fidelity import describe_requests
-from hbtui.core.grading import Template, grader_messages, grader_prompt, parse_verdict, verdict_format
+from hbtui.core.grading import (
+    Template,
+    fill_template,
+    graded_conversation,
+    grader_messages,
+    parse_verdict,
+    verdict_format,
+)
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdict_cache import RequestKeys
 from hbtui.core.verdicts import AWAITING_BATCH, ERROR, FAILED, GENERATED, MET, NOT_MET, PENDING
@@ -97,10 +104,10 @@ def generation_line(settings: Settings, keys: RequestKeys, batch: BatchFiles, it
 def grading_lines(settings: Settings, template: Template, keys: RequestKeys, batch: BatchFiles, item: WorkItem):
     """The grader's requests of one conversation's criteria still pending, as the engine asks
     them (hbtui.core.grading.grade_as_configured)."""
-    sent = keys.sent_messages(item.prompt)
+    rendered = graded_conversation(keys.sent_messages(item.prompt), item.reply or "")  # once, for every criterion
     response_format = verdict_format(settings.grader_explanation_chars) if settings.grader_json_schema else None
     for idx, text, points in item.criteria:
-        prompt = grader_prompt(template, sent, item.reply or "", points, text)
+        prompt = fill_template(template, rendered, points, text)
         request = ChatRequest(
             settings.model_grader or "",
             grader_messages(prompt, settings.system_message_grader),
@@ -220,11 +227,12 @@ class OutputLine:
     error: str | None  # the output's error, for a line that never ran ("batch_expired: ...")
 
 
-def read_output(path: Path, token: str) -> list[OutputLine]:
-    """Every line of an output file (OpenAI's batch output format, vLLM's run-batch's), or
-    BatchImportError naming the first line that is none."""
+def read_output(path: Path, token: str) -> tuple[list[OutputLine], str]:
+    """Every line of an output file (OpenAI's batch output format, vLLM's run-batch's), and the
+    file's sha256; or BatchImportError naming the first line that is none."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise BatchImportError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -280,7 +288,7 @@ def read_output(path: Path, token: str) -> list[OutputLine]:
                 failure,
             )
         )
-    return lines
+    return lines, hashlib.sha256(data).hexdigest()
 
 
 @dataclass(slots=True)
@@ -307,7 +315,7 @@ async def check_output(store: Store, run: RunRow, path: Path) -> CheckedOutput:
     """``path`` read and checked against ``run`` before anything is stored (BatchImportError)."""
     batch = BatchFiles.of(run.plan)
     assert batch is not None
-    lines = read_output(path, batch.token)
+    lines, sha256 = read_output(path, batch.token)
     conversations, verdicts = await store.batch_targets(run.id)
     for line in lines:
         target = conversations.get((line.position, line.repeat))
@@ -320,7 +328,6 @@ async def check_output(store: Store, run: RunRow, path: Path) -> CheckedOutput:
                 f"{path}:{line.number}: custom_id {line.custom_id!r} names a grader request never written"
                 " (its conversation has no reply)"
             )
-    sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
     return CheckedOutput(path, sha256, lines, conversations, verdicts)
 
 
@@ -359,13 +366,16 @@ async def store_output(
     needed = sorted({conversations[(line.position, line.repeat)][0] for line in graded})
     held = await store.graded_conversations(needed) if needed else {}
     results: list[VerdictResult] = []
+    digests: dict[int, str] = {}  # a conversation's, once for all its criteria
     for line in graded:
         conversation_id = conversations[(line.position, line.repeat)][0]
         repeat, reply, record = held[conversation_id]
+        if conversation_id not in digests:
+            digests[conversation_id] = keys.digest(record["prompt"], reply or "")
         idx = line.idx if line.idx is not None else -1  # a grading line: it names its criterion
         rubric = record["rubrics"][idx]
         criterion = [(idx, rubric["criterion"], rubric["points"])]
-        key = keys.keys(keys.digest(record["prompt"], reply or ""), repeat, criterion)[idx]
+        key = keys.keys(digests[conversation_id], repeat, criterion)[idx]
         results.append(_verdict(conversation_id, line, settings, batch, key, now))
     for reply_result in replies:
         if reply_result.status == GENERATED:
