@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from math import comb
 
 from hbtui.core import scoring
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.settings.config import LENGTH_PENALTIES, Settings
 from hbtui.core.settings.prices import ModelUsage, Price, model_usage, usage_json
 from hbtui.store import RunRow, Store
@@ -168,6 +169,7 @@ async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: 
             await store.scored_reply_lengths(run.id), settings.length_penalty, settings.length_centre
         )
     progress = await store.progress(run.id)
+    batch = BatchFiles.online_of(run.plan) is not None  # paid at the batch API's price
 
     def compute() -> tuple[WorstAtKScores | None, scoring.Metric | None]:
         worst = worst_at_k(groups, repeats) if groups is not None else None
@@ -179,7 +181,9 @@ async def run_statistics(store: Store, run: RunRow, settings: Settings, prices: 
         length_adjusted=adjusted,
         penalty=settings.length_penalty,
         centre=settings.length_centre,
-        test=model_usage(run.model_test, progress.prompt_tokens_test, progress.completion_tokens_test, prices),
-        grader=model_usage(run.model_grader, progress.prompt_tokens_grader, progress.completion_tokens_grader, prices),
+        test=model_usage(run.model_test, progress.prompt_tokens_test, progress.completion_tokens_test, prices, batch),
+        grader=model_usage(
+            run.model_grader, progress.prompt_tokens_grader, progress.completion_tokens_grader, prices, batch
+        ),
         replies_generated=not run.planned.completions,
     )

@@ -4,6 +4,8 @@ of the user's own (vLLM's run-batch, Ray Data) through batch files (hbtui.engine
 from __future__ import annotations
 
 import argparse
+import signal
+from collections.abc import Iterable
 from pathlib import Path
 
 from hbtui.analysis.run_stats import run_statistics
@@ -13,7 +15,9 @@ from hbtui.core.grading import load_template
 from hbtui.core.invocation import invoked_as
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import one_line
-from hbtui.core.verdicts import AWAITING_BATCH, FINISHED, INCOMPLETE
+from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FINISHED, INCOMPLETE, INTERRUPTED
+from hbtui.engine.batch_api import BatchRunner, make_batch_run
+from hbtui.engine.batch_cancel import cancel_batches
 from hbtui.engine.batch_files import (
     Imported,
     Written,
@@ -24,10 +28,13 @@ from hbtui.engine.batch_files import (
     store_output,
     write_request_files,
 )
+from hbtui.engine.stopping import STOP_SIGNALS, drive_until_stopped
 from hbtui.render.report import render_report
 from hbtui.services import check_run_name, plan_run
-from hbtui.store import RunRow, Store
+from hbtui.store import RunBusy, RunRow, Store
 from hbtui.store.owners import this_owner
+
+CANCEL_PATIENCE_SECONDS = 10.0  # a look at the run's batches holds it for a moment
 
 
 def next_step(run_id: int, folder: Path, written: Written) -> str:
@@ -159,4 +166,48 @@ async def resume_batch_files(store: Store, run: RunRow, settings: Settings, regr
         " that failed asked again"
     )
     say(next_step(run.id, batch.folder, written))
+    return EXIT_OK
+
+
+async def drive_batches(
+    store: Store,
+    run: RunRow,
+    settings: Settings,
+    *,
+    use_cache: bool,
+    stop_signals: Iterable[signal.Signals] = STOP_SIGNALS,
+) -> tuple[str, str | None]:
+    """A run through the batch API looked at until it ends (a run of calls made one, when BATCH is
+    asked of it now): its status and what stopped it."""
+    if BatchFiles.online_of(run.plan) is None:
+        await make_batch_run(store, run.id, settings)
+        run = await store.get_run(run.id)
+    template = load_template(settings.grader_template, settings.cache_dir)
+    runner = BatchRunner(store, run, settings, template, this_owner(), say, use_cache=use_cache)
+    status = await drive_until_stopped(runner.execute(), stop_signals, lambda text: say(text, error=True))
+    if status == INTERRUPTED:
+        status = (await store.get_run(run.id)).status  # awaiting its batches, as it was given back
+    return status, runner.error
+
+
+async def control_batch_run(store: Store, run: RunRow, settings: Settings, control: str | None, verb: str) -> int:
+    """`hbtui cancel` of a run through the batch API cancels its batches at the provider itself,
+    with this machine's keys (no process need be looking at the run); a batch has no pause."""
+    if control != CANCELLED:
+        raise UsageError(
+            f"run {run.id} is answered through the batch API: its batches cannot be paused"
+            f" ({invoked_as()} cancel {run.id} cancels them)"
+        )
+    if run.status in (FINISHED, INCOMPLETE, CANCELLED):
+        raise UsageError(f"run {run.id} is {run.status}: there is nothing to {verb}")
+    try:
+        cancelled, problems = await cancel_batches(store, run, settings, this_owner(), CANCEL_PATIENCE_SECONDS)
+    except RunBusy as exc:
+        raise UsageError(f"{exc}; try again in a moment") from None
+    for problem in problems:
+        say(f"run {run.id}: {problem}", error=True)
+    say(
+        f"run {run.id} cancelled: {plural(cancelled, 'batch', 'batches')} cancelled at the provider (what they"
+        f" answered before is kept there: {invoked_as()} resume {run.id} stores it and asks the rest again)"
+    )
     return EXIT_OK

@@ -7,6 +7,7 @@ import asyncio
 import time
 
 from hbtui.cli.common import EXIT_OK, UsageError, say
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.invocation import invoked_as
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdicts import CANCELLED, INTERRUPTED, PAUSED, RUNNING
@@ -23,6 +24,10 @@ async def cmd_control(args: argparse.Namespace, settings: Settings, control: str
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         shown = run.shown_status()
+        if BatchFiles.online_of(run.plan) is not None:  # its batches are the provider's to stop
+            from hbtui.cli.batch import control_batch_run
+
+            return await control_batch_run(store, run, settings, control, verb)
         if run.status != RUNNING:
             raise UsageError(f"run {run.id} is {shown}: there is nothing to {verb}")
         if shown == INTERRUPTED:

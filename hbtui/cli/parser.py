@@ -10,6 +10,7 @@ from hbtui import __version__
 from hbtui.cli.common import EXIT_USAGE, SETTING_FLAGS, flag_help
 from hbtui.core.dataset import SUBSETS
 from hbtui.core.settings.config import REPORTING, setting_for
+from hbtui.core.settings.setting_kinds import Bool
 from hbtui.core.text import visible_line
 from hbtui.meta_eval.metrics import MIN_PHYSICIAN_LABELS
 from hbtui.services import GRADER_SETTINGS
@@ -46,7 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     settings_flags = argparse.ArgumentParser(add_help=False)
     reporting_flags = argparse.ArgumentParser(add_help=False)
     for flag, setting in SETTING_FLAGS:
-        settings_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
+        # A yes-or-no setting's flag alone says yes: `--batch` is `--batch true`.
+        if isinstance(setting.kind, Bool):
+            settings_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting), nargs="?", const="true")
+        else:
+            settings_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
         if setting.section is REPORTING:  # `show` takes them too
             reporting_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
 

@@ -11,11 +11,13 @@ from pathlib import Path
 from hbtui.analysis.review_report import review_lines, review_of_run
 from hbtui.analysis.run_stats import reporting_settings, run_statistics
 from hbtui.cli.common import EXIT_OK, UsageError, open_for_reading, say
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.run_kinds import META_EVAL, refusal
 from hbtui.core.scoring import OVERALL, OVERALL_LENGTH_ADJUSTED
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.verdicts import FINISHED
+from hbtui.render.batch_state import batch_json, batch_lines, batch_summary
 from hbtui.render.report import driver_lines, render_report, render_runs
 from hbtui.store import NoRunsYet
 
@@ -26,14 +28,20 @@ async def cmd_runs(settings: Settings) -> int:
     except NoRunsYet:
         if not Path(settings.db_path).exists():
             raise
-        runs = []  # an empty file: it holds no runs, and stays as it is
+        runs, batches = [], []  # an empty file: it holds no runs, and stays as it is
     else:
         async with store:
             runs = await store.list_runs()
+            batches = [  # runs through the batch API: what their open batches are doing
+                f"run {run.id}: batches {summary}"
+                for run in runs
+                if BatchFiles.online_of(run.plan) is not None
+                and (summary := batch_summary(await store.submissions(run.id)))
+            ]
     # On a terminal the table fits its width; piped, every column stays whole.
     width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
     say(render_runs(runs, width))
-    drivers = driver_lines(runs)
+    drivers = driver_lines(runs) + batches
     if drivers:
         say("\n".join(["", *drivers]))
     return EXIT_OK
@@ -56,6 +64,7 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
         told = any(getattr(args, name, None) is not None for name in ("length_penalty", "length_centre"))
         stats = await run_statistics(store, run, reporting_settings(run, settings, told), prices)
         review = await review_of_run(store, run, args.reviewed)
+        submissions = await store.submissions(run.id) if BatchFiles.online_of(run.plan) is not None else None
         if args.json:  # JSON escapes control characters itself, and keeps the text exact
             from hbtui.render.run_metadata import SHOW_JSON_VERSION, run_metadata
 
@@ -85,12 +94,14 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                         "metrics": stats.metrics_json(report["metrics"]),
                         **stats.as_json(),
                         **({"review": review.as_json()} if review else {}),
+                        **({"batches": [batch_json(s) for s in submissions]} if submissions is not None else {}),
                     },
                     indent=2,
                 )
             )
         else:
-            say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats))
+            batches = batch_lines(submissions) if submissions else None
+            say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats, batches=batches))
             if review:
                 say("\n".join(["", *review_lines(review)]))
     return EXIT_OK

@@ -36,7 +36,7 @@ from hbtui.core.settings.config import Settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
-from hbtui.core.verdicts import FAILED, FINISHED
+from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED
 from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS, drive_until_stopped
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
@@ -48,6 +48,7 @@ from hbtui.services import (
     HeadStart,
     check_run_name,
     plan_regrade,
+    plan_run,
     read_snapshot,
     refuse_measured_changes,
     resume_hint,
@@ -74,18 +75,27 @@ async def drive(
     the command first; read here (a broken one then only warned of) when not given."""
     global _drove_a_run
     _drove_a_run = True
-    printer = ProgressPrinter(given_replies=bool(settings.completions))
-    engine = Engine(store, run, settings, [printer] if not quiet else [], use_cache=use_cache, head_start=head_start)
-    # What is loaded by now (modules, settings, the store) lives until the exit: out of the cyclic
-    # collector's full passes, which otherwise rescan it and stall the event loop mid-run
-    # (measured at 256 in flight: 93-97% of the ideal before, 97-98% after). Frozen without a
-    # collection first: at this point one found 5 objects to free in 10 ms, spent while the first
-    # calls waited to go out.
-    gc.freeze()
-    # The engine catches the stop's cancellation: its status says how the run ended.
-    status = await drive_until_stopped(engine.execute(), stop_signals, lambda text: say(text, error=True))
+    batch = BatchFiles.online_of(run.plan) is not None or settings.batch
+    if batch:  # through the endpoint's batch API: its batches are looked at until they end
+        from hbtui.cli.batch import drive_batches
+
+        status, error = await drive_batches(store, run, settings, use_cache=use_cache, stop_signals=stop_signals)
+    else:
+        printer = ProgressPrinter(given_replies=bool(settings.completions))
+        engine = Engine(
+            store, run, settings, [printer] if not quiet else [], use_cache=use_cache, head_start=head_start
+        )
+        # What is loaded by now (modules, settings, the store) lives until the exit: out of the cyclic
+        # collector's full passes, which otherwise rescan it and stall the event loop mid-run
+        # (measured at 256 in flight: 93-97% of the ideal before, 97-98% after). Frozen without a
+        # collection first: at this point one found 5 objects to free in 10 ms, spent while the first
+        # calls waited to go out.
+        gc.freeze()
+        # The engine catches the stop's cancellation: its status says how the run ended.
+        status = await drive_until_stopped(engine.execute(), stop_signals, lambda text: say(text, error=True))
+        error = engine.error
     if status == TAKEN_OVER:
-        _complain("error", one_line(engine.error or "", 400))
+        _complain("error", one_line(error or "", 400))
         return EXIT_FAILED
     final = await store.get_run(run.id)
     if status in (FINISHED, INCOMPLETE):
@@ -100,12 +110,16 @@ async def drive(
             return EXIT_INCOMPLETE
         return EXIT_OK
     if status == FAILED:
+        say(f"run {final.id} {one_line(final.name)} failed: {one_line(error or final.error or '', 400)}", error=True)
+        say(resume_hint(final.id, error or final.error, invoked_as()), error=True)
+        return EXIT_FAILED
+    if batch and status != CANCELLED:
         say(
-            f"run {final.id} {one_line(final.name)} failed: {one_line(engine.error or final.error or '', 400)}",
+            f"run {final.id} {one_line(final.name)} awaits its batches, which go on at the provider: {invoked_as()}"
+            f" resume {final.id} picks them up ({invoked_as()} cancel {final.id} cancels them)",
             error=True,
         )
-        say(resume_hint(final.id, engine.error or final.error, invoked_as()), error=True)
-        return EXIT_FAILED
+        return EXIT_INTERRUPTED
     say(f"run {final.id} {one_line(final.name)} {status}; continue with: {invoked_as()} resume {final.id}", error=True)
     return EXIT_INTERRUPTED
 
@@ -117,6 +131,8 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return await cmd_run_batch_files(args, settings)
     if args.batch_label is not None:
         raise UsageError("--batch-label names the answers of --batch-files: give both, or neither")
+    if settings.batch:
+        return await cmd_run_batch(args, settings)
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     prices = load_prices()  # a broken price table stops the run before any call
@@ -143,6 +159,35 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         del dataset  # in the database (or on its way): the run reads its records from there, a page at a time
         return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts, head_start=head)
+
+
+async def cmd_run_batch(args: argparse.Namespace, settings: Settings) -> int:
+    """`hbtui run --batch` (BATCH=true): the run planned, then sent through the endpoint's batch API
+    and looked at until its batches end (Ctrl-C leaves them going: `resume` picks them up)."""
+    from hbtui.client.checks import ModelNotServed, models_not_served
+    from hbtui.engine.batch_api import make_batch_run
+
+    settings.require_models()
+    check_run_name(args.name)
+    prices_or_warn()  # a broken price table: said before any batch
+    dataset = records_of(args, settings)
+    load_template(settings.grader_template, settings.cache_dir)
+    missing = await models_not_served(settings)
+    if missing:
+        raise ModelNotServed(f"{'; '.join(missing)} (`{invoked_as()} check` asks every endpoint)")
+    async with await Store.open(settings.db_path) as store:
+        run_id = await plan_run(
+            store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
+        )
+        del dataset
+        await make_batch_run(store, run_id, settings)
+        run = await store.get_run(run_id)
+        say(
+            f"run {run_id} {one_line(run.name, 200)}: {run.n_conversations:,} conversations, {run.n_criteria:,}"
+            f" criteria, through the batch API (answered within 24 h; Ctrl-C leaves its batches going,"
+            f" {invoked_as()} resume {run_id} picks them up)"
+        )
+        return await drive(store, run, settings, use_cache=args.reuse_verdicts)
 
 
 async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -24,6 +24,10 @@ MAX_LINES = 50_000  # a provider's limit of one batch file, kept for any engine
 MAX_BYTES = 200 * 1024 * 1024
 DEFAULT_LABEL = "offline"  # what the verdict cache's key holds in place of an endpoint
 PLAN_KEY = "batch_files"  # the run's plan records {"folder", "label", "token"} under it
+# A run through a provider's batch API (hbtui.engine.batch_api) records the same under this key,
+# with "uuid": the run's id across databases, which each batch's metadata carries.
+API_PLAN_KEY = "batch_api"
+API_LABEL = "batch API"
 CUSTOM_ID = re.compile(r"^hbtui-(?P<token>[0-9a-f]{8})-p(?P<position>\d+)-r(?P<repeat>\d+)(?:-c(?P<idx>\d+))?$")
 
 
@@ -34,17 +38,34 @@ class BatchFiles:
     token: str
     # The sha256 of each output file imported: the same file again is known, and changes nothing.
     imported: tuple[str, ...] = ()
+    # A run through a provider's batch API: its id across databases (a UUID); None: offline files.
+    uuid: str | None = None
 
     @classmethod
     def of(cls, plan: dict[str, Any]) -> BatchFiles | None:
-        """The batch files a run's plan records, or None for a run of calls."""
-        entry = plan.get(PLAN_KEY)
+        """The batch files a run's plan records for an engine of the user's own, or None."""
+        return cls._from(plan.get(PLAN_KEY))
+
+    @classmethod
+    def online_of(cls, plan: dict[str, Any]) -> BatchFiles | None:
+        """The batch files of a run through a provider's batch API (`hbtui run --batch`), or None."""
+        return cls._from(plan.get(API_PLAN_KEY))
+
+    @classmethod
+    def _from(cls, entry: Any) -> BatchFiles | None:
         if not isinstance(entry, dict):
             return None
-        return cls(Path(entry["folder"]), entry["label"], entry["token"], tuple(entry.get("imported") or ()))
+        return cls(
+            Path(entry["folder"]), entry["label"], entry["token"], tuple(entry.get("imported") or ()), entry.get("uuid")
+        )
+
+    @property
+    def online(self) -> bool:
+        return self.uuid is not None
 
     def as_plan(self) -> dict[str, Any]:
-        return {"folder": str(self.folder), "label": self.label, "token": self.token, "imported": list(self.imported)}
+        plan = {"folder": str(self.folder), "label": self.label, "token": self.token, "imported": list(self.imported)}
+        return plan if self.uuid is None else {**plan, "uuid": self.uuid}
 
 
 def generation_id(token: str, position: int, repeat: int) -> str:
@@ -72,6 +93,11 @@ def awaiting_hint(run_id: int, plan: dict[str, Any], status: str | None = None) 
         return (
             f"run {run_id} is incomplete: {invoked_as()} regrade-errors {run_id} writes what failed into new"
             " request files, for your engine"
+        )
+    if BatchFiles.online_of(plan) is not None:
+        return (
+            f"run {run_id} awaits its batches at the provider: {invoked_as()} resume {run_id} looks at them and"
+            f" stores their answers as they end ({invoked_as()} cancel {run_id} cancels them)"
         )
     batch = BatchFiles.of(plan)
     folder = f" (its requests are in {batch.folder})" if batch else ""

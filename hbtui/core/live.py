@@ -29,3 +29,6 @@ class LiveSnapshot(TypedDict, total=False):
     endpoints: dict[str, EndpointFigures]  # by the endpoint's label (its URL, never its key)
     call_errors: dict[str, int]  # failed attempts by kind, retried or not
     limits: dict[str, Any]  # what the rate limits did (hbtui.core.rate_limits.pace_summary)
+    # A run through the batch API: its last look at its batches ({"at", "next", "by": owner}), kept
+    # while it awaits them with no lease, so that a monitor tells a process looking from none.
+    batch_look: dict[str, Any]

@@ -43,6 +43,8 @@ class StoredSettings(TypedDict, total=False):
     grader_parse_attempts: int
     unreachable_patience: float
     db_write_patience: float
+    batch: bool  # through the endpoint's batch API
+    batch_poll: float
     serve_max_tabs: int
     grader_template: str
     system_message_test: str | None

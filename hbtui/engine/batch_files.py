@@ -78,8 +78,21 @@ class Written:
 
 
 def batch_keys(settings: Settings, template: Template, batch: BatchFiles) -> RequestKeys:
-    """The verdict cache's keys of a batch-files run: its label where a call's endpoint goes."""
+    """The verdict cache's keys of a batch-files run: its label where a call's endpoint goes. A run
+    through a provider's batch API asks the endpoint a call would: its keys are a call's."""
+    if batch.online:
+        return RequestKeys(settings, template)
     return RequestKeys(settings, template, endpoint=f"batch-files:{batch.label}")
+
+
+def answered_by(settings: Settings, batch: BatchFiles) -> tuple[str, str]:
+    """What the replies' and the verdicts' endpoint column names: the label of a batch-files run,
+    the endpoints of a run through a provider's batch API."""
+    if batch.online:
+        test = settings.test_endpoints
+        grader = settings.grader_endpoints
+        return (test[0][0] if test else "") + " (batch)", (grader[0][0] if grader else "") + " (batch)"
+    return f"batch-files:{batch.label}", f"batch-files:{batch.label}"
 
 
 def generation_line(settings: Settings, keys: RequestKeys, batch: BatchFiles, item: WorkItem) -> dict:
@@ -134,14 +147,16 @@ class _Files:
         self.number, self.lines, self.bytes = 0, 0, 0
         self.handle: BinaryIO | None = None
         self.written: list[Path] = []
+        self.requests: list[list[tuple[int, int]]] = []  # each file's (conversation id, idx; a reply -1)
         self.count = 0
 
-    def add(self, line: dict) -> None:
+    def add(self, line: dict, request: tuple[int, int] = (0, 0)) -> None:
         data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
         if self.handle is None or self.lines >= MAX_LINES or self.bytes + len(data) > MAX_BYTES:
             self._next()
         assert self.handle is not None
         self.handle.write(data)
+        self.requests[-1].append(request)
         self.lines += 1
         self.bytes += len(data)
         self.count += 1
@@ -154,6 +169,7 @@ class _Files:
         self.handle = open(partial, "wb")
         os.chmod(partial, 0o600)
         self.written.append(path)
+        self.requests.append([])
         self.lines = self.bytes = 0
 
     def close(self) -> None:
@@ -225,6 +241,7 @@ class OutputLine:
     status: int | None  # the response's status_code; None: the line never ran (error only)
     body: bytes
     error: str | None  # the output's error, for a line that never ran ("batch_expired: ...")
+    error_kind: str = SERVER_ERROR  # of a line that never ran: asked again (a batch failed at validation: not)
 
 
 def read_output(path: Path, token: str) -> tuple[list[OutputLine], str]:
@@ -311,12 +328,23 @@ class CheckedOutput:
     verdicts: dict[tuple[int, int], str]
 
 
-async def check_output(store: Store, run: RunRow, path: Path) -> CheckedOutput:
+async def check_output(store: Store, run: RunRow, path: Path, batch: BatchFiles | None = None) -> CheckedOutput:
     """``path`` read and checked against ``run`` before anything is stored (BatchImportError)."""
-    batch = BatchFiles.of(run.plan)
+    batch = batch or BatchFiles.of(run.plan)
     assert batch is not None
     lines, sha256 = read_output(path, batch.token)
     conversations, verdicts = await store.batch_targets(run.id)
+    return checked_lines(path, sha256, lines, run, conversations, verdicts)
+
+
+def checked_lines(
+    path: Path,
+    sha256: str,
+    lines: list[OutputLine],
+    run: RunRow,
+    conversations: dict[tuple[int, int], tuple[int, str, int]],
+    verdicts: dict[tuple[int, int], str],
+) -> CheckedOutput:
     for line in lines:
         target = conversations.get((line.position, line.repeat))
         if target is None or (line.idx is not None and line.idx >= target[2]):
@@ -340,12 +368,19 @@ def run_settings(run: RunRow, current: Settings) -> Settings:
 
 
 async def store_output(
-    store: Store, run: RunRow, settings: Settings, template: Template, checked: CheckedOutput, lease: str
+    store: Store,
+    run: RunRow,
+    settings: Settings,
+    template: Template,
+    checked: CheckedOutput,
+    lease: str,
+    batch: BatchFiles | None = None,
 ) -> Imported:
     """Store what a checked output file answers of ``run`` (taken by the caller under ``lease``):
     only requests still unanswered, so that a file imported twice changes nothing."""
-    batch = BatchFiles.of(run.plan)
+    batch = batch or BatchFiles.of(run.plan)
     assert batch is not None
+    reply_endpoint, verdict_endpoint = answered_by(settings, batch)
     conversations, verdicts = checked.conversations, checked.verdicts
     done = Imported()
     now = time.time()
@@ -357,7 +392,7 @@ async def store_output(
             if status != PENDING:
                 done.already += 1
                 continue
-            replies.append(_reply(conversation_id, line, settings, batch, now))
+            replies.append(_reply(conversation_id, line, settings, reply_endpoint, now))
         elif verdicts.get((conversation_id, line.idx)) != PENDING or status != GENERATED:
             done.already += 1
         else:
@@ -376,7 +411,7 @@ async def store_output(
         rubric = record["rubrics"][idx]
         criterion = [(idx, rubric["criterion"], rubric["points"])]
         key = keys.keys(digests[conversation_id], repeat, criterion)[idx]
-        results.append(_verdict(conversation_id, line, settings, batch, key, now))
+        results.append(_verdict(conversation_id, line, settings, verdict_endpoint, key, now))
     for reply_result in replies:
         if reply_result.status == GENERATED:
             done.replies += 1
@@ -395,9 +430,9 @@ async def store_output(
     return done
 
 
-def _reply(conversation_id: int, line: OutputLine, settings: Settings, batch: BatchFiles, now: float) -> ReplyResult:
+def _reply(conversation_id: int, line: OutputLine, settings: Settings, endpoint: str, now: float) -> ReplyResult:
     if line.status is None:  # never ran: an expired or cancelled batch's line
-        return ReplyResult(conversation_id, FAILED, now, error=line.error, error_kind=SERVER_ERROR, attempts=1)
+        return ReplyResult(conversation_id, FAILED, now, error=line.error, error_kind=line.error_kind, attempts=1)
     try:
         answer = batch_line_result(line.status, line.body, api=settings.api_test, json_schema=False, attempts=1)
     except ChatError as exc:
@@ -412,17 +447,17 @@ def _reply(conversation_id: int, line: OutputLine, settings: Settings, batch: Ba
         attempts=1,
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
-        endpoint=f"batch-files:{batch.label}",
+        endpoint=endpoint,
     )
 
 
 def _verdict(
-    conversation_id: int, line: OutputLine, settings: Settings, batch: BatchFiles, key: str, now: float
+    conversation_id: int, line: OutputLine, settings: Settings, endpoint: str, key: str, now: float
 ) -> VerdictResult:
     assert line.idx is not None
     if line.status is None:
         return VerdictResult(
-            ERROR, conversation_id, line.idx, error=line.error, error_kind=SERVER_ERROR, attempts=1, graded_at=now
+            ERROR, conversation_id, line.idx, error=line.error, error_kind=line.error_kind, attempts=1, graded_at=now
         )
     try:
         answer = batch_line_result(
@@ -447,7 +482,7 @@ def _verdict(
         prompt_tokens=answer.prompt_tokens,
         completion_tokens=answer.completion_tokens,
         graded_at=now,
-        endpoint=f"batch-files:{batch.label}",
+        endpoint=endpoint,
     )
 
 

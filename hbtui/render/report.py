@@ -245,8 +245,13 @@ def group_lines(report: StoredReport) -> list[str]:
 
 
 def render_report(
-    run: RunRow, brief: bool = False, scores: list[float] | None = None, stats: RunStatistics | None = None
+    run: RunRow,
+    brief: bool = False,
+    scores: list[float] | None = None,
+    stats: RunStatistics | None = None,
+    batches: list[str] | None = None,
 ) -> str:
+    """``batches``: a run through the batch API's batches (hbtui.render.batch_state.batch_lines)."""
     report = run.report
     overall = report.overall if report else None
     head = (
@@ -258,6 +263,7 @@ def render_report(
         head += f"\nerror: {one_line(run.error, 400)}"
     if run.status == AWAITING_BATCH:  # its answers come from the user's own engine: what to do
         head += f"\n{one_line(awaiting_hint(run.id, run.plan), 600)}"
+    head += "".join(f"\n{one_line(line, 300)}" for line in batches or ())
     if run.kind == IMPORTED:
         head += "".join(f"\n{line}" for line in kind_lines(run))
     else:  # an import sent no requests of hbtui's

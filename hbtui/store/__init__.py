@@ -23,6 +23,7 @@ import aiosqlite
 
 from hbtui.core.verdicts import ERROR, MET, NOT_MET, PENDING
 from hbtui.store import schema
+from hbtui.store.batch_submissions import StoreBatchSubmissions, Submission
 from hbtui.store.browse_reads import (
     CriterionStats,
     IdealCompletions,
@@ -153,6 +154,7 @@ __all__ = [
     "SearchMatches",
     "Store",
     "StoreError",
+    "Submission",
     "VerdictResult",
     "VerdictRow",
     "WorkItem",
@@ -162,7 +164,7 @@ __all__ = [
 ]
 
 
-class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions, StoreReviews):
+class Store(StoreReads, StoreBrowse, StoreMetaEval, StoreRunActions, StoreReviews, StoreBatchSubmissions):
     """An open hbtui database: ``await Store.open(path)``, then its reads and writes."""
 
     @classmethod

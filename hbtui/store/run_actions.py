@@ -16,6 +16,8 @@ from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
 # Every table holding a run's rows, children first (another owner's table joins this list).
 RUN_TABLES = (
+    "batch_lines",
+    "batch_submissions",
     "reviews",
     "review_positions",
     "verdict_text_runs",

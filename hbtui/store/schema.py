@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 APPLICATION_ID = 0x48425455  # "HBTU": marks the file as ours, so a stranger's SQLite file is refused
 
 # Version 1: the first schema. Kept verbatim: the migration test builds a database from it.
@@ -304,6 +304,45 @@ CREATE TABLE verdict_text_runs (
 );
 """
 
+# Version 14: a run through a provider's batch API (hbtui.engine.batch_api). Each file submitted
+# is recorded before its upload, with what it holds (batch_lines: a reply is idx -1), then its
+# file id and its batch id the moment each is known, so that no process's death loses a batch
+# that is billed, or submits a request twice.
+MIGRATE_ADD_BATCH_SUBMISSIONS = """
+CREATE TABLE batch_submissions (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    number INTEGER NOT NULL,
+    stage TEXT NOT NULL,
+    model TEXT NOT NULL,
+    endpoint TEXT NOT NULL,
+    path TEXT NOT NULL,
+    lines INTEGER NOT NULL,
+    sha256 TEXT NOT NULL,
+    state TEXT NOT NULL,
+    file_id TEXT,
+    batch_id TEXT,
+    batch_status TEXT,
+    total INTEGER NOT NULL DEFAULT 0,
+    completed INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    written_at REAL NOT NULL,
+    submitted_at REAL,
+    expires_at REAL,
+    ended_at REAL,
+    error TEXT,
+    UNIQUE (run_id, number)
+);
+CREATE TABLE batch_lines (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    submission_id INTEGER NOT NULL REFERENCES batch_submissions(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    PRIMARY KEY (submission_id, conversation_id, idx)
+) WITHOUT ROWID;
+CREATE INDEX batch_lines_by_run ON batch_lines(run_id);
+"""
+
 MIGRATIONS = {
     1: MIGRATE_V1_TO_V2,
     2: MIGRATE_V2_TO_V3,
@@ -317,6 +356,7 @@ MIGRATIONS = {
     10: MIGRATE_ADD_META_EVAL_ROWS,
     11: MIGRATE_ADD_REVIEWS,
     12: MIGRATE_INDEX_SEARCH_WHEN_SEARCHED,
+    13: MIGRATE_ADD_BATCH_SUBMISSIONS,
 }
 
 

@@ -440,11 +440,13 @@ class StoreWrites(Connection):
         assert run_id is not None  # an INSERT always gives a rowid
         return run_id
 
-    async def claim_run(self, run_id: int, owner: str) -> str:
+    async def claim_run(self, run_id: int, owner: str, only_from: str | None = None) -> str:
         """Make ``owner`` the one process driving the run, unless another live one does.
 
         Returns the run's new lease: every later write of this driver is made on condition that
         the run still holds it, so a driver that was taken over cannot write another result.
+        ``only_from``: only while the run's status is this one (a batch run's next look, while it
+        awaits its batches: not once it was cancelled meanwhile); RunBusy otherwise.
         """
         db = self.db
         # First without the write lock: a driver stopped (Ctrl-Z) in the middle of a commit holds
@@ -459,7 +461,9 @@ class StoreWrites(Connection):
             row = await self._one("SELECT owner, heartbeat_at, status FROM runs WHERE id = ?", (run_id,))
             if row is None:
                 raise RunNotFound(f"no run with id {run_id}")
-            current, heartbeat, _status = row
+            current, heartbeat, status = row
+            if only_from is not None and status != only_from:
+                raise RunBusy(f"run {run_id} is {status} now, no longer {only_from}")
             busy = driver_in_the_way(run_id, current, owner, heartbeat)
             if busy:
                 raise RunBusy(busy + ("" if "stopped" in busy else f"; watch it with {invoked_as()} monitor instead"))

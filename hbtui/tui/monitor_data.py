@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hbtui.analysis.progress import Tally, completions_by_second, count_completion, running_rate, running_spans
-from hbtui.core.batch_files import awaiting_hint
+from hbtui.core.batch_files import BatchFiles, awaiting_hint
 from hbtui.core.errors import RATE_LIMITED
 from hbtui.core.events import (
     CallFailed,
@@ -33,6 +33,7 @@ from hbtui.core.events import (
 from hbtui.core.live import LiveSnapshot
 from hbtui.core.rate_limits import limits_line
 from hbtui.core.verdicts import AWAITING_BATCH, ENDED, GOING, PAUSED, RUNNING
+from hbtui.render.batch_state import batch_lines, look_line
 from hbtui.store import RunRow, Store
 
 RECENT_ERRORS = 4
@@ -69,6 +70,9 @@ class MonitorView:
     driver: str | None = None  # host:pid of a run another process drives, and whether it is heard from
     driver_log: str | None = None  # where its detached driver writes (hbtui.engine.detached)
     limits: str | None = None  # what the endpoints' rate limits did (hbtui.core.rate_limits.limits_line)
+    # A run through the batch API: each open batch's state, and whether a process looks at them.
+    batches: tuple[str, ...] = ()
+    batch_look: str | None = None
 
     @classmethod
     def of_run(cls, run: RunRow, **figures: Any) -> MonitorView:
@@ -108,6 +112,8 @@ class MonitorView:
             tuple(self.recent_errors),
             self.latency_p50,
             self.latency_p95,
+            self.batches,
+            self.batch_look,
             self.tokens,
             self.final_score,
             self.final_name,
@@ -323,4 +329,16 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         driver_log=run.driver_log,
         # While it runs, the heartbeat's figures; once ended, the run's record of them.
         limits=limits_line((live or {}).get("limits") or (run.requests or {}).get("limits")),
+        **(await batch_figures(store, run, status, now)),
     )
+
+
+async def batch_figures(store: Store, run: RunRow, status: str, now: float) -> dict[str, Any]:
+    """A run through the batch API: its batches, and its last look at them while it awaits them."""
+    if BatchFiles.online_of(run.plan) is None:
+        return {}
+    look = (run.live or {}).get("batch_look") if status == AWAITING_BATCH else None
+    return {
+        "batches": tuple(batch_lines(await store.submissions(run.id), now)),
+        "batch_look": look_line(run.id, look, now),
+    }

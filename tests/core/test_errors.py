@@ -23,6 +23,7 @@ INTERNAL = {
     "hbtui.core.reference.ReferenceUnavailable": "grading turns it into a TemplateError",
     "hbtui.core.downloads.DownloadError": "dataset and reference downloads turn it into their error",
     "hbtui.core.settings.envfile.EnvFileError": "load_settings and the configuration screen say it",
+    "hbtui.engine.batch_api._RoomWait": "a batch run's look ends there, and the next submits again",
 }
 
 EXPECTED_EXITS = {

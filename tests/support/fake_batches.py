@@ -1,5 +1,5 @@
 """The test server's batch API, as OpenAI's (and the OpenAI-compatible ones of Groq, Together and
-others) serve it: ``POST /v1/files`` (purpose batch), ``GET /v1/files/{id}`` and its
+others) serve it: ``POST /v1/files`` (purpose batch), ``GET /v1/files``, ``GET /v1/files/{id}`` and its
 ``/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches`` (newest first,
 with each batch's metadata), ``POST /v1/batches/{id}/cancel``.
 
@@ -42,13 +42,18 @@ BATCH_DEFAULTS: dict[str, Any] = {
     "expire_after_s": None,
     "fail_validation": None,
     "max_enqueued": None,
+    # Seconds a route holds its answer after doing its work (the file stored, the batch created, the
+    # content read): the window in which a test kills the client, as a process dies there.
+    "hold_upload_s": 0,
+    "hold_create_s": 0,
+    "hold_content_s": 0,
 }
 
 
 def validate_batch_config(value: Any) -> None:
     if not isinstance(value, dict) or set(value) - set(BATCH_DEFAULTS):
         raise ValueError(f"batch must be an object of {sorted(BATCH_DEFAULTS)}")
-    for key in ("validating_s", "finalizing_s", "expire_after_s"):
+    for key in ("validating_s", "finalizing_s", "expire_after_s", "hold_upload_s", "hold_create_s", "hold_content_s"):
         number = value.get(key, 0)
         if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float)) or number < 0):
             raise ValueError(
@@ -139,7 +144,14 @@ async def create_file(request: web.Request) -> web.Response:
     if purpose == "batch" and len(content) > MAX_BYTES:
         return _error(400, f"File is too large: {len(content):,} bytes; a batch input file holds at most 200 MB.")
     state = request.app[BATCHES_KEY]
-    return web.json_response(state.add_file(content, filename, purpose))
+    stored = state.add_file(content, filename, purpose)
+    await asyncio.sleep(_config(state.server)["hold_upload_s"])
+    return web.json_response(stored)
+
+
+async def list_files(request: web.Request) -> web.Response:
+    files = list(request.app[BATCHES_KEY].files.values())
+    return web.json_response({"object": "list", "data": files, "has_more": False})
 
 
 async def get_file(request: web.Request) -> web.Response:
@@ -153,6 +165,7 @@ async def file_content(request: web.Request) -> web.Response:
     content = request.app[BATCHES_KEY].contents.get(request.match_info["file_id"])
     if content is None:
         return _missing("File", request.match_info["file_id"])
+    await asyncio.sleep(_config(request.app[BATCHES_KEY].server)["hold_content_s"])
     return web.Response(body=content, content_type="application/octet-stream")
 
 
@@ -220,7 +233,9 @@ async def create_batch(request: web.Request) -> web.Response:
     origin = str(request.url.origin())
     auth = request.headers.get("Authorization")
     state.tasks[batch_id] = asyncio.create_task(_process(request.app, batch, origin, auth))
-    return web.json_response(batch)
+    answer = dict(batch)  # as it was made: the hold does not show its later states
+    await asyncio.sleep(config["hold_create_s"])
+    return web.json_response(answer)
 
 
 async def get_batch(request: web.Request) -> web.Response:
@@ -317,7 +332,9 @@ def _validation_error(content: bytes, route: str) -> tuple[list[dict[str, Any]] 
 async def _process(app: web.Application, batch: dict[str, Any], origin: str, auth: str | None) -> None:
     state = app[BATCHES_KEY]
     config = _config(state.server)
-    await asyncio.sleep(config["validating_s"])
+    validating_until = time.monotonic() + config["validating_s"]
+    while time.monotonic() < validating_until and batch["status"] != "cancelling":  # a cancel ends it at once
+        await asyncio.sleep(min(0.05, max(0.0, validating_until - time.monotonic())))
     if batch["status"] == "cancelling":
         batch["status"], batch["cancelled_at"] = "cancelled", int(time.time())
         return
@@ -412,6 +429,7 @@ def add_batch_routes(app: web.Application, server: Any, check_auth: Any) -> None
     app[BATCHES_KEY] = BatchState(server, check_auth)
     app.middlewares.append(_authorized)
     app.router.add_post("/v1/files", create_file)
+    app.router.add_get("/v1/files", list_files)
     app.router.add_get("/v1/files/{file_id}", get_file)
     app.router.add_get("/v1/files/{file_id}/content", file_content)
     app.router.add_post("/v1/batches", create_batch)

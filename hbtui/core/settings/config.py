@@ -408,6 +408,24 @@ class Settings:
         " stops saying so (no new call is sent meanwhile)",
         300.0,
     )
+    # A provider's batch API answers within a window (24 h) at half the online price
+    # (hbtui.engine.batch_api); the run records every file and batch it submits.
+    batch: bool = _described(
+        "BATCH",
+        YES_NO,
+        RUN,
+        "send the run's requests through the endpoint's batch API (/v1/files, /v1/batches): half the price at"
+        " OpenAI and others, answered within 24 hours instead of at once; `hbtui resume` picks up its batches",
+        False,
+        label="Batch API",
+    )
+    batch_poll: float = _described(
+        "BATCH_POLL",
+        SECONDS,
+        RUN,
+        "seconds between looks at a batch run's batches while it waits for them",
+        30.0,
+    )
     # Each tab of `hbtui serve` is an app process of its own, about 63 MB: 20 tabs took 1.3 GB.
     serve_max_tabs: int = _described(
         "SERVE_MAX_TABS",

@@ -105,6 +105,7 @@ class ModelUsage:
     input_tokens: int
     output_tokens: int
     cost: float | None
+    batch: bool = False  # paid at the batch API's price (a run through it): never a guessed discount
 
     def as_dict(self) -> dict:
         return {
@@ -121,8 +122,14 @@ def cost_of(input_tokens: int, output_tokens: int, price: Price | None) -> float
     return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
 
 
-def model_usage(model: str, input_tokens: int, output_tokens: int, prices: Mapping[str, Price]) -> ModelUsage:
-    return ModelUsage(model, input_tokens, output_tokens, cost_of(input_tokens, output_tokens, prices.get(model)))
+def model_usage(
+    model: str, input_tokens: int, output_tokens: int, prices: Mapping[str, Price], batch: bool = False
+) -> ModelUsage:
+    """``batch``: at the batch API's price, which the table gives or not (then the cost is unknown)."""
+    price = prices.get(model)
+    if batch and price is not None:
+        price = price.batch
+    return ModelUsage(model, input_tokens, output_tokens, cost_of(input_tokens, output_tokens, price), batch)
 
 
 def total_cost(usages: list[ModelUsage]) -> float | None:
@@ -158,4 +165,8 @@ def cost_text(cost: float) -> str:
 
 def usage_line(usage: ModelUsage) -> str:
     line = f"{tokens_text(usage.input_tokens)} in / {tokens_text(usage.output_tokens)} out"
+    if usage.batch:
+        return line + (
+            f", cost {cost_text(usage.cost)} at the batch price" if usage.cost is not None else " (batch price unknown)"
+        )
     return line + (f", cost {cost_text(usage.cost)}" if usage.cost is not None else " (no price)")

@@ -116,6 +116,7 @@ class MonitorScreen(ResponsiveScreen):
         yield AppHeader()
         yield Static(id="monitor-status")
         yield Static(id="monitor-driver")
+        yield Static(id="monitor-batches")
         yield Static(id="monitor-failure")
         # Each bar names what it counts: replies received (a conversation with its reply, or with
         # none, is done generating) and verdicts given; "conversations" at 100% read as graded.
@@ -330,6 +331,17 @@ class MonitorScreen(ResponsiveScreen):
         widget = self.query_one("#monitor-driver", Static)
         widget.display = bool(line)
         widget.update(line)
+        # A run through the batch API: each open batch, and whether a process looks at them.
+        batches = Text()
+        for text in view.batches:
+            batches.append("\n" if batches else "")
+            batches.append_text(safe(text, 200))
+        if view.batch_look:
+            batches.append("\n" if batches else "")
+            batches.append_text(safe(view.batch_look, 200))
+        panel = self.query_one("#monitor-batches", Static)
+        panel.display = bool(batches)
+        panel.update(batches)
 
     def _bar(self, name: str, done: int, total: int, label: str) -> None:
         self.query_one(f"#{name}-bar", ProgressBar).update(total=max(total, 1), progress=done)
@@ -340,7 +352,7 @@ class MonitorScreen(ResponsiveScreen):
         grid.add_column(style="bold", no_wrap=True, min_width=len("in flight"))  # endpoint rows must not squeeze it
         grid.add_column(no_wrap=True, overflow="ellipsis")
         if view.status == AWAITING_BATCH:
-            rate = "– (your engine answers it)"
+            rate = "– (the provider answers its batches)" if view.batches else "– (your engine answers it)"
         elif view.ended:
             rate = "– (the run has ended)"
         elif view.status == STARTING:

@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.widgets import DataTable, Input, Static
 
 from hbtui.analysis.compare import NothingToCompare
-from hbtui.core.batch_files import awaiting_hint
+from hbtui.core.batch_files import BatchFiles, awaiting_hint
 from hbtui.core.errors import TRANSIENT_KINDS, failure_words
 from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.core.settings.config import Settings
@@ -433,6 +433,11 @@ class RunsScreen(RunActions):
                     + (" (R in its results retries the errors)" if kinds else "")
                 )
                 return
+        elif status == AWAITING_BATCH and BatchFiles.online_of(run.plan) is not None:
+            # Its batches at the provider: a process of its own looks at them until they end.
+            question = "Look at this run's batches until they end, storing their answers?"
+            self.app.offer_to_drive(run, question, "Look")
+            return
         elif status == AWAITING_BATCH:
             self.say(awaiting_hint(run_id, run.plan))  # its answers come from the user's engine
             return

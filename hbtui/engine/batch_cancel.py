@@ -1,0 +1,78 @@
+"""A run through the batch API, from outside its looks: the client of each endpoint it names, and
+`hbtui cancel`, which cancels its batches at the provider with this machine's keys (no process
+need be looking at the run) and marks the run cancelled. What the batches answered before is kept
+at the provider, and `hbtui resume` stores it (hbtui.engine.batch_api)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from hbtui.client.batches import BatchClient
+from hbtui.client.wire import ChatError, Endpoint
+from hbtui.core.batch_files import BatchFiles
+from hbtui.core.settings.config import Settings
+from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED
+from hbtui.store import RunBusy, RunRow, RunTakenOver, Store
+from hbtui.store.batch_submissions import UPLOADED
+
+
+def client_for(settings: Settings, base_url: str) -> BatchClient:
+    """The batch API at ``base_url`` with the key these settings give it (none when they name it not)."""
+    key = next((k for url, k in [*settings.test_endpoints, *settings.grader_endpoints] if url == base_url), None)
+    return BatchClient(Endpoint(base_url, key), timeout=settings.timeout)
+
+
+async def cancel_batches(
+    store: Store, run: RunRow, settings: Settings, owner: str, patience: float
+) -> tuple[int, list[str]]:
+    """`hbtui cancel` of a run through the batch API: its batches cancelled at the provider (with
+    this machine's keys: no process may be looking at the run now) and the run marked cancelled.
+    What they answered before is kept at the provider, and `resume` stores it. (batches
+    cancelled, what could not be), or RunBusy while another process holds the run past ``patience``."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            lease = await store.claim_run(run.id, owner)
+            break
+        except RunBusy:  # a look at its batches holds it for a moment
+            if time.monotonic() >= deadline:
+                raise
+            await asyncio.sleep(0.25)
+    batch_files = BatchFiles.online_of(run.plan)
+    assert batch_files is not None
+    clients: dict[str, BatchClient] = {}
+    cancelled, problems = 0, []
+    try:
+        for submission in await store.submissions(run.id):
+            if not submission.open:
+                continue
+            client = clients.setdefault(submission.endpoint, client_for(settings, submission.endpoint))
+            batch_id = submission.batch_id
+            try:
+                if batch_id is None and submission.state == UPLOADED:  # made before a process died?
+                    found = await client.find(
+                        {"hbtui_run": batch_files.uuid or "", "hbtui_submission": str(submission.number)}
+                    )
+                    batch_id = found.id if found else None
+                if batch_id is None:
+                    continue
+                batch = await client.get(batch_id)
+                if batch.ended or batch.status == "cancelling":
+                    continue
+                await client.cancel(batch_id)
+                cancelled += 1
+            except ChatError as exc:
+                problems.append(f"batch {submission.number}: {exc.message}")
+        await store.finish_run(
+            run.id, CANCELLED, error="cancelled; its batches were cancelled at the provider", lease=lease
+        )
+    except BaseException:
+        with contextlib.suppress(RunTakenOver):
+            await asyncio.shield(store.finish_run(run.id, AWAITING_BATCH, lease=lease))
+        raise
+    finally:
+        for client in clients.values():
+            await client.aclose()
+    return cancelled, problems

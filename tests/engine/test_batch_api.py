@@ -1,0 +1,334 @@
+"""`hbtui run --batch`: a run through the endpoint's batch API, against the project's test server,
+whose batches validate, run, finalize, shuffle their output, fail lines, expire, refuse and cancel
+as a provider's do (tests/support/fake_batches.py), with a real SQLite file.
+
+The run submits each request once, whatever kills it (a SIGKILL after the upload, after the
+batch's creation, while it runs, while its output is read), and its verdicts equal a run of calls
+on the same deterministic server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+
+from hbtui import cli
+from tests.conftest import MAIN_SUBSET, needs_shared, small_records, user_folder, write_jsonl
+
+FAST = {"validating_s": 0.05, "finalizing_s": 0.05}
+
+
+def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def verdicts_by_request(db: Path, run: str) -> dict[tuple, tuple]:
+    return {
+        (prompt_id, repeat, idx): (status, explanation)
+        for prompt_id, repeat, idx, status, explanation in rows(
+            db,
+            "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v JOIN conversations c"
+            " ON c.id = v.conversation_id JOIN runs r ON r.id = c.run_id WHERE r.name = ?",
+            (run,),
+        )
+    }
+
+
+def provider(server) -> httpx.Client:
+    return httpx.Client(base_url=server.base_url, trust_env=False, timeout=10)
+
+
+def batches_at(server, db: Path) -> list[dict]:
+    """The batches the server holds of the runs in ``db`` (the session's server holds others')."""
+    uuids = {json.loads(plan).get("batch_api", {}).get("uuid") for (plan,) in rows(db, "SELECT plan_json FROM runs")}
+    with provider(server) as http:
+        found = http.get("/batches", params={"limit": "100"}).json()["data"]
+    return [batch for batch in found if batch["metadata"].get("hbtui_run") in uuids]
+
+
+def submitted_ids(server, db: Path) -> Counter:
+    """How many times each custom_id was submitted in a batch, across the batches of ``db``'s runs."""
+    counts: Counter = Counter()
+    with provider(server) as http:
+        for batch in batches_at(server, db):
+            text = http.get(f"/files/{batch['input_file_id']}/content").text
+            counts.update(json.loads(line)["custom_id"] for line in text.splitlines() if line.strip())
+    return counts
+
+
+def prices_in(folder: Path, monkeypatch, table: dict) -> None:
+    config = folder / "config" / "hbtui"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "prices.json").write_text(json.dumps(table))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(folder / "config"))
+
+
+@pytest.fixture
+def batch_user(tmp_path, monkeypatch, server):
+    server.control(batch=FAST)
+    write_jsonl(tmp_path / "data.jsonl", small_records())
+    return user_folder(tmp_path, monkeypatch, server, extra="BATCH_POLL=0.1\n")
+
+
+def test_a_batch_run_scores_as_a_run_of_calls_at_the_batch_price(batch_user, server, capsys, monkeypatch):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    price = {"input": 2.0, "output": 8.0, "batch_input": 1.0, "batch_output": 4.0}
+    prices_in(batch_user, monkeypatch, {"test-model": price, "grader-model": price})
+    assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--batch", "--name", "viabatch"]) == 0
+    out = capsys.readouterr().out
+    assert "through the batch API" in out and "batch 1 (generation, 6 requests)" in out
+    assert "batch 2 (grading, 16 requests)" in out and "run 1 viabatch (finished)" in out
+    assert "at the batch price" in out
+    batches = batches_at(server, db)
+    assert len(batches) == 2 and all(b["status"] == "completed" for b in batches)
+    run_uuid = json.loads(rows(db, "SELECT plan_json FROM runs")[0][0])["batch_api"]["uuid"]
+    assert sorted(b["metadata"]["hbtui_submission"] for b in batches) == ["1", "2"]
+    assert {b["metadata"]["hbtui_run"] for b in batches} == {run_uuid} and len(run_uuid) == 32
+    assert set(submitted_ids(server, db).values()) == {1}
+    assert rows(db, "SELECT state, stage, lines FROM batch_submissions ORDER BY number") == [
+        ("imported", "generation", 6),
+        ("imported", "grading", 16),
+    ]
+    assert not list((db.parent / "batches").rglob("*.jsonl"))  # stored: the files are not kept
+    assert server.stats()["requests"] == 22  # each line once, answered by the server's own routes
+
+    # The same records by calls: the same verdicts, every metric equal.
+    assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--batch", "false", "--name", "calls"]) == 0
+    assert verdicts_by_request(db, "viabatch") == verdicts_by_request(db, "calls")
+    capsys.readouterr()
+    shown = {}
+    for name in ("viabatch", "calls"):
+        assert cli.main(["show", name, "--json"]) == 0
+        shown[name] = json.loads(capsys.readouterr().out)
+    assert shown["viabatch"]["metrics"] == shown["calls"]["metrics"]
+    assert [b["batch_status"] for b in shown["viabatch"]["batches"]] == ["completed", "completed"]
+    assert "batches" not in shown["calls"]
+    assert cli.main(["show", "viabatch"]) == 0
+    assert "2 batches stored" in capsys.readouterr().out
+
+
+def test_without_batch_prices_a_batch_run_says_its_price_is_unknown(batch_user, server, capsys, monkeypatch):
+    prices_in(batch_user, monkeypatch, {"grader-model": {"input": 2.0, "output": 8.0}})
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "b"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(batch price unknown)") == 2 and "cost" not in out.split("tokens", 1)[1]
+
+
+def test_lines_that_failed_come_back_in_a_later_batch(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    # The replies are answered; then the first two grader lines fail (a 500, a 503): transient, so
+    # they go into a later batch, once, and the run finishes with every verdict.
+    server.control(script=["ok", "ok", "ok", "server_error", "server_error"])
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "f"]) == 0
+    out = capsys.readouterr().out
+    assert "2 lines without an answer" in out and "run 1 f (finished)" in out
+    stages = rows(db, "SELECT stage, lines, state FROM batch_submissions ORDER BY number")
+    assert stages == [("generation", 3, "imported"), ("grading", 8, "imported"), ("grading", 2, "imported")]
+    counts = submitted_ids(server, db)
+    assert sorted(counts.values()) == [1] * 9 + [2] * 2  # the two failed lines, submitted again once
+    assert rows(db, "SELECT count(*) FROM verdicts WHERE status IN ('pending', 'error')") == [(0,)]
+    assert rows(db, "SELECT sum(attempts) FROM verdicts") == [(10,)]
+
+
+def test_an_expired_batch_keeps_what_it_answered_and_asks_the_rest_again(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "expire_after_s": 0.3, "concurrency": 1}, latency_ms=120)
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "x", "--max-attempts", "9"]) == 0
+    out = capsys.readouterr().out
+    assert "expired" in out and "run 1 x (finished)" in out
+    states = rows(db, "SELECT batch_status FROM batch_submissions ORDER BY number")
+    assert ("expired",) in states and states[-1] == ("completed",)
+    counts = submitted_ids(server, db)
+    # Each request answered exactly once: those a batch answered before it expired never again.
+    answered_once = len(counts)
+    assert answered_once == 11 and max(counts.values()) > 1
+    assert rows(db, "SELECT count(*) FROM verdicts WHERE status IN ('met', 'not_met')") == [(8,)]
+
+
+def test_a_batch_refused_at_validation_is_an_error_at_once_not_another_window(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "fail_validation": "This model does not support the batch API."})
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "v"]) == 3
+    captured = capsys.readouterr()
+    assert "failed" in captured.out and "incomplete" in captured.err
+    assert len(batches_at(server, db)) == 1  # not submitted again
+    errors = rows(db, "SELECT error_kind, error FROM conversations")
+    assert {kind for kind, _ in errors} == {"client_error"}
+    assert all("does not support the batch API" in error for _, error in errors)
+    # regrade-errors asks them again, in a new batch.
+    server.control(batch=FAST)
+    assert cli.main(["regrade-errors", "v"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    assert len(batches_at(server, db)) == 3
+
+
+def test_too_many_batches_enqueued_waits_for_earlier_ones(batch_user, server, capsys, monkeypatch):
+    from hbtui.engine import batch_files
+
+    db = batch_user / "runs" / "hbtui.sqlite"
+    monkeypatch.setattr(batch_files, "MAX_LINES", 2)  # three replies: two files, two batches
+    server.control(batch={**FAST, "max_enqueued": 1, "validating_s": 0.3})
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "q"]) == 0
+    out = capsys.readouterr().out
+    assert "the provider holds as many batches as it takes" in out and "run 1 q (finished)" in out
+    assert set(submitted_ids(server, db).values()) == {1}
+
+
+def test_out_of_quota_stops_the_run_at_once(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(quota_exhausted=True)
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "o"]) == 1
+    err = capsys.readouterr().err
+    assert "out of quota at the batch API" in err and "hbtui resume 1" in err
+    assert rows(db, "SELECT status FROM runs") == [("failed",)]
+    assert batches_at(server, db) == []
+
+
+def test_a_key_the_batch_api_refuses_stops_the_run_and_never_shows_the_key(tmp_path, monkeypatch, capsys):
+    from tests.support.server_process import FakeServer
+
+    with FakeServer(api_key="right-key", config={"batch": FAST}) as guarded:
+        write_jsonl(tmp_path / "data.jsonl", small_records())
+        user_folder(tmp_path, monkeypatch, guarded, extra="API_KEY=sk-wrong-key-123\nBATCH=true\n")
+        # The model check asks /models first: the same refusal, before any run is planned.
+        code = cli.main(["run", "--data", "data.jsonl", "--name", "k"])
+    err = capsys.readouterr().err
+    assert code != 0 and "sk-wrong-key-123" not in err
+
+
+def kill_when(process: subprocess.Popen, ready, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, "the moment to kill never came"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+
+
+def state_of(db: Path) -> list[tuple]:
+    if not db.exists():
+        return []
+    try:
+        return rows(db, "SELECT number, state, batch_status FROM batch_submissions ORDER BY number")
+    except sqlite3.OperationalError:  # not made yet
+        return []
+
+
+def files_at(server) -> int:
+    with provider(server) as http:
+        return len([f for f in http.get("/files").json()["data"] if f["purpose"] == "batch"])
+
+
+# Where the process dies: the server holds its answer there (the work done, the answer not yet
+# sent), and the test kills the process at that moment.
+KILL_POINTS = {
+    "after_upload": ({"hold_upload_s": 30}, lambda server, db, files: files_at(server) > files),
+    "after_creation": (
+        {"hold_create_s": 30},
+        lambda server, db, files: (
+            any(state == "uploaded" for _, state, _ in state_of(db)) and len(batches_at(server, db)) >= 1
+        ),
+    ),
+    "while_it_runs": (
+        {"validating_s": 1.5},
+        lambda server, db, files: any(state == "submitted" for _, state, _ in state_of(db)),
+    ),
+    "while_its_output_is_stored": (
+        {"hold_content_s": 30},
+        lambda server, db, files: any(status == "completed" for _, _, status in state_of(db)),
+    ),
+}
+
+
+@needs_shared
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_sigkill_at_each_step_of_a_submission_then_resume_submits_each_request_once(point, server, tmp_path):
+    """30 records: killed at one step of the first batch's submission, resumed, finished; every
+    request was submitted in exactly one batch, and the verdicts equal a run of calls'."""
+    db = tmp_path / "hbtui.sqlite"
+    env = dict(
+        os.environ,
+        BASE_URL=server.base_url,
+        MODEL_TEST="test-model",
+        MODEL_GRADER="grader-model",
+        HBTUI_DB=str(db),
+        BATCH_POLL="0.1",
+    )
+    data = ["--data", str(MAIN_SUBSET), "--limit", "30", "--seed", "3"]
+    hold, ready = KILL_POINTS[point]
+    server.control(batch={**FAST, **hold})
+    files = files_at(server)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", *data, "--batch", "--name", "killed"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    kill_when(process, lambda: ready(server, db, files))
+    assert process.returncode == -signal.SIGKILL
+    server.control(batch=FAST)  # the provider answers at once from now on
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "killed"], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert rows(db, "SELECT status FROM runs WHERE name = 'killed'") == [("finished",)]
+    counts = submitted_ids(server, db)
+    assert counts and set(counts.values()) == {1}, counts.most_common(3)  # each request in one batch
+    numbers = sorted(int(b["metadata"]["hbtui_submission"]) for b in batches_at(server, db))
+    assert numbers == sorted(set(numbers))  # no submission made twice
+    assert rows(db, "SELECT count(*) FROM batch_submissions WHERE state != 'imported'") == [(0,)]
+
+    plain = subprocess.run(
+        [sys.executable, "-m", "hbtui", "run", *data, "--name", "calls"],
+        env={**env, "BATCH": "false"},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert verdicts_by_request(db, "killed") == verdicts_by_request(db, "calls")
+    assert len(verdicts_by_request(db, "calls")) > 200
+
+
+def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    env = dict(os.environ, HBTUI_DB=str(db))
+    server.control(batch={**FAST, "validating_s": 30})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "c"],
+        env=env,
+        cwd=batch_user,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not any(state == "submitted" for _, state, _ in state_of(db)):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    assert cli.main(["cancel", "c"]) == 0
+    assert "1 batch cancelled at the provider" in capsys.readouterr().out
+    out, _err = process.communicate(timeout=30)
+    assert "was cancelled" in out and process.returncode == 130
+    deadline = time.monotonic() + 10
+    while batches_at(server, db)[0]["status"] != "cancelled":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert rows(db, "SELECT status FROM runs") == [("cancelled",)]
+    server.control(batch=FAST)
+    assert cli.main(["resume", "c"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    assert cli.main(["pause", "c"]) == 2
