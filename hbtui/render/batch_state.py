@@ -59,9 +59,10 @@ def batch_summary(submissions: list[Submission]) -> str:
 
 
 def look_line(run_id: int, look: dict | None, now: float | None = None) -> str | None:
-    """Whether a process looks at a run's batches while it awaits them: its last look, and its next."""
+    """Whether a process looks at a run's batches while it awaits them: its last look, and its next
+    (``look``: None when the run is not awaiting them)."""
     if not look or not isinstance(look.get("at"), (int, float)):
-        return None
+        return f"no process looks at them now: {invoked_as()} resume {run_id} does"
     now = time.time() if now is None else now
     at = time.strftime("%H:%M:%S", time.localtime(look["at"]))
     following = look.get("next")

@@ -324,7 +324,13 @@ async def view_from_store(store: Store, run_id: int) -> MonitorView:
         final_name=run.headline[0],
         final_ci95=run.ci95,
         # A run awaiting its batch: what to do, where the reason a run stopped is shown.
-        error=run.error or (awaiting_hint(run.id, run.plan) if run.status == AWAITING_BATCH else None),
+        # (A run through the batch API says it in its batches' lines: whether a process looks at them.)
+        error=run.error
+        or (
+            awaiting_hint(run.id, run.plan)
+            if run.status == AWAITING_BATCH and BatchFiles.online_of(run.plan) is None
+            else None
+        ),
         driver=run.driver_label(now),
         driver_log=run.driver_log,
         # While it runs, the heartbeat's figures; once ended, the run's record of them.
@@ -337,8 +343,5 @@ async def batch_figures(store: Store, run: RunRow, status: str, now: float) -> d
     """A run through the batch API: its batches, and its last look at them while it awaits them."""
     if BatchFiles.online_of(run.plan) is None:
         return {}
-    look = (run.live or {}).get("batch_look") if status == AWAITING_BATCH else None
-    return {
-        "batches": tuple(batch_lines(await store.submissions(run.id), now)),
-        "batch_look": look_line(run.id, look, now),
-    }
+    look = look_line(run.id, (run.live or {}).get("batch_look"), now) if status == AWAITING_BATCH else None
+    return {"batches": tuple(batch_lines(await store.submissions(run.id), now)), "batch_look": look}

@@ -81,7 +81,7 @@ SECTIONS: list[tuple[str, list[FormField]]] = [
     ),
     (
         "Calls (both models)",
-        [setting_field(name) for name in ("timeout", "max_attempts", "grader_parse_attempts")],
+        [setting_field(name) for name in ("timeout", "max_attempts", "grader_parse_attempts", "batch")],
     ),
     (
         "Data and run",

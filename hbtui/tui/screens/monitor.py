@@ -352,7 +352,7 @@ class MonitorScreen(ResponsiveScreen):
         grid.add_column(style="bold", no_wrap=True, min_width=len("in flight"))  # endpoint rows must not squeeze it
         grid.add_column(no_wrap=True, overflow="ellipsis")
         if view.status == AWAITING_BATCH:
-            rate = "– (the provider answers its batches)" if view.batches else "– (your engine answers it)"
+            rate = "– (batches at the provider)" if view.batches else "– (your engine answers it)"
         elif view.ended:
             rate = "– (the run has ended)"
         elif view.status == STARTING:

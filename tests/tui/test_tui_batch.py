@@ -1,0 +1,109 @@
+"""A run through the batch API in the app: started from the form with "Batch API" on, its batches
+shown in the monitor as the provider moves them along (validating, in progress, completed), and a
+run left awaiting its batches continued with c from the runs list by a process of its own. Real
+processes: the app under Textual's pilot, the detached drivers, and the project's test server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from textual.widgets import Select
+
+from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.monitor import MonitorScreen
+from hbtui.tui.screens.runs import RunsScreen
+from tests.conftest import offline_settings, settings_for, small_records, write_jsonl
+from tests.engine.test_run_control import wait_until
+from tests.support.tui import screen_text, wait_for
+from tests.tui.test_tui_config_form import open_form, type_into
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def submitted(db: Path) -> int:
+    try:
+        return rows(db, "SELECT count(*) FROM batch_submissions WHERE state = 'submitted'")[0][0]
+    except sqlite3.OperationalError:  # the database or its table not made yet
+        return 0
+
+
+async def test_a_batch_run_started_from_the_form_shows_its_batches_in_the_monitor(tmp_path, server):
+    server.control(batch={"validating_s": 1.5, "finalizing_s": 0.05})
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    data = write_jsonl(tmp_path / "data.jsonl", small_records())
+    app = HBTuiApp(settings=settings_for(server, db, grader_template="builtin", batch_poll=0.2), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        form = await open_form(pilot, app)
+        type_into(form, "data_path", str(data))
+        form.query_one("#field-batch", Select).value = "true"
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), timeout=30, what="the monitor")
+        monitor = app.screen
+        await wait_for(
+            pilot,
+            lambda: "batch 1 (generation, 3 requests): validating" in screen_text(app),
+            timeout=30,
+            what="the first batch shown as the provider has it",
+        )
+        assert "batches at the provider" in screen_text(app) and "next look" in screen_text(app)
+        await wait_for(pilot, lambda: monitor.view.status == "finished", timeout=60, what="the run finished")
+        assert "2 batches stored" in screen_text(app)
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    assert rows(db, "SELECT stage, state FROM batch_submissions ORDER BY number") == [
+        ("generation", "imported"),
+        ("grading", "imported"),
+    ]
+
+
+async def test_c_looks_at_the_batches_of_a_run_no_process_looks_at(tmp_path, server):
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    write_jsonl(tmp_path / "data.jsonl", small_records())
+    env = dict(
+        os.environ,
+        BASE_URL=server.base_url,
+        MODEL_TEST="test-model",
+        MODEL_GRADER="grader-model",
+        HBTUI_DB=str(db),
+        BATCH_POLL="0.2",
+        GRADER_TEMPLATE="builtin",
+    )
+    server.control(batch={"validating_s": 60, "finalizing_s": 0.05})
+    started = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "left"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: submitted(db) == 1, "the batch submitted")
+    started.send_signal(signal.SIGINT)  # Ctrl-C: the batch goes on at the provider
+    assert started.wait(timeout=30) == 130
+    assert "awaits its batches, which go on at the provider" in started.stderr.read()
+    assert rows(db, "SELECT status FROM runs") == [("awaiting batch",)]
+    server.control(batch={"validating_s": 0.3, "finalizing_s": 0.05})  # the provider gets to it
+
+    app = HBTuiApp(settings=settings_for(server, db, grader_template="builtin"), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.pause()
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "Look at this run's batches" in screen_text(app), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), timeout=30, what="the monitor")
+        monitor = app.screen
+        await wait_for(pilot, lambda: monitor.view is not None and monitor.view.status == "finished", timeout=90)
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    later = HBTuiApp(settings=offline_settings(db_path=str(db)), env_file=None, monitor_run="latest")
+    async with later.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(later.screen, MonitorScreen) and later.screen.view is not None)
+        assert "batches stored" in screen_text(later)
