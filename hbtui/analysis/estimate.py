@@ -145,6 +145,13 @@ def _cost_dict(cost: Span | None, known: bool = True) -> dict | None:
 class TimeEstimate:
     seconds: float | None  # None: nothing to reckon it from
     bound: str  # what sets it, in words; or why it is unknown
+    batch: bool = False  # through the batch API: ``bound`` says the windows, which set no estimate
+
+
+BATCH_WINDOWS = (
+    "at most 48 h through the batch API: the replies within the provider's 24-hour window, then their"
+    " grading within another (often far sooner)"
+)
 
 
 @dataclass(slots=True)
@@ -454,6 +461,8 @@ def time_estimate(
     """The slowest of what bounds the run: each stage's calls at its concurrency and latency, and
     the endpoints' limits (RPM, TPM) where they are given. A grader on the test model's endpoints
     shares their concurrency and limits with it; on endpoints of its own, the two stages overlap."""
+    if settings.batch:  # the provider answers each batch within its window, at its own pace
+        return TimeEstimate(None, BATCH_WINDOWS, batch=True)
     shared = settings.grader_shares_endpoints
     bounds: list[tuple[float, str]] = []
     stages = [

@@ -108,6 +108,8 @@ def estimate_lines(result: Estimate, head: str) -> list[str]:
             + (f"{cost_span(total_batch, known)} by batch" if total_batch else "batch price unknown")
             + " (prices per million tokens from prices.json)"
         )
+    if result.time.batch:
+        lines.append("this run goes through the batch API: the batch price is the one it pays")
     if result.time.seconds is None:
         lines.append(f"time: {result.time.bound}")
     else:
@@ -145,11 +147,12 @@ def estimate_summary(result: Estimate) -> list[str]:
         cost = f"cost {cost_span(total, known)} online; " + (
             f"{cost_span(total_batch, known)} by batch" if total_batch else "batch price unknown"
         )
-    time = (
-        "time unknown (no latency or limit known: hbtui estimate --latency gives one)"
-        if result.time.seconds is None
-        else f"time {time_text(result.time.seconds)}"
-    )
+    if result.time.batch:
+        time = "time at most 48 h (the batch API's windows)"
+    elif result.time.seconds is None:
+        time = "time unknown (no latency or limit known: hbtui estimate --latency gives one)"
+    else:
+        time = f"time {time_text(result.time.seconds)}"
     lines = [
         f"About {calls:,} calls: {who}.",
         f"Tokens in {span_text(inputs)}, out {output}.",

@@ -171,6 +171,11 @@ def test_the_time_is_the_slowest_of_concurrency_and_the_endpoints_limits(server,
     limited = estimate_json(capsys, "--data", str(data), "--latency", "3", "--concurrency", "5", "--rpm", "6")
     assert limited["time_seconds"] == pytest.approx(300.0)  # 30 calls at 6 a minute
     assert "30 calls at RPM 6" in limited["time_bound"]
+    # Through the batch API neither bounds it: the provider's windows do, and no figure is made up.
+    by_batch = estimate_json(capsys, "--data", str(data), "--latency", "3", "--batch")
+    assert by_batch["time_seconds"] is None and by_batch["time_bound"].startswith("at most 48 h through the batch API")
+    assert cli.main(["estimate", "--data", str(data), "--batch"]) == cli.EXIT_OK
+    assert "the batch price is the one it pays" in capsys.readouterr().out
 
 
 def test_the_completions_of_the_records_cost_no_model_under_test(server, tmp_path, monkeypatch, capsys):

@@ -194,6 +194,16 @@ def test_out_of_quota_stops_the_run_at_once(batch_user, server, capsys):
     assert batches_at(server, db) == []
 
 
+def test_an_endpoint_without_a_batch_api_stops_the_run_saying_so(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "absent": True})  # as llama.cpp's server answers /v1/files
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "n"]) == 1
+    err = capsys.readouterr().err
+    assert "the endpoint has no batch API here (run without BATCH" in err and "HTTP" not in err.split("\n")[0][:5]
+    assert rows(db, "SELECT status FROM runs") == [("failed",)]
+    assert server.stats()["requests"] == 0
+
+
 def test_a_key_the_batch_api_refuses_stops_the_run_and_never_shows_the_key(tmp_path, monkeypatch, capsys):
     from tests.support.server_process import FakeServer
 

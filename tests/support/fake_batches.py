@@ -44,6 +44,8 @@ BATCH_DEFAULTS: dict[str, Any] = {
     "max_enqueued": None,
     # Seconds a route holds its answer after doing its work (the file stored, the batch created, the
     # content read): the window in which a test kills the client, as a process dies there.
+    # No batch API at all (llama.cpp's server, Ollama): 404 on its every route.
+    "absent": False,
     "hold_upload_s": 0,
     "hold_create_s": 0,
     "hold_content_s": 0,
@@ -63,6 +65,8 @@ def validate_batch_config(value: Any) -> None:
         number = value.get(key, 1)
         if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 1):
             raise ValueError(f"batch.{key} must be a whole number of 1 or more")
+    if not isinstance(value.get("absent", False), bool):
+        raise ValueError("batch.absent must be true or false")
     if not isinstance(value.get("fail_validation"), (str, type(None))):
         raise ValueError("batch.fail_validation must be a message or null")
 
@@ -116,6 +120,8 @@ async def _authorized(request: web.Request, handler):
     """The key checked on every route of the batch API, as on the chat routes."""
     if request.path.startswith(("/v1/files", "/v1/batches")):
         state = request.app[BATCHES_KEY]
+        if _config(state.server)["absent"]:
+            return web.Response(status=404, text="File Not Found")
         refused = state.check_auth(state.server, request)
         if refused is not None:
             return refused
