@@ -124,6 +124,20 @@ def test_without_batch_prices_a_batch_run_says_its_price_is_unknown(batch_user, 
     assert out.count("(batch price unknown)") == 2 and "cost" not in out.split("tokens", 1)[1]
 
 
+def test_verdicts_the_cache_holds_are_stored_never_submitted(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--name", "calls"]) == 0  # the cache learns 8 verdicts
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--reuse-verdicts", "--name", "cached"]) == 0
+    out = capsys.readouterr().out
+    assert "run 2 cached (finished)" in out and "grading" not in out
+    assert rows(db, "SELECT stage FROM batch_submissions") == [("generation",)]  # no grading batch
+    assert rows(
+        db,
+        "SELECT count(*) FROM verdicts v JOIN runs r ON r.id = v.run_id WHERE r.name = 'cached' AND v.from_cache = 1",
+    ) == [(8,)]
+    assert verdicts_by_request(db, "cached") == verdicts_by_request(db, "calls")
+
+
 def test_lines_that_failed_come_back_in_a_later_batch(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
     # The replies are answered; then the first two grader lines fail (a 500, a 503): transient, so
