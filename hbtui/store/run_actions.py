@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hbtui.core.verdicts import RUNNING
+from hbtui.core.verdicts import AWAITING_BATCH, RUNNING
 from hbtui.store.connection import Connection
 from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
@@ -65,6 +65,13 @@ class StoreRunActions(Connection):
                 raise RunInUse(
                     f"run {run.id} is being driven by {run.owner_shown or 'another process'}: cancel it first"
                     f" (x in its monitor, or hbtui cancel {run.id}), then delete it"
+                )
+            if run.status == AWAITING_BATCH and await self._one(
+                "SELECT 1 FROM batch_submissions WHERE run_id = ? AND state != 'imported'", (run.id,)
+            ):  # billed at the provider: their answers would have nowhere to go
+                raise RunInUse(
+                    f"run {run.id} has batches at the provider: cancel them first (hbtui cancel {run.id}),"
+                    " then delete it"
                 )
             reusing = await self.runs_reusing(run.id)
             if reusing:

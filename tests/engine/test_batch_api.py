@@ -356,3 +356,26 @@ def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_us
     assert cli.main(["resume", "c"]) == 0
     assert rows(db, "SELECT status FROM runs") == [("finished",)]
     assert cli.main(["pause", "c"]) == 2
+
+
+def test_a_run_awaiting_its_batches_is_not_deleted_until_they_are_cancelled(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "validating_s": 30})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "d"],
+        env=dict(os.environ, HBTUI_DB=str(db)),
+        cwd=batch_user,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not any(state == "submitted" for _, state, _ in state_of(db)):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    assert cli.main(["delete", "d", "--yes"]) == 2
+    assert "has batches at the provider: cancel them first (hbtui cancel 1)" in capsys.readouterr().err
+    assert cli.main(["cancel", "d"]) == 0
+    assert cli.main(["delete", "d", "--yes"]) == 0
+    assert rows(db, "SELECT count(*) FROM batch_submissions") == [(0,)]
