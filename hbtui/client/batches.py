@@ -215,9 +215,10 @@ class BatchClient:
     async def cancel(self, batch_id: str) -> Batch:
         return Batch.of(await self._json("POST", f"/batches/{batch_id}/cancel"))
 
-    async def find(self, metadata: dict[str, str], pages: int = 50) -> Batch | None:
-        """The newest batch whose metadata holds every pair of ``metadata``: one a process created
-        and died before it could record (listed newest first, a page of 100 at a time)."""
+    async def find(self, metadata: dict[str, str], input_file_id: str | None = None, pages: int = 50) -> Batch | None:
+        """The newest batch whose metadata holds every pair of ``metadata`` (and made of
+        ``input_file_id``, when given): one a process created and died before it could record
+        (listed newest first, a page of 100 at a time)."""
         after: str | None = None
         for _ in range(pages):
             params = {"limit": "100", **({"after": after} if after else {})}
@@ -227,7 +228,9 @@ class BatchClient:
                 raise ChatError(BAD_RESPONSE, f"GET {self._url('/batches')}: not a list of batches", 200)
             for item in data:
                 batch = Batch.of(item)
-                if all(batch.metadata.get(key) == value for key, value in metadata.items()):
+                if all(batch.metadata.get(key) == value for key, value in metadata.items()) and (
+                    input_file_id is None or batch.input_file_id == input_file_id
+                ):
                     return batch
             if not page.get("has_more") or not data:
                 return None

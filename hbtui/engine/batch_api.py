@@ -49,7 +49,7 @@ from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import Template
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, FINISHED, INCOMPLETE
-from hbtui.engine.batch_cancel import client_for
+from hbtui.engine.batch_cancel import client_for, record_state
 from hbtui.engine.batch_files import (
     RETRYABLE,
     ROUTES,
@@ -274,7 +274,7 @@ class BatchRunner:
         if submission.state == UPLOADED:
             metadata = {"hbtui_run": self.uuid, "hbtui_submission": str(submission.number)}
             # A process may have died between the batch's creation and its record: found, not made twice.
-            found = None if fresh else await client.find(metadata)
+            found = None if fresh else await client.find(metadata, submission.file_id)
             if found is None:
                 try:
                     found = await client.create(
@@ -307,18 +307,7 @@ class BatchRunner:
         state = (batch.status, batch.completed, batch.failed)
         if submission.state == SUBMITTED and self.shown.get(submission.number) == state and submission.batch_id:
             return
-        await self.store.record_batch(
-            submission,
-            lease,
-            batch_id=batch.id,
-            status=batch.status,
-            total=batch.total,
-            completed=batch.completed,
-            failed=batch.failed,
-            created_at=batch.created_at,
-            expires_at=batch.expires_at,
-            errors=batch.errors,
-        )
+        await record_state(self.store, submission, batch, lease)
         if self.shown.get(submission.number) != state:
             self.shown[submission.number] = state
             shown = replace(

@@ -9,12 +9,12 @@ import asyncio
 import contextlib
 import time
 
-from hbtui.client.batches import BatchClient
+from hbtui.client.batches import Batch, BatchClient
 from hbtui.client.wire import ChatError, Endpoint
 from hbtui.core.batch_files import BatchFiles
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED
-from hbtui.store import RunBusy, RunRow, RunTakenOver, Store
+from hbtui.store import RunBusy, RunRow, RunTakenOver, Store, Submission
 from hbtui.store.batch_submissions import UPLOADED
 
 
@@ -51,23 +51,22 @@ async def cancel_batches(
             client = clients.setdefault(submission.endpoint, client_for(settings, submission.endpoint))
             batch_id = submission.batch_id
             try:
+                batch = None
                 if batch_id is None and submission.state == UPLOADED:  # made before a process died?
-                    found = await client.find(
-                        {"hbtui_run": batch_files.uuid or "", "hbtui_submission": str(submission.number)}
-                    )
-                    batch_id = found.id if found else None
-                if batch_id is None:
+                    metadata = {"hbtui_run": batch_files.uuid or "", "hbtui_submission": str(submission.number)}
+                    batch = await client.find(metadata, submission.file_id)
+                elif batch_id is not None:
+                    batch = await client.get(batch_id)
+                if batch is None:
                     continue
-                batch = await client.get(batch_id)
-                if batch.ended or batch.status == "cancelling":
-                    continue
-                await client.cancel(batch_id)
-                cancelled += 1
+                if not batch.ended and batch.status != "cancelling":
+                    batch = await client.cancel(batch.id)
+                    cancelled += 1
+                await record_state(store, submission, batch, lease)  # as `runs` and `show` say it now
             except ChatError as exc:
                 problems.append(f"batch {submission.number}: {exc.message}")
-        await store.finish_run(
-            run.id, CANCELLED, error="cancelled; its batches were cancelled at the provider", lease=lease
-        )
+        what = f"{cancelled} batch{'es' if cancelled != 1 else ''} cancelled at the provider"
+        await store.finish_run(run.id, CANCELLED, error=f"cancelled ({what})", lease=lease)
     except BaseException:
         with contextlib.suppress(RunTakenOver):
             await asyncio.shield(store.finish_run(run.id, AWAITING_BATCH, lease=lease))
@@ -76,3 +75,19 @@ async def cancel_batches(
         for client in clients.values():
             await client.aclose()
     return cancelled, problems
+
+
+async def record_state(store: Store, submission: Submission, batch: Batch, lease: str | None) -> None:
+    """What the provider says of a submission's batch now, recorded (its id the first time)."""
+    await store.record_batch(
+        submission,
+        lease,
+        batch_id=batch.id,
+        status=batch.status,
+        total=batch.total,
+        completed=batch.completed,
+        failed=batch.failed,
+        created_at=batch.created_at,
+        expires_at=batch.expires_at,
+        errors=batch.errors,
+    )

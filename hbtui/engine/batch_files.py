@@ -139,6 +139,17 @@ def grading_lines(settings: Settings, template: Template, keys: RequestKeys, bat
         }
 
 
+# Characters a reader may take for a line's end (Python's str.splitlines does) though JSON lets
+# them stand raw inside a string: escaped, so that a request is one line to any reader. A record
+# of the main subset holds a U+2028.
+LINE_BREAKING = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def jsonl_line(value: dict) -> str:
+    """One JSON line that no reader splits: the same JSON value, its line breakers escaped."""
+    return json.dumps(value, ensure_ascii=False).translate(LINE_BREAKING)
+
+
 class _Files:
     """Request files of one stage, a new file past a provider's limits (lines, bytes)."""
 
@@ -151,7 +162,7 @@ class _Files:
         self.count = 0
 
     def add(self, line: dict, request: tuple[int, int] = (0, 0)) -> None:
-        data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+        data = (jsonl_line(line) + "\n").encode()
         if self.handle is None or self.lines >= MAX_LINES or self.bytes + len(data) > MAX_BYTES:
             self._next()
         assert self.handle is not None
@@ -260,7 +271,8 @@ def read_output(path: Path, token: str) -> tuple[list[OutputLine], str]:
         raise BatchImportError(f"{path}: holds no output line: nothing to import")
     lines: list[OutputLine] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" alone: an engine may write a U+2028 raw inside a reply (JSON allows it).
+    for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         where = f"{path}:{number}"

@@ -379,7 +379,9 @@ class StoreWrites(Connection):
             "INSERT INTO runs (name, status, created_at, dataset_name, dataset_path, dataset_sha256, model_test,"
             " model_grader, settings_json, plan_json, n_conversations, n_criteria, kind, source_run_id)"
             " SELECT ?, 'pending', ?, dataset_name, dataset_path, dataset_sha256, coalesce(?, model_test), ?, ?,"
-            " plan_json, n_conversations, n_criteria, coalesce(?, kind), id FROM runs WHERE id = ?",
+            # Not the source's batches: a regrade is answered by calls, or by batches of its own.
+            " json_remove(plan_json, '$.batch_api', '$.batch_files'), n_conversations, n_criteria,"
+            " coalesce(?, kind), id FROM runs WHERE id = ?",
             (name, time.time(), model_test, model_grader, json.dumps(settings), kind, source_id),
         )
         run_id = cursor.lastrowid

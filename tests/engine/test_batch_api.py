@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from hbtui import cli
-from tests.conftest import MAIN_SUBSET, needs_shared, small_records, user_folder, write_jsonl
+from tests.conftest import MAIN_SUBSET, make_record, needs_shared, small_records, user_folder, write_jsonl
 
 FAST = {"validating_s": 0.05, "finalizing_s": 0.05}
 
@@ -136,6 +136,36 @@ def test_verdicts_the_cache_holds_are_stored_never_submitted(batch_user, server,
         "SELECT count(*) FROM verdicts v JOIN runs r ON r.id = v.run_id WHERE r.name = 'cached' AND v.from_cache = 1",
     ) == [(8,)]
     assert verdicts_by_request(db, "cached") == verdicts_by_request(db, "calls")
+
+
+def test_a_line_separator_in_a_record_stays_inside_its_request_line(batch_user, server, capsys):
+    """A record of the main subset holds a raw U+2028, which JSON allows in a string and a reader
+    that splits lines as Python's str.splitlines does (the test server's validator) takes for a
+    line's end: each request must be one line to any reader."""
+    db = batch_user / "runs" / "hbtui.sqlite"
+    record = make_record("sep", [("says hello", 5, [])], user="First line\u2028second\u2029third\x85fourth")
+    write_jsonl(batch_user / "sep.jsonl", [record])
+    assert cli.main(["run", "--data", "sep.jsonl", "--batch", "--name", "sep"]) == 0
+    assert "run 1 sep (finished)" in capsys.readouterr().out
+    assert rows(db, "SELECT count(*) FROM batch_submissions") == [(2,)]
+
+
+def test_a_regrade_of_a_batch_run_has_batches_of_its_own(batch_user, server, capsys):
+    """A regrade copies its source's plan but never its batches: its own UUID at the provider, its
+    own folder, so that no resume or cancel of it finds the source's batches (or another's)."""
+    db = batch_user / "runs" / "hbtui.sqlite"
+    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "src"]) == 0
+    server.control(quota_exhausted=True)  # the regrade stops after its upload
+    assert cli.main(["regrade", "src", "--temperature-grader", "0.5", "--name", "again"]) == 1
+    plans = {name: json.loads(plan)["batch_api"] for name, plan in rows(db, "SELECT name, plan_json FROM runs")}
+    assert plans["again"]["uuid"] != plans["src"]["uuid"] and plans["again"]["folder"] != plans["src"]["folder"]
+    server.control(quota_exhausted=False)
+    assert cli.main(["resume", "again"]) == 0
+    assert "run 2 again (finished)" in capsys.readouterr().out
+    submissions = rows(db, "SELECT run_id, batch_id FROM batch_submissions ORDER BY id")
+    ids = [batch_id for _, batch_id in submissions]
+    assert len(ids) == len(set(ids)) == 3  # the source's two, the regrade's one: none adopted
+    assert [b["metadata"]["hbtui_run"] for b in batches_at(server, db)].count(plans["again"]["uuid"]) == 1
 
 
 def test_lines_that_failed_come_back_in_a_later_batch(batch_user, server, capsys):

@@ -104,6 +104,25 @@ def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, cap
     assert shown["off"]["tokens"]["grader"]["input_tokens"] == shown["calls"]["tokens"]["grader"]["input_tokens"]
 
 
+def test_an_engine_that_writes_a_line_separator_raw_inside_a_reply_is_read_line_by_line(offline, server, capsys):
+    """vLLM writes its output as JSON that keeps non-ASCII raw: a reply may hold a U+2028, which
+    is not the line's end."""
+    assert cli.main(["run", "--data", "data.jsonl", "--batch-files", "files", "--name", "sep"]) == 0
+    answer_file(offline / "files/generate-requests.jsonl", offline / "generated.jsonl", server.root_url)
+    lines = [json.loads(line) for line in (offline / "generated.jsonl").read_text().splitlines()]
+    for line in lines:
+        line["response"]["body"]["choices"][0]["message"]["content"] += " one\u2028two\u2029three"
+    (offline / "raw.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+    assert "\u2028" in (offline / "raw.jsonl").read_text()
+    capsys.readouterr()
+    assert cli.main(["batch", "import", "sep", "raw.jsonl"]) == 0
+    assert "3 replies and 0 verdicts stored" in capsys.readouterr().out
+    assert all(
+        reply.endswith("one\u2028two\u2029three")
+        for (reply,) in rows(offline / "runs/hbtui.sqlite", "SELECT reply FROM conversations")
+    )
+
+
 def test_failed_lines_come_back_in_the_next_files_and_a_refusal_is_an_answer(offline, server, capsys):
     """Lines answered 5xx (in an error file of their own, as OpenAI's batch API writes them) are
     asked again in the next request files; a reply refused as too long for the context is an
