@@ -16,18 +16,17 @@ from hbtui.core.invocation import invoked_as
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FINISHED, INCOMPLETE, INTERRUPTED
-from hbtui.engine.batch_api import BatchRunner, make_batch_run
-from hbtui.engine.batch_cancel import cancel_batches
+from hbtui.engine.batch_api import BatchRunner
 from hbtui.engine.batch_files import (
-    Imported,
     Written,
     after_import,
-    check_output,
     run_settings,
     start_batch_files,
     store_output,
     write_request_files,
 )
+from hbtui.engine.batch_output import Imported, check_output
+from hbtui.engine.batch_runs import cancel_batches, make_batch_run
 from hbtui.engine.stopping import STOP_SIGNALS, drive_until_stopped
 from hbtui.render.report import render_report
 from hbtui.services import check_run_name, plan_run

@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, setting in SETTING_FLAGS:
         if setting.attribute in GRADER_SETTINGS:
             grader_flags.add_argument(flag, dest=setting.attribute, help=flag_help(setting))
+    # A regrade's verdicts through the batch API, or by calls (by default as its source was asked).
+    grader_flags.add_argument("--batch", dest="batch", nargs="?", const="true", help=flag_help(setting_for("batch")))
     again = sub.add_parser(
         "regrade",
         parents=[common, grader_flags],

@@ -16,8 +16,8 @@ from hbtui.core.run_kinds import META_EVAL, refusal
 from hbtui.core.scoring import OVERALL, OVERALL_LENGTH_ADJUSTED
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import load_prices
-from hbtui.core.verdicts import FINISHED
-from hbtui.render.batch_state import batch_json, batch_lines, batch_summary
+from hbtui.core.verdicts import AWAITING_BATCH, FINISHED
+from hbtui.render.batch_state import batch_json, batch_lines, batch_summary, look_line
 from hbtui.render.report import driver_lines, render_report, render_runs
 from hbtui.store import NoRunsYet
 
@@ -33,7 +33,7 @@ async def cmd_runs(settings: Settings) -> int:
         async with store:
             runs = await store.list_runs()
             batches = [  # runs through the batch API: what their open batches are doing
-                f"run {run.id}: batches {summary}"
+                f"run {run.id}: {summary}"
                 for run in runs
                 if BatchFiles.online_of(run.plan) is not None
                 and (summary := batch_summary(await store.submissions(run.id)))
@@ -101,6 +101,8 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
             )
         else:
             batches = batch_lines(submissions) if submissions else None
+            if batches is not None and run.status == AWAITING_BATCH:  # whether a process looks at them
+                batches.append(look_line(run.id, (run.live or {}).get("batch_look")))
             say(render_report(run, scores=await store.conversation_scores(run.id), stats=stats, batches=batches))
             if review:
                 say("\n".join(["", *review_lines(review)]))

@@ -36,7 +36,7 @@ from hbtui.core.settings.config import Settings
 from hbtui.core.settings.presets import preset_settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.text import one_line
-from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED
+from hbtui.core.verdicts import AWAITING_BATCH, FAILED, FINISHED
 from hbtui.engine.stopping import DETACHED_STOP_SIGNALS, STOP_SIGNALS, drive_until_stopped
 from hbtui.render.printer import ProgressPrinter
 from hbtui.render.report import render_report
@@ -75,6 +75,10 @@ async def drive(
     the command first; read here (a broken one then only warned of) when not given."""
     global _drove_a_run
     _drove_a_run = True
+    if BatchFiles.online_of(run.plan) is not None and not settings.batch:  # `resume --batch false`
+        from hbtui.engine.batch_runs import leave_batch_api
+
+        run = await leave_batch_api(store, run)
     batch = BatchFiles.online_of(run.plan) is not None or settings.batch
     if batch:  # through the endpoint's batch API: its batches are looked at until they end
         from hbtui.cli.batch import drive_batches
@@ -111,9 +115,10 @@ async def drive(
         return EXIT_OK
     if status == FAILED:
         say(f"run {final.id} {one_line(final.name)} failed: {one_line(error or final.error or '', 400)}", error=True)
-        say(resume_hint(final.id, error or final.error, invoked_as()), error=True)
+        if not (batch and f"resume {final.id}" in (error or "")):  # a batch API's stop says what to do itself
+            say(resume_hint(final.id, error or final.error, invoked_as()), error=True)
         return EXIT_FAILED
-    if batch and status != CANCELLED:
+    if batch and final.status == AWAITING_BATCH:
         say(
             f"run {final.id} {one_line(final.name)} awaits its batches, which go on at the provider: {invoked_as()}"
             f" resume {final.id} picks them up ({invoked_as()} cancel {final.id} cancels them)",
@@ -165,7 +170,7 @@ async def cmd_run_batch(args: argparse.Namespace, settings: Settings) -> int:
     """`hbtui run --batch` (BATCH=true): the run planned, then sent through the endpoint's batch API
     and looked at until its batches end (Ctrl-C leaves them going: `resume` picks them up)."""
     from hbtui.client.checks import ModelNotServed, models_not_served
-    from hbtui.engine.batch_api import make_batch_run
+    from hbtui.engine.batch_runs import make_batch_run
 
     settings.require_models()
     check_run_name(args.name)
@@ -253,7 +258,7 @@ async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
     load_http_in_background()
     async with await Store.open(settings.db_path, create=False) as store:
         source = await store.resolve_run(args.run)
-        flags = {k: v for k, v in _overrides(args).items() if k in GRADER_SETTINGS}
+        flags = {k: v for k, v in _overrides(args).items() if k in GRADER_SETTINGS or k == "batch"}
         # The source's settings with this session's keys; a key never goes to another host.
         regrade_settings = settings_for_run(source, settings, **flags)
         if args.preset:  # the grader's side of it (the replies are the source's), and flags still win

@@ -25,17 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
 from hbtui.client.batches import Batch, BatchClient
 from hbtui.client.wire import ChatError
-from hbtui.core.batch_files import API_LABEL, API_PLAN_KEY, BatchFiles, generation_id, grading_id
+from hbtui.core.batch_files import BatchFiles, generation_id, grading_id
+from hbtui.core.completion_groups import replied_by_of
 from hbtui.core.errors import (
     CLIENT_ERROR,
     CONNECTION,
@@ -47,24 +46,23 @@ from hbtui.core.errors import (
 )
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import Template
-from hbtui.core.settings.config import Settings
-from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, FINISHED, INCOMPLETE
-from hbtui.engine.batch_cancel import client_for, record_state
+from hbtui.core.invocation import invoked_as
+from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
+from hbtui.core.text import one_line
+from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED
 from hbtui.engine.batch_files import (
     RETRYABLE,
     ROUTES,
-    CheckedOutput,
-    Imported,
-    OutputLine,
     _Files,
     batch_keys,
-    check_output,
     generation_line,
     grading_lines,
     store_output,
 )
+from hbtui.engine.batch_output import CheckedOutput, Imported, OutputLine, check_output
+from hbtui.engine.batch_runs import client_for, record_state, sha256_of
 from hbtui.engine.run_finish import record_end, settle
-from hbtui.render.batch_state import describe_batch
+from hbtui.render.batch_state import describe_batch, looking_process
 from hbtui.store import RunBusy, RunRow, RunTakenOver, Store, Submission
 from hbtui.store.batch_submissions import REPLY_IDX, SUBMITTED, UPLOADED, WRITTEN
 from hbtui.store.work import ResultBatch, VerdictResult
@@ -82,31 +80,6 @@ class BatchRunStopped(HbtuiError):
 
 class _RoomWait(Exception):
     """The provider holds too many of this account's batches: submit again once some ended."""
-
-
-def start_batch_api(settings: Settings, run_id: int) -> BatchFiles:
-    """A run's batch API entry: its UUID (unique across databases: each batch's metadata names
-    it), the token its lines' custom_ids carry, and its folder of request and output files."""
-    run_uuid = uuid.uuid4().hex
-    folder = Path(settings.db_path).resolve().parent / "batches" / f"run-{run_id}-{run_uuid[:8]}"
-    return BatchFiles(folder, API_LABEL, run_uuid[:8], (), run_uuid)
-
-
-async def make_batch_run(store: Store, run_id: int, settings: Settings) -> BatchFiles:
-    batch = start_batch_api(settings, run_id)
-    await store.set_plan_entry(run_id, API_PLAN_KEY, batch.as_plan())
-    return batch
-
-
-def sha256_of(path: Path) -> str | None:
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as handle:
-            while chunk := handle.read(1 << 20):
-                digest.update(chunk)
-    except OSError:
-        return None
-    return digest.hexdigest()
 
 
 class BatchRunner:
@@ -174,6 +147,14 @@ class BatchRunner:
                 return CANCELLED
             if now.status in (FINISHED, INCOMPLETE):
                 return now.status
+        if first:
+            now = await store.get_run(run_id)
+            looker = looking_process((now.live or {}).get("batch_look")) if now.status == AWAITING_BATCH else None
+            if looker is not None:  # two processes looking would both store, both finish
+                raise RunBusy(
+                    f"run {run_id}'s batches are looked at by {looker} already: watch it with"
+                    f" {invoked_as()} monitor {run_id}"
+                )
         try:
             lease = await store.claim_run(run_id, self.owner, only_from=None if first else AWAITING_BATCH)
         except RunBusy:
@@ -182,18 +163,44 @@ class BatchRunner:
             return None  # another process looks at it now, or it was taken meanwhile: the next look decides
         beat = asyncio.create_task(self._heartbeat(lease))
         try:
+            if first:  # what its requests are, from the start (`show` of a run still going)
+                await store.set_requests(run_id, self.requests())
+                await self._record_settings()
             status = await self._look(lease)
         except BatchRunStopped as stop:
             self.error = str(stop)
             await store.finish_run(run_id, FAILED, error=self.error, lease=lease)
             return FAILED
         except BaseException:
-            with contextlib.suppress(RunTakenOver):  # given back as it was: its batches go on
-                await asyncio.shield(store.finish_run(run_id, AWAITING_BATCH, lease=lease))
+            with contextlib.suppress(RunTakenOver):  # given back: its batches go on, if it has any yet
+                await asyncio.shield(self._give_back(lease))
             raise
         finally:
             beat.cancel()
         return status
+
+    async def _give_back(self, lease: str) -> None:
+        """A look stopped midway: the run awaits the batches it has at the provider, or is
+        interrupted when it has none there yet (`resume` submits them)."""
+        at_provider = any(s.open and s.batch_id for s in await self.store.submissions(self.run.id))
+        await self.store.finish_run(self.run.id, AWAITING_BATCH if at_provider else INTERRUPTED, lease=lease)
+
+    async def _record_settings(self) -> None:
+        """A resume given other settings (BATCH_POLL, keys' endpoints...) records them, as a run of
+        calls does."""
+        now = self.settings.public_dict()
+        before: Mapping[str, object] = self.run.settings  # read by each setting's name
+        if any(
+            name in before and name not in UNRECORDED_SETTINGS and before[name] != value for name, value in now.items()
+        ):
+            await self.store.update_run_settings(
+                self.run.id, now, replied_by_of(self.settings), self.settings.model_grader or ""
+            )
+
+    def requests(self):
+        return describe_requests(
+            self.settings, self.template.name, self.template.sha256, {"answered through the endpoint's batch API"}
+        )
 
     async def _heartbeat(self, lease: str) -> None:
         """An upload or a download of 200 MB may take minutes: the run must not look abandoned."""
@@ -217,7 +224,7 @@ class BatchRunner:
             pass  # earlier batches must end first: the next look submits again
         except ChatError as exc:
             if exc.kind not in TRANSIENT:
-                raise BatchRunStopped(stopped_by(exc)) from None
+                raise BatchRunStopped(stopped_by(exc, self.run.id)) from None
             self._transient(exc)
         await store.refresh_summaries(run_id)
         if not any(s.open for s in await store.submissions(run_id)):
@@ -244,15 +251,12 @@ class BatchRunner:
     async def finish(self, lease: str) -> str:
         run = await self.store.get_run(self.run.id)
         settled = await settle(self.store, run)
-        requests = describe_requests(
-            self.settings, self.template.name, self.template.sha256, {"answered through the endpoint's batch API"}
-        )
         await record_end(
             self.store,
             run.id,
             settled,
             lease=lease,
-            requests=requests,
+            requests=self.requests(),
             runs_root=Path(self.settings.db_path).parent,
         )
         return (await self.store.get_run(run.id)).status
@@ -369,8 +373,9 @@ class BatchRunner:
         for path in [*downloaded, Path(submission.path)]:  # stored: the database holds every answer
             path.unlink(missing_ok=True)
         failures = done.failed + done.no_answer
+        why = f" ({one_line('; '.join(batch.errors), 300)})" if batch.status == "failed" and batch.errors else ""
         self.say(
-            f"run {self.run.id}: batch {submission.number} ({submission.stage}) {batch.status}:"
+            f"run {self.run.id}: batch {submission.number} ({submission.stage}) {batch.status}{why}:"
             f" {done.replies:,} replies and {done.verdicts:,} verdicts stored"
             + (f", {failures:,} lines without an answer" if failures else "")
         )
@@ -475,13 +480,13 @@ def _add(total: Imported, more: Imported) -> None:
     total.already += more.already
 
 
-def stopped_by(exc: ChatError) -> str:
+def stopped_by(exc: ChatError, run_id: int) -> str:
     """A batch API's answer that stops the run, and what to do."""
     if exc.kind == QUOTA:
         return f"out of quota at the batch API: {exc.message}"
     if exc.status == 404:
         return (
-            f"{exc.message}: the endpoint has no batch API here (run without BATCH, or with --batch-files"
-            " for an engine of your own)"
+            f"{exc.message}: the endpoint has no batch API here ({invoked_as()} resume {run_id} --batch false"
+            " goes on by calls; --batch-files serves an engine of your own)"
         )
     return exc.message

@@ -16,7 +16,6 @@ expired batch, a verdict that did not parse) goes into the next files while it h
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -29,7 +28,6 @@ from hbtui.analysis.progress import Tally
 from hbtui.client.chat import ModelQuirks, batch_line_result, request_body
 from hbtui.client.wire import ChatError, ChatRequest
 from hbtui.core.batch_files import (
-    CUSTOM_ID,
     GENERATE_FILE,
     GRADE_FILE,
     MAX_BYTES,
@@ -41,7 +39,7 @@ from hbtui.core.batch_files import (
     grading_id,
 )
 from hbtui.core.calls import CHAT_API, GENERATION, GRADING
-from hbtui.core.errors import RETRIED_KINDS, SERVER_ERROR, UNPARSEABLE, HbtuiError
+from hbtui.core.errors import RETRIED_KINDS, UNPARSEABLE
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import (
     Template,
@@ -54,6 +52,7 @@ from hbtui.core.grading import (
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdict_cache import RequestKeys
 from hbtui.core.verdicts import AWAITING_BATCH, ERROR, FAILED, GENERATED, MET, NOT_MET, PENDING
+from hbtui.engine.batch_output import CheckedOutput, Imported, OutputLine
 from hbtui.engine.run_finish import record_end, settle
 from hbtui.store import RunRow, Store
 from hbtui.store.work import ReplyResult, ResultBatch, VerdictResult, WorkItem
@@ -62,10 +61,6 @@ ROUTES = {CHAT_API: "/v1/chat/completions", "responses": "/v1/responses"}
 # Lines that got no answer that counts: asked again in the next files while attempts are left.
 RETRYABLE = RETRIED_KINDS | {UNPARSEABLE}
 EXPIRED = ("batch_expired", "batch_cancelled")  # an output's error codes for lines never run
-
-
-class BatchImportError(HbtuiError):
-    """An output file that cannot be imported: the message names the file and line."""
 
 
 @dataclass(slots=True)
@@ -237,138 +232,6 @@ async def start_batch_files(
     requests = describe_requests(settings, template.name, template.sha256, {f"answered through batch files ({label})"})
     await store.finish_run(run_id, AWAITING_BATCH, requests=requests)
     return written
-
-
-# ---- an output file, read and checked whole --------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class OutputLine:
-    number: int
-    custom_id: str
-    position: int
-    repeat: int
-    idx: int | None  # None: a reply's line
-    status: int | None  # the response's status_code; None: the line never ran (error only)
-    body: bytes
-    error: str | None  # the output's error, for a line that never ran ("batch_expired: ...")
-    error_kind: str = SERVER_ERROR  # of a line that never ran: asked again (a batch failed at validation: not)
-
-
-def read_output(path: Path, token: str) -> tuple[list[OutputLine], str]:
-    """Every line of an output file (OpenAI's batch output format, vLLM's run-batch's), and the
-    file's sha256; or BatchImportError naming the first line that is none."""
-    try:
-        data = path.read_bytes()
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise BatchImportError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BatchImportError(f"{path}: a folder, not an output file") from None
-    except UnicodeDecodeError as exc:
-        raise BatchImportError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    if not text.strip():
-        raise BatchImportError(f"{path}: holds no output line: nothing to import")
-    lines: list[OutputLine] = []
-    seen: dict[str, int] = {}
-    # Lines end at "\n" alone: an engine may write a U+2028 raw inside a reply (JSON allows it).
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            entry = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise BatchImportError(f"{where}: not a JSON line") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("custom_id"), str):
-            raise BatchImportError(f"{where}: not a batch output line (no custom_id)")
-        custom_id = entry["custom_id"]
-        found = CUSTOM_ID.match(custom_id)
-        if found is None or found["token"] != token:
-            raise BatchImportError(f"{where}: custom_id {custom_id!r} names no request of this run")
-        if custom_id in seen:
-            raise BatchImportError(f"{where}: custom_id {custom_id!r} is on line {seen[custom_id]} too")
-        seen[custom_id] = number
-        response, error = entry.get("response"), entry.get("error")
-        status, body, failure = None, b"", None
-        if isinstance(response, dict) and isinstance(response.get("status_code"), int):
-            status = response["status_code"]
-            answer = response.get("body")
-            if answer is None and status != 200 and error is not None:
-                # vLLM's run-batch: a failed request's status, and its error beside, not in, the body.
-                answer = error if isinstance(error, dict) else {"error": {"message": str(error)}}
-            if not isinstance(answer, (dict, str)):
-                raise BatchImportError(f"{where}: response.body is not an answer")
-            body = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
-        elif isinstance(error, dict):
-            failure = f"{error.get('code') or 'error'}: {error.get('message') or 'no message'}"
-        else:
-            raise BatchImportError(f"{where}: neither a response with its status_code nor an error")
-        idx = found["idx"]
-        lines.append(
-            OutputLine(
-                number,
-                custom_id,
-                int(found["position"]),
-                int(found["repeat"]),
-                None if idx is None else int(idx),
-                status,
-                body,
-                failure,
-            )
-        )
-    return lines, hashlib.sha256(data).hexdigest()
-
-
-@dataclass(slots=True)
-class Imported:
-    replies: int = 0
-    verdicts: int = 0
-    failed: int = 0  # lines stored as a failure that no retry cures (a 4xx)
-    no_answer: int = 0  # lines that got no answer that counts: asked again while attempts remain
-    already: int = 0  # lines whose request was answered by an earlier import
-
-
-@dataclass(slots=True)
-class CheckedOutput:
-    """An output file read whole and every line found to name a request of the run."""
-
-    path: Path
-    sha256: str
-    lines: list[OutputLine]
-    conversations: dict[tuple[int, int], tuple[int, str, int]]
-    verdicts: dict[tuple[int, int], str]
-
-
-async def check_output(store: Store, run: RunRow, path: Path, batch: BatchFiles | None = None) -> CheckedOutput:
-    """``path`` read and checked against ``run`` before anything is stored (BatchImportError)."""
-    batch = batch or BatchFiles.of(run.plan)
-    assert batch is not None
-    lines, sha256 = read_output(path, batch.token)
-    conversations, verdicts = await store.batch_targets(run.id)
-    return checked_lines(path, sha256, lines, run, conversations, verdicts)
-
-
-def checked_lines(
-    path: Path,
-    sha256: str,
-    lines: list[OutputLine],
-    run: RunRow,
-    conversations: dict[tuple[int, int], tuple[int, str, int]],
-    verdicts: dict[tuple[int, int], str],
-) -> CheckedOutput:
-    for line in lines:
-        target = conversations.get((line.position, line.repeat))
-        if target is None or (line.idx is not None and line.idx >= target[2]):
-            raise BatchImportError(
-                f"{path}:{line.number}: custom_id {line.custom_id!r} names no request of run {run.id}"
-            )
-        if line.idx is not None and target[1] != GENERATED:  # no reply: its grader was never asked
-            raise BatchImportError(
-                f"{path}:{line.number}: custom_id {line.custom_id!r} names a grader request never written"
-                " (its conversation has no reply)"
-            )
-    return CheckedOutput(path, sha256, lines, conversations, verdicts)
 
 
 def run_settings(run: RunRow, current: Settings) -> Settings:

@@ -8,6 +8,7 @@ import time
 from hbtui.core.invocation import invoked_as
 from hbtui.store import Submission
 from hbtui.store.batch_submissions import IMPORTED, SUBMITTED, UPLOADED, WRITTEN
+from hbtui.store.owners import owner_alive, owner_label
 
 ENDED = ("completed", "failed", "expired", "cancelled")
 
@@ -34,12 +35,15 @@ def describe_batch(submission: Submission, now: float | None = None) -> str:
             f", {left / 3600:.0f} h of its window left" if left >= 3600 else f", {left / 60:.0f} min of its window left"
         )
     stored = ", stored" if submission.state == IMPORTED else ""
-    return f"{head}: {status}{counts}{failed}{when}{window}{stored}"
+    why = f" ({submission.error})" if submission.error and submission.batch_status == "failed" else ""
+    return f"{head}: {status}{why}{counts}{failed}{when}{window}{stored}"
 
 
 def batch_lines(submissions: list[Submission], now: float | None = None) -> list[str]:
     """Each batch still open, then how many are stored: a run of many batches stays short."""
     open_ones = [describe_batch(s, now) for s in submissions if s.open]
+    # A batch refused whole says why: its lines are errors with the provider's message.
+    open_ones += [describe_batch(s, now) for s in submissions if not s.open and s.batch_status == "failed"]
     stored = [s for s in submissions if not s.open]
     if stored:
         open_ones.append(f"{len(stored):,} batch{'es' if len(stored) != 1 else ''} stored")
@@ -47,28 +51,46 @@ def batch_lines(submissions: list[Submission], now: float | None = None) -> list
 
 
 def batch_summary(submissions: list[Submission]) -> str:
-    """A few words for a list of runs: what its open batches are doing."""
-    open_ones = [s for s in submissions if s.open]
-    if not open_ones:
+    """A few words for a list of runs: its batches at the provider, and what they are doing
+    ("2 batches at the provider: 1 in progress, 1 validating"); empty when it has none there."""
+    there = [s for s in submissions if s.state == SUBMITTED]
+    if not there:
         return ""
     states: dict[str, int] = {}
-    for s in open_ones:
-        word = (s.batch_status or s.state).replace("_", " ")
+    for s in there:
+        word = (s.batch_status or "submitted").replace("_", " ")
         states[word] = states.get(word, 0) + 1
-    return ", ".join(f"{count} {word}" for word, count in states.items())
+    counts = ", ".join(f"{count} {word}" for word, count in states.items())
+    return f"{len(there)} batch{'es' if len(there) != 1 else ''} at the provider: {counts}"
 
 
-def look_line(run_id: int, look: dict | None, now: float | None = None) -> str | None:
-    """Whether a process looks at a run's batches while it awaits them: its last look, and its next
-    (``look``: None when the run is not awaiting them)."""
-    if not look or not isinstance(look.get("at"), (int, float)):
-        return f"no process looks at them now: {invoked_as()} resume {run_id} does"
+LOOK_GRACE_SECONDS = 10.0  # past its next look by this much, a process looks no more
+
+
+def looking_process(look: dict | None, now: float | None = None) -> str | None:
+    """The process that looks at a run's batches while it awaits them (host:pid), or None when
+    none does: it said when it looks next, and that time has not long passed, and its process is
+    alive where this machine can tell."""
+    if not look or not isinstance(look.get("next"), (int, float)):
+        return None
     now = time.time() if now is None else now
+    by = look.get("by")
+    if now > look["next"] + LOOK_GRACE_SECONDS or not owner_alive(by):
+        return None
+    return owner_label(by) or "another process"
+
+
+def look_line(run_id: int, look: dict | None, now: float | None = None) -> str:
+    """Whether a process looks at a run's batches while it awaits them: its last look and its next."""
+    now = time.time() if now is None else now
+    if looking_process(look, now) is None or look is None:
+        last = ""
+        if look and isinstance(look.get("at"), (int, float)):
+            last = f"last looked at {time.strftime('%H:%M:%S', time.localtime(look['at']))}; "
+        return f"{last}no process looks at them now: {invoked_as()} resume {run_id} does"
     at = time.strftime("%H:%M:%S", time.localtime(look["at"]))
-    following = look.get("next")
-    if isinstance(following, (int, float)) and now <= following + max(30.0, following - look["at"]):
-        return f"looked at {at}, next look {time.strftime('%H:%M:%S', time.localtime(following))}"
-    return f"looked at {at}; no process looks at them now: {invoked_as()} resume {run_id} does"
+    following = time.strftime("%H:%M:%S", time.localtime(look["next"]))
+    return f"looked at {at} by {looking_process(look, now)}, next look {following}"
 
 
 def batch_json(submission: Submission) -> dict:

@@ -162,6 +162,18 @@ class StoreBatchSubmissions(StoreWrites):
         """The batch's answers stored: what it held may go into another file now, if still asked."""
         await self._set(submission, lease, state=IMPORTED, ended_at=time.time())
 
+    async def leave_batch_api(self, run_id: int) -> None:
+        """The run goes on by calls: its submissions never sent are closed (their requests free)
+        and its plan no longer names the batch API."""
+        async with self._transaction():
+            await self.db.execute(
+                "UPDATE batch_submissions SET state = ?, ended_at = ?, error = ? WHERE run_id = ? AND state IN (?, ?)",
+                (IMPORTED, time.time(), "left when the run went on by calls", run_id, WRITTEN, UPLOADED),
+            )
+            await self.db.execute(
+                "UPDATE runs SET plan_json = json_remove(plan_json, '$.batch_api') WHERE id = ?", (run_id,)
+            )
+
     async def forget_unsent(self, submission: Submission, lease: str) -> None:
         """A submission whose file is gone before it was uploaded: its requests are free again."""
         await self._set(

@@ -15,10 +15,12 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from operator import attrgetter
 from typing import Any
 
+from hbtui.core.errors import UNPARSEABLE
 from hbtui.core.invocation import invoked_as
 from hbtui.core.live import LiveSnapshot
 from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.core.run_records import ImportedFrom, RequestsRecord
+from hbtui.core.verdicts import AWAITING_BATCH
 from hbtui.store.connection import Connection
 from hbtui.store.owners import GONE, REMOTE, STOPPED, owner_state, parse_owner
 from hbtui.store.rows import (
@@ -537,7 +539,7 @@ class StoreWrites(Connection):
                 (
                     status,
                     error,
-                    time.time(),
+                    None if status == AWAITING_BATCH else time.time(),  # awaiting: not ended
                     json.dumps(report.to_json()) if report else None,
                     score,
                     folder,
@@ -586,7 +588,8 @@ class StoreWrites(Connection):
     ) -> tuple[int, int]:
         """A batch-files run's replies and verdicts that failed for one of ``kinds`` (no answer that
         counts: a 5xx, an expired batch's line, an unparsed verdict) back in its next request
-        files, while they have attempts left; (replies, verdicts) put back."""
+        files, while they have attempts left (``max_reply_attempts``, MAX_ATTEMPTS, for every
+        line but a verdict that did not parse: ``max_verdict_attempts``); (replies, verdicts)."""
         kinds = list(kinds)
         marks = ",".join("?" * len(kinds))
         async with self._transaction():
@@ -595,10 +598,13 @@ class StoreWrites(Connection):
                 f" WHERE run_id = ? AND status = 'failed' AND error_kind IN ({marks}) AND attempts < ?",
                 (run_id, *kinds, max_reply_attempts),
             )
+            # A verdict with no answer gets MAX_ATTEMPTS, as a call does; one that did not parse,
+            # GRADER_PARSE_ATTEMPTS, as the grader is asked again when it gives none.
             verdicts = await self.db.execute(
                 f"UPDATE verdicts SET status = 'pending' WHERE run_id = ? AND status = 'error'"
-                f" AND error_kind IN ({marks}) AND attempts < ?",
-                (run_id, *kinds, max_verdict_attempts),
+                f" AND ((error_kind IN ({marks}) AND error_kind != ? AND attempts < ?)"
+                f" OR (error_kind = ? AND attempts < ?))",
+                (run_id, *kinds, UNPARSEABLE, max_reply_attempts, UNPARSEABLE, max_verdict_attempts),
             )
             await self.db.execute(
                 "UPDATE conversations SET n_errors = 0, score = NULL WHERE run_id = ? AND id IN"

@@ -166,6 +166,10 @@ def test_a_regrade_of_a_batch_run_has_batches_of_its_own(batch_user, server, cap
     ids = [batch_id for _, batch_id in submissions]
     assert len(ids) == len(set(ids)) == 3  # the source's two, the regrade's one: none adopted
     assert [b["metadata"]["hbtui_run"] for b in batches_at(server, db)].count(plans["again"]["uuid"]) == 1
+    # A regrade of a batch run by calls, when asked.
+    server.reset_stats()
+    assert cli.main(["regrade", "src", "--batch", "false", "--no-cache", "--name", "bycalls"]) == 0
+    assert server.stats()["requests"] == 8 and len(batches_at(server, db)) == 3
 
 
 def test_lines_that_failed_come_back_in_a_later_batch(batch_user, server, capsys):
@@ -187,7 +191,10 @@ def test_lines_that_failed_come_back_in_a_later_batch(batch_user, server, capsys
 def test_an_expired_batch_keeps_what_it_answered_and_asks_the_rest_again(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
     server.control(batch={**FAST, "expire_after_s": 0.3, "concurrency": 1}, latency_ms=120)
-    assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "x", "--max-attempts", "9"]) == 0
+    # Lines that never ran come back up to MAX_ATTEMPTS, verdicts too (GRADER_PARSE_ATTEMPTS is
+    # for a verdict that did not parse): 1 would leave them failed.
+    command = ["run", "--data", "data.jsonl", "--batch", "--max-attempts", "9", "--grader-parse-attempts", "1"]
+    assert cli.main([*command, "--name", "x"]) == 0
     out = capsys.readouterr().out
     assert "expired" in out and "run 1 x (finished)" in out
     states = rows(db, "SELECT batch_status FROM batch_submissions ORDER BY number")
@@ -208,6 +215,9 @@ def test_a_batch_refused_at_validation_is_an_error_at_once_not_another_window(ba
     assert len(batches_at(server, db)) == 1  # not submitted again
     errors = rows(db, "SELECT error_kind, error FROM conversations")
     assert {kind for kind, _ in errors} == {"client_error"}
+    assert "failed (invalid_request: This model does not support the batch API." in captured.out
+    assert cli.main(["show", "v"]) == 0
+    assert "batch 1 (generation, 3 requests): failed (invalid_request: This model" in capsys.readouterr().out
     assert all("does not support the batch API" in error for _, error in errors)
     # regrade-errors asks them again, in a new batch.
     server.control(batch=FAST)
@@ -243,9 +253,17 @@ def test_an_endpoint_without_a_batch_api_stops_the_run_saying_so(batch_user, ser
     server.control(batch={**FAST, "absent": True})  # as llama.cpp's server answers /v1/files
     assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "n"]) == 1
     err = capsys.readouterr().err
-    assert "the endpoint has no batch API here (run without BATCH" in err and "HTTP" not in err.split("\n")[0][:5]
+    assert "the endpoint has no batch API here" in err and "fix the cause" not in err
     assert rows(db, "SELECT status FROM runs") == [("failed",)]
     assert server.stats()["requests"] == 0
+    # As the message says: the run goes on by calls, the requests it had written freed.
+    assert "resume 1 --batch false goes on by calls" in err
+    assert cli.main(["resume", "n", "--batch", "false"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    assert server.stats()["requests"] == 11  # each request once, by calls
+    assert "batch_api" not in rows(db, "SELECT plan_json FROM runs")[0][0]
+    assert cli.main(["regrade", "n", "--batch", "--no-cache", "--name", "again"]) == 1  # no batch API
+    assert "no batch API here" in capsys.readouterr().err
 
 
 def test_a_key_the_batch_api_refuses_stops_the_run_and_never_shows_the_key(tmp_path, monkeypatch, capsys):
@@ -373,6 +391,9 @@ def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_us
     while not any(state == "submitted" for _, state, _ in state_of(db)):
         assert time.monotonic() < deadline and process.poll() is None
         time.sleep(0.05)
+    # A second process does not look at the same batches: both would store, both would finish.
+    assert cli.main(["resume", "c"]) == 2
+    assert "batches are looked at by" in capsys.readouterr().err
     assert cli.main(["cancel", "c"]) == 0
     assert "1 batch cancelled at the provider" in capsys.readouterr().out
     out, _err = process.communicate(timeout=30)
@@ -386,6 +407,33 @@ def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_us
     assert cli.main(["resume", "c"]) == 0
     assert rows(db, "SELECT status FROM runs") == [("finished",)]
     assert cli.main(["pause", "c"]) == 2
+
+
+def test_stopped_before_its_batch_reached_the_provider_a_run_is_interrupted(batch_user, server):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "hold_upload_s": 30})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "i"],
+        env=dict(os.environ, HBTUI_DB=str(db)),
+        cwd=batch_user,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    files = files_at(server)
+    deadline = time.monotonic() + 30
+    while files_at(server) == files:
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _out, err = process.communicate(timeout=30)
+    assert process.returncode == 130 and "go on at the provider" not in err and "resume 1" in err
+    assert rows(db, "SELECT status FROM runs") == [("interrupted",)]
+    server.control(batch=FAST)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "resume", "i"], env=dict(os.environ, HBTUI_DB=str(db)), cwd=batch_user
+    )
+    assert resumed.returncode == 0 and rows(db, "SELECT status FROM runs") == [("finished",)]
 
 
 def test_a_run_awaiting_its_batches_is_not_deleted_until_they_are_cancelled(batch_user, server, capsys):
@@ -404,6 +452,15 @@ def test_a_run_awaiting_its_batches_is_not_deleted_until_they_are_cancelled(batc
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 130
+    capsys.readouterr()
+    assert cli.main(["show", "d", "--json"]) == 0  # awaiting: its requests known, not ended
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["requests"]["grader_template"] and shown["run"]["finished_at"] is None
+    assert shown["batches"][0]["batch_status"] == "validating"
+    assert cli.main(["show", "d"]) == 0
+    assert "no process looks at them now" in capsys.readouterr().out
+    assert cli.main(["runs"]) == 0
+    assert "run 1: 1 batch at the provider: 1 validating" in capsys.readouterr().out
     assert cli.main(["delete", "d", "--yes"]) == 2
     assert "has batches at the provider: cancel them first (hbtui cancel 1)" in capsys.readouterr().err
     assert cli.main(["cancel", "d"]) == 0

@@ -1,21 +1,51 @@
-"""A run through the batch API, from outside its looks: the client of each endpoint it names, and
-`hbtui cancel`, which cancels its batches at the provider with this machine's keys (no process
-need be looking at the run) and marks the run cancelled. What the batches answered before is kept
-at the provider, and `hbtui resume` stores it (hbtui.engine.batch_api)."""
+"""A run through the batch API, from outside its looks (hbtui.engine.batch_api): made one (its
+UUID, token and folder), the client of each endpoint it names, and `hbtui cancel`, which cancels
+its batches at the provider with this machine's keys (no process need be looking at the run) and
+marks the run cancelled. What the batches answered before is kept at the provider, and `hbtui
+resume` stores it."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
+import uuid
+from pathlib import Path
 
 from hbtui.client.batches import Batch, BatchClient
 from hbtui.client.wire import ChatError, Endpoint
-from hbtui.core.batch_files import BatchFiles
+from hbtui.core.batch_files import API_LABEL, API_PLAN_KEY, BatchFiles
+from hbtui.core.errors import HbtuiError
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED
 from hbtui.store import RunBusy, RunRow, RunTakenOver, Store, Submission
-from hbtui.store.batch_submissions import UPLOADED
+from hbtui.store.batch_submissions import SUBMITTED, UPLOADED
+
+
+def start_batch_api(settings: Settings, run_id: int) -> BatchFiles:
+    """A run's batch API entry: its UUID (unique across databases: each batch's metadata names
+    it), the token its lines' custom_ids carry, and its folder of request and output files."""
+    run_uuid = uuid.uuid4().hex
+    folder = Path(settings.db_path).resolve().parent / "batches" / f"run-{run_id}-{run_uuid[:8]}"
+    return BatchFiles(folder, API_LABEL, run_uuid[:8], (), run_uuid)
+
+
+async def make_batch_run(store: Store, run_id: int, settings: Settings) -> BatchFiles:
+    batch = start_batch_api(settings, run_id)
+    await store.set_plan_entry(run_id, API_PLAN_KEY, batch.as_plan())
+    return batch
+
+
+def sha256_of(path: Path) -> str | None:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def client_for(settings: Settings, base_url: str) -> BatchClient:
@@ -91,3 +121,22 @@ async def record_state(store: Store, submission: Submission, batch: Batch, lease
         expires_at=batch.expires_at,
         errors=batch.errors,
     )
+
+
+class StillAtTheProvider(HbtuiError):
+    """A run asked to go on without the batch API while a batch of it may still be at the provider."""
+
+
+async def leave_batch_api(store: Store, run: RunRow) -> RunRow:
+    """A run through the batch API asked to go on by calls (`resume --batch false`: an endpoint
+    without a batch API, say): its requests not yet at the provider are freed, and the run is a
+    run of calls from now on. Refused while a batch of it may be there (submitted, or uploaded
+    with a batch made before a process died, unless the run was cancelled since)."""
+    for submission in await store.submissions(run.id):
+        if submission.state == SUBMITTED or (submission.state == UPLOADED and run.status != CANCELLED):
+            raise StillAtTheProvider(
+                f"run {run.id} has batch {submission.number} at the provider (or may have): cancel it first"
+                f" (hbtui cancel {run.id}), or let it end through the batch API (hbtui resume {run.id})"
+            )
+    await store.leave_batch_api(run.id)
+    return await store.get_run(run.id)
