@@ -7,6 +7,7 @@ it to that), so the engine's insides can change without the screens noticing.
 from __future__ import annotations
 
 from hbtui.core.verdicts import INCOMPLETE, TAKEN_OVER
+from hbtui.engine.batch_runs import cancel_batches
 from hbtui.engine.detached import DRIVE_COMMAND, DetachedRun, launch_detached, read_snapshot
 from hbtui.engine.driver import Engine
 from hbtui.engine.run_admin import RunActionError, delete_run, export_format, export_run, rename_run
@@ -23,6 +24,7 @@ __all__ = [
     "Engine",
     "HeadStart",
     "RunActionError",
+    "cancel_batches",
     "check_run_name",
     "compute_report",
     "delete_run",

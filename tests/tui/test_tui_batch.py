@@ -107,3 +107,39 @@ async def test_c_looks_at_the_batches_of_a_run_no_process_looks_at(tmp_path, ser
     async with later.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(later.screen, MonitorScreen) and later.screen.view is not None)
         assert "batches stored" in screen_text(later)
+
+
+async def test_x_in_the_monitor_cancels_the_batches_at_the_provider(tmp_path, server):
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    write_jsonl(tmp_path / "data.jsonl", small_records())
+    env = dict(
+        os.environ,
+        BASE_URL=server.base_url,
+        MODEL_TEST="test-model",
+        MODEL_GRADER="grader-model",
+        HBTUI_DB=str(db),
+        GRADER_TEMPLATE="builtin",
+    )
+    server.control(batch={"validating_s": 60, "finalizing_s": 0.05})
+    started = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "x"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_until(lambda: submitted(db) == 1, "the batch submitted")
+    started.send_signal(signal.SIGINT)
+    assert started.wait(timeout=30) == 130
+    app = HBTuiApp(settings=settings_for(server, db, grader_template="builtin"), env_file=None, monitor_run="x")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
+        # A batch at the provider has no pause: only its cancel is offered.
+        await wait_for(pilot, lambda: "Cancel run" in screen_text(app), what="x offered")
+        assert "Pause" not in screen_text(app)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: "its batches at the provider?" in screen_text(app), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: rows(db, "SELECT status FROM runs") == [("cancelled",)], what="cancelled")
+        await wait_for(pilot, lambda: "1 batch cancelled at the provider" in screen_text(app), what="said so")
+    assert rows(db, "SELECT batch_status FROM batch_submissions") in ([("cancelling",)], [("cancelled",)])

@@ -30,13 +30,15 @@ from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
 from hbtui.core import scoring
+from hbtui.core.errors import HbtuiError
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
 from hbtui.core.text import one_line, visible_controls
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, PAUSED, RUNNING
 from hbtui.local import DEMO_MODEL_ALIAS
 from hbtui.render.run_metadata import duration_text
-from hbtui.services import resume_hint
+from hbtui.services import cancel_batches, resume_hint, settings_for_run
 from hbtui.store import StoreError
+from hbtui.store.owners import this_owner
 from hbtui.tui.breakpoints import ResponsiveScreen
 from hbtui.tui.monitor_data import MonitorView, view_from_counters, view_from_store
 from hbtui.tui.prices_notice import prices_or_notice
@@ -48,6 +50,7 @@ TICK_SECONDS = 0.25
 POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
 STARTING = "starting"  # shown while the process just started to drive the run has not taken it yet
 STARTING_AT_MOST = 30.0  # seconds: a process that took no longer to take its run up (a loaded box)
+CANCEL_PATIENCE_SECONDS = 10.0  # a look at a batch run's batches holds the run for a moment
 POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
 HISTOGRAM_SECONDS = 1.0
 # The interval's bootstrap is the costly part: it runs again once the scores have changed and
@@ -109,6 +112,7 @@ class MonitorScreen(ResponsiveScreen):
         self._seen_running = False
         self._seen_taken = False  # seen its process hold the run (not only starting to)
         self._controllable = False  # as the footer last showed it
+        self._batch_run = False  # likewise: a batch run offers no pause
         self.prices: dict[str, Price] = {}  # read once: the monitor repaints 4 times a second
 
     def compose(self) -> ComposeResult:
@@ -163,7 +167,12 @@ class MonitorScreen(ResponsiveScreen):
         live = self.live
         if live is not None:
             return live.counters.finished is None
-        return self.view is not None and self.view.status in (RUNNING, PAUSED)
+        return self.view is not None and (self.view.status in (RUNNING, PAUSED) or self.batch_run)
+
+    @property
+    def batch_run(self) -> bool:
+        """A run through the batch API not ended: its batches are the provider's to stop."""
+        return self.view is not None and bool(self.view.batches) and self.view.status in (RUNNING, AWAITING_BATCH)
 
     def tick(self) -> None:
         live = self.live
@@ -223,6 +232,9 @@ class MonitorScreen(ResponsiveScreen):
         if self.controllable != self._controllable:  # the footer follows: p and x come and go
             self._controllable = self.controllable
             self.refresh_bindings()
+        elif self.batch_run != self._batch_run:
+            self.refresh_bindings()
+        self._batch_run = self.batch_run
         self._update_metric(view)
         if not view.ended:
             self._seen_running = True  # starting included: its end is announced
@@ -446,7 +458,9 @@ class MonitorScreen(ResponsiveScreen):
     # ---- actions --------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Pause and cancel: not offered once the run has ended, nor for a driver gone silent.
-        if action in ("pause", "cancel_run"):
+        if action == "pause":  # a batch at the provider has none
+            return self.controllable and not self.batch_run
+        if action == "cancel_run":
             return self.controllable
         return True
 
@@ -471,6 +485,9 @@ class MonitorScreen(ResponsiveScreen):
     def action_pause(self) -> None:
         if not self.controllable:
             return
+        if self.batch_run:
+            self.say("a batch at the provider has no pause: x cancels the run's batches")
+            return
         live = self.live
         if live is None:
             self._ask_driver(None if self.view is not None and self.view.status == PAUSED else PAUSED)
@@ -488,8 +505,13 @@ class MonitorScreen(ResponsiveScreen):
             return
         from hbtui.tui.screens.confirm import ConfirmModal
 
+        batch_run = self.batch_run
+
         def answered(yes: bool | None) -> None:
             if not yes:
+                return
+            if batch_run:
+                self._cancel_batches()
                 return
             if self.live is None:
                 self._ask_driver(CANCELLED)
@@ -497,13 +519,40 @@ class MonitorScreen(ResponsiveScreen):
             self.app.cancel_run(self.run_id)
             self.say(f"cancelling run {self.run_id}: the calls in flight finish and are saved")
 
+        question = (
+            f"Cancel run {self.run_id} and its batches at the provider? What they answered is kept there"
+            " (resume stores it); the run is marked cancelled."
+            if batch_run
+            else f"Cancel run {self.run_id}? What completed is kept; the run is marked cancelled."
+        )
         self.app.push_screen(
             ConfirmModal(
-                f"Cancel run {self.run_id}? What completed is kept; the run is marked cancelled.",
+                question,
                 yes="Cancel run",
                 no="Keep running",
             ),
             answered,
+        )
+
+    @work(exclusive=True, group="cancel-batches")
+    async def _cancel_batches(self) -> None:
+        """`hbtui cancel` of a run through the batch API: at the provider, with this session's keys."""
+        store = self.app.store
+        if store is None:
+            return
+        self.say(f"cancelling run {self.run_id}'s batches at the provider…")
+        try:
+            run = await store.get_run(self.run_id)
+            cancelled, problems = await cancel_batches(
+                store, run, settings_for_run(run, self.app.settings), this_owner(), CANCEL_PATIENCE_SECONDS
+            )
+        except (sqlite3.Error, StoreError, HbtuiError) as exc:
+            self.notify(one_line(f"run {self.run_id}: {exc}", 300), severity="error", markup=False)
+            return
+        for problem in problems:
+            self.notify(one_line(problem, 300), severity="warning", markup=False)
+        self.say(
+            f"run {self.run_id} cancelled: {cancelled} batch{'es' if cancelled != 1 else ''} cancelled at the provider"
         )
 
     def action_browse(self) -> None:

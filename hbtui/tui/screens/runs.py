@@ -26,6 +26,7 @@ from hbtui.core.run_kinds import META_EVAL, MODEL_RUN, not_repeatable
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED, PENDING, RUNNING
+from hbtui.render.batch_state import looking_process
 from hbtui.store import RunRow, StoreError
 from hbtui.store.run_report import ADJUSTED_MARK, HEADLINE_ADJUSTED
 from hbtui.tui.screens.picker import PickerModal
@@ -434,6 +435,10 @@ class RunsScreen(RunActions):
                 )
                 return
         elif status == AWAITING_BATCH and BatchFiles.online_of(run.plan) is not None:
+            looker = looking_process((run.live or {}).get("batch_look"))
+            if looker is not None:
+                self.say(f"run {run_id}'s batches are looked at by {looker} already: m monitors them")
+                return
             # Its batches at the provider: a process of its own looks at them until they end.
             question = "Look at this run's batches until they end, storing their answers?"
             self.app.offer_to_drive(run, question, "Look")
