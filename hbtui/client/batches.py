@@ -237,6 +237,10 @@ class BatchClient:
             after = page.get("last_id") or Batch.of(data[-1]).id
         return None
 
+    async def delete_file(self, file_id: str) -> None:
+        """The endpoint's copy of a file gone (its storage counts against the account)."""
+        await self._json("DELETE", f"/files/{file_id}")
+
     async def download(self, file_id: str, destination: Path) -> int:
         """The file's content streamed into ``destination`` (whole, or not there); its bytes."""
         aiohttp = aiohttp_module()

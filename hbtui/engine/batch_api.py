@@ -259,6 +259,8 @@ class BatchRunner:
             requests=self.requests(),
             runs_root=Path(self.settings.db_path).parent,
         )
+        with contextlib.suppress(OSError):  # its folder, empty once every batch is stored
+            self.batch.folder.rmdir()
         return (await self.store.get_run(run.id)).status
 
     # ---- one submission ------------------------------------------------------------------------
@@ -372,6 +374,10 @@ class BatchRunner:
         await store.record_imported(submission, lease)
         for path in [*downloaded, Path(submission.path)]:  # stored: the database holds every answer
             path.unlink(missing_ok=True)
+        for file_id in (submission.file_id, batch.output_file_id, batch.error_file_id):
+            if file_id:  # the provider's copies too, as far as it lets them go: nothing depends on them
+                with contextlib.suppress(ChatError):
+                    await client.delete_file(file_id)
         failures = done.failed + done.no_answer
         why = f" ({one_line('; '.join(batch.errors), 300)})" if batch.status == "failed" and batch.errors else ""
         self.say(

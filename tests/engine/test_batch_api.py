@@ -59,9 +59,9 @@ def batches_at(server, db: Path) -> list[dict]:
 def submitted_ids(server, db: Path) -> Counter:
     """How many times each custom_id was submitted in a batch, across the batches of ``db``'s runs."""
     counts: Counter = Counter()
-    with provider(server) as http:
+    with httpx.Client(base_url=server.root_url, trust_env=False, timeout=10) as http:
         for batch in batches_at(server, db):
-            text = http.get(f"/files/{batch['input_file_id']}/content").text
+            text = http.get(f"/__batch_inputs/{batch['id']}").text
             counts.update(json.loads(line)["custom_id"] for line in text.splitlines() if line.strip())
     return counts
 
@@ -99,7 +99,10 @@ def test_a_batch_run_scores_as_a_run_of_calls_at_the_batch_price(batch_user, ser
         ("imported", "generation", 6),
         ("imported", "grading", 16),
     ]
-    assert not list((db.parent / "batches").rglob("*.jsonl"))  # stored: the files are not kept
+    assert not list((db.parent / "batches").rglob("*"))  # stored: no file is kept, nor its folder
+    with provider(server) as http:  # nor at the provider: its input, output and error files
+        held = {f["id"] for f in http.get("/files").json()["data"]}
+    assert not held & {b[key] for b in batches for key in ("input_file_id", "output_file_id")}
     assert server.stats()["requests"] == 22  # each line once, answered by the server's own routes
 
     # The same records by calls: the same verdicts, every metric equal.

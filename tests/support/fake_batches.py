@@ -1,5 +1,5 @@
 """The test server's batch API, as OpenAI's (and the OpenAI-compatible ones of Groq, Together and
-others) serve it: ``POST /v1/files`` (purpose batch), ``GET /v1/files``, ``GET /v1/files/{id}`` and its
+others) serve it: ``POST /v1/files`` (purpose batch), ``GET /v1/files``, ``GET`` and ``DELETE /v1/files/{id}`` and its
 ``/content``, ``POST /v1/batches``, ``GET /v1/batches/{id}``, ``GET /v1/batches`` (newest first,
 with each batch's metadata), ``POST /v1/batches/{id}/cancel``.
 
@@ -82,6 +82,9 @@ class BatchState:
         self.contents: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.tasks: dict[str, asyncio.Task] = {}
+        # What each batch was made of, kept after its file is deleted: a test counts the requests
+        # submitted (GET /__batch_inputs/{id}, the server's own route, no provider's).
+        self.inputs: dict[str, bytes] = {}
         self.counter = 0
         self.session: aiohttp.ClientSession | None = None
 
@@ -167,6 +170,22 @@ async def get_file(request: web.Request) -> web.Response:
     return web.json_response(found)
 
 
+async def batch_input(request: web.Request) -> web.Response:
+    content = request.app[BATCHES_KEY].inputs.get(request.match_info["batch_id"])
+    if content is None:
+        return _missing("Batch", request.match_info["batch_id"])
+    return web.Response(body=content, content_type="application/octet-stream")
+
+
+async def delete_file(request: web.Request) -> web.Response:
+    state = request.app[BATCHES_KEY]
+    file_id = request.match_info["file_id"]
+    if state.files.pop(file_id, None) is None:
+        return _missing("File", file_id)
+    state.contents.pop(file_id, None)
+    return web.json_response({"id": file_id, "object": "file", "deleted": True})
+
+
 async def file_content(request: web.Request) -> web.Response:
     content = request.app[BATCHES_KEY].contents.get(request.match_info["file_id"])
     if content is None:
@@ -236,6 +255,7 @@ async def create_batch(request: web.Request) -> web.Response:
         "metadata": metadata,
     }
     state.batches[batch_id] = batch
+    state.inputs[batch_id] = state.contents[file_id]
     origin = str(request.url.origin())
     auth = request.headers.get("Authorization")
     state.tasks[batch_id] = asyncio.create_task(_process(request.app, batch, origin, auth))
@@ -438,6 +458,8 @@ def add_batch_routes(app: web.Application, server: Any, check_auth: Any) -> None
     app.router.add_post("/v1/files", create_file)
     app.router.add_get("/v1/files", list_files)
     app.router.add_get("/v1/files/{file_id}", get_file)
+    app.router.add_delete("/v1/files/{file_id}", delete_file)
+    app.router.add_get("/__batch_inputs/{batch_id}", batch_input)
     app.router.add_get("/v1/files/{file_id}/content", file_content)
     app.router.add_post("/v1/batches", create_batch)
     app.router.add_get("/v1/batches", list_batches)

@@ -107,6 +107,8 @@ async def test_c_looks_at_the_batches_of_a_run_no_process_looks_at(tmp_path, ser
     async with later.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(later.screen, MonitorScreen) and later.screen.view is not None)
         assert "batches stored" in screen_text(later)
+        await pilot.press("enter")  # its results: the summary names its batches too
+        await wait_for(pilot, lambda: "Batch 2 batches stored" in screen_text(later), what="the run's batches")
 
 
 async def test_x_in_the_monitor_cancels_the_batches_at_the_provider(tmp_path, server):

@@ -29,10 +29,12 @@ from textual.widgets import ContentSwitcher, Input, Static
 
 from hbtui.analysis.review_report import ReviewGlance, run_glance
 from hbtui.analysis.run_stats import RunStatistics, reporting_settings, run_statistics
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.reviews import REVIEW_FILTER_LABELS, REVIEW_FILTERS
 from hbtui.core.settings.config import Settings
 from hbtui.core.text import middle_cut, one_line
-from hbtui.core.verdicts import RUNNING
+from hbtui.core.verdicts import AWAITING_BATCH, RUNNING
+from hbtui.render.batch_state import batch_lines, look_line
 from hbtui.services import compute_report
 from hbtui.store import (
     ConversationFilter,
@@ -161,6 +163,7 @@ class RunScreen(ResponsiveScreen):
         self._live_timer: Timer | None = None  # while the run is running: reads it again every LIVE_SECONDS
         self._report_at = 0.0  # monotonic time the last report computation started
         self.stats: RunStatistics | None = None
+        self.batches: list[str] | None = None  # a run through the batch API: its batches, read with the stats
         self.matches: SearchMatches | None = None  # where the search matched, read as it is applied
         self.resume: ReviewPosition | None = None  # where the reviewer left this run, offered as it opens
         self._resume_offered = False
@@ -260,6 +263,10 @@ class RunScreen(ResponsiveScreen):
         # The length adjustment the run was made with, else the app's settings' own.
         settings = reporting_settings(run, getattr(self.app, "settings", None) or Settings())
         self.stats = await run_statistics(self.app.db, run, settings, prices_or_notice(self.app))
+        if BatchFiles.online_of(run.plan) is not None:  # its batches, as the provider last said
+            self.batches = batch_lines(await self.app.db.submissions(run.id))
+            if run.status == AWAITING_BATCH:
+                self.batches.append(look_line(run.id, (run.live or {}).get("batch_look")))
         if self.run is run:
             self._show_run(run, self.report)
 
@@ -294,7 +301,7 @@ class RunScreen(ResponsiveScreen):
         title.append_text(rest)
         self.query_one("#run-title", Static).update(title)
         self.query_one("#run-summary", Static).update(
-            summary_text(run, report, status, self.stats, self.app.size.width - SUMMARY_CHROME)
+            summary_text(run, report, status, self.stats, self.app.size.width - SUMMARY_CHROME, self.batches)
         )
         self.query_one(WorstAtK).update_stats(self.stats.worst_at_k if self.stats else None)
         categories = report is not None and report.has_categories

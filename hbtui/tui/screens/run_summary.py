@@ -111,9 +111,15 @@ def groups_text(text: Text, report: StoredReport) -> None:
 
 
 def summary_text(
-    run: RunRow, report: StoredReport | None, status: str, stats: RunStatistics | None = None, width: int = 76
+    run: RunRow,
+    report: StoredReport | None,
+    status: str,
+    stats: RunStatistics | None = None,
+    width: int = 76,
+    batches: list[str] | None = None,
 ) -> Text:
-    """``width``: the summary's columns, which the driver's log line is fitted to."""
+    """``width``: the summary's columns, which the driver's log line is fitted to; ``batches``: a run
+    through the batch API's batches (hbtui.render.batch_state.batch_lines)."""
     text = Text()
     overall = report.overall if report else None
     if overall and report is not None:
@@ -195,7 +201,11 @@ def summary_text(
     )
     text.append("   started ", style="bold")
     text.append(time.strftime("%Y-%m-%d %H:%M", time.localtime(run.created_at)))
-    if status == AWAITING_BATCH:  # not ended: its answers come from the user's own engine
+    if batches:  # a run through the batch API: each batch, and whether a process looks at them
+        for line in batches:
+            text.append("\nBatch ", style="bold")
+            text.append(one_line(line, 300))
+    elif status == AWAITING_BATCH:  # not ended: its answers come from the user's own engine
         text.append("\nBatch ", style="bold")
         text.append(one_line(awaiting_hint(run.id, run.plan), 300))
     elif run.finished_at and status != RUNNING:
