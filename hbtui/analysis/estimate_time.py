@@ -21,6 +21,9 @@ class TimeEstimate:
     batch: bool = False  # through the batch API: ``bound`` says the windows, which set no estimate
 
 
+GRADING_WINDOW = (
+    "at most 24 h through the batch API: the grading within the provider's 24-hour window (often far sooner)"
+)
 BATCH_WINDOWS = (
     "at most 48 h through the batch API: the replies within the provider's 24-hour window, then their"
     " grading within another (often far sooner)"
@@ -34,6 +37,8 @@ def time_estimate(
     the endpoints' limits (RPM, TPM) where they are given. A grader on the test model's endpoints
     shares their concurrency and limits with it; on endpoints of its own, the two stages overlap."""
     if settings.batch:  # the provider answers each batch within its window, at its own pace
+        if test is None:  # the records' own completions: grading alone
+            return TimeEstimate(None, GRADING_WINDOW, batch=True)
         return TimeEstimate(None, BATCH_WINDOWS, batch=True)
     shared = settings.grader_shares_endpoints
     bounds: list[tuple[float, str]] = []

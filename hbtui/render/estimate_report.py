@@ -148,7 +148,7 @@ def estimate_summary(result: Estimate) -> list[str]:
             f"{cost_span(total_batch, known)} by batch" if total_batch else "batch price unknown"
         )
     if result.time.batch:
-        time = "time at most 48 h (the batch API's windows)"
+        time = f"time {result.time.bound.split(':')[0]} (the batch API's windows)"
     elif result.time.seconds is None:
         time = "time unknown (no latency or limit known: hbtui estimate --latency gives one)"
     else:

@@ -187,6 +187,8 @@ def test_the_completions_of_the_records_cost_no_model_under_test(server, tmp_pat
     shown = estimate_json(capsys, "--data", str(MAIN_SUBSET), "--completions", "physician", "--limit", "5")
     assert shown["test"] is None
     assert shown["conversations"] > 0 and shown["grader"]["calls"] > shown["conversations"]
+    by_batch = estimate_json(capsys, "--data", str(MAIN_SUBSET), "--completions", "physician", "--batch")
+    assert by_batch["time_bound"].startswith("at most 24 h through the batch API: the grading")
     assert cli.main(["run", "--data", str(MAIN_SUBSET), "--completions", "physician", "--limit", "5"]) in (
         cli.EXIT_OK,
         cli.EXIT_INCOMPLETE,
