@@ -215,6 +215,10 @@ class BatchClient:
     async def cancel(self, batch_id: str) -> Batch:
         return Batch.of(await self._json("POST", f"/batches/{batch_id}/cancel"))
 
+    async def list_batches(self, limit: int = 100) -> Any:
+        """The newest batches, as the endpoint lists them (a check that it has a batch API)."""
+        return await self._json("GET", "/batches", params={"limit": str(limit)})
+
     async def find(self, metadata: dict[str, str], input_file_id: str | None = None, pages: int = 50) -> Batch | None:
         """The newest batch whose metadata holds every pair of ``metadata`` (and made of
         ``input_file_id``, when given): one a process created and died before it could record

@@ -186,11 +186,31 @@ async def check_connection(settings: Settings) -> list[CheckResult]:
                 limit=settings.max_answer_bytes,
                 apis={"test": settings.api_test, "grader": settings.api_grader},
             )
+    if settings.batch:  # the run goes through the batch API: asked whether there is one
+        urls = dict.fromkeys(url for url, _ in (test_endpoints[:1] + grader_endpoints[:1]))
+        keys = dict(test_endpoints + grader_endpoints)
+        for url in urls:
+            results.append(await _check_batch_api(Endpoint(url, keys.get(url)), timeout))
     if not settings.model_test:
         results.append(CheckResult("test model", False, "MODEL_TEST is not set"))
     if not settings.model_grader:
         results.append(CheckResult("grader model", False, "MODEL_GRADER is not set"))
     return results
+
+
+async def _check_batch_api(endpoint: Endpoint, timeout: float) -> CheckResult:
+    """BATCH: whether the endpoint lists its batches, as a batch run needs (its files and batches)."""
+    from hbtui.client.batches import BatchClient
+
+    name = f"batch API at {endpoint.label}"
+    async with BatchClient(endpoint, timeout=timeout) as client:
+        try:
+            await client.list_batches(limit=1)
+        except ChatError as exc:
+            if exc.status == 404:
+                return CheckResult(name, False, "none here (404): run without BATCH, or with --batch-files")
+            return CheckResult(name, False, exc.message)
+    return CheckResult(name, True, "answers (/batches)")
 
 
 # A 4xx that names the model as unknown (OpenAI and vLLM say 404; some proxies say 400).

@@ -253,7 +253,12 @@ def test_out_of_quota_stops_the_run_at_once(batch_user, server, capsys):
 
 def test_an_endpoint_without_a_batch_api_stops_the_run_saying_so(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
+    assert cli.main(["check", "--batch"]) == 0
+    assert f"ok   batch API at {server.base_url}: answers" in capsys.readouterr().out
     server.control(batch={**FAST, "absent": True})  # as llama.cpp's server answers /v1/files
+    assert cli.main(["check", "--batch"]) == 1
+    assert "FAIL batch API at" in capsys.readouterr().out
+    server.reset_stats()  # the check's pings
     assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "n"]) == 1
     err = capsys.readouterr().err
     assert "the endpoint has no batch API here" in err and "fix the cause" not in err
