@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from hbtui.analysis.run_stats import run_statistics
-from hbtui.cli.common import EXIT_INCOMPLETE, EXIT_OK, UsageError, prices_or_warn, records_of, say
+from hbtui.cli.common import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_OK, UsageError, prices_or_warn, records_of, say
 from hbtui.core.batch_files import DEFAULT_LABEL, GENERATE_FILE, GRADE_FILE, BatchFiles, awaiting_hint
 from hbtui.core.grading import load_template
 from hbtui.core.invocation import invoked_as
@@ -205,8 +205,13 @@ async def control_batch_run(store: Store, run: RunRow, settings: Settings, contr
         raise UsageError(f"{exc}; try again in a moment") from None
     for problem in problems:
         say(f"run {run.id}: {problem}", error=True)
-    say(
-        f"run {run.id} cancelled: {plural(cancelled, 'batch', 'batches')} cancelled at the provider (what they"
-        f" answered before is kept there: {invoked_as()} resume {run.id} stores it and asks the rest again)"
+    if problems:
+        say(f"run {run.id} is not cancelled: try again when the provider answers", error=True)
+        return EXIT_FAILED
+    kept = (
+        f" (what they answered before is kept there: {invoked_as()} resume {run.id} stores it and asks the rest again)"
+        if cancelled
+        else ""
     )
+    say(f"run {run.id} cancelled: {plural(cancelled, 'batch', 'batches')} cancelled at the provider{kept}")
     return EXIT_OK

@@ -78,7 +78,7 @@ async def drive(
     if BatchFiles.online_of(run.plan) is not None and not settings.batch:  # `resume --batch false`
         from hbtui.engine.batch_runs import leave_batch_api
 
-        run = await leave_batch_api(store, run)
+        run = await leave_batch_api(store, run, settings)
     batch = BatchFiles.online_of(run.plan) is not None or settings.batch
     if batch:  # through the endpoint's batch API: its batches are looked at until they end
         from hbtui.cli.batch import drive_batches

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from hbtui.core.invocation import INVOKED_AS_VARIABLE, invoked_as
 from hbtui.core.settings.config import SETTINGS, Settings
 from hbtui.store import RunRow, Store
 
@@ -77,6 +78,7 @@ async def launch_detached(store: Store, run: RunRow, settings: Settings, *, use_
     snapshot = write_snapshot(run.id, settings, use_cache)
     environment = dict(os.environ)
     environment[KEYS_VARIABLE] = json.dumps({name: getattr(settings, name) for name in SECRETS})
+    environment[INVOKED_AS_VARIABLE] = invoked_as()  # its hints name hbtui as the user runs it
     try:
         log.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

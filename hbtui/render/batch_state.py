@@ -11,6 +11,7 @@ from hbtui.store.batch_submissions import IMPORTED, SUBMITTED, UPLOADED, WRITTEN
 from hbtui.store.owners import owner_alive, owner_label
 
 ENDED = ("completed", "failed", "expired", "cancelled")
+LIVE = ("validating", "in_progress", "finalizing")  # running at the provider, and billed
 
 
 def describe_batch(submission: Submission, now: float | None = None) -> str:
@@ -25,18 +26,23 @@ def describe_batch(submission: Submission, now: float | None = None) -> str:
     status = (submission.batch_status or "submitted").replace("_", " ")
     counts = f" {submission.completed + submission.failed:,}/{submission.total:,}" if submission.total else ""
     failed = f" ({submission.failed:,} failed)" if submission.failed else ""
-    when = ""
-    if submission.submitted_at:
-        when = f", submitted {time.strftime('%Y-%m-%d %H:%M', time.localtime(submission.submitted_at))}"
-    window = ""
-    if submission.state == SUBMITTED and submission.expires_at and submission.batch_status not in ENDED:
-        left = max(0.0, submission.expires_at - now)
-        window = (
-            f", {left / 3600:.0f} h of its window left" if left >= 3600 else f", {left / 60:.0f} min of its window left"
-        )
+    at = clock(submission.submitted_at, now) if submission.submitted_at else None
+    if submission.state == SUBMITTED and (submission.batch_status or "validating") in LIVE:
+        # Short enough for a progress line at 80 columns: "in progress 40/95 since 17:21, 24 h left".
+        window = ""
+        if submission.expires_at:
+            left = max(0.0, submission.expires_at - now)
+            window = f", {left / 3600:.0f} h left" if left >= 3600 else f", {left / 60:.0f} min left"
+        return f"{head}: {status}{counts}{failed}{f' since {at}' if at else ''}{window}"
     stored = ", stored" if submission.state == IMPORTED else ""
     why = f" ({submission.error})" if submission.error and submission.batch_status == "failed" else ""
-    return f"{head}: {status}{why}{counts}{failed}{when}{window}{stored}"
+    return f"{head}: {status}{why}{counts}{failed}{f', submitted {at}' if at else ''}{stored}"
+
+
+def clock(moment: float, now: float) -> str:
+    """A time of today as 17:21, of another day as 12-05 17:21."""
+    same_day = time.localtime(moment)[:3] == time.localtime(now)[:3]
+    return time.strftime("%H:%M" if same_day else "%m-%d %H:%M", time.localtime(moment))
 
 
 def batch_lines(submissions: list[Submission], now: float | None = None) -> list[str]:
@@ -53,7 +59,7 @@ def batch_lines(submissions: list[Submission], now: float | None = None) -> list
 def batch_summary(submissions: list[Submission]) -> str:
     """A few words for a list of runs: its batches at the provider, and what they are doing
     ("2 batches at the provider: 1 in progress, 1 validating"); empty when it has none there."""
-    there = [s for s in submissions if s.state == SUBMITTED]
+    there = [s for s in submissions if s.state == SUBMITTED and (s.batch_status or "validating") in LIVE]
     if not there:
         return ""
     states: dict[str, int] = {}

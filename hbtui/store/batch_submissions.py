@@ -167,11 +167,13 @@ class StoreBatchSubmissions(StoreWrites):
         and its plan no longer names the batch API."""
         async with self._transaction():
             await self.db.execute(
-                "UPDATE batch_submissions SET state = ?, ended_at = ?, error = ? WHERE run_id = ? AND state IN (?, ?)",
-                (IMPORTED, time.time(), "left when the run went on by calls", run_id, WRITTEN, UPLOADED),
+                "UPDATE batch_submissions SET state = ?, ended_at = ?, error = ? WHERE run_id = ? AND state IN (?, ?, ?)",
+                (IMPORTED, time.time(), "left when the run went on by calls", run_id, WRITTEN, UPLOADED, SUBMITTED),
             )
+            # Its requests are recorded again by the calls that answer it (not "through the batch API").
             await self.db.execute(
-                "UPDATE runs SET plan_json = json_remove(plan_json, '$.batch_api') WHERE id = ?", (run_id,)
+                "UPDATE runs SET plan_json = json_remove(plan_json, '$.batch_api'), requests_json = NULL WHERE id = ?",
+                (run_id,),
             )
 
     async def forget_unsent(self, submission: Submission, lease: str) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hbtui.core.verdicts import AWAITING_BATCH, RUNNING
+from hbtui.core.invocation import invoked_as
+from hbtui.core.verdicts import RUNNING
 from hbtui.store.connection import Connection
 from hbtui.store.rows import RUN_COLUMNS, RunRow, StoreError, run_from_row
 
@@ -66,11 +67,17 @@ class StoreRunActions(Connection):
                     f"run {run.id} is being driven by {run.owner_shown or 'another process'}: cancel it first"
                     f" (x in its monitor, or hbtui cancel {run.id}), then delete it"
                 )
-            if run.status == AWAITING_BATCH and await self._one(
-                "SELECT 1 FROM batch_submissions WHERE run_id = ? AND state != 'imported'", (run.id,)
-            ):  # billed at the provider: their answers would have nowhere to go
+            if await self._one(
+                # A batch live at the provider, or one that may be (uploaded, its creation unheard of,
+                # unless the run was cancelled since, which looked for it): billed, and its answers
+                # would have nowhere to go.
+                "SELECT 1 FROM batch_submissions WHERE run_id = ? AND ((state = 'submitted'"
+                " AND coalesce(batch_status, 'validating') IN ('validating', 'in_progress', 'finalizing'))"
+                " OR (state = 'uploaded' AND ? != 'cancelled'))",
+                (run.id, run.status),
+            ):
                 raise RunInUse(
-                    f"run {run.id} has batches at the provider: cancel them first (hbtui cancel {run.id}),"
+                    f"run {run.id} has batches at the provider: cancel them first ({invoked_as()} cancel {run.id}),"
                     " then delete it"
                 )
             reusing = await self.runs_reusing(run.id)

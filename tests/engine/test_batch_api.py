@@ -249,6 +249,12 @@ def test_out_of_quota_stops_the_run_at_once(batch_user, server, capsys):
     assert "out of quota at the batch API" in err and "hbtui resume 1" in err
     assert rows(db, "SELECT status FROM runs") == [("failed",)]
     assert batches_at(server, db) == []
+    # Its file was uploaded, its batch refused: no batch of it at the provider, so it goes on by
+    # calls when asked (the provider asked first).
+    server.control(quota_exhausted=False)
+    assert cli.main(["resume", "o", "--batch", "false"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    assert "batch API" not in rows(db, "SELECT requests_json FROM runs")[0][0]  # answered by calls
 
 
 def test_an_endpoint_without_a_batch_api_stops_the_run_saying_so(batch_user, server, capsys):
@@ -417,6 +423,32 @@ def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_us
     assert cli.main(["pause", "c"]) == 2
 
 
+def test_a_cancel_that_cannot_reach_the_provider_cancels_nothing(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "validating_s": 30})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "u"],
+        env=dict(os.environ, HBTUI_DB=str(db)),
+        cwd=batch_user,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not any(state == "submitted" for _, state, _ in state_of(db)):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    server.control(batch={**FAST, "validating_s": 30, "absent": True})  # the batch API gone meanwhile
+    assert cli.main(["cancel", "u"]) == 1
+    assert "run 1 is not cancelled: try again when the provider answers" in capsys.readouterr().err
+    assert rows(db, "SELECT status FROM runs") == [("awaiting batch",)]
+    assert cli.main(["delete", "u", "--yes"]) == 2  # its batch may still run: billed
+    server.control(batch={**FAST, "validating_s": 30})
+    assert cli.main(["cancel", "u"]) == 0
+    assert rows(db, "SELECT status FROM runs") == [("cancelled",)]
+
+
 def test_stopped_before_its_batch_reached_the_provider_a_run_is_interrupted(batch_user, server):
     db = batch_user / "runs" / "hbtui.sqlite"
     server.control(batch={**FAST, "hold_upload_s": 30})
@@ -442,6 +474,29 @@ def test_stopped_before_its_batch_reached_the_provider_a_run_is_interrupted(batc
         [sys.executable, "-m", "hbtui", "resume", "i"], env=dict(os.environ, HBTUI_DB=str(db)), cwd=batch_user
     )
     assert resumed.returncode == 0 and rows(db, "SELECT status FROM runs") == [("finished",)]
+
+
+def test_a_batch_made_but_not_yet_recorded_keeps_its_run_from_delete(batch_user, server, capsys):
+    db = batch_user / "runs" / "hbtui.sqlite"
+    server.control(batch={**FAST, "hold_create_s": 30, "validating_s": 30})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "h"],
+        env=dict(os.environ, HBTUI_DB=str(db)),
+        cwd=batch_user,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while not (any(state == "uploaded" for _, state, _ in state_of(db)) and batches_at(server, db)):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)  # while the batch's creation is unanswered
+    assert process.wait(timeout=30) == 130
+    assert rows(db, "SELECT status FROM runs") == [("interrupted",)]
+    assert cli.main(["delete", "h", "--yes"]) == 2
+    assert cli.main(["cancel", "h"]) == 0  # it finds the batch by its metadata, and cancels it
+    assert "1 batch cancelled at the provider" in capsys.readouterr().out
+    assert cli.main(["delete", "h", "--yes"]) == 0
 
 
 def test_a_run_awaiting_its_batches_is_not_deleted_until_they_are_cancelled(batch_user, server, capsys):

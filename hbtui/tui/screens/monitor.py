@@ -50,6 +50,7 @@ TICK_SECONDS = 0.25
 POLL_SECONDS = 0.25  # database reads of a running run of another process (a read takes ~10 ms)
 STARTING = "starting"  # shown while the process just started to drive the run has not taken it yet
 STARTING_AT_MOST = 30.0  # seconds: a process that took no longer to take its run up (a loaded box)
+MONITOR_BATCHES = 2  # batch lines the monitor shows, besides whether a process looks at them
 CANCEL_PATIENCE_SECONDS = 10.0  # a look at a batch run's batches holds the run for a moment
 POLL_ENDED_SECONDS = 5.0  # an ended run could still be resumed by someone else
 HISTOGRAM_SECONDS = 1.0
@@ -344,13 +345,14 @@ class MonitorScreen(ResponsiveScreen):
         widget.display = bool(line)
         widget.update(line)
         # A run through the batch API: each open batch, and whether a process looks at them.
+        # Whether a process looks first, then the batches: a few lines, however many batches.
+        shown = [*([view.batch_look] if view.batch_look else []), *view.batches[:MONITOR_BATCHES]]
+        if len(view.batches) > MONITOR_BATCHES:
+            shown.append(f"and {len(view.batches) - MONITOR_BATCHES} more (enter: the run's summary lists them)")
         batches = Text()
-        for text in view.batches:
+        for text in shown:
             batches.append("\n" if batches else "")
             batches.append_text(safe(text, 200))
-        if view.batch_look:
-            batches.append("\n" if batches else "")
-            batches.append_text(safe(view.batch_look, 200))
         panel = self.query_one("#monitor-batches", Static)
         panel.display = bool(batches)
         panel.update(batches)
@@ -551,6 +553,9 @@ class MonitorScreen(ResponsiveScreen):
             return
         for problem in problems:
             self.notify(one_line(problem, 300), severity="warning", markup=False)
+        if problems:
+            self.notify(f"run {self.run_id} is not cancelled: x again when the provider answers", markup=False)
+            return
         self.say(
             f"run {self.run_id} cancelled: {cancelled} batch{'es' if cancelled != 1 else ''} cancelled at the provider"
         )
