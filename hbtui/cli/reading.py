@@ -17,7 +17,7 @@ from hbtui.core.scoring import OVERALL, OVERALL_LENGTH_ADJUSTED
 from hbtui.core.settings.config import Settings
 from hbtui.core.settings.prices import load_prices
 from hbtui.core.verdicts import AWAITING_BATCH, FINISHED
-from hbtui.render.batch_state import batch_json, batch_lines, batch_summary, look_line
+from hbtui.render.batch_state import batch_json, batch_lines, batch_summary, look_json, look_line
 from hbtui.render.report import driver_lines, render_report, render_runs
 from hbtui.store import NoRunsYet
 
@@ -95,6 +95,11 @@ async def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
                         **stats.as_json(),
                         **({"review": review.as_json()} if review else {}),
                         **({"batches": [batch_json(s) for s in submissions]} if submissions is not None else {}),
+                        **(
+                            {"batch_look": look_json((run.live or {}).get("batch_look"))}
+                            if submissions is not None and run.status == AWAITING_BATCH
+                            else {}
+                        ),
                     },
                     indent=2,
                 )

@@ -118,3 +118,14 @@ def batch_json(submission: Submission) -> dict:
         "ended_at": submission.ended_at,
         "error": submission.error,
     }
+
+
+def look_json(look: dict | None) -> dict:
+    """`show --json`'s view of the last look at a run's batches, and whether a process looks now."""
+    look = look or {}
+    return {
+        "looked_at": look.get("at"),
+        "next_look_at": look.get("next"),
+        "by": owner_label(look.get("by")),
+        "looking": looking_process(look) is not None,
+    }

@@ -520,6 +520,7 @@ def test_a_run_awaiting_its_batches_is_not_deleted_until_they_are_cancelled(batc
     shown = json.loads(capsys.readouterr().out)
     assert shown["requests"]["grader_template"] and shown["run"]["finished_at"] is None
     assert shown["batches"][0]["batch_status"] == "validating"
+    assert shown["batch_look"]["looking"] is False and shown["batch_look"]["looked_at"] > 0
     assert cli.main(["show", "d"]) == 0
     assert "no process looks at them now" in capsys.readouterr().out
     assert cli.main(["runs"]) == 0

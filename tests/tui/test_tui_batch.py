@@ -6,6 +6,7 @@ processes: the app under Textual's pilot, the detached drivers, and the project'
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -55,6 +56,8 @@ async def test_a_batch_run_started_from_the_form_shows_its_batches_in_the_monito
             what="the first batch shown as the provider has it",
         )
         assert "batches at the provider" in screen_text(app) and "next look" in screen_text(app)
+        # The driver's log, cut in its middle at 80 columns: its file's name stays whole.
+        assert re.search(r"log /\S*…\S*\.log\b", screen_text(app))
         await wait_for(pilot, lambda: monitor.view.status == "finished", timeout=60, what="the run finished")
         assert "2 batches stored" in screen_text(app)
     assert rows(db, "SELECT status FROM runs") == [("finished",)]

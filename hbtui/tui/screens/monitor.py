@@ -32,7 +32,7 @@ from textual.widgets import ProgressBar, Static
 from hbtui.core import scoring
 from hbtui.core.errors import HbtuiError
 from hbtui.core.settings.prices import Price, cost_text, model_usage, tokens_text, total_cost
-from hbtui.core.text import one_line, visible_controls
+from hbtui.core.text import middle_cut, one_line, visible_controls
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, PAUSED, RUNNING
 from hbtui.local import DEMO_MODEL_ALIAS
 from hbtui.render.run_metadata import duration_text
@@ -340,7 +340,9 @@ class MonitorScreen(ResponsiveScreen):
             line.append("  ")
         if view.driver_log:
             line.append("log ")
-            line.append_text(safe(view.driver_log, 200))
+            # Cut in its middle to what is left of the line: the file's name, at its end, stays whole.
+            room = max(20, self.size.width - 2 - line.cell_len)
+            line.append(middle_cut(visible_controls(view.driver_log), room))
         widget = self.query_one("#monitor-driver", Static)
         widget.display = bool(line)
         widget.update(line)
