@@ -16,6 +16,7 @@ from pathlib import Path
 from textual.widgets import Select
 
 from hbtui.tui.app import HBTuiApp
+from hbtui.tui.screens.continue_run import ContinueRunModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import offline_settings, settings_for, small_records, write_jsonl
@@ -148,3 +149,39 @@ async def test_x_in_the_monitor_cancels_the_batches_at_the_provider(tmp_path, se
         await wait_for(pilot, lambda: rows(db, "SELECT status FROM runs") == [("cancelled",)], what="cancelled")
         await wait_for(pilot, lambda: "1 batch cancelled at the provider" in screen_text(app), what="said so")
     assert rows(db, "SELECT batch_status FROM batch_submissions") in ([("cancelling",)], [("cancelled",)])
+
+
+async def test_c_on_a_run_stopped_for_want_of_a_batch_api_can_go_on_by_calls(tmp_path, server):
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    write_jsonl(tmp_path / "data.jsonl", small_records())
+    env = dict(
+        os.environ,
+        BASE_URL=server.base_url,
+        MODEL_TEST="test-model",
+        MODEL_GRADER="grader-model",
+        HBTUI_DB=str(db),
+        GRADER_TEMPLATE="builtin",
+    )
+    server.control(batch={"absent": True})  # as llama.cpp's server: no /v1/files, no /v1/batches
+    failed = subprocess.run(
+        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "nobatch"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert failed.returncode == 1 and "no batch API here" in failed.stderr
+    app = HBTuiApp(settings=settings_for(server, db, grader_template="builtin"), env_file=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunsScreen), what="the runs list")
+        await pilot.pause()
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ContinueRunModal), what="the continue dialog")
+        assert "Batch API" in screen_text(app)
+        app.screen.query_one("#continue-batch", Select).value = "false"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen), timeout=30, what="the monitor")
+        monitor = app.screen
+        await wait_for(pilot, lambda: monitor.view is not None and monitor.view.status == "finished", timeout=60)
+    assert rows(db, "SELECT status FROM runs") == [("finished",)]
+    assert "batch_api" not in rows(db, "SELECT plan_json FROM runs")[0][0]  # a run of calls now

@@ -1,6 +1,7 @@
 """Continue a failed run with another way to reach its models: the endpoints, their keys and the
 concurrency, which a resume may change (never what the run measures: models, temperatures,
-token limits, the grader's prompt). `c` on a run that failed opens it, with why it stopped.
+token limits, the grader's prompt), and for a run through the batch API, whether it goes on by
+calls (`resume --batch false`). `c` on a run that failed opens it, with why it stopped.
 
 A key left blank is this session's own, and only for the endpoint it was configured for: a
 session key never goes to a host typed here (as `hbtui resume --base-url` refuses it too).
@@ -14,8 +15,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
+from hbtui.core.batch_files import BatchFiles
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.text import one_line
 from hbtui.store import RunRow
@@ -58,6 +60,8 @@ def reach_settings(run: RunRow, session: Settings, values: dict[str, str], db_pa
         api_key=session.api_key if settings.base_url == session.base_url else None,
         grader_api_key=session.grader_api_key if settings.grader_base_url == session.grader_base_url else None,
     ).with_overrides(api_key=typed["api_key"] or None, grader_api_key=typed["grader_api_key"] or None)
+    if values.get("batch"):  # a run through the batch API may go on by calls (an endpoint without one)
+        settings = settings.with_overrides(batch=values["batch"])
     settings.require_models()
     _ = settings.test_endpoints, settings.grader_endpoints  # a key count that fits no URL count: said now
     return settings
@@ -102,6 +106,16 @@ class ContinueRunModal(AppModal[Settings | None]):
                         compact=True,
                         id=f"continue-{name}",
                     )
+            if self.through_batches:
+                with Horizontal(classes="field-row"):
+                    yield Label("Batch API", classes="field-label")
+                    yield Select(
+                        [("yes: its batches", "true"), ("no: go on by calls", "false")],
+                        value="true",
+                        allow_blank=False,
+                        compact=True,
+                        id="continue-batch",
+                    )
             yield Static(id="continue-problem")
             with Horizontal(id="continue-actions"):
                 yield Button("Continue ^s", id="continue-yes", variant="primary", compact=True)
@@ -110,8 +124,15 @@ class ContinueRunModal(AppModal[Settings | None]):
     def on_mount(self) -> None:
         self.query_one("#continue-base_url", Input).focus()
 
+    @property
+    def through_batches(self) -> bool:
+        return BatchFiles.online_of(self.run.plan) is not None
+
     def values(self) -> dict[str, str]:
-        return {name: self.query_one(f"#continue-{name}", Input).value for name, _, _ in FIELDS}
+        typed = {name: self.query_one(f"#continue-{name}", Input).value for name, _, _ in FIELDS}
+        if self.through_batches:
+            typed["batch"] = str(self.query_one("#continue-batch", Select).value)
+        return typed
 
     def action_submit(self) -> None:
         try:
