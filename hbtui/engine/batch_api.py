@@ -106,6 +106,7 @@ class BatchRunner:
         self.transient_since: float | None = None
         self.room_said = False
         self.error: str | None = None
+        self.unsent = True  # requests may wait that no submission holds (at first, and after a failure)
 
     # ---- endpoints -----------------------------------------------------------------------------
 
@@ -211,14 +212,20 @@ class BatchRunner:
 
     async def _look(self, lease: str) -> str | None:
         store, run_id = self.store, self.run.id
+        stored = False
         try:
             for submission in await store.submissions(run_id):
                 if submission.open:
-                    await self.advance(submission, lease)
-            await store.reset_batch_failures(
+                    stored = await self.advance(submission, lease) or stored
+            again = await store.reset_batch_failures(
                 run_id, RETRYABLE, self.settings.max_attempts, self.settings.grader_parse_attempts
             )
-            await self.submit_new(lease)
+            # Reading the whole run's work is a second's CPU on a large run: only when something
+            # can be asked now that was not (answers stored, failures back, a submission held back).
+            if self.unsent or stored or any(again):
+                self.unsent = True
+                await self.submit_new(lease)
+                self.unsent = False
             self.transient_since = None
         except _RoomWait:
             pass  # earlier batches must end first: the next look submits again
@@ -226,7 +233,8 @@ class BatchRunner:
             if exc.kind not in TRANSIENT:
                 raise BatchRunStopped(stopped_by(exc, self.run.id)) from None
             self._transient(exc)
-        await store.refresh_summaries(run_id)
+        if stored or self.unsent:
+            await store.refresh_summaries(run_id)
         if not any(s.open for s in await store.submissions(run_id)):
             # Nothing at the provider and nothing left to ask (what no call cures stays failed).
             return await self.finish(lease)
@@ -265,7 +273,8 @@ class BatchRunner:
 
     # ---- one submission ------------------------------------------------------------------------
 
-    async def advance(self, submission: Submission, lease: str) -> None:
+    async def advance(self, submission: Submission, lease: str) -> bool:
+        """The submission one step on; True when its batch's answers were stored."""
         store = self.store
         client = self.client(submission.endpoint)
         fresh = False
@@ -273,7 +282,8 @@ class BatchRunner:
             path = Path(submission.path)
             if sha256_of(path) != submission.sha256:  # gone or changed before its upload: written again
                 await store.forget_unsent(submission, lease)
-                return
+                self.unsent = True
+                return False
             file_id = await client.upload(path)
             await store.record_upload(submission, lease, file_id)
             submission, fresh = replace(submission, state=UPLOADED, file_id=file_id), True
@@ -298,13 +308,15 @@ class BatchRunner:
                     raise
             self.room_said = False
             await self._record(submission, found, lease)
-            return
+            return False
         if submission.state == SUBMITTED:
             assert submission.batch_id is not None
             batch = await client.get(submission.batch_id)
             await self._record(submission, batch, lease)
             if batch.ended:
                 await self.import_batch(replace(submission, batch_status=batch.status), batch, lease)
+                return True
+        return False
 
     def _api(self, submission: Submission) -> str:
         return self.settings.api_test if submission.stage == GENERATION_STAGE else self.settings.api_grader

@@ -43,8 +43,10 @@ from typing import Any
 from aiohttp import web
 
 try:
+    from tests.support.fake_batches import MAX_BYTES as MAX_BATCH_BYTES
     from tests.support.fake_batches import add_batch_routes, validate_batch_config
 except ImportError:  # run as a script (server_process.py does): its own folder is on the path
+    from fake_batches import MAX_BYTES as MAX_BATCH_BYTES  # type: ignore[no-redef]
     from fake_batches import add_batch_routes, validate_batch_config  # type: ignore[no-redef]
 
 # --------------------------------------------------------------------------
@@ -1079,8 +1081,8 @@ async def handle_health(request: web.Request) -> web.Response:
 def build_app(
     api_key: str | None = None, models: list[str] | None = None, config: dict[str, Any] | None = None
 ) -> web.Application:
-    # Grader prompts embed whole conversations; allow bodies well past aiohttp's 1 MiB default.
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    # A batch input file may be 200 MB (fake_batches.MAX_BYTES), as at OpenAI; a chat body far less.
+    app = web.Application(client_max_size=MAX_BATCH_BYTES + 1024 * 1024)
     state = ServerState(api_key, list(models) if models else list(DEFAULT_MODELS), config or {})
     state.restrict_models = models is not None
     app[STATE_KEY] = state
