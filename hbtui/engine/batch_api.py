@@ -381,7 +381,7 @@ class BatchRunner:
                 for _conversation_id, idx, position, repeat in missing
             ]
             conversations, verdicts = await store.batch_targets(run.id)
-            checked = CheckedOutput(Path(submission.path), "", lines, conversations, verdicts)
+            checked = CheckedOutput(Path(submission.path), "", self.batch.token, conversations, verdicts, lines)
             _add(done, await store_output(store, run, self.settings, self.template, checked, lease, self.batch))
         await store.record_imported(submission, lease)
         for path in [*downloaded, Path(submission.path)]:  # stored: the database holds every answer

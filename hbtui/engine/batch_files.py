@@ -242,6 +242,9 @@ def run_settings(run: RunRow, current: Settings) -> Settings:
     return Settings(**stored)
 
 
+STORE_CHUNK = 5_000  # output lines stored a transaction at a time: the file is never held whole
+
+
 async def store_output(
     store: Store,
     run: RunRow,
@@ -252,16 +255,39 @@ async def store_output(
     batch: BatchFiles | None = None,
 ) -> Imported:
     """Store what a checked output file answers of ``run`` (taken by the caller under ``lease``):
-    only requests still unanswered, so that a file imported twice changes nothing."""
+    only requests still unanswered, so that a file imported twice changes nothing (nor a file
+    imported again after a process died halfway through it)."""
     batch = batch or BatchFiles.of(run.plan)
     assert batch is not None
+    done = Imported()
+    chunk: list[OutputLine] = []
+    for line in checked.read():
+        chunk.append(line)
+        if len(chunk) >= STORE_CHUNK:
+            await _store_lines(store, run, settings, template, checked, lease, batch, chunk, done)
+            chunk = []
+    if chunk:
+        await _store_lines(store, run, settings, template, checked, lease, batch, chunk, done)
+    return done
+
+
+async def _store_lines(
+    store: Store,
+    run: RunRow,
+    settings: Settings,
+    template: Template,
+    checked: CheckedOutput,
+    lease: str,
+    batch: BatchFiles,
+    lines: list[OutputLine],
+    done: Imported,
+) -> None:
     reply_endpoint, verdict_endpoint = answered_by(settings, batch)
     conversations, verdicts = checked.conversations, checked.verdicts
-    done = Imported()
     now = time.time()
     replies: list[ReplyResult] = []
     graded: list[OutputLine] = []
-    for line in checked.lines:
+    for line in lines:
         conversation_id, status, _ = conversations[(line.position, line.repeat)]
         if line.idx is None:
             if status != PENDING:
@@ -302,7 +328,6 @@ async def store_output(
         else:
             done.failed += 1
     await store.write_batch(ResultBatch(replies=replies, verdicts=results), run_id=run.id, lease=lease)
-    return done
 
 
 def _reply(conversation_id: int, line: OutputLine, settings: Settings, endpoint: str, now: float) -> ReplyResult:

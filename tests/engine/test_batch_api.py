@@ -120,6 +120,18 @@ def test_a_batch_run_scores_as_a_run_of_calls_at_the_batch_price(batch_user, ser
     assert "2 batches stored" in capsys.readouterr().out
 
 
+def test_an_output_is_stored_a_chunk_at_a_time_with_the_same_verdicts(batch_user, server, capsys, monkeypatch):
+    from hbtui.engine import batch_files
+
+    db = batch_user / "runs" / "hbtui.sqlite"
+    monkeypatch.setattr(batch_files, "STORE_CHUNK", 3)  # 16 grading lines: six transactions
+    assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--batch", "--name", "chunked"]) == 0
+    assert "16 verdicts stored" in capsys.readouterr().out
+    monkeypatch.setattr(batch_files, "STORE_CHUNK", 5_000)
+    assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--batch", "--name", "whole"]) == 0
+    assert verdicts_by_request(db, "chunked") == verdicts_by_request(db, "whole")
+
+
 def test_without_batch_prices_a_batch_run_says_its_price_is_unknown(batch_user, server, capsys, monkeypatch):
     prices_in(batch_user, monkeypatch, {"grader-model": {"input": 2.0, "output": 8.0}})
     assert cli.main(["run", "--data", "data.jsonl", "--batch", "--name", "b"]) == 0
