@@ -312,3 +312,34 @@ def test_a_regrade_with_a_second_model_alias_and_its_comparison(llama, short_rec
         assert result["n"] >= 1 and "difference" in result and "agreement" in result
     else:  # neither grader finished every criterion of a shared conversation: said in one line
         assert compared.returncode == 2 and compared.stderr.count("\n") == 1, compared.stderr
+
+
+def test_a_batch_run_against_llama_cpp_which_has_no_batch_api_goes_on_by_calls(llama, short_records, tmp_path):
+    """llama.cpp's server serves no batch API: `check --batch` says so, `run --batch` stops at the
+    upload with a line saying what to do, and `resume --batch false` finishes the run by calls."""
+    db = tmp_path / "batch.sqlite"
+    env = e2e_env(llama.base_url)
+
+    def hbtui(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "hbtui", *args, "--db", str(db)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "hbtui", "check", "--batch"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert checked.returncode == 1 and f"FAIL batch API at {llama.base_url}: none here (404)" in checked.stdout
+    stopped = hbtui("run", "--data", str(short_records), "--limit", "1", "--batch", "--name", "b")
+    assert stopped.returncode == 1, stopped.stderr
+    assert "the endpoint has no batch API here" in stopped.stderr and "resume 1 --batch false" in stopped.stderr
+    finished = hbtui("resume", "b", "--batch", "false")
+    assert finished.returncode in (0, 3), finished.stderr  # SmolLM2 may leave a verdict unparsed
+    with sqlite3.connect(db) as conn:
+        status, plan = conn.execute("SELECT status, plan_json FROM runs").fetchone()
+        replies = conn.execute("SELECT count(*) FROM conversations WHERE status = 'generated'").fetchone()[0]
+    assert status in ("finished", "incomplete") and "batch_api" not in plan and replies == 1
