@@ -124,6 +124,23 @@ async def test_timeout_and_attempts_are_on_the_form(tmp_path):
         assert (settings.timeout, settings.max_attempts, settings.grader_parse_attempts) == (45.0, 2, 5)
 
 
+async def test_the_batch_api_is_a_field_of_the_form_and_of_its_presets(tmp_path):
+    from textual.widgets import Select
+
+    from hbtui.core.settings.presets import preset_settings
+
+    app = HBTuiApp(settings=offline_settings(db_path=str(tmp_path / "none.sqlite")), env_file=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_form(pilot, app)
+        assert screen.raw("batch") == "false"
+        screen.query_one("#field-batch", Select).value = "true"
+        await pilot.pause()
+        values, _ = screen.validate_all()
+        assert screen.form_settings(values).batch is True
+        save_preset("by-batch", screen.preset_values())
+    assert preset_settings("by-batch")["batch"] is True  # `hbtui run --preset by-batch` goes by batch
+
+
 async def test_each_models_api_is_chosen_on_the_form_and_temperature_may_be_not_sent(tmp_path):
     """API_TEST and API_GRADER: chat or responses, no "not sent" (chat is the default); and a
     temperature typed as "not sent" is left out."""
