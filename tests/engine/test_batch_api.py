@@ -205,10 +205,10 @@ def test_lines_that_failed_come_back_in_a_later_batch(batch_user, server, capsys
 
 def test_an_expired_batch_keeps_what_it_answered_and_asks_the_rest_again(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
-    server.control(batch={**FAST, "expire_after_s": 0.3, "concurrency": 1}, latency_ms=120)
+    server.control(batch={**FAST, "expire_after_s": 0.5, "concurrency": 1}, latency_ms=120)
     # Lines that never ran come back up to MAX_ATTEMPTS, verdicts too (GRADER_PARSE_ATTEMPTS is
     # for a verdict that did not parse): 1 would leave them failed.
-    command = ["run", "--data", "data.jsonl", "--batch", "--max-attempts", "9", "--grader-parse-attempts", "1"]
+    command = ["run", "--data", "data.jsonl", "--batch", "--max-attempts", "20", "--grader-parse-attempts", "1"]
     assert cli.main([*command, "--name", "x"]) == 0
     out = capsys.readouterr().out
     assert "expired" in out and "run 1 x (finished)" in out
