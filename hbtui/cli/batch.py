@@ -178,9 +178,14 @@ async def drive_batches(
 ) -> tuple[str, str | None]:
     """A run through the batch API looked at until it ends (a run of calls made one, when BATCH is
     asked of it now): its status and what stopped it."""
-    if BatchFiles.online_of(run.plan) is None:
+    if BatchFiles.online_of(run.plan) is None:  # a new run, or one of calls asked with --batch
         await make_batch_run(store, run.id, settings)
         run = await store.get_run(run.id)
+        say(
+            f"run {run.id} {one_line(run.name, 200)}: {run.n_conversations:,} conversations, {run.n_criteria:,}"
+            f" criteria, through the batch API (answered within 24 h; Ctrl-C leaves its batches going,"
+            f" {invoked_as()} resume {run.id} picks them up)"
+        )
     template = load_template(settings.grader_template, settings.cache_dir)
     runner = BatchRunner(store, run, settings, template, this_owner(), say, use_cache=use_cache)
     status = await drive_until_stopped(runner.execute(), stop_signals, lambda text: say(text, error=True))

@@ -136,8 +136,6 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         return await cmd_run_batch_files(args, settings)
     if args.batch_label is not None:
         raise UsageError("--batch-label names the answers of --batch-files: give both, or neither")
-    if settings.batch:
-        return await cmd_run_batch(args, settings)
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     prices = load_prices()  # a broken price table stops the run before any call
@@ -151,6 +149,13 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if missing:
         raise ModelNotServed(f"{'; '.join(missing)} (`{invoked_as()} check` asks every endpoint)")
     async with await Store.open(settings.db_path) as store:
+        if settings.batch:  # through the batch API: planned whole, then submitted (hbtui.cli.batch)
+            run_id = await plan_run(
+                store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
+            )
+            del dataset
+            run = await store.get_run(run_id)
+            return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts)
         # The first calls go out while the plan is stored (see start_run).
         run, head = await start_run(
             store,
@@ -164,35 +169,6 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
         )
         del dataset  # in the database (or on its way): the run reads its records from there, a page at a time
         return await drive(store, run, settings, prices=prices, use_cache=args.reuse_verdicts, head_start=head)
-
-
-async def cmd_run_batch(args: argparse.Namespace, settings: Settings) -> int:
-    """`hbtui run --batch` (BATCH=true): the run planned, then sent through the endpoint's batch API
-    and looked at until its batches end (Ctrl-C leaves them going: `resume` picks them up)."""
-    from hbtui.client.checks import ModelNotServed, models_not_served
-    from hbtui.engine.batch_runs import make_batch_run
-
-    settings.require_models()
-    check_run_name(args.name)
-    prices_or_warn()  # a broken price table: said before any batch
-    dataset = records_of(args, settings)
-    load_template(settings.grader_template, settings.cache_dir)
-    missing = await models_not_served(settings)
-    if missing:
-        raise ModelNotServed(f"{'; '.join(missing)} (`{invoked_as()} check` asks every endpoint)")
-    async with await Store.open(settings.db_path) as store:
-        run_id = await plan_run(
-            store, settings, dataset, limit=args.limit, seed=args.seed, repeats=args.repeats, name=args.name
-        )
-        del dataset
-        await make_batch_run(store, run_id, settings)
-        run = await store.get_run(run_id)
-        say(
-            f"run {run_id} {one_line(run.name, 200)}: {run.n_conversations:,} conversations, {run.n_criteria:,}"
-            f" criteria, through the batch API (answered within 24 h; Ctrl-C leaves its batches going,"
-            f" {invoked_as()} resume {run_id} picks them up)"
-        )
-        return await drive(store, run, settings, use_cache=args.reuse_verdicts)
 
 
 async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:

@@ -27,14 +27,13 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from hbtui.client.batches import Batch, BatchClient
 from hbtui.client.wire import ChatError
 from hbtui.core.batch_files import BatchFiles, generation_id, grading_id
-from hbtui.core.completion_groups import replied_by_of
 from hbtui.core.errors import (
     CLIENT_ERROR,
     CONNECTION,
@@ -47,7 +46,8 @@ from hbtui.core.errors import (
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import Template
 from hbtui.core.invocation import invoked_as
-from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
+from hbtui.core.run_records import RequestsRecord
+from hbtui.core.settings.config import Settings
 from hbtui.core.text import one_line
 from hbtui.core.verdicts import AWAITING_BATCH, CANCELLED, FAILED, FINISHED, INCOMPLETE, INTERRUPTED
 from hbtui.engine.batch_files import (
@@ -62,10 +62,11 @@ from hbtui.engine.batch_files import (
 from hbtui.engine.batch_output import CheckedOutput, Imported, OutputLine, check_output
 from hbtui.engine.batch_runs import client_for, record_state, sha256_of
 from hbtui.engine.run_finish import record_end, settle
+from hbtui.engine.run_settings import record_changed_settings
 from hbtui.render.batch_state import describe_batch, looking_process
 from hbtui.store import RunBusy, RunRow, RunTakenOver, Store, Submission
 from hbtui.store.batch_submissions import REPLY_IDX, SUBMITTED, UPLOADED, WRITTEN
-from hbtui.store.work import ResultBatch, VerdictResult
+from hbtui.store.work import ResultBatch
 
 GENERATION_STAGE = "generation"
 GRADING_STAGE = "grading"
@@ -141,21 +142,18 @@ class BatchRunner:
     async def look(self, first: bool) -> str | None:
         """One look under the run's lease; the run's final status, or None while it awaits."""
         store, run_id = self.store, self.run.id
-        if not first:
-            now = await store.get_run(run_id)
-            if now.status == CANCELLED:
-                self.say(f"run {run_id} was cancelled: this process stops looking at its batches")
-                return CANCELLED
-            if now.status in (FINISHED, INCOMPLETE):
-                return now.status
-        if first:
-            now = await store.get_run(run_id)
-            looker = looking_process((now.live or {}).get("batch_look")) if now.status == AWAITING_BATCH else None
-            if looker is not None:  # two processes looking would both store, both finish
-                raise RunBusy(
-                    f"run {run_id}'s batches are looked at by {looker} already: watch it with"
-                    f" {invoked_as()} monitor {run_id}"
-                )
+        now = await store.get_run(run_id)
+        if not first and now.status == CANCELLED:  # by `hbtui cancel` while this process waited
+            self.say(f"run {run_id} was cancelled: this process stops looking at its batches")
+            return CANCELLED
+        if not first and now.status in (FINISHED, INCOMPLETE):  # another process finished it
+            return now.status
+        looker = looking_process((now.live or {}).get("batch_look")) if now.status == AWAITING_BATCH else None
+        if first and looker is not None:  # two processes looking would both store, both finish
+            raise RunBusy(
+                f"run {run_id}'s batches are looked at by {looker} already: watch it with"
+                f" {invoked_as()} monitor {run_id}"
+            )
         try:
             lease = await store.claim_run(run_id, self.owner, only_from=None if first else AWAITING_BATCH)
         except RunBusy:
@@ -166,7 +164,7 @@ class BatchRunner:
         try:
             if first:  # what its requests are, from the start (`show` of a run still going)
                 await store.set_requests(run_id, self.requests())
-                await self._record_settings()
+                await record_changed_settings(store, self.run, self.settings)
             status = await self._look(lease)
         except BatchRunStopped as stop:
             self.error = str(stop)
@@ -186,19 +184,7 @@ class BatchRunner:
         at_provider = any(s.open and s.batch_id for s in await self.store.submissions(self.run.id))
         await self.store.finish_run(self.run.id, AWAITING_BATCH if at_provider else INTERRUPTED, lease=lease)
 
-    async def _record_settings(self) -> None:
-        """A resume given other settings (BATCH_POLL, keys' endpoints...) records them, as a run of
-        calls does."""
-        now = self.settings.public_dict()
-        before: Mapping[str, object] = self.run.settings  # read by each setting's name
-        if any(
-            name in before and name not in UNRECORDED_SETTINGS and before[name] != value for name, value in now.items()
-        ):
-            await self.store.update_run_settings(
-                self.run.id, now, replied_by_of(self.settings), self.settings.model_grader or ""
-            )
-
-    def requests(self):
+    def requests(self) -> RequestsRecord:
         return describe_requests(
             self.settings, self.template.name, self.template.sha256, {"answered through the endpoint's batch API"}
         )
@@ -253,7 +239,7 @@ class BatchRunner:
         if now - self.transient_since > self.settings.unreachable_patience:
             raise BatchRunStopped(
                 f"the batch API answered nothing but failures for {now - self.transient_since:.0f} s: {exc.message}"
-                f" (its batches go on at the provider; `hbtui resume {self.run.id}` picks them up)"
+                f" (its batches go on at the provider; {invoked_as()} resume {self.run.id} picks them up)"
             )
 
     async def finish(self, lease: str) -> str:
@@ -471,19 +457,7 @@ class BatchRunner:
                     keyed.setdefault(key, []).append((item.conversation_id, idx))
         found = await self.store.cached_verdicts(list(keyed))
         results = [
-            VerdictResult(
-                hit.status,
-                conversation_id,
-                idx,
-                key,
-                hit.explanation,
-                hit.raw_output,
-                hit.reasoning,
-                graded_at=time.time(),
-                from_cache=1,
-            )
-            for key, hit in found.items()
-            for conversation_id, idx in keyed[key]
+            hit.result(conversation_id, idx, key) for key, hit in found.items() for conversation_id, idx in keyed[key]
         ]
         if results:
             await self.store.write_batch(ResultBatch(verdicts=results), run_id=self.run.id, lease=lease)

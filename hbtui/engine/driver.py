@@ -19,14 +19,13 @@ import asyncio
 import re
 import sqlite3
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 from hbtui.client.chat import CLIENT_ERROR, CONNECTION, CONTEXT_LENGTH, DAILY_LIMIT, QUOTA, RATE_LIMITED
 from hbtui.client.wire import ChatError, load_http_in_background
 from hbtui.core.background_import import import_in_background
 from hbtui.core.calls import GENERATION
-from hbtui.core.completion_groups import replied_by_of
 from hbtui.core.errors import TRANSIENT_KINDS, UNPARSEABLE
 from hbtui.core.events import (
     ConversationScored,
@@ -48,7 +47,7 @@ from hbtui.core.numbering import conversation_label, criterion_label
 from hbtui.core.rate_limits import merge_summaries
 from hbtui.core.redact import redact_keys
 from hbtui.core.run_records import RequestsRecord
-from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings
+from hbtui.core.settings.config import Settings
 from hbtui.core.verdict_cache import RequestKeys, conversation_digest
 from hbtui.core.verdicts import CANCELLED, FAILED, FINISHED, INTERRUPTED, PAUSED, PENDING, TAKEN_OVER
 from hbtui.engine.endpoint_pool import EndpointPool, LiveStats, Replicas
@@ -57,6 +56,7 @@ from hbtui.engine.grader_slots import GraderSlots
 from hbtui.engine.result_writer import HEARTBEAT_SECONDS, ResultWriter
 from hbtui.engine.run_finish import Settled, record_end, settle
 from hbtui.engine.run_plan import HeadStart
+from hbtui.engine.run_settings import record_changed_settings
 from hbtui.store import (
     ERROR,
     MET,
@@ -297,19 +297,9 @@ class Engine:
     async def _record_changed_settings(self) -> None:
         """A resume given other settings (--base-url, --model-test...) records them on the run,
         and says what changed: its description and summary then name what answered."""
-        now = self.settings.public_dict()
-        before: Mapping[str, object] = self.run.settings
-        # Only what the run recorded: a setting added to hbtui since is no change of the user's.
-        changed = [
-            (name, before[name], value)
-            for name, value in now.items()
-            if name in before and name not in UNRECORDED_SETTINGS and before[name] != value
-        ]
+        changed = await record_changed_settings(self.store, self.run, self.settings)
         if not changed:
             return
-        await self.store.update_run_settings(
-            self.run.id, now, replied_by_of(self.settings), self.settings.model_grader or ""
-        )
         self.run = await self.store.get_run(self.run.id)
         self._note(
             "settings changed for this resume: " + "; ".join(f"{name} {old!r} -> {new!r}" for name, old, new in changed)
@@ -796,20 +786,7 @@ class Engine:
         if cached is None:
             return False
         statuses[idx] = cached.status
-        # Paid for by an earlier run: no attempt, no tokens, no latency of this run's own.
-        self._store_answer(
-            VerdictResult(
-                cached.status,
-                item.conversation_id,
-                idx,
-                key,
-                cached.explanation,
-                cached.raw_output,
-                cached.reasoning,
-                graded_at=time.time(),
-                from_cache=1,
-            )
-        )
+        self._store_answer(cached.result(item.conversation_id, idx, key))
         self.emit(CriterionGraded(self.run.id, item.conversation_id, idx, cached.status == MET, None, 0.0, 0, 0))
         return True
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from hbtui.core.settings.config import Settings, SettingsError, attribute_key
+from hbtui.core.completion_groups import replied_by_of
+from hbtui.core.settings.config import UNRECORDED_SETTINGS, Settings, SettingsError, attribute_key
 from hbtui.store import RunRow, Store
 
 
@@ -145,3 +146,19 @@ def resume_hint(run_id: int, error: str | None, prog: str = "hbtui") -> str:
             " (or --model-grader NAME, or --base-url URL if the address lacks its /v1)"
         )
     return f"fix the cause, then: hbtui resume {run_id}"
+
+
+async def record_changed_settings(store: Store, run: RunRow, settings: Settings) -> list[tuple[str, object, object]]:
+    """A resume given other settings (--base-url, --model-test, BATCH_POLL...) records them on the
+    run: its description and summary then name what answered. What changed, (name, was, is)."""
+    now = settings.public_dict()
+    before: Mapping[str, object] = run.settings
+    # Only what the run recorded: a setting added to hbtui since is no change of the user's.
+    changed = [
+        (name, before[name], value)
+        for name, value in now.items()
+        if name in before and name not in UNRECORDED_SETTINGS and before[name] != value
+    ]
+    if changed:
+        await store.update_run_settings(run.id, now, replied_by_of(settings), settings.model_grader or "")
+    return changed

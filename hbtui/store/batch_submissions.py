@@ -115,7 +115,8 @@ class StoreBatchSubmissions(StoreWrites):
                 "INSERT OR IGNORE INTO batch_lines (run_id, submission_id, conversation_id, idx) VALUES (?, ?, ?, ?)",
                 [(run_id, submission_id, conversation_id, idx) for conversation_id, idx in requests],
             )
-        return (await self.submissions(run_id))[number - 1]
+        row = await self._one(f"SELECT {SUBMISSION_COLUMNS} FROM batch_submissions WHERE id = ?", (submission_id,))
+        return Submission(*row)
 
     async def _set(self, submission: Submission, lease: str | None, **values: object) -> None:
         columns = ", ".join(f"{name} = ?" for name in values)

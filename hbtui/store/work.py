@@ -3,6 +3,7 @@ the results its writer commits, each a named record (the store turns them into S
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -48,6 +49,21 @@ class CachedVerdict:
     explanation: str | None
     raw_output: str | None
     reasoning: str | None
+
+    def result(self, conversation_id: int, idx: int, key: str) -> VerdictResult:
+        """This verdict stored for another request of the same key: paid for by an earlier run, so
+        no attempt, no tokens, no latency of this run's own."""
+        return VerdictResult(
+            self.status,
+            conversation_id,
+            idx,
+            key,
+            self.explanation,
+            self.raw_output,
+            self.reasoning,
+            graded_at=time.time(),
+            from_cache=1,
+        )
 
 
 @dataclass(slots=True)
