@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -23,25 +22,20 @@ import pytest
 
 from hbtui import cli
 from tests.conftest import MAIN_SUBSET, make_record, needs_shared, small_records, user_folder, write_jsonl
+from tests.support.batch_runs import (
+    batch_env,
+    ctrl_c,
+    left_awaiting,
+    rows,
+    shown_json,
+    start_batch_run,
+    state_of,
+    submitted,
+    verdicts_by_request,
+    wait_while_running,
+)
 
 FAST = {"validating_s": 0.05, "finalizing_s": 0.05}
-
-
-def rows(db: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, args).fetchall()
-
-
-def verdicts_by_request(db: Path, run: str) -> dict[tuple, tuple]:
-    return {
-        (prompt_id, repeat, idx): (status, explanation)
-        for prompt_id, repeat, idx, status, explanation in rows(
-            db,
-            "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v JOIN conversations c"
-            " ON c.id = v.conversation_id JOIN runs r ON r.id = c.run_id WHERE r.name = ?",
-            (run,),
-        )
-    }
 
 
 def provider(server) -> httpx.Client:
@@ -108,11 +102,7 @@ def test_a_batch_run_scores_as_a_run_of_calls_at_the_batch_price(batch_user, ser
     # The same records by calls: the same verdicts, every metric equal.
     assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--batch", "false", "--name", "calls"]) == 0
     assert verdicts_by_request(db, "viabatch") == verdicts_by_request(db, "calls")
-    capsys.readouterr()
-    shown = {}
-    for name in ("viabatch", "calls"):
-        assert cli.main(["show", name, "--json"]) == 0
-        shown[name] = json.loads(capsys.readouterr().out)
+    shown = shown_json(cli, capsys, "viabatch", "calls")
     assert shown["viabatch"]["metrics"] == shown["calls"]["metrics"]
     assert [b["batch_status"] for b in shown["viabatch"]["batches"]] == ["completed", "completed"]
     assert "batches" not in shown["calls"]
@@ -304,23 +294,10 @@ def test_a_key_the_batch_api_refuses_stops_the_run_and_never_shows_the_key(tmp_p
     assert code != 0 and "sk-wrong-key-123" not in err
 
 
-def kill_when(process: subprocess.Popen, ready, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert process.poll() is None, process.stderr.read() if process.stderr else ""
-        assert time.monotonic() < deadline, "the moment to kill never came"
-        time.sleep(0.02)
+def kill_when(process: subprocess.Popen, ready) -> None:
+    wait_while_running(process, ready)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
-
-
-def state_of(db: Path) -> list[tuple]:
-    if not db.exists():
-        return []
-    try:
-        return rows(db, "SELECT number, state, batch_status FROM batch_submissions ORDER BY number")
-    except sqlite3.OperationalError:  # not made yet
-        return []
 
 
 def files_at(server) -> int:
@@ -355,26 +332,12 @@ def test_a_sigkill_at_each_step_of_a_submission_then_resume_submits_each_request
     """30 records: killed at one step of the first batch's submission, resumed, finished; every
     request was submitted in exactly one batch, and the verdicts equal a run of calls'."""
     db = tmp_path / "hbtui.sqlite"
-    env = dict(
-        os.environ,
-        BASE_URL=server.base_url,
-        MODEL_TEST="test-model",
-        MODEL_GRADER="grader-model",
-        HBTUI_DB=str(db),
-        BATCH_POLL="0.1",
-    )
+    env = batch_env(server, db, BATCH_POLL="0.1")
     data = ["--data", str(MAIN_SUBSET), "--limit", "30", "--seed", "3"]
     hold, ready = KILL_POINTS[point]
     server.control(batch={**FAST, **hold})
     files = files_at(server)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", *data, "--batch", "--name", "killed"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = start_batch_run(tmp_path, env, "killed", *data)
     kill_when(process, lambda: ready(server, db, files))
     assert process.returncode == -signal.SIGKILL
     server.control(batch=FAST)  # the provider answers at once from now on
@@ -403,20 +366,9 @@ def test_a_sigkill_at_each_step_of_a_submission_then_resume_submits_each_request
 
 def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
-    env = dict(os.environ, HBTUI_DB=str(db))
     server.control(batch={**FAST, "validating_s": 30})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "c"],
-        env=env,
-        cwd=batch_user,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 30
-    while not any(state == "submitted" for _, state, _ in state_of(db)):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
+    process = start_batch_run(batch_user, dict(os.environ, HBTUI_DB=str(db)), "c")
+    wait_while_running(process, lambda: submitted(db))
     # A second process does not look at the same batches: both would store, both would finish.
     assert cli.main(["resume", "c"]) == 2
     assert "batches are looked at by" in capsys.readouterr().err
@@ -438,19 +390,7 @@ def test_cancel_cancels_the_batches_at_the_provider_and_resume_finishes(batch_us
 def test_a_cancel_that_cannot_reach_the_provider_cancels_nothing(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
     server.control(batch={**FAST, "validating_s": 30})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "u"],
-        env=dict(os.environ, HBTUI_DB=str(db)),
-        cwd=batch_user,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while not any(state == "submitted" for _, state, _ in state_of(db)):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 130
+    left_awaiting(batch_user, dict(os.environ, HBTUI_DB=str(db)), "u")
     server.control(batch={**FAST, "validating_s": 30, "absent": True})  # the batch API gone meanwhile
     assert cli.main(["cancel", "u"]) == 1
     assert "run 1 is not cancelled: try again when the provider answers" in capsys.readouterr().err
@@ -464,22 +404,11 @@ def test_a_cancel_that_cannot_reach_the_provider_cancels_nothing(batch_user, ser
 def test_stopped_before_its_batch_reached_the_provider_a_run_is_interrupted(batch_user, server):
     db = batch_user / "runs" / "hbtui.sqlite"
     server.control(batch={**FAST, "hold_upload_s": 30})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "i"],
-        env=dict(os.environ, HBTUI_DB=str(db)),
-        cwd=batch_user,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     files = files_at(server)
-    deadline = time.monotonic() + 30
-    while files_at(server) == files:
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    _out, err = process.communicate(timeout=30)
-    assert process.returncode == 130 and "go on at the provider" not in err and "resume 1" in err
+    process = start_batch_run(batch_user, dict(os.environ, HBTUI_DB=str(db)), "i")
+    wait_while_running(process, lambda: files_at(server) > files)
+    err = ctrl_c(process)
+    assert "go on at the provider" not in err and "resume 1" in err
     assert rows(db, "SELECT status FROM runs") == [("interrupted",)]
     server.control(batch=FAST)
     resumed = subprocess.run(
@@ -491,19 +420,11 @@ def test_stopped_before_its_batch_reached_the_provider_a_run_is_interrupted(batc
 def test_a_batch_made_but_not_yet_recorded_keeps_its_run_from_delete(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
     server.control(batch={**FAST, "hold_create_s": 30, "validating_s": 30})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "h"],
-        env=dict(os.environ, HBTUI_DB=str(db)),
-        cwd=batch_user,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    process = start_batch_run(batch_user, dict(os.environ, HBTUI_DB=str(db)), "h")
+    wait_while_running(
+        process, lambda: ("uploaded" in {state for _, state, _ in state_of(db)}) and bool(batches_at(server, db))
     )
-    deadline = time.monotonic() + 30
-    while not (any(state == "uploaded" for _, state, _ in state_of(db)) and batches_at(server, db)):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)  # while the batch's creation is unanswered
-    assert process.wait(timeout=30) == 130
+    ctrl_c(process)  # while the batch's creation is unanswered
     assert rows(db, "SELECT status FROM runs") == [("interrupted",)]
     assert cli.main(["delete", "h", "--yes"]) == 2
     assert cli.main(["cancel", "h"]) == 0  # it finds the batch by its metadata, and cancels it
@@ -514,19 +435,7 @@ def test_a_batch_made_but_not_yet_recorded_keeps_its_run_from_delete(batch_user,
 def test_a_run_awaiting_its_batches_is_not_deleted_until_they_are_cancelled(batch_user, server, capsys):
     db = batch_user / "runs" / "hbtui.sqlite"
     server.control(batch={**FAST, "validating_s": 30})
-    process = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "d"],
-        env=dict(os.environ, HBTUI_DB=str(db)),
-        cwd=batch_user,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while not any(state == "submitted" for _, state, _ in state_of(db)):
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 130
+    left_awaiting(batch_user, dict(os.environ, HBTUI_DB=str(db)), "d")
     capsys.readouterr()
     assert cli.main(["show", "d", "--json"]) == 0  # awaiting: its requests known, not ended
     shown = json.loads(capsys.readouterr().out)

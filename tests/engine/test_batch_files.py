@@ -11,13 +11,13 @@ import re
 import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from hbtui import cli
 from tests.conftest import small_records, user_folder, write_jsonl
 from tests.support.batch_engine import answer_file
+from tests.support.batch_runs import rows, shown_json, verdicts_by_request
 
 
 @pytest.fixture
@@ -29,22 +29,6 @@ def offline(tmp_path, monkeypatch, server):
         monkeypatch.delenv(key, raising=False)
     write_jsonl(tmp_path / "data.jsonl", small_records())
     return tmp_path
-
-
-def rows(db: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
-
-
-def verdicts_by_request(db: Path, run: str) -> dict[tuple, tuple]:
-    return {
-        (prompt_id, repeat, idx): (status, explanation)
-        for prompt_id, repeat, idx, status, explanation in rows(
-            db,
-            "SELECT c.prompt_id, c.repeat, v.idx, v.status, v.explanation FROM verdicts v JOIN conversations c"
-            f" ON c.id = v.conversation_id JOIN runs r ON r.id = c.run_id WHERE r.name = '{run}'",
-        )
-    }
 
 
 def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, capsys, monkeypatch):
@@ -95,11 +79,7 @@ def test_a_run_through_batch_files_scores_as_a_run_of_calls(offline, server, cap
     user_folder(offline, monkeypatch, server)
     assert cli.main(["run", "--data", "data.jsonl", "--repeats", "2", "--name", "calls"]) == 0
     assert verdicts_by_request(db, "off") == verdicts_by_request(db, "calls")
-    capsys.readouterr()
-    shown = {}
-    for name in ("off", "calls"):
-        assert cli.main(["show", name, "--json"]) == 0
-        shown[name] = json.loads(capsys.readouterr().out)
+    shown = shown_json(cli, capsys, "off", "calls")
     assert shown["off"]["metrics"] == shown["calls"]["metrics"]
     assert shown["off"]["tokens"]["grader"]["input_tokens"] == shown["calls"]["tokens"]["grader"]["input_tokens"]
 

@@ -5,13 +5,9 @@ processes: the app under Textual's pilot, the detached drivers, and the project'
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import sqlite3
 import subprocess
 import sys
-from pathlib import Path
 
 from textual.widgets import Select
 
@@ -20,21 +16,9 @@ from hbtui.tui.screens.continue_run import ContinueRunModal
 from hbtui.tui.screens.monitor import MonitorScreen
 from hbtui.tui.screens.runs import RunsScreen
 from tests.conftest import offline_settings, settings_for, small_records, write_jsonl
-from tests.engine.test_run_control import wait_until
+from tests.support.batch_runs import batch_env, left_awaiting, rows
 from tests.support.tui import screen_text, wait_for
 from tests.tui.test_tui_config_form import open_form, type_into
-
-
-def rows(db: Path, sql: str) -> list[tuple]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
-
-
-def submitted(db: Path) -> int:
-    try:
-        return rows(db, "SELECT count(*) FROM batch_submissions WHERE state = 'submitted'")[0][0]
-    except sqlite3.OperationalError:  # the database or its table not made yet
-        return 0
 
 
 async def test_a_batch_run_started_from_the_form_shows_its_batches_in_the_monitor(tmp_path, server):
@@ -71,28 +55,10 @@ async def test_a_batch_run_started_from_the_form_shows_its_batches_in_the_monito
 async def test_c_looks_at_the_batches_of_a_run_no_process_looks_at(tmp_path, server):
     db = tmp_path / "runs" / "hbtui.sqlite"
     write_jsonl(tmp_path / "data.jsonl", small_records())
-    env = dict(
-        os.environ,
-        BASE_URL=server.base_url,
-        MODEL_TEST="test-model",
-        MODEL_GRADER="grader-model",
-        HBTUI_DB=str(db),
-        BATCH_POLL="0.2",
-        GRADER_TEMPLATE="builtin",
-    )
+    env = batch_env(server, db, BATCH_POLL="0.2", GRADER_TEMPLATE="builtin")
     server.control(batch={"validating_s": 60, "finalizing_s": 0.05})
-    started = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "left"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    wait_until(lambda: submitted(db) == 1, "the batch submitted")
-    started.send_signal(signal.SIGINT)  # Ctrl-C: the batch goes on at the provider
-    assert started.wait(timeout=30) == 130
-    assert "awaits its batches, which go on at the provider" in started.stderr.read()
+    err = left_awaiting(tmp_path, env, "left")  # Ctrl-C: the batch goes on at the provider
+    assert "awaits its batches, which go on at the provider" in err
     assert rows(db, "SELECT status FROM runs") == [("awaiting batch",)]
     server.control(batch={"validating_s": 0.3, "finalizing_s": 0.05})  # the provider gets to it
 
@@ -118,25 +84,8 @@ async def test_c_looks_at_the_batches_of_a_run_no_process_looks_at(tmp_path, ser
 async def test_x_in_the_monitor_cancels_the_batches_at_the_provider(tmp_path, server):
     db = tmp_path / "runs" / "hbtui.sqlite"
     write_jsonl(tmp_path / "data.jsonl", small_records())
-    env = dict(
-        os.environ,
-        BASE_URL=server.base_url,
-        MODEL_TEST="test-model",
-        MODEL_GRADER="grader-model",
-        HBTUI_DB=str(db),
-        GRADER_TEMPLATE="builtin",
-    )
     server.control(batch={"validating_s": 60, "finalizing_s": 0.05})
-    started = subprocess.Popen(
-        [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "x"],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_until(lambda: submitted(db) == 1, "the batch submitted")
-    started.send_signal(signal.SIGINT)
-    assert started.wait(timeout=30) == 130
+    left_awaiting(tmp_path, batch_env(server, db, GRADER_TEMPLATE="builtin"), "x")
     app = HBTuiApp(settings=settings_for(server, db, grader_template="builtin"), env_file=None, monitor_run="x")
     async with app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, MonitorScreen) and app.screen.view is not None)
@@ -154,14 +103,7 @@ async def test_x_in_the_monitor_cancels_the_batches_at_the_provider(tmp_path, se
 async def test_c_on_a_run_stopped_for_want_of_a_batch_api_can_go_on_by_calls(tmp_path, server):
     db = tmp_path / "runs" / "hbtui.sqlite"
     write_jsonl(tmp_path / "data.jsonl", small_records())
-    env = dict(
-        os.environ,
-        BASE_URL=server.base_url,
-        MODEL_TEST="test-model",
-        MODEL_GRADER="grader-model",
-        HBTUI_DB=str(db),
-        GRADER_TEMPLATE="builtin",
-    )
+    env = batch_env(server, db, GRADER_TEMPLATE="builtin")
     server.control(batch={"absent": True})  # as llama.cpp's server: no /v1/files, no /v1/batches
     failed = subprocess.run(
         [sys.executable, "-m", "hbtui", "run", "--data", "data.jsonl", "--batch", "--name", "nobatch"],
