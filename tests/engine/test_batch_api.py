@@ -283,15 +283,24 @@ def test_an_endpoint_without_a_batch_api_stops_the_run_saying_so(batch_user, ser
 
 
 def test_a_key_the_batch_api_refuses_stops_the_run_and_never_shows_the_key(tmp_path, monkeypatch, capsys):
+    """The run made with the right key (stopped after its upload: out of quota), then resumed with
+    a key the provider refuses: the batch API's 401 stops it at once, and the key is in nothing."""
     from tests.support.server_process import FakeServer
 
-    with FakeServer(api_key="right-key", config={"batch": FAST}) as guarded:
+    db = tmp_path / "runs" / "hbtui.sqlite"
+    with FakeServer(api_key="sk-right-key-456", config={"batch": FAST, "quota_exhausted": True}) as guarded:
         write_jsonl(tmp_path / "data.jsonl", small_records())
+        user_folder(tmp_path, monkeypatch, guarded, extra="API_KEY=sk-right-key-456\nBATCH=true\n")
+        assert cli.main(["run", "--data", "data.jsonl", "--name", "k"]) == 1
+        guarded.control(quota_exhausted=False)
         user_folder(tmp_path, monkeypatch, guarded, extra="API_KEY=sk-wrong-key-123\nBATCH=true\n")
-        # The model check asks /models first: the same refusal, before any run is planned.
-        code = cli.main(["run", "--data", "data.jsonl", "--name", "k"])
+        capsys.readouterr()
+        assert cli.main(["resume", "k"]) == 1
     err = capsys.readouterr().err
-    assert code != 0 and "sk-wrong-key-123" not in err
+    assert "failed: GET" in err and "/batches: Incorrect API key provided" in err  # at once, not looked at again
+    assert rows(db, "SELECT status FROM runs") == [("failed",)]
+    stored = "\n".join(str(row) for row in rows(db, "SELECT error, requests_json, settings_json FROM runs"))
+    assert "sk-wrong-key-123" not in err + stored and "sk-right-key-456" not in err + stored
 
 
 def kill_when(process: subprocess.Popen, ready) -> None:
