@@ -137,12 +137,17 @@ def grading_lines(settings: Settings, template: Template, keys: RequestKeys, bat
 # Characters a reader may take for a line's end (Python's str.splitlines does) though JSON lets
 # them stand raw inside a string: escaped, so that a request is one line to any reader. A record
 # of the main subset holds a U+2028.
-LINE_BREAKING = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+LINE_BREAKERS = (("\u2028", "\\u2028"), ("\u2029", "\\u2029"), ("\x85", "\\u0085"))
 
 
 def jsonl_line(value: dict) -> str:
-    """One JSON line that no reader splits: the same JSON value, its line breakers escaped."""
-    return json.dumps(value, ensure_ascii=False).translate(LINE_BREAKING)
+    """One JSON line that no reader splits: the same JSON value, its line breakers escaped. (Looked
+    for first: str.translate over 60,000 grader prompts took three times the whole import.)"""
+    text = json.dumps(value, ensure_ascii=False)
+    for raw, escaped in LINE_BREAKERS:
+        if raw in text:
+            text = text.replace(raw, escaped)
+    return text
 
 
 class _Files:
