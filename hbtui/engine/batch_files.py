@@ -60,7 +60,6 @@ from hbtui.store.work import ReplyResult, ResultBatch, VerdictResult, WorkItem
 ROUTES = {CHAT_API: "/v1/chat/completions", "responses": "/v1/responses"}
 # Lines that got no answer that counts: asked again in the next files while attempts are left.
 RETRYABLE = RETRIED_KINDS | {UNPARSEABLE}
-EXPIRED = ("batch_expired", "batch_cancelled")  # an output's error codes for lines never run
 
 
 @dataclass(slots=True)
