@@ -103,7 +103,7 @@ class BatchRunner:
         self.owner, self.say, self.use_cache = owner, say, use_cache
         self.keys = batch_keys(settings, template, batch)
         self.clients: dict[str, BatchClient] = {}
-        self.shown: dict[int, tuple] = {}  # each submission's state as last said
+        self.shown: dict[int, tuple] = {}  # each submission's state as this process last said it
         self.transient_since: float | None = None
         self.room_said = False
         self.error: str | None = None
@@ -308,13 +308,14 @@ class BatchRunner:
         return self.settings.api_test if submission.stage == GENERATION_STAGE else self.settings.api_grader
 
     async def _record(self, submission: Submission, batch: Batch, lease: str) -> None:
-        state = (batch.status, batch.completed, batch.failed)
-        if submission.state == SUBMITTED and self.shown.get(submission.number) == state and submission.batch_id:
-            return
-        await record_state(self.store, submission, batch, lease)
-        if self.shown.get(submission.number) != state:
-            self.shown[submission.number] = state
-            shown = replace(
+        """What the provider says of the batch now, stored when it changed (a look a minute for a
+        day writes nothing new), and said when this process has not said it yet."""
+        now = (batch.id, batch.status, batch.completed, batch.failed)
+        if (submission.batch_id, submission.batch_status, submission.completed, submission.failed) != now:
+            await record_state(self.store, submission, batch, lease)
+        if self.shown.get(submission.number) != now:
+            self.shown[submission.number] = now
+            recorded = replace(
                 submission,
                 state=SUBMITTED,
                 submitted_at=submission.submitted_at or batch.created_at,
@@ -325,7 +326,7 @@ class BatchRunner:
                 batch_id=batch.id,
                 expires_at=batch.expires_at,
             )
-            self.say(f"run {self.run.id}: {describe_batch(shown)}")
+            self.say(f"run {self.run.id}: {describe_batch(recorded)}")
 
     async def import_batch(self, submission: Submission, batch: Batch, lease: str) -> None:
         """An ended batch's output and error files stored; a line of it still unanswered then (a
