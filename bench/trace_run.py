@@ -26,6 +26,8 @@ def mark(name: str) -> None:
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from hbtui import cli
+from hbtui.cli import common as cli_common
+from hbtui.cli import runs as cli_runs
 from hbtui.client.chat import ChatClient
 from hbtui.engine import driver, run_finish
 from hbtui.engine.finish_ahead import FinishAhead
@@ -54,10 +56,10 @@ def after(module, name: str, label: str, before: str | None = None) -> None:
     setattr(module, name, marked_async if is_async else marked)
 
 
-after(cli, "load_jsonl", "dataset read")
+after(cli_common, "load_jsonl", "dataset read")
 # A run of the model under test: its first calls go out while its plan is stored, so "plan
 # stored" comes after "first request" (a run of the records' own completions is planned first).
-after(cli, "start_run", "run created, plan in memory")
+after(cli_runs, "start_run", "run created, plan in memory")
 after(Store, "create_run", "plan stored")
 after(FinishAhead, "finish", "last conversations read", before="calls done, writes flushed")
 after(driver, "settle", "report computed")

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 
 from hbtui.cli.common import EXIT_OK, UsageError, env_file_of, open_for_reading, say
-from hbtui.client.wire import load_http_in_background
 from hbtui.core.settings.config import Settings
 
 
@@ -19,7 +18,6 @@ async def check_monitored_run(ref: str, settings: Settings) -> None:
 def run_app(args: argparse.Namespace, settings: Settings, problems: list[str]) -> int:
     if args.command == "monitor":
         asyncio.run(check_monitored_run(args.run, settings))
-    load_http_in_background()  # for the connection check and the runs: loaded while the app starts
     # Textual is imported only here: headless commands never load it.
     from hbtui.tui.app import HBTuiApp
 

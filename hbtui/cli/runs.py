@@ -27,7 +27,6 @@ from hbtui.cli.common import (
     records_of,
     say,
 )
-from hbtui.client.wire import load_http_in_background
 from hbtui.core.batch_files import BatchFiles
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.grading import load_template
@@ -139,7 +138,6 @@ async def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     settings.require_models()
     check_run_name(args.name)  # before the database is opened: a refused run leaves no file behind
     prices = load_prices()  # a broken price table stops the run before any call
-    load_http_in_background()  # while the dataset is read and the plan written
     dataset = records_of(args, settings)
     load_template(settings.grader_template, settings.cache_dir)  # a missing or broken template: before any call
     # A model name mistyped: the check's own line, before the run is planned (no run, no file).
@@ -194,7 +192,6 @@ async def cmd_meta_eval(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool = False) -> int:
     prices = load_prices()
-    load_http_in_background()
     async with await Store.open(settings.db_path, create=False) as store:
         run = await store.resolve_run(args.run)
         if run.kind == META_EVAL:
@@ -231,7 +228,6 @@ async def cmd_resume(args: argparse.Namespace, settings: Settings, regrade: bool
 
 
 async def cmd_regrade(args: argparse.Namespace, settings: Settings) -> int:
-    load_http_in_background()
     async with await Store.open(settings.db_path, create=False) as store:
         source = await store.resolve_run(args.run)
         flags = {k: v for k, v in _overrides(args).items() if k in GRADER_SETTINGS or k == "batch"}

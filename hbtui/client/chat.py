@@ -1,4 +1,4 @@
-"""One async OpenAI-compatible chat client on aiohttp, for both the model under test and the grader.
+"""One async OpenAI-compatible chat client, for both the model under test and the grader.
 
 Retries with exponential backoff and jitter on 5xx, timeouts and dropped connections, a bounded
 number of attempts; a rate-limit 429 is no failed attempt: the call waits for the endpoint's pace
@@ -6,8 +6,8 @@ number of attempts; a rate-limit 429 is no failed attempt: the call waits for th
 provider quirks that break naive harnesses: ``response_format`` refused, parameters a model refuses or wants renamed,
 reasoning in a separate field or inside ``<think>``. What was learned about an endpoint and
 model is remembered for the rest of the client's life and reported once through ``on_note``.
-What lies under it (the endpoint, the request's bytes, the answer read against its limit, the
-HTTP session) is hbtui.client.wire.
+What lies under it (the endpoint, the request's bytes, the errors) is hbtui.client.wire, and
+under that the connection pool, which reads an answer against its limit (hbtui.client.http1).
 
 Longer than most modules (about 620 lines) because one request's attempts are one loop: the pace,
 the retries, the quirks an endpoint refuses (learned and left out), the refusals and the reply's
@@ -22,24 +22,21 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urljoin
 
+from hbtui.client.http1 import AnswerTooLarge, AnswerUnreadable, CallWithheld, HttpAnswer, HttpPool, TransportError
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import (
     MIB,
-    AnswerTooLarge,
     ChatError,
     ChatRequest,
     Endpoint,
-    HttpAnswer,
-    aiohttp_module,
     encode_request,
     error_message,
     error_type,
     make_http_client,
     origin_of,
-    read_answer,
     token_count,
     transport_error,
 )
@@ -74,10 +71,6 @@ from hbtui.core.rate_limits import DAILY, RatePacer, classify_refusal, refusal_m
 from hbtui.core.rate_limits import QUOTA as QUOTA_REFUSAL
 from hbtui.core.redact import provider_text
 from hbtui.core.text import one_line
-
-if TYPE_CHECKING:
-    # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
-    import aiohttp
 
 OPTIONAL_PARAMS = (
     "reasoning_effort",
@@ -176,7 +169,7 @@ class ChatClient:
         backoff_cap: float = 30.0,
         on_note: Callable[[str], None] | None = None,
         on_call: Callable[[CallRecord], None] | None = None,
-        http: aiohttp.ClientSession | None = None,
+        http: HttpPool | None = None,
         gate: asyncio.Event | None = None,
         before_send: Callable[[], None] | None = None,
         rate_limits: Mapping[str, tuple[float | None, float | None]] | None = None,
@@ -231,7 +224,7 @@ class ChatClient:
             await self._http.close()
 
     @property
-    def http(self) -> aiohttp.ClientSession:
+    def http(self) -> HttpPool:
         if self._http is None:
             self._http = make_http_client(self.timeout, self.limiter.max_limit)
         return self._http
@@ -250,43 +243,42 @@ class ChatClient:
         return self._chat_url if request.api == CHAT_API else self.endpoint.responses_url
 
     async def _post(self, body: dict[str, Any], attempts: int, url: str) -> HttpAnswer:
-        """One answer, read whole within TIMEOUT from the first byte sent to the last received
-        (the session's total timeout: a server that drips a byte a second never resets it), and
-        within MAX_ANSWER_MIB. Redirects are followed only within the endpoint's origin: another
-        server's answer is never taken for the model's, nor sent its key."""
+        """One answer, read whole within TIMEOUT from its connection to the last byte received
+        (a server that drips a byte a second never resets it), and within MAX_ANSWER_MIB.
+        Redirects are followed only within the endpoint's origin: another server's answer is
+        never taken for the model's, nor sent its key."""
         data = encode_request(body)
-        http = self.http  # imports aiohttp, whole, before the body's class is made from it
+        http = self.http
+        may_send = None if self.before_send is None else self._may_send
         asked = url
         for _ in range(MAX_REDIRECTS + 1):
-            sent: Any = data if self.before_send is None else _fenced_body(data, self._may_send)
-            async with http.post(url, data=sent, headers=self._headers, allow_redirects=False) as response:
-                location = response.headers.get("Location")
-                if response.status in REDIRECT_STATUSES and location:
-                    target = urljoin(str(response.url), location)
-                    if origin_of(target) != self.endpoint.origin:
-                        raise ChatError(
-                            REDIRECTED,
-                            f"{asked} redirected (HTTP {response.status}) to another origin,"
-                            f" {one_line(target, 200)}: refused, so that no other server answers for the"
-                            " model or is sent its key; set BASE_URL to the server meant",
-                            response.status,
-                            attempts,
-                        )
-                    url = target
-                    continue
-                try:
-                    content = await read_answer(response, self.max_answer_bytes)
-                except AnswerTooLarge as exc:
+            try:
+                answer = await http.post(url, data, self._headers, limit=self.max_answer_bytes, may_send=may_send)
+            except AnswerTooLarge as exc:
+                raise ChatError(
+                    TOO_LARGE,
+                    f"the answer is over MAX_ANSWER_MIB ({self.max_answer_bytes / MIB:g} MiB) after"
+                    f" decompression: cut at {exc.size:,} bytes, not read further",
+                    exc.status,
+                    attempts,
+                ) from None
+            except AnswerUnreadable as exc:
+                raise ChatError(BAD_RESPONSE, str(exc), exc.status, attempts) from None
+            location = answer.headers.get("Location")
+            if answer.status_code in REDIRECT_STATUSES and location:
+                target = urljoin(url, location)
+                if origin_of(target) != self.endpoint.origin:
                     raise ChatError(
-                        TOO_LARGE,
-                        f"the answer is over MAX_ANSWER_MIB ({self.max_answer_bytes / MIB:g} MiB) after"
-                        f" decompression: cut at {exc.size:,} bytes, not read further",
-                        response.status,
+                        REDIRECTED,
+                        f"{asked} redirected (HTTP {answer.status_code}) to another origin,"
+                        f" {one_line(target, 200)}: refused, so that no other server answers for the"
+                        " model or is sent its key; set BASE_URL to the server meant",
+                        answer.status_code,
                         attempts,
-                    ) from None
-                except ValueError as exc:
-                    raise ChatError(BAD_RESPONSE, str(exc), response.status, attempts) from None
-                return HttpAnswer(response.status, response.reason or "", response.headers, content)
+                    )
+                url = target
+                continue
+            return answer
         raise ChatError(BAD_RESPONSE, f"{asked}: more than {MAX_REDIRECTS} redirects", None, attempts)
 
     def _body(self, request: ChatRequest, quirks: ModelQuirks) -> dict[str, Any]:
@@ -407,13 +399,13 @@ class ChatClient:
                 error = None
             except ChatError as exc:  # too large, redirected away, undecodable
                 error = exc
-            except (TimeoutError, aiohttp_module().ClientError) as exc:
-                if isinstance(exc.__cause__, CallWithheld):
-                    # Stopped between its slot and its bytes, and its right to call lapsed
-                    # meanwhile: nothing left, so nothing was tried; it waits for the gate
-                    # (the slot is given back below, as after any call).
-                    attempts -= 1
-                    continue
+            except CallWithheld:
+                # Stopped between its slot and its bytes, and its right to call lapsed
+                # meanwhile: nothing left, so nothing was tried; it waits for the gate
+                # (the slot is given back below, as after any call).
+                attempts -= 1
+                continue
+            except (TimeoutError, TransportError) as exc:
                 error = transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
             finally:
                 self.limiter.release()
@@ -739,41 +731,6 @@ def _usage(body: dict) -> dict:
 
 def _learned_as(model: str, api: str) -> str:
     return model if api == CHAT_API else f"{model} ({api})"
-
-
-class CallWithheld(Exception):
-    """Raised by a request body whose last look found the gate closed: no byte of it left."""
-
-
-_FENCED_BODY: type | None = None
-
-
-def _fenced_body(data: bytes, may_send: Callable[[], bool]) -> Any:
-    """``data`` as a body that looks once more just before its bytes (and the headers aiohttp
-    buffers with them) are written: aiohttp writes a body in a task of its own, a loop turn after
-    the call was let through, and a process stopped in that turn (SIGSTOP, a laptop asleep) must
-    not send, once continued, a call its lease no longer covers."""
-    global _FENCED_BODY
-    if _FENCED_BODY is None:
-        # Through the package, not `from aiohttp.payload import`: a submodule imported while
-        # another thread imports the package (load_http_in_background) can fail with KeyError.
-        class FencedBody(aiohttp_module().payload.BytesPayload):  # type: ignore[misc]
-            def __init__(self, value: bytes, may_send: Callable[[], bool]) -> None:
-                super().__init__(value, content_type="application/json")
-                self.may_send = may_send
-
-            async def write(self, writer: Any) -> None:  # aiohttp before 3.12
-                if not self.may_send():
-                    raise CallWithheld
-                await super().write(writer)
-
-            async def write_with_length(self, writer: Any, content_length: int | None) -> None:
-                if not self.may_send():
-                    raise CallWithheld
-                await super().write_with_length(writer, content_length)
-
-        _FENCED_BODY = FencedBody
-    return _FENCED_BODY(data, may_send)
 
 
 def _prompt_chars(messages: list[dict]) -> int:

@@ -18,7 +18,7 @@ from hbtui.client.wire import (
     AnswerTooLarge,
     ChatError,
     Endpoint,
-    aiohttp_module,
+    TransportError,
     endpoints_of,
     list_models,
     unreachable_reason,
@@ -84,7 +84,6 @@ async def _check_endpoint(
     apis = apis or {}
     url, key = endpoint.base_url, endpoint.api_key
     where = f" at {endpoint.label}" if named else ""
-    aiohttp = aiohttp_module()
     results: list[CheckResult] = []
     name = f"{role} endpoint{where}"
     served: list[str] | None = None
@@ -95,7 +94,7 @@ async def _check_endpoint(
             return [CheckResult(name, False, f"{exc.status}: key rejected")]
         # Some servers have no /models (404): the completions below still tell.
         results.append(CheckResult(name, True, f"reachable; no model list ({_scrub(str(exc), key)})"))
-    except (aiohttp.ClientError, OSError) as exc:  # TimeoutError is an OSError
+    except (TransportError, OSError) as exc:  # TimeoutError is an OSError
         return [CheckResult(name, False, _scrub(_reach_error(exc, url), key))]
     except AnswerTooLarge:
         results.append(CheckResult(name, True, "reachable; the model list is larger than MAX_ANSWER_MIB"))
@@ -222,10 +221,9 @@ UNKNOWN_MODEL = re.compile(
 async def served_models(endpoint: Endpoint, timeout: float, limit: int) -> list[str] | None:
     """The model ids an endpoint lists, or None where it lists none that can be read (no
     /models, a refusal, too large, not a list, unreachable): then the run's own calls tell."""
-    aiohttp = aiohttp_module()
     try:
         return await list_models(endpoint, timeout, limit) or None
-    except (ChatError, AnswerTooLarge, ValueError, aiohttp.ClientError, OSError):
+    except (ChatError, AnswerTooLarge, ValueError, TransportError, OSError):
         return None
 
 

@@ -1,6 +1,6 @@
 """The wire under the chat client (hbtui.client.chat): an endpoint and a request, the request's
-bytes, an answer read against its size limit, the HTTP session, the errors a call ends in, and
-the model list.
+bytes, the connection pool (hbtui.client.http1, which reads an answer against its size limit),
+the errors a call ends in, and the model list.
 
 Apart from the client's retries, pacing and quirks so that each can be read whole; the checks
 (hbtui.client.checks) use the model list and the session too.
@@ -14,15 +14,13 @@ import json
 import math
 import socket
 import sys
-import zlib
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import orjson
 
-from hbtui.core.background_import import import_in_background
+from hbtui.client.http1 import AnswerTooLarge, HttpAnswer, HttpPool, TransportError
 from hbtui.core.calls import replace_lone_surrogates
 from hbtui.core.errors import (
     AUTH,
@@ -37,9 +35,9 @@ from hbtui.core.errors import (
 from hbtui.core.redact import provider_text, redact
 
 if TYPE_CHECKING:
-    # Loaded when first needed (see load_http_in_background): a third of `hbtui run`'s start-up.
-    import aiohttp
     import httpx
+
+__all__ = ["AnswerTooLarge", "HttpAnswer", "TransportError"]  # the pool's, named here for the client's users
 
 MIB = 1 << 20
 
@@ -155,88 +153,11 @@ class ChatError(HbtuiError):
         return f"{self.kind}: {status}{self.message}"
 
 
-@dataclass(slots=True)
-class HttpAnswer:
-    """An HTTP answer read whole: what the client needs of it, with the names httpx gives them
-    (so the error helpers read httpx's responses too)."""
-
-    status_code: int
-    reason_phrase: str
-    headers: Mapping[str, str]
-    content: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.content)
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", "replace")
-
-
 def origin_of(url: str) -> str:
     """scheme://host:port of a URL, the port written out: what a redirect may not leave."""
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
-
-
-class AnswerTooLarge(Exception):
-    """An answer past MAX_ANSWER_MIB: ``size`` bytes read (after decompression) when it was cut."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size)
-        self.size = size
-
-
-async def read_answer(response: aiohttp.ClientResponse, limit: int) -> bytes:
-    """A response's body, decompressed as it arrives, never holding more than ``limit`` bytes of
-    it: a 50 MB reply, or a 1 MB gzip that inflates to 1 GiB, is cut at the limit (AnswerTooLarge)
-    instead of filling the memory. The session leaves decompression to this (auto_decompress off)
-    since aiohttp inflates each chunk whole, however large it grows."""
-    encoding = (response.headers.get("Content-Encoding") or "identity").strip().lower()
-    if encoding in ("identity", ""):
-        inflate = None
-        declared = response.content_length
-        if declared is not None:
-            if declared > limit:
-                raise AnswerTooLarge(declared)
-            return await response.read()  # the usual answer: its length known, and within the limit
-    elif encoding in ("gzip", "x-gzip", "deflate"):
-        # 47: a gzip or zlib header, told apart by the stream itself ("deflate" is zlib, as the
-        # HTTP spec has it; a raw deflate stream, which some servers send, is tried on failure).
-        inflate = zlib.decompressobj(47)
-    else:
-        raise ValueError(f"an answer in Content-Encoding {encoding!r}, which was not asked for")
-    parts: list[bytes] = []
-    size = 0
-
-    def take(piece: bytes) -> None:
-        nonlocal size
-        size += len(piece)
-        if size > limit:
-            raise AnswerTooLarge(size)
-        parts.append(piece)
-
-    first = True
-    async for chunk in response.content.iter_any():
-        if inflate is None:
-            take(chunk)
-            continue
-        data = chunk
-        while data:
-            try:
-                piece = inflate.decompress(data, limit - size + 1)
-            except zlib.error:
-                if not first or encoding != "deflate":
-                    raise ValueError("an answer whose compressed body is corrupt") from None
-                inflate = zlib.decompressobj(-15)
-                piece = inflate.decompress(data, limit - size + 1)
-            first = False
-            take(piece)
-            data = inflate.unconsumed_tail
-    if inflate is not None:
-        take(inflate.flush())
-    return b"".join(parts)
 
 
 def error_message(
@@ -278,41 +199,23 @@ def token_count(value: object) -> int:
 
 
 def aiohttp_module():
-    """aiohttp, imported by the first request that needs it (by then usually loaded already: see
-    load_http_in_background)."""
+    """aiohttp, imported by the first request that needs it: the batch API's client (its files'
+    uploads are multipart forms) and `hbtui serve`; the chat calls go through hbtui.client.http1."""
     import aiohttp
 
     return aiohttp
 
 
-def load_http_in_background() -> None:
-    """Import aiohttp (a third of `hbtui run`'s start-up) in a thread, while the caller reads its
-    dataset and SQLite writes its plan: the first request then finds it loaded."""
-    import_in_background("aiohttp")
+def make_http_client(timeout: float, connections: int) -> HttpPool:
+    """The pool the chat calls go through (hbtui.client.http1).
 
-
-def make_http_client(timeout: float, connections: int) -> aiohttp.ClientSession:
-    """aiohttp's connection pool, used directly.
-
-    httpx's own pool (httpcore) spends time quadratic in its size: measured here, 256 requests
-    in flight at 200 ms latency gave 67 calls/s at 14 ms CPU per call. httpx's API over aiohttp's
-    pool (httpx-aiohttp) gave 1,166 calls/s, but its request and response models still cost about
-    a third of the harness's CPU per call. Our limiter decides how many requests are in flight, so
-    the pool only needs room for them. No proxy from the environment, as with httpx given a
-    transport of its own.
+    Neither httpx nor aiohttp: httpx's own pool (httpcore) spends time quadratic in its size
+    (measured here, 256 requests in flight at 200 ms latency gave 67 calls/s at 14 ms CPU per
+    call), and aiohttp's request machinery cost three times this pool's CPU per call (see
+    http1's docstring). Our limiter decides how many requests are in flight, so the pool only
+    keeps room for them. TIMEOUT is the whole answer's, from its connection to its last byte.
     """
-    import aiohttp
-
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connections + 8, keepalive_timeout=30),
-        # TIMEOUT is the whole answer's, from sending to its last byte read: a server that drips
-        # a byte a second never resets it, as it reset the read timeout this was before.
-        timeout=aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 15.0)),
-        # Bodies are inflated by read_answer, against MAX_ANSWER_MIB; only what it can inflate
-        # is asked for (aiohttp would offer br too where brotli is installed).
-        auto_decompress=False,
-        headers={"Accept-Encoding": "gzip, deflate"},
-    )
+    return HttpPool(timeout, connections + 8)
 
 
 def unreachable_reason(exc: BaseException) -> str:
@@ -349,13 +252,10 @@ async def list_models(endpoint: Endpoint, timeout: float = 10.0, limit: int = 8 
     """Model ids an endpoint serves (GET /models), for the connection check and a run's check of
     its models: through the run's own pool and its bounded reader (``limit`` bytes after
     decompression: a gzip bomb is cut, AnswerTooLarge, as a reply is). A refusal is ChatError; a
-    transport failure is raised as the library raised it (unreachable_reason reads it); a body
-    that is not a model list is ValueError."""
+    transport failure is TransportError or TimeoutError (unreachable_reason reads it); a body
+    that is not a model list is ValueError (AnswerUnreadable too)."""
     async with make_http_client(timeout, 1) as http:
-        async with http.get(endpoint.base_url.rstrip("/") + "/models", headers=endpoint.headers) as response:
-            answer = HttpAnswer(
-                response.status, response.reason or "", response.headers, await read_answer(response, limit)
-            )
+        answer = await http.get(endpoint.base_url.rstrip("/") + "/models", endpoint.headers, limit=limit)
     if answer.status_code != 200:
         message, _, _ = error_message(answer, endpoint.secrets)
         kind = AUTH if answer.status_code in (401, 403) else NOT_FOUND if answer.status_code == 404 else CLIENT_ERROR

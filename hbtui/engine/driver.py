@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 from hbtui.client.chat import CLIENT_ERROR, CONNECTION, CONTEXT_LENGTH, DAILY_LIMIT, QUOTA, RATE_LIMITED
-from hbtui.client.wire import ChatError, load_http_in_background
+from hbtui.client.wire import ChatError
 from hbtui.core.background_import import import_in_background
 from hbtui.core.calls import GENERATION
 from hbtui.core.errors import TRANSIENT_KINDS, UNPARSEABLE
@@ -116,7 +116,6 @@ class Engine:
         self.settings = settings
         self.observers = list(observers)
         self.owner = this_owner()
-        load_http_in_background()  # a run started from the app: loaded before its first request
         self.pool = EndpointPool(
             settings,
             run.id,

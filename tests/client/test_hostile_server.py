@@ -17,7 +17,7 @@ import pytest
 
 from hbtui.client.chat import CLIENT_ERROR, CONTENT_FILTER, REDIRECTED, TIMEOUT, TOO_LARGE, ChatClient
 from hbtui.client.limiter import AdaptiveLimiter
-from hbtui.client.wire import MIB, AnswerTooLarge, ChatError, Endpoint
+from hbtui.client.wire import MIB, ChatError, Endpoint
 from tests.conftest import make_record, write_jsonl
 from tests.support.hostile_server import Behaviour, HostileServer
 from tests.support.peak_rss import run_measured
@@ -93,15 +93,66 @@ def test_a_gzip_answer_within_the_limit_is_read(hostile):
     assert hostile.requests[0]["headers"]["accept-encoding"] == "gzip, deflate"
 
 
-def test_read_answer_raises_on_a_declared_length_past_the_limit():
-    class Declared:
-        headers = {"Content-Length": "100"}
-        content_length = 100
+def test_a_declared_length_past_the_limit_is_cut_at_once_not_waited_for(hostile):
+    hostile.behaviour = Behaviour(mode="declared")  # 10^12 bytes announced, one sent, then silence
+    started = time.monotonic()
+    with pytest.raises(ChatError) as caught:
+        call(hostile.base_url, timeout=30)
+    assert caught.value.kind == "too_large" and "cut at 1,000,000,000,000 bytes" in caught.value.message
+    assert time.monotonic() - started < 10  # not the TIMEOUT of 30 s
+    assert len(hostile.requests) == 1  # too large is no failed attempt to make again
 
-    from hbtui.client.wire import read_answer
 
-    with pytest.raises(AnswerTooLarge):
-        asyncio.run(read_answer(Declared(), 10))  # type: ignore[arg-type]
+# ---- 3. HTTP as servers send it, and as they break it -------------------------------------
+
+
+def test_a_body_ended_by_the_connection_closing_is_read_whole(hostile):
+    hostile.behaviour = Behaviour(mode="until_close", content="Read to the end of the connection.")
+    assert call(hostile.base_url).content == "Read to the end of the connection."
+
+
+def test_an_answer_after_100_continue_is_the_one_read(hostile):
+    hostile.behaviour = Behaviour(mode="continue", content="After the informational answer.")
+    assert call(hostile.base_url).content == "After the informational answer."
+
+
+@pytest.mark.parametrize("mode, words", [("garbage", "not an HTTP answer"), ("cut", "closed the connection")])
+def test_no_http_or_a_body_cut_short_is_a_connection_error_asked_again(hostile, mode, words):
+    hostile.behaviour = Behaviour(mode=mode)
+    with pytest.raises(ChatError) as caught:
+        call(hostile.base_url, max_attempts=2)
+    assert caught.value.kind == "connection" and words in caught.value.message
+    assert caught.value.attempts == 2 and len(hostile.requests) == 2
+
+
+def test_calls_one_after_another_share_one_kept_alive_connection(hostile):
+    async def three():
+        client = ChatClient(Endpoint(hostile.base_url), limiter=AdaptiveLimiter(1), timeout=5)
+        try:
+            return [(await client.complete("test-model", MESSAGES)).content for _ in range(3)]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(three()) == ["A reply."] * 3
+    assert len({request["peer"] for request in hostile.requests}) == 1
+    assert hostile.requests[0]["headers"]["user-agent"].startswith("hbtui/")
+
+
+def test_an_answer_no_request_asked_for_is_never_taken_for_the_next_calls(hostile):
+    # The server sends two answers to one request: the second must not become the next call's.
+    hostile.behaviour = Behaviour(mode="out_of_turn", content="The answer asked for.")
+
+    async def two():
+        client = ChatClient(Endpoint(hostile.base_url), limiter=AdaptiveLimiter(1), timeout=5)
+        try:
+            first = (await client.complete("test-model", MESSAGES)).content
+            await asyncio.sleep(0.1)  # the stray answer arrives on the idle connection
+            return first, (await client.complete("test-model", MESSAGES)).content
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(two()) == ("The answer asked for.", "The answer asked for.")
+    assert len({request["peer"] for request in hostile.requests}) == 2  # the connection was let go
 
 
 @pytest.mark.slow

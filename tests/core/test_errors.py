@@ -18,8 +18,10 @@ from hbtui.core.errors import EXIT_FAILED, EXIT_USAGE, HbtuiError
 # Exceptions that never reach the command line: each is caught where it is raised and turned into
 # an HbtuiError, a stored failure or a notice.
 INTERNAL = {
-    "hbtui.client.wire.AnswerTooLarge": "read_answer's signal, stored as a too_large failure",
-    "hbtui.client.chat.CallWithheld": "a call the gate held back, asked again",
+    "hbtui.client.http1.AnswerTooLarge": "the pool's signal, stored as a too_large failure",
+    "hbtui.client.http1.AnswerUnreadable": "the pool's signal, stored as a bad_response failure",
+    "hbtui.client.http1.TransportError": "the pool's signal, stored as a connection failure",
+    "hbtui.client.http1.CallWithheld": "a call the gate held back, asked again",
     "hbtui.core.reference.ReferenceUnavailable": "grading turns it into a TemplateError",
     "hbtui.core.downloads.DownloadError": "dataset and reference downloads turn it into their error",
     "hbtui.core.settings.envfile.EnvFileError": "load_settings and the configuration screen say it",

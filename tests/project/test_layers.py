@@ -26,10 +26,9 @@ def test_every_package_of_hbtui_has_its_layer_in_the_contracts():
 def test_the_command_line_starts_without_the_heavy_modules_it_needs_only_later():
     # numpy (scoring, at a run's end; 0.1-0.15 s to import), Textual (the app) and textual-serve
     # (`hbtui serve`) are loaded when used: `hbtui run` and the other headless commands start
-    # without them, and the engine loads numpy while its first calls are out. aiohttp (the chat
-    # calls, 0.15-0.2 s) is loaded in a thread while a run reads its dataset and writes its plan;
-    # httpx (downloads, the model list) and the modules of compare, import and the local model
-    # by the commands that use them.
+    # without them, and the engine loads numpy while its first calls are out. aiohttp (0.15-0.2 s;
+    # the batch API's client and `hbtui serve`), httpx (downloads) and the modules of compare,
+    # import and the local model by the commands that use them.
     code = (
         "import sys, hbtui.cli, hbtui.services, hbtui.store\n"
         "heavy = {'numpy', 'textual', 'textual_serve', 'hbtui.web.serve', 'aiohttp', 'httpx', 'hbtui.analysis.compare',"
@@ -40,18 +39,18 @@ def test_the_command_line_starts_without_the_heavy_modules_it_needs_only_later()
     assert result.returncode == 0, result.stderr
 
 
-def test_aiohttp_loaded_in_the_background_fails_without_a_traceback():
-    # The thread that loads aiohttp while a run starts says nothing of its own: were aiohttp
-    # broken, the first request imports it again and its one-line error says so there.
+def test_a_module_loaded_in_the_background_fails_without_a_traceback():
+    # The thread that loads numpy while a run's first calls are out says nothing of its own:
+    # were numpy broken, the report imports it again and its one-line error says so there.
     code = (
         "import sys, importlib.abc\n"
         "class Refuse(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
-        "        if name == 'aiohttp':\n"
-        "            raise ImportError('aiohttp broken')\n"
+        "        if name == 'numpy':\n"
+        "            raise ImportError('numpy broken')\n"
         "sys.meta_path.insert(0, Refuse())\n"
-        "from hbtui.client.wire import load_http_in_background\n"
-        "load_http_in_background()\n"
+        "from hbtui.core.background_import import import_in_background\n"
+        "import_in_background('numpy.random', 'numpy.ma')\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0 and result.stderr == ""

@@ -68,7 +68,12 @@ def gzip_bomb(inflated: int = 1 << 30) -> bytes:
 class Behaviour:
     """What the server does with each request (``mode``), and its parameters."""
 
-    mode: str = "ok"  # ok, drip_body, drip_headers, drip_chunks, big, gzip, gzip_bomb, redirect, status
+    # ok, drip_body, drip_headers, drip_chunks, big, gzip, gzip_bomb, redirect, status; and below
+    # what HTTP libraries parse for a client: declared (a length past any limit, then silence),
+    # until_close (no length: the body ends with the connection, as HTTP/1.0 has it), continue
+    # (100 Continue before the answer), garbage (no HTTP at all), cut (the connection closed
+    # halfway through its body), out_of_turn (a second answer no request asked for)
+    mode: str = "ok"
     content: str = "A reply."
     finish_reason: str = "stop"
     size: int = 50 * 1024 * 1024  # big: the reply's characters
@@ -153,14 +158,17 @@ class HostileServer:
                 headers[name.strip().lower()] = value.strip()
         length = int(headers.get("content-length") or 0)
         body = await reader.readexactly(length) if length else b""
-        self.requests.append({"method": method, "path": path, "headers": headers, "body": body, "at": time.time()})
+        peer = writer.get_extra_info("peername")
+        self.requests.append(
+            {"method": method, "path": path, "headers": headers, "body": body, "at": time.time(), "peer": peer}
+        )
         behaviour = self.behaviour
         mode = behaviour.mode
         if mode == "redirect" and behaviour.redirect_from and path != behaviour.redirect_from:
             mode = "ok"
         send: Callable[..., Any] = getattr(self, "_" + mode)
         await send(writer, behaviour)
-        return behaviour.mode in ("ok", "redirect", "status", "gzip")
+        return behaviour.mode in ("ok", "redirect", "status", "gzip", "continue", "out_of_turn")
 
     @staticmethod
     def _head(status: int, headers: dict[str, str]) -> bytes:
@@ -172,6 +180,38 @@ class HostileServer:
         body = completion(behaviour.content, behaviour.finish_reason)
         writer.write(self._head(200, {"Content-Type": "application/json", "Content-Length": str(len(body))}) + body)
         await writer.drain()
+
+    async def _declared(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        writer.write(self._head(200, {"Content-Type": "application/json", "Content-Length": str(10**12)}) + b"{")
+        await writer.drain()
+        await asyncio.sleep(3600)
+
+    async def _until_close(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        body = completion(behaviour.content)
+        head = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n"
+        writer.write(head + body[:10])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(body[10:])
+        await writer.drain()
+
+    async def _continue(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        await self._ok(writer, behaviour)
+
+    async def _garbage(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\x00\x01 not HTTP at all\r\n\r\n")
+        await writer.drain()
+
+    async def _cut(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        body = completion(behaviour.content)
+        writer.write(self._head(200, {"Content-Type": "application/json", "Content-Length": str(len(body))}))
+        writer.write(body[: len(body) // 2])
+        await writer.drain()
+
+    async def _out_of_turn(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        await self._ok(writer, behaviour)
+        await self._ok(writer, Behaviour(content="An answer nobody asked for."))
 
     async def _status(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
         body = behaviour.body
