@@ -27,6 +27,7 @@ Everything else is here, each with the reason it must be so:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import zlib
 from collections import deque
@@ -88,8 +89,6 @@ class HttpAnswer:
         self.url = url
 
     def json(self) -> Any:
-        import json
-
         return json.loads(self.content)
 
     @property

@@ -95,10 +95,11 @@ class HostileServer:
     _thread: threading.Thread | None = None
     _server: asyncio.AbstractServer | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
+    tls: Any = None  # an ssl.SSLContext: served over TLS, as hosted providers are
 
     @property
     def origin(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -126,7 +127,7 @@ class HostileServer:
     def _serve(self) -> None:
         loop = self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
-        self._server = loop.run_until_complete(asyncio.start_server(self._handle, self.host, self.port))
+        self._server = loop.run_until_complete(asyncio.start_server(self._handle, self.host, self.port, ssl=self.tls))
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
