@@ -349,7 +349,7 @@ class ChatClient:
 
     async def _acquire(self, priority: int) -> None:
         while True:
-            if self.gate is not None:
+            if self.gate is not None and not self.gate.is_set():  # a coroutine a call saved when open
                 await self.gate.wait()
             await self.limiter.acquire(priority)
             if self.before_send is not None:

@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httptools
+import orjson
 from multidict import CIMultiDict
 
 from hbtui import __version__
@@ -89,7 +90,16 @@ class HttpAnswer:
         self.url = url
 
     def json(self) -> Any:
-        return json.loads(self.content)
+        """The body's JSON as json.loads reads it. orjson reads it first, in a third of the time
+        (json.loads was 6% of a run's CPU): for everything both accept they agree, but for an
+        integer beyond 64 bits, which orjson makes a float (a token count that large is read as
+        no count either way: hbtui.client.wire.token_count). What orjson refuses (NaN, 1e400, a
+        lone surrogate, deep nesting, a byte-order mark, UTF-16, not JSON) json.loads reads, or
+        refuses with the error it always raised."""
+        try:
+            return orjson.loads(self.content)
+        except orjson.JSONDecodeError:
+            return json.loads(self.content)
 
     @property
     def text(self) -> str:

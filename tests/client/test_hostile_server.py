@@ -351,3 +351,39 @@ def test_the_model_list_of_a_hostile_server_is_read_within_the_limit(hostile):
     assert asyncio.run(served_models(Endpoint(hostile.base_url, None), 10.0, settings.max_answer_bytes)) is None
     lines = [f"{result.name}: {result.message}" for result in asyncio.run(check_connection(settings))]
     assert "test endpoint: reachable; the model list is larger than MAX_ANSWER_MIB" in lines, lines
+
+
+# ---- 4. An answer's JSON, read as json.loads reads it ---------------------------------------
+
+JSON_CASES = [
+    b'{"choices": [{"message": {"content": "caf\\u00e9 \\ud83d\\ude00"}}], "usage": {"prompt_tokens": 12}}',
+    b'{"a": 1, "a": 2}',  # the last of a repeated key
+    b'{"x": 0.1, "y": -0.0, "z": 1e-7, "w": 1.7976931348623157e308}',
+    b'{"n": NaN, "i": Infinity}',  # orjson refuses these; json.loads reads them
+    b'{"big": 1e400}',
+    b'{"s": "\\ud800 alone"}',  # a lone surrogate
+    '\ufeff{"bom": true}'.encode(),  # a byte-order mark
+    '{"utf16": "yes"}'.encode("utf-16"),
+]
+
+
+@pytest.mark.parametrize("body", JSON_CASES)
+def test_an_answers_json_is_what_json_loads_reads(body):
+    from hbtui.client.http1 import HttpAnswer
+
+    got = HttpAnswer(200, "OK", {}, body).json()
+    expected = json.loads(body)
+    assert json.dumps(got) == json.dumps(expected) and repr(got) == repr(expected)
+
+
+@pytest.mark.parametrize(
+    "body, error",
+    [(b"[" * 100_000 + b"]" * 100_000, RecursionError), (b"not json", ValueError), (b"\xff\xfe\xfa", ValueError)],
+)
+def test_an_answer_json_loads_refuses_is_refused_as_it_refuses_it(body, error):
+    from hbtui.client.http1 import HttpAnswer
+
+    with pytest.raises(error):
+        json.loads(body)
+    with pytest.raises(error):
+        HttpAnswer(200, "OK", {}, body).json()
