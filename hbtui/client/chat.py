@@ -267,7 +267,16 @@ class ChatClient:
             location = answer.headers.get("Location")
             if answer.status_code in REDIRECT_STATUSES and location:
                 target = urljoin(url, location)
-                if origin_of(target) != self.endpoint.origin:
+                try:
+                    origin = origin_of(target)
+                except ValueError:  # a port beyond 65535, a broken address
+                    raise ChatError(
+                        BAD_RESPONSE,
+                        f"{asked} redirected (HTTP {answer.status_code}) to {one_line(target, 200)}, not a URL",
+                        answer.status_code,
+                        attempts,
+                    ) from None
+                if origin != self.endpoint.origin:
                     raise ChatError(
                         REDIRECTED,
                         f"{asked} redirected (HTTP {answer.status_code}) to another origin,"

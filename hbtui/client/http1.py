@@ -17,8 +17,13 @@ Everything else is here, each with the reason it must be so:
 - The body is inflated as it arrives (gzip, deflate; nothing else is asked for), never holding
   more than the limit: a 50 MB reply, or a 1 MB gzip that inflates to 1 GiB, is cut there.
 - Redirects are the caller's to follow (hbtui.client.chat follows them within the origin only).
-- A connection that was idle, closed by the server, answered out of turn, or whose answer was not
-  read whole is never used again. No proxy from the environment, as before.
+- A connection idle past its keep-alive (4 s, or less where the server's Keep-Alive header says
+  so), closed by the server, answered out of turn, or whose answer was not read whole is never
+  used again. One the server closed as it was reused, before a byte of its answer, is replaced
+  and the request made again once (the race of every keep-alive client). Connections are made
+  with happy eyeballs, the host's addresses looked up once for ten seconds. No proxy from the
+  environment, as before. Servers' small lapses that aiohttp took (a bare LF ending a line) are
+  taken too.
 - ``may_send`` is asked right before the request's bytes are written, once its connection is
   ready: a process stopped while it connected must not send, once continued, a call its lease no
   longer covers (CallWithheld: no byte left).
@@ -28,21 +33,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
+import aiohappyeyeballs
 import httptools
 import orjson
 from multidict import CIMultiDict
 
 from hbtui import __version__
 
-KEEPALIVE_SECONDS = 30.0  # an idle connection older than this is closed, not used again
+# An idle connection older than this is closed, not used again: uvicorn (vLLM), llama.cpp's
+# server and Node let theirs go after 5 s, and one they close as a request arrives costs a retry.
+# Shorter still where the server's Keep-Alive header says so.
+KEEPALIVE_SECONDS = 4.0
 CONNECT_SECONDS = 15.0
+DNS_SECONDS = 10.0  # a host's addresses are looked up again after this
+URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path keeps as it is: reserved characters, and escapes made already
 USER_AGENT = f"hbtui/{__version__}"
 _STATIC_HEADERS = f"User-Agent: {USER_AGENT}\r\nAccept: */*\r\nAccept-Encoding: gzip, deflate\r\n"
 
@@ -164,6 +176,8 @@ class _Body:
                 self._take(self.inflate.flush())
             except zlib.error:
                 raise AnswerUnreadable("an answer whose compressed body is corrupt", self.status) from None
+            if not self.inflate.eof:  # cut short: flush() gives what it has without a word
+                raise AnswerUnreadable("an answer whose compressed body ends before its end", self.status)
         return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
 
 
@@ -173,8 +187,17 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        # What servers send that the HTTP spec frowns on and aiohttp took (a bare LF ending a
+        # line, a space after a chunk's size, odd bytes in a header): refused, the call could
+        # never succeed, asked again to no end.
+        self.parser.set_dangerous_leniencies(
+            lenient_headers=True, lenient_optional_cr_before_lf=True, lenient_spaces_after_chunk_size=True
+        )
         self.closed = False
         self.idle_since = 0.0
+        self.keepalive = KEEPALIVE_SECONDS
+        self.answered = 0  # requests answered on it: a connection of the pool has answered one
+        self.heard = False  # a byte of the answer in flight has arrived
         # The request in flight: its future, and what its answer has so far.
         self.waiter: asyncio.Future[HttpAnswer] | None = None
         self.limit = 0
@@ -193,20 +216,30 @@ class _Connection(asyncio.Protocol):
         if self.waiter is None:  # bytes no request asked for: this connection is done
             self.close()
             return
+        self.heard = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
-            self._fail(cause if isinstance(cause, (AnswerTooLarge, AnswerUnreadable)) else TransportError(str(exc)))
+            if isinstance(cause, (AnswerTooLarge, AnswerUnreadable, TransportError)):
+                self._fail(cause)
+            else:
+                self._fail(TransportError(f"not an HTTP answer ({cause or exc})"))
+        except httptools.HttpParserUpgrade:  # 101 Switching Protocols: not an answer to a POST
+            self._fail(TransportError("the server switched protocols instead of answering"))
         except httptools.HttpParserError as exc:
             self._fail(TransportError(f"not an HTTP answer ({exc})"))
+
+    def eof_received(self) -> None:
+        self.closed = True  # the server is done with it: never taken from the pool again
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self.waiter is None or self.waiter.done():
+            self.waiter = self.body = None
             return
-        if self.headers_done and self.until_close and self.body is not None:
-            self._complete()  # HTTP/1.0 style: the body ended with the connection
+        if exc is None and self.headers_done and self.until_close and self.body is not None:
+            self._complete()  # HTTP/1.0 style: the body ended with the connection (not reset)
             return
         reason = f" ({type(exc).__name__}: {exc})" if exc else ""
         error = TransportError(f"the server closed the connection before its answer ended{reason}")
@@ -220,9 +253,10 @@ class _Connection(asyncio.Protocol):
         self.headers = CIMultiDict()
         self.headers_done = False
         self.body = None
+        self.reason = ""
 
     def on_status(self, status: bytes) -> None:
-        self.reason = status.decode("latin-1")
+        self.reason += status.decode("latin-1")  # in pieces, as the bytes arrive
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.add(name.decode("latin-1"), value.decode("latin-1"))
@@ -234,7 +268,9 @@ class _Connection(asyncio.Protocol):
         self.headers_done = True
         headers = self.headers
         self.until_close = (
-            "Content-Length" not in headers and "chunked" not in (headers.get("Transfer-Encoding") or "").lower()
+            "Content-Length" not in headers
+            and "chunked" not in (headers.get("Transfer-Encoding") or "").lower()
+            and status not in (204, 304)
         )
         self.body = _Body(self.limit, status, headers)
 
@@ -244,13 +280,14 @@ class _Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         if not self.headers_done:
+            self.reason = ""
             return  # an informational (1xx) answer ended: its successor follows
         self._complete()
 
     # ---- the request's end ----------------------------------------------------------------
     def _complete(self) -> None:
         waiter, body = self.waiter, self.body
-        self.waiter = None
+        self.waiter = self.body = None  # an idle connection holds no answer
         if waiter is None or waiter.done() or body is None:
             return
         try:
@@ -259,13 +296,17 @@ class _Connection(asyncio.Protocol):
             self.close()
             waiter.set_exception(exc)
             return
+        headers = self.headers
         if self.until_close or not self.parser.should_keep_alive():
             self.close()
-        waiter.set_result(HttpAnswer(self.parser.get_status_code(), self.reason, self.headers, content, self.url))
+        else:
+            self.answered += 1
+            self.keepalive = _keepalive(headers.get("Keep-Alive"))
+        waiter.set_result(HttpAnswer(self.parser.get_status_code(), self.reason, headers, content, self.url))
 
     def _fail(self, error: BaseException) -> None:
         waiter = self.waiter
-        self.waiter = None
+        self.waiter = self.body = None
         self.close()
         if waiter is not None and not waiter.done():
             waiter.set_exception(error)
@@ -273,6 +314,10 @@ class _Connection(asyncio.Protocol):
     def time_out(self) -> None:
         """The whole answer's deadline passed: the request ends, and its connection with it."""
         self._fail(TimeoutError())
+
+    def usable(self) -> bool:
+        transport = self.transport
+        return not self.closed and transport is not None and not transport.is_closing()
 
     def close(self) -> None:
         self.closed = True
@@ -284,9 +329,25 @@ class _Connection(asyncio.Protocol):
         self.limit = limit
         self.url = url
         self.headers_done = False
+        self.heard = False
         self.body = None
         assert self.transport is not None
         self.transport.write(data)
+
+
+def _keepalive(header: str | None) -> float:
+    """How long an idle connection is kept: a second less than the server's ``Keep-Alive:
+    timeout=N`` says it keeps it, and never longer than KEEPALIVE_SECONDS."""
+    if header:
+        for part in header.split(","):
+            name, _, value = part.strip().partition("=")
+            if name.strip().lower() == "timeout" and value.strip().isdigit():
+                return max(0.0, min(KEEPALIVE_SECONDS, int(value) - 1.0))
+    return KEEPALIVE_SECONDS
+
+
+class _Stale(Exception):
+    """A connection of the pool the server closed as it was reused: no byte came back."""
 
 
 class HttpPool:
@@ -302,6 +363,7 @@ class HttpPool:
         self.connections = connections
         self._idle: dict[tuple[str, str, int], deque[_Connection]] = {}
         self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[tuple[str, str, int], str, bytes]] = {}
+        self._addresses: dict[tuple[str, int], tuple[float, asyncio.Future[list[Any]]]] = {}
         self._ssl: Any = None
         self._closed = False
 
@@ -344,6 +406,8 @@ class HttpPool:
     ) -> HttpAnswer:
         """One answer, read whole within the timeout and the limit: TimeoutError,
         TransportError, AnswerTooLarge, AnswerUnreadable or CallWithheld otherwise."""
+        if method not in ("GET", "POST"):  # HEAD's answer has no body httptools would know of
+            raise ValueError(f"{method}: only GET and POST are asked")
         origin, host, head = self._head(method, url, headers)
         if body is not None:
             data = b"%sContent-Length: %d\r\n\r\n%s" % (head, len(body), body)
@@ -351,11 +415,44 @@ class HttpPool:
             data = head + b"\r\n"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout
+        connection = self._idle_connection(origin)
+        if connection is not None:
+            try:
+                return await self._exchange(origin, connection, data, limit, url, deadline, may_send)
+            except _Stale:
+                pass  # the server let it go as it was taken: once more, on a connection of its own
         # Made within min(TIMEOUT, 15 s), which the whole answer's deadline also bounds.
-        connection = self._idle_connection(origin) or await self._connect(origin, host)
-        if may_send is not None and not may_send():
+        connection = await self._connect(origin, host)
+        try:
+            return await self._exchange(origin, connection, data, limit, url, deadline, may_send)
+        except _Stale as exc:  # not of the pool: cannot be
+            raise TransportError(str(exc)) from None
+
+    async def _exchange(
+        self,
+        origin: tuple[str, str, int],
+        connection: _Connection,
+        data: bytes,
+        limit: int,
+        url: str,
+        deadline: float,
+        may_send: Callable[[], bool] | None,
+    ) -> HttpAnswer:
+        try:
+            allowed = may_send is None or may_send()
+        except BaseException:
+            connection.close()
+            raise
+        if not allowed:
             self._give_back(origin, connection)
             raise CallWithheld
+        reused = connection.answered > 0
+        if not connection.usable():  # lost between its making (or its idle time) and now
+            connection.close()
+            if reused:
+                raise _Stale
+            raise TransportError("the server closed the connection before the request was sent")
+        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[HttpAnswer] = loop.create_future()
         # One timer a request, cancelled with its answer: asyncio.timeout's context manager cost
         # a tenth of the pool's CPU a call.
@@ -363,6 +460,13 @@ class HttpPool:
         connection.send(data, waiter, limit, url)
         try:
             answer = await waiter
+        except TransportError:
+            connection.close()
+            if reused and not connection.heard:
+                # Closed by the server as it was reused (its idle timeout met our request on
+                # the way): nothing was answered, so the request is made again, once.
+                raise _Stale from None
+            raise
         except BaseException:
             connection.close()  # its answer not read whole: never used again
             raise
@@ -376,35 +480,22 @@ class HttpPool:
         key = (method, url, tuple(headers.items()))
         made = self._heads.get(key)
         if made is None:
-            parts = urlsplit(url)
-            scheme = parts.scheme.lower()
-            if scheme not in ("http", "https") or not parts.hostname:
-                raise TransportError(f"not an http(s) URL: {url}")
-            port = parts.port or (443 if scheme == "https" else 80)
-            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-            host_header = parts.netloc.rpartition("@")[2]
-            lines = [f"{method} {target} HTTP/1.1\r\nHost: {host_header}\r\n{_STATIC_HEADERS}"]
-            for name, value in headers.items():
-                if any(c in name + value for c in "\r\n\0"):
-                    raise TransportError(f"the header {name} holds a line break, which HTTP cannot carry")
-                lines.append(f"{name}: {value}\r\n")
-            try:
-                head = "".join(lines).encode("latin-1")
-            except UnicodeEncodeError:
-                raise TransportError(
-                    "a header holds characters HTTP cannot carry (an API key with non-Latin-1 letters?)"
-                ) from None
-            made = ((scheme, parts.hostname, port), parts.hostname, head)
+            made = _request_head(method, url, headers)
             if len(self._heads) < 64:
                 self._heads[key] = made
         return made
 
     def _idle_connection(self, origin: tuple[str, str, int]) -> _Connection | None:
         idle = self._idle.get(origin)
+        if not idle:
+            return None
         now = time.monotonic()
+        # The oldest first: past their time they are closed, not left open at the deque's far end.
+        while idle and now - idle[0].idle_since >= idle[0].keepalive:
+            idle.popleft().close()
         while idle:
             connection = idle.pop()
-            if not connection.closed and now - connection.idle_since < KEEPALIVE_SECONDS:
+            if connection.usable():
                 return connection
             connection.close()
         return None
@@ -423,13 +514,46 @@ class HttpPool:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, connection = await loop.create_connection(_Connection, host, port, ssl=ssl)
-        except OSError as exc:  # refused, unknown host, TLS (ssl.SSLError is one too)
+                addresses = await self._resolve(host, port)
+                # Happy eyeballs, as aiohttp connected: a host whose IPv6 path is broken is
+                # reached over IPv4 a quarter second later, not after the whole connect timeout.
+                sock = await aiohappyeyeballs.start_connection(addresses, happy_eyeballs_delay=0.25, interleave=1)
+                _, connection = await loop.create_connection(
+                    _Connection, sock=sock, ssl=ssl, server_hostname=host if ssl else None
+                )
+        except TimeoutError as exc:
+            raise TransportError(f"cannot connect to {host}:{port} within {self.connect_timeout:g} s") from exc
+        except (OSError, ValueError) as exc:  # refused, unknown host, TLS (ssl.SSLError), a bad name
             raise TransportError(f"cannot connect to {host}:{port} ({type(exc).__name__}: {exc})") from exc
         return connection
 
+    async def _resolve(self, host: str, port: int) -> list[Any]:
+        """The host's addresses, looked up once for the connections made together and kept ten
+        seconds: 512 connections opened at a run's start ask the resolver once, not 512 times."""
+        key = (host, port)
+        loop = asyncio.get_running_loop()
+        cached = self._addresses.get(key)
+        if cached is None or loop.time() > cached[0] or (cached[1].done() and cached[1].exception()):
+            future = loop.create_future()
+            self._addresses[key] = (loop.time() + DNS_SECONDS, future)
+            try:
+                future.set_result(await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+            except BaseException as exc:
+                future.set_exception(exc)
+                future.exception()  # seen here: the ones waiting for it get it too
+                raise
+            return future.result()
+        return await asyncio.shield(cached[1])
+
     def _give_back(self, origin: tuple[str, str, int], connection: _Connection) -> None:
-        if connection.closed or self._closed:
+        transport = connection.transport
+        if (
+            not connection.usable()
+            or self._closed
+            # Answered before the server read the whole request (a 401, a 413): the rest is
+            # still on its way, and the next request's bytes would follow it.
+            or (transport is not None and transport.get_write_buffer_size() > 0)
+        ):
             connection.close()
             return
         idle = self._idle.setdefault(origin, deque())
@@ -438,3 +562,39 @@ class HttpPool:
             return
         connection.idle_since = time.monotonic()
         idle.append(connection)
+
+
+def _request_head(method: str, url: str, headers: Mapping[str, str]) -> tuple[tuple[str, str, int], str, bytes]:
+    """(origin, host to connect to, the request's line and headers) of a URL: the path
+    percent-encoded where it is not already, the host in ASCII (IDNA), its port left out of
+    Host where it is the scheme's own, as browsers and aiohttp write it."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+        hostname = parts.hostname
+        if scheme not in ("http", "https") or not hostname:
+            raise ValueError("not an http(s) URL")
+        ascii_host = hostname.encode("idna").decode("ascii") if not hostname.isascii() else hostname
+    except (ValueError, UnicodeError) as exc:
+        raise TransportError(f"{url}: {exc}") from None
+    default = 443 if scheme == "https" else 80
+    shown = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
+    host_header = shown if port in (None, default) else f"{shown}:{port}"
+    target = quote(parts.path or "/", safe=URL_SAFE) + (
+        f"?{quote(parts.query, safe=URL_SAFE + '?')}" if parts.query else ""
+    )
+    lines = [f"{method} {target} HTTP/1.1\r\nHost: {host_header}\r\n{_STATIC_HEADERS}"]
+    for name, value in headers.items():
+        if not name or any(c in name for c in ": \t\r\n\0") or any(c in value for c in "\r\n\0"):
+            raise TransportError(f"the header {name!r} holds what HTTP cannot carry (a line break, a colon)")
+        if name.lower() in ("host", "content-length"):
+            continue  # written by the pool itself
+        lines.append(f"{name}: {value}\r\n")
+    try:
+        head = "".join(lines).encode("latin-1")
+    except UnicodeEncodeError:
+        raise TransportError(
+            "a header holds characters HTTP cannot carry (an API key with non-Latin-1 letters?)"
+        ) from None
+    return (scheme, ascii_host, port or default), ascii_host, head

@@ -387,3 +387,75 @@ def test_an_answer_json_loads_refuses_is_refused_as_it_refuses_it(body, error):
         json.loads(body)
     with pytest.raises(error):
         HttpAnswer(200, "OK", {}, body).json()
+
+
+# ---- 5. What servers send as they are, and what a keep-alive pool meets -------------------
+
+
+def test_lines_ended_by_a_bare_lf_are_read_as_aiohttp_read_them(hostile):
+    hostile.behaviour = Behaviour(mode="bare_lf", content="Lines ended by LF.")
+    assert call(hostile.base_url).content == "Lines ended by LF."
+
+
+@pytest.mark.parametrize(
+    "mode, kind, words",
+    [
+        ("reset_body", "connection", "closed the connection"),  # no length, then a reset: not the whole body
+        ("gzip_cut", "bad_response", "ends before its end"),
+        ("upgrade", "connection", "switched protocols"),
+    ],
+)
+def test_a_body_cut_short_or_an_upgrade_is_never_taken_for_an_answer(hostile, mode, kind, words, caplog):
+    hostile.behaviour = Behaviour(mode=mode)
+    with pytest.raises(ChatError) as caught:
+        call(hostile.base_url, max_attempts=1)
+    assert caught.value.kind == kind and words in caught.value.message
+    assert "Fatal error" not in caplog.text  # nothing escaped the protocol into asyncio's log
+
+
+def test_a_kept_alive_connection_closed_as_it_is_reused_is_replaced_without_a_failed_attempt(hostile):
+    # The server's idle timeout meets the next request on the way: nothing answered, so the
+    # request is made again on a new connection, not counted as a failed attempt.
+    hostile.behaviour = Behaviour(mode="drop_reused", content="Made again.")
+    calls = []
+
+    async def three():
+        client = ChatClient(
+            Endpoint(hostile.base_url), limiter=AdaptiveLimiter(1), timeout=5, max_attempts=1, on_call=calls.append
+        )
+        try:
+            return [(await client.complete("test-model", MESSAGES)).content for _ in range(3)]
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(three()) == ["Made again."] * 3
+    assert hostile.dropped == 2 and all(record.ok for record in calls)
+
+
+def test_a_redirect_to_a_port_beyond_65535_is_a_bad_answer_not_a_crash(hostile):
+    hostile.behaviour = Behaviour(mode="redirect", location="http://127.0.0.1:99999/v1/chat/completions")
+    with pytest.raises(ChatError) as caught:
+        call(hostile.base_url, max_attempts=1)
+    assert caught.value.kind == "bad_response" and "not a URL" in caught.value.message
+
+
+def test_the_request_line_and_host_as_servers_expect_them():
+    from hbtui.client.http1 import _keepalive, _request_head
+
+    origin, host, head = _request_head("POST", "https://api.example.com:443/v1/a b/é?q=x y", {"X-Key": "v"})
+    assert origin == ("https", "api.example.com", 443) and host == "api.example.com"
+    assert head.startswith(b"POST /v1/a%20b/%C3%A9?q=x%20y HTTP/1.1\r\nHost: api.example.com\r\n")
+    assert b"X-Key: v\r\n" in head and b"User-Agent: hbtui/" in head
+    assert b"Host: [::1]:8080\r\n" in _request_head("GET", "http://[::1]:8080/v1/models", {})[2]
+    assert _request_head("GET", "http://bücher.example/v1", {})[1] == "xn--bcher-kva.example"
+    assert b"/v1/already%20escaped " in _request_head("GET", "http://h/v1/already%20escaped", {})[2]
+    assert _keepalive("timeout=5, max=100") == 4.0 and _keepalive(None) == 4.0 and _keepalive("timeout=1") == 0.0
+
+
+def test_a_connection_closed_as_it_is_accepted_fails_at_once_not_at_the_timeout(hostile):
+    hostile.behaviour = Behaviour(mode="close_at_once")
+    started = time.monotonic()
+    with pytest.raises(ChatError) as caught:
+        call(hostile.base_url, timeout=30, max_attempts=2)
+    assert caught.value.kind == "connection" and caught.value.attempts == 2
+    assert time.monotonic() - started < 10  # not TIMEOUT's 30 s

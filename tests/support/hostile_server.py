@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import socket
+import struct
 import threading
 import time
 import zlib
@@ -72,7 +74,11 @@ class Behaviour:
     # what HTTP libraries parse for a client: declared (a length past any limit, then silence),
     # until_close (no length: the body ends with the connection, as HTTP/1.0 has it), continue
     # (100 Continue before the answer), garbage (no HTTP at all), cut (the connection closed
-    # halfway through its body), out_of_turn (a second answer no request asked for)
+    # halfway through its body), out_of_turn (a second answer no request asked for), bare_lf (lines
+    # ended by LF alone), reset_body (no length, then a reset halfway), gzip_cut (a gzip stream
+    # cut short), upgrade (101 Switching Protocols), drop_reused (a kept-alive connection's next
+    # request met by its closing, as a server's idle timeout meets it), close_at_once (each
+    # connection closed as it is accepted)
     mode: str = "ok"
     content: str = "A reply."
     finish_reason: str = "stop"
@@ -96,6 +102,8 @@ class HostileServer:
     _server: asyncio.AbstractServer | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
     tls: Any = None  # an ssl.SSLContext: served over TLS, as hosted providers are
+    dropped: int = 0  # drop_reused: requests met by the connection's closing
+    _answered: dict[int, int] = field(default_factory=dict)  # requests read on each connection
 
     @property
     def origin(self) -> str:
@@ -140,6 +148,10 @@ class HostileServer:
             loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.behaviour.mode == "close_at_once":  # a full queue's server, a proxy with no backend
+            self.requests.append({"method": None, "path": None, "headers": {}, "body": b"", "at": time.time()})
+            writer.transport.abort()
+            return
         try:
             while await self._one(reader, writer):
                 pass
@@ -150,6 +162,11 @@ class HostileServer:
 
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         head = await reader.readuntil(b"\r\n\r\n")
+        answered = self._answered.get(id(writer), 0)
+        self._answered[id(writer)] = answered + 1
+        if self.behaviour.mode == "drop_reused" and answered:
+            self.dropped += 1
+            return False  # closed, the request unread and unanswered
         lines = head.decode("latin-1").split("\r\n")
         method, path, _ = lines[0].split(" ", 2)
         headers = {}
@@ -169,7 +186,16 @@ class HostileServer:
             mode = "ok"
         send: Callable[..., Any] = getattr(self, "_" + mode)
         await send(writer, behaviour)
-        return behaviour.mode in ("ok", "redirect", "status", "gzip", "continue", "out_of_turn")
+        return behaviour.mode in (
+            "ok",
+            "redirect",
+            "status",
+            "gzip",
+            "continue",
+            "out_of_turn",
+            "bare_lf",
+            "drop_reused",
+        )
 
     @staticmethod
     def _head(status: int, headers: dict[str, str]) -> bytes:
@@ -213,6 +239,37 @@ class HostileServer:
     async def _out_of_turn(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
         await self._ok(writer, behaviour)
         await self._ok(writer, Behaviour(content="An answer nobody asked for."))
+
+    async def _drop_reused(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        await self._ok(writer, behaviour)  # the first request of a connection is answered
+
+    async def _bare_lf(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        body = completion(behaviour.content)
+        writer.write(
+            f"HTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: {len(body)}\n\n".encode() + body
+        )
+        await writer.drain()
+
+    async def _reset_body(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        body = completion(behaviour.content)
+        writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body[: len(body) // 2])
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # closed by a reset
+        writer.transport.abort()
+
+    async def _gzip_cut(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        packed = gzip.compress(completion(behaviour.content))
+        body = packed[: len(packed) - 12]  # its last deflate bytes and the trailer left out
+        head = {"Content-Type": "application/json", "Content-Encoding": "gzip", "Content-Length": str(len(body))}
+        writer.write(self._head(200, head) + body)
+        await writer.drain()
+
+    async def _upgrade(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(3600)
 
     async def _status(self, writer: asyncio.StreamWriter, behaviour: Behaviour) -> None:
         body = behaviour.body
