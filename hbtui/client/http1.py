@@ -27,6 +27,10 @@ Everything else is here, each with the reason it must be so:
 - ``may_send`` is asked right before the request's bytes are written, once its connection is
   ready: a process stopped while it connected must not send, once continued, a call its lease no
   longer covers (CallWithheld: no byte left).
+
+Longer than most modules (about 600 lines) because one request's life is one piece: the pool's
+rules for taking and giving back a connection, the parser's callbacks on it, and the answer's
+timeout and limit each depend on the others' state.
 """
 
 from __future__ import annotations
