@@ -46,3 +46,37 @@ def test_a_run_goes_on_asyncio_s_loop_without_uvloop(workdir, small_dataset, mon
     assert code == cli.EXIT_OK
     assert loop.startswith("asyncio")
     assert (workdir / "runs" / "hbtui.sqlite").exists()
+
+
+def test_a_run_collects_cycles_rarely_while_it_calls_and_leaves_the_collector_as_it_was(
+    workdir, small_dataset, monkeypatch
+):
+    # While the calls go: young collections at RUN_GC_THRESHOLD, none while the dataset is read;
+    # after the command (a test, the app) the collector is as it was.
+    from hbtui.cli import runs
+
+    seen = {}
+    execute = driver.Engine.execute
+
+    async def execute_and_note_the_collector(self):
+        import gc
+
+        seen["during"] = (gc.isenabled(), gc.get_threshold()[0])
+        return await execute(self)
+
+    monkeypatch.setattr(driver.Engine, "execute", execute_and_note_the_collector)
+    read = runs.records_of
+
+    def records_noting_the_collector(*args):
+        import gc
+
+        seen["reading"] = gc.isenabled()
+        return read(*args)
+
+    monkeypatch.setattr(runs, "records_of", records_noting_the_collector)
+    import gc
+
+    before = (gc.isenabled(), gc.get_threshold())
+    assert cli.main(["run", "--data", str(small_dataset), "--name", "gc"]) == cli.EXIT_OK
+    assert seen == {"reading": False, "during": (True, runs.RUN_GC_THRESHOLD)}
+    assert (gc.isenabled(), gc.get_threshold()) == before
