@@ -21,6 +21,7 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -264,13 +265,8 @@ async def store_output(
     batch = batch or BatchFiles.of(run.plan)
     assert batch is not None
     done = Imported()
-    chunk: list[OutputLine] = []
-    for line in checked.read():
-        chunk.append(line)
-        if len(chunk) >= STORE_CHUNK:
-            await _store_lines(store, run, settings, template, checked, lease, batch, chunk, done)
-            chunk = []
-    if chunk:
+    lines = checked.read()
+    while chunk := list(islice(lines, STORE_CHUNK)):
         await _store_lines(store, run, settings, template, checked, lease, batch, chunk, done)
     return done
 
