@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hbtui.client.http1 import HttpAnswer
 from hbtui.client.wire import ChatError, Endpoint, aiohttp_module, error_message, error_type
 from hbtui.core.errors import (
     AUTH,
@@ -153,8 +154,6 @@ class BatchClient:
             raise ChatError(BAD_RESPONSE, f"{method} {url}: not JSON: {body[:200]!r}", status) from None
 
     def _error(self, status: int, body: bytes, headers: Any, method: str, url: str) -> ChatError:
-        from hbtui.client.wire import HttpAnswer
-
         answer = HttpAnswer(status, "", dict(headers), body)
         message, _param, code = error_message(answer, self.endpoint.secrets)
         where = f"{method} {url}"

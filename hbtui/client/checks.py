@@ -13,12 +13,11 @@ import re
 from dataclasses import dataclass
 
 from hbtui.client.chat import AUTH, NOT_FOUND, ChatClient
+from hbtui.client.http1 import AnswerTooLarge, TransportError
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import (
-    AnswerTooLarge,
     ChatError,
     Endpoint,
-    TransportError,
     endpoints_of,
     list_models,
     unreachable_reason,

@@ -42,6 +42,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -90,20 +91,15 @@ class AnswerUnreadable(ValueError):
         self.status = status
 
 
+@dataclass(slots=True, repr=False)
 class HttpAnswer:
     """An HTTP answer read whole: what the client needs of it, with the names httpx gives them
     (so the error helpers read httpx's responses too)."""
 
-    __slots__ = ("content", "headers", "reason_phrase", "status_code", "url")
-
-    def __init__(
-        self, status_code: int, reason_phrase: str, headers: Mapping[str, str], content: bytes, url: str = ""
-    ) -> None:
-        self.status_code = status_code
-        self.reason_phrase = reason_phrase
-        self.headers = headers
-        self.content = content
-        self.url = url
+    status_code: int
+    reason_phrase: str
+    headers: Mapping[str, str]
+    content: bytes
 
     def json(self) -> Any:
         """The body's JSON as json.loads reads it. orjson reads it first, in a third of the time
@@ -205,7 +201,6 @@ class _Connection(asyncio.Protocol):
         # The request in flight: its future, and what its answer has so far.
         self.waiter: asyncio.Future[HttpAnswer] | None = None
         self.limit = 0
-        self.url = ""
         self.reason = ""
         self.headers: CIMultiDict[str] = CIMultiDict()
         self.body: _Body | None = None
@@ -306,7 +301,7 @@ class _Connection(asyncio.Protocol):
         else:
             self.answered += 1
             self.keepalive = _keepalive(headers.get("Keep-Alive"))
-        waiter.set_result(HttpAnswer(self.parser.get_status_code(), self.reason, headers, content, self.url))
+        waiter.set_result(HttpAnswer(self.parser.get_status_code(), self.reason, headers, content))
 
     def _fail(self, error: BaseException) -> None:
         waiter = self.waiter
@@ -328,10 +323,9 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def send(self, data: bytes, waiter: asyncio.Future[HttpAnswer], limit: int, url: str) -> None:
+    def send(self, data: bytes, waiter: asyncio.Future[HttpAnswer], limit: int) -> None:
         self.waiter = waiter
         self.limit = limit
-        self.url = url
         self.headers_done = False
         self.heard = False
         self.body = None
@@ -367,7 +361,7 @@ class HttpPool:
         self.connections = connections
         self._idle: dict[tuple[str, str, int], deque[_Connection]] = {}
         self._heads: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[tuple[str, str, int], str, bytes]] = {}
-        self._addresses: dict[tuple[str, int], tuple[float, asyncio.Future[list[Any]]]] = {}
+        self._addresses: dict[tuple[str, int], tuple[float, asyncio.Future[Any]]] = {}
         self._ssl: Any = None
         self._closed = False
 
@@ -422,15 +416,13 @@ class HttpPool:
         connection = self._idle_connection(origin)
         if connection is not None:
             try:
-                return await self._exchange(origin, connection, data, limit, url, deadline, may_send)
+                return await self._exchange(origin, connection, data, limit, deadline, may_send)
             except _Stale:
                 pass  # the server let it go as it was taken: once more, on a connection of its own
-        # Made within min(TIMEOUT, 15 s), which the whole answer's deadline also bounds.
+        # Made within min(TIMEOUT, 15 s), which the whole answer's deadline also bounds. A new
+        # connection has answered nothing, so it is never _Stale.
         connection = await self._connect(origin, host)
-        try:
-            return await self._exchange(origin, connection, data, limit, url, deadline, may_send)
-        except _Stale as exc:  # not of the pool: cannot be
-            raise TransportError(str(exc)) from None
+        return await self._exchange(origin, connection, data, limit, deadline, may_send)
 
     async def _exchange(
         self,
@@ -438,7 +430,6 @@ class HttpPool:
         connection: _Connection,
         data: bytes,
         limit: int,
-        url: str,
         deadline: float,
         may_send: Callable[[], bool] | None,
     ) -> HttpAnswer:
@@ -461,7 +452,7 @@ class HttpPool:
         # One timer a request, cancelled with its answer: asyncio.timeout's context manager cost
         # a tenth of the pool's CPU a call.
         timer = loop.call_at(deadline, connection.time_out)
-        connection.send(data, waiter, limit, url)
+        connection.send(data, waiter, limit)
         try:
             answer = await waiter
         except TransportError:
@@ -533,21 +524,21 @@ class HttpPool:
 
     async def _resolve(self, host: str, port: int) -> list[Any]:
         """The host's addresses, looked up once for the connections made together and kept ten
-        seconds: 512 connections opened at a run's start ask the resolver once, not 512 times."""
+        seconds: 512 connections opened at a run's start ask the resolver once, not 512 times.
+        A lookup that failed is not kept."""
         key = (host, port)
         loop = asyncio.get_running_loop()
         cached = self._addresses.get(key)
-        if cached is None or loop.time() > cached[0] or (cached[1].done() and cached[1].exception()):
-            future = loop.create_future()
-            self._addresses[key] = (loop.time() + DNS_SECONDS, future)
-            try:
-                future.set_result(await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-            except BaseException as exc:
-                future.set_exception(exc)
-                future.exception()  # seen here: the ones waiting for it get it too
-                raise
-            return future.result()
-        return await asyncio.shield(cached[1])
+        if cached is None or loop.time() > cached[0]:
+            lookup = asyncio.ensure_future(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+            lookup.add_done_callback(lambda done: done.cancelled() or done.exception())  # said to its waiters
+            cached = self._addresses[key] = (loop.time() + DNS_SECONDS, lookup)
+        try:
+            return await asyncio.shield(cached[1])  # one caller cancelled: the lookup goes on for the rest
+        except Exception:
+            if self._addresses.get(key) is cached:
+                del self._addresses[key]
+            raise
 
     def _give_back(self, origin: tuple[str, str, int], connection: _Connection) -> None:
         transport = connection.transport

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from hbtui.client.http1 import AnswerTooLarge, HttpAnswer, HttpPool, TransportError
+from hbtui.client.http1 import HttpAnswer, HttpPool
 from hbtui.core.calls import replace_lone_surrogates
 from hbtui.core.errors import (
     AUTH,
@@ -36,8 +36,6 @@ from hbtui.core.redact import provider_text, redact
 
 if TYPE_CHECKING:
     import httpx
-
-__all__ = ["AnswerTooLarge", "HttpAnswer", "TransportError"]  # the pool's, named here for the client's users
 
 MIB = 1 << 20
 

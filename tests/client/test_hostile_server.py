@@ -459,3 +459,52 @@ def test_a_connection_closed_as_it_is_accepted_fails_at_once_not_at_the_timeout(
         call(hostile.base_url, timeout=30, max_attempts=2)
     assert caught.value.kind == "connection" and caught.value.attempts == 2
     assert time.monotonic() - started < 10  # not TIMEOUT's 30 s
+
+
+def test_a_request_on_a_connection_lost_before_it_was_sent_fails_at_once(hostile):
+    # The race behind the test above, made certain: the server's close is seen (connection_lost
+    # has run) after the connection was made and before the request is written. Written into a
+    # closed transport, its bytes would vanish and only TIMEOUT would end the call.
+    from hbtui.client.http1 import HttpPool, TransportError, _request_head
+
+    async def go():
+        async with HttpPool(30, 2) as pool:
+            url = hostile.base_url + "/chat/completions"
+            origin, host, head = _request_head("POST", url, {})
+            connection = await pool._connect(origin, host)
+            connection.transport.abort()
+            await asyncio.sleep(0.05)
+            assert connection.closed
+            started = time.monotonic()
+            with pytest.raises(TransportError, match="before the request was sent"):
+                await pool._exchange(
+                    origin, connection, head + b"Content-Length: 2\r\n\r\n{}", 1000, started + 30, None
+                )
+            return time.monotonic() - started
+
+    assert asyncio.run(go()) < 5
+
+
+def test_connections_made_together_look_their_host_up_once_and_a_failed_lookup_is_not_kept():
+    from hbtui.client.http1 import HttpPool
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        asked = []
+        real = loop.getaddrinfo
+
+        async def counted(host, *args, **kwargs):
+            asked.append(host)
+            await asyncio.sleep(0.01)
+            return await real(host, *args, **kwargs)
+
+        loop.getaddrinfo = counted  # type: ignore[method-assign]
+        async with HttpPool(5, 2) as pool:
+            found = await asyncio.gather(*(pool._resolve("localhost", 80) for _ in range(20)))
+            assert all(addresses == found[0] and addresses for addresses in found)
+            for _ in range(2):
+                with pytest.raises(OSError):
+                    await pool._resolve("no-such-host.invalid", 80)
+        return asked
+
+    assert asyncio.run(go()) == ["localhost", "no-such-host.invalid", "no-such-host.invalid"]
