@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import NoReturn
 
-from hbtui.cli import runs as _runs
-from hbtui.cli.app import _demo, _serve, run_app
-from hbtui.cli.batch import cmd_batch_import
-from hbtui.cli.check import cmd_check
 from hbtui.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_FAILED,
@@ -35,16 +33,12 @@ from hbtui.cli.common import (
     flag_help,
     settings_from,
 )
-from hbtui.cli.control import CANCELLED, PAUSED, cmd_control
-from hbtui.cli.estimate import cmd_estimate
-from hbtui.cli.manage import cmd_delete, cmd_export, cmd_import, cmd_rename
 from hbtui.cli.parser import build_parser
-from hbtui.cli.reading import cmd_compare, cmd_runs, cmd_show
-from hbtui.cli.runs import cmd_drive_detached, cmd_meta_eval, cmd_regrade, cmd_resume, cmd_run
 from hbtui.core.errors import HbtuiError
 from hbtui.core.files import stdout_to_devnull
 from hbtui.core.settings.config import Settings, setting_for
 from hbtui.core.settings.loading import load_settings
+from hbtui.core.verdicts import CANCELLED, PAUSED
 from hbtui.services import DRIVE_COMMAND
 
 __all__ = [
@@ -84,7 +78,8 @@ def entry() -> NoReturn:
     here. Other commands exit as usual.
     """
     code = main()
-    if _runs._drove_a_run:
+    runs = sys.modules.get("hbtui.cli.runs")  # imported by the commands that drive runs
+    if runs is not None and runs.drove_a_run:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -92,6 +87,12 @@ def entry() -> NoReturn:
             code = EXIT_BROKEN_PIPE
         os._exit(code)
     raise SystemExit(code)
+
+
+def command_module(group: str) -> ModuleType:
+    """The module of a command group, ``hbtui.cli.<group>``, imported when its command runs rather
+    than at every start: `hbtui run` then never imports what only other commands need."""
+    return importlib.import_module(f"hbtui.cli.{group}")
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -118,38 +119,38 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         command = args.command
         if command == DRIVE_COMMAND:  # its settings are the app's snapshot, not .env's
-            return asyncio.run(cmd_drive_detached(args.snapshot))
+            return asyncio.run(command_module("runs").cmd_drive_detached(args.snapshot))
         problems: list[str] = []
         warn = problems.append if command in (None, "monitor") else _warn
         settings = settings_from(args, warn=warn)
         if command in (None, "monitor"):
             _warn_if_shared(settings.db_path, warn)
-            return run_app(args, settings, problems)
+            return command_module("app").run_app(args, settings, problems)
         commands = {
-            "run": lambda: cmd_run(args, settings),
-            "resume": lambda: cmd_resume(args, settings),
-            "regrade-errors": lambda: cmd_resume(args, settings, regrade=True),
-            "regrade": lambda: cmd_regrade(args, settings),
-            "meta-eval": lambda: cmd_meta_eval(args, settings),
-            "runs": lambda: cmd_runs(settings),
-            "check": lambda: cmd_check(settings),
-            "show": lambda: cmd_show(args, settings),
-            "compare": lambda: cmd_compare(args, settings),
-            "export": lambda: cmd_export(args, settings),
-            "rename": lambda: cmd_rename(args, settings),
-            "delete": lambda: cmd_delete(args, settings),
-            "pause": lambda: cmd_control(args, settings, PAUSED),
-            "unpause": lambda: cmd_control(args, settings, None),
-            "cancel": lambda: cmd_control(args, settings, CANCELLED),
-            "import": lambda: cmd_import(args, settings),
-            "estimate": lambda: cmd_estimate(args, settings),
-            "batch": lambda: cmd_batch_import(args, settings),
+            "run": lambda: command_module("runs").cmd_run(args, settings),
+            "resume": lambda: command_module("runs").cmd_resume(args, settings),
+            "regrade-errors": lambda: command_module("runs").cmd_resume(args, settings, regrade=True),
+            "regrade": lambda: command_module("runs").cmd_regrade(args, settings),
+            "meta-eval": lambda: command_module("runs").cmd_meta_eval(args, settings),
+            "runs": lambda: command_module("reading").cmd_runs(settings),
+            "check": lambda: command_module("check").cmd_check(settings),
+            "show": lambda: command_module("reading").cmd_show(args, settings),
+            "compare": lambda: command_module("reading").cmd_compare(args, settings),
+            "export": lambda: command_module("manage").cmd_export(args, settings),
+            "rename": lambda: command_module("manage").cmd_rename(args, settings),
+            "delete": lambda: command_module("manage").cmd_delete(args, settings),
+            "pause": lambda: command_module("control").cmd_control(args, settings, PAUSED),
+            "unpause": lambda: command_module("control").cmd_control(args, settings, None),
+            "cancel": lambda: command_module("control").cmd_control(args, settings, CANCELLED),
+            "import": lambda: command_module("manage").cmd_import(args, settings),
+            "estimate": lambda: command_module("estimate").cmd_estimate(args, settings),
+            "batch": lambda: command_module("batch").cmd_batch_import(args, settings),
         }
         # These two run an app after (demo) or instead of (serve) an event loop of their own.
         if command == "serve":
-            return _serve(args, settings)
+            return command_module("app")._serve(args, settings)
         if command == "demo":
-            return _demo(args, settings)
+            return command_module("app")._demo(args, settings)
         if command not in commands:
             parser.error(f"unknown command {command}")
         loop_factory = event_loop_factory() if command in RUN_COMMANDS else None

@@ -74,8 +74,8 @@ async def drive(
 
     ``prices``: the price table, read by the caller before any call so that a broken one stops
     the command first; read here (a broken one then only warned of) when not given."""
-    global _drove_a_run
-    _drove_a_run = True
+    global drove_a_run
+    drove_a_run = True
     if BatchFiles.online_of(run.plan) is not None and not settings.batch:  # `resume --batch false`
         from hbtui.engine.batch_runs import leave_batch_api
 
@@ -291,4 +291,4 @@ async def cmd_drive_detached(snapshot: str) -> int:
         return await drive(store, run, settings, use_cache=use_cache, stop_signals=DETACHED_STOP_SIGNALS)
 
 
-_drove_a_run = False  # set by drive(): see entry
+drove_a_run = False  # set by drive(): see entry

@@ -79,7 +79,7 @@ def test_the_command_line_catches_each_at_its_edge(kind, monkeypatch, capsys, tm
             raise error("connection", message)
         raise error(message)
 
-    monkeypatch.setattr("hbtui.cli.cmd_runs", failing)
+    monkeypatch.setattr("hbtui.cli.reading.cmd_runs", failing)
     monkeypatch.chdir(tmp_path)
 
     code = cli.main(["runs"])
