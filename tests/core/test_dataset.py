@@ -34,6 +34,11 @@ CASES = {
     "criterion without points": (broken(rubrics=[{"criterion": "x", "tags": []}]), "1", "rubrics[0].points"),
     "points not a number": (broken(rubrics=[{"criterion": "x", "points": "five", "tags": []}]), "1", "'five'"),
     "points a boolean": (broken(rubrics=[{"criterion": "x", "points": True, "tags": []}]), "1", "not a number"),
+    "points null": (
+        broken(rubrics=[{"criterion": "x", "points": None, "tags": []}]),
+        "1",
+        "points': None is not a number",
+    ),
     "no messages": (broken(prompt=[]), "1", "'prompt'"),
     "not ending with user": (
         broken(prompt=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]),
