@@ -339,7 +339,7 @@ def _validated(path: Path, line_number: int, obj: dict, text: str) -> Record:
         criterion = item.get("criterion")
         if not isinstance(criterion, str) or not criterion.strip():
             raise _fail(path, line_number, f"{where}: field 'rubrics[{i}].criterion': missing or not a string")
-        points = item.get("points")
+        points: Any = item.get("points")
         # An int or a float (not a bool) within the bounds, which NaN and the infinities are not.
         if type(points) not in _JSON_NUMBERS or not abs(points) <= MAX_POINTS:
             if "points" not in item:
