@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import tempfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from hbtui.core.json_reading import read_json
 from hbtui.core.scoring import ReportTally
 from hbtui.engine.result_writer import ResultWriter
 from hbtui.render.export import jsonl_line, run_models
@@ -112,7 +112,7 @@ class FinishAhead:
             self._models = run_models(await self.store.get_run(self.run_id))
         models = self._models
         lines = [
-            jsonl_line(conv, verdicts, json.loads(conv.record_body)["prompt"], self._no_reviews, models)
+            jsonl_line(conv, verdicts, read_json(conv.record_body)["prompt"], self._no_reviews, models)
             async for conv, verdicts in self.store.export_rows(self.run_id, positions)
         ]
         if len(inputs) != len(positions) or len(lines) != len(positions):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import secrets
 import time
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from hbtui.core.dataset import Dataset, Record, sample
 from hbtui.core.errors import TRANSIENT_KINDS
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import load_template
+from hbtui.core.json_reading import read_json
 from hbtui.core.settings.config import Settings, SettingsError
 from hbtui.core.verdict_cache import RequestKeys
 from hbtui.core.verdicts import FINISHED, INCOMPLETE, RUNNING
@@ -171,7 +171,7 @@ async def start_run(
             first_id + c.position,
             c.position,
             0,
-            json.loads(c.record_body),
+            read_json(c.record_body),
             None,
             [(idx, stored_points(points), PENDING) for idx, (_, points, _) in enumerate(c.criteria)],
         )

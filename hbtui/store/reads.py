@@ -11,6 +11,7 @@ import functools
 import json
 from collections.abc import AsyncIterator
 
+from hbtui.core.json_reading import read_json
 from hbtui.core.numbering import conversation_label, criterion_label
 from hbtui.core.run_kinds import IMPORTED, MODEL_RUN
 from hbtui.core.scoring import ConversationInput, GradedCriterion
@@ -133,7 +134,7 @@ class StoreReads(StoreSearchHits):
             return []
         # Each record once a page, not once per repeat: a record holds its ideal completions too.
         records = {
-            record_id: json.loads(body)
+            record_id: read_json(body)  # a third of json.loads' time, read a page at a time during the calls
             for record_id, body in await self._all(
                 "SELECT id, body FROM records WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps(sorted({record_id for _, _, _, _, record_id, _ in conversations})),),
