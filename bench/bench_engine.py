@@ -24,7 +24,9 @@ folder) in wall time and CPU.
 
 Scenarios: ``wall`` is all 738 records of the main subset at 200 ms, 256 in flight; ``memory``
 is the same records 7 times (--repeats 7: 5,166 conversations, ~66,800 calls) at 2 ms, 256 in
-flight, for the peak memory of a large run. The machine is shared: each figure is given as the
+flight, for the peak memory of a large run; ``rate`` is ``wall`` at 512 in flight, hbtui's side of
+bench/bench_reference_rate.py (its phases; that script gives the rate beside simple-evals').
+``both`` (the default) is ``wall`` and ``memory``. The machine is shared: each figure is given as the
 range of its runs, with the load average beside it.
 """
 
@@ -59,7 +61,10 @@ class Scenario:
 SCENARIOS = {
     "wall": Scenario("wall", latency_ms=200, concurrency=256, repeats=1),
     "memory": Scenario("memory", latency_ms=2, concurrency=256, repeats=7),
+    # hbtui's side of bench_reference_rate.py: where the phases of its runs went.
+    "rate": Scenario("rate", latency_ms=200, concurrency=512, repeats=1),
 }
+BOTH = ("wall", "memory")
 
 
 @dataclass(frozen=True)
@@ -199,7 +204,7 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true", help="print each phase of the process (bench/trace_run.py)")
     args = parser.parse_args()
     hbtui = [sys.executable, str(ROOT / "bench" / "trace_run.py")] if args.trace else [sys.executable, "-m", "hbtui"]
-    chosen = list(SCENARIOS.values()) if args.scenario == "both" else [SCENARIOS[args.scenario]]
+    chosen = [SCENARIOS[name] for name in (BOTH if args.scenario == "both" else (args.scenario,))]
     compile_hbtui()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     for scenario in chosen:
