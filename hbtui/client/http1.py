@@ -502,12 +502,26 @@ class HttpPool:
         try:
             async with asyncio.timeout(self.connect_timeout):
                 addresses = await self._resolve(host, port)
-                # Happy eyeballs, as aiohttp connected: a host whose IPv6 path is broken is
-                # reached over IPv4 a quarter second later, not after the whole connect timeout.
-                sock = await aiohappyeyeballs.start_connection(addresses, happy_eyeballs_delay=0.25, interleave=1)
-                _, connection = await loop.create_connection(
-                    _Connection, sock=sock, ssl=ssl, server_hostname=host if ssl else None
-                )
+                family, _, _, _, address = addresses[0]
+                if len(addresses) == 1 and (family == socket.AF_INET or address[3] == 0):
+                    # One address (and no IPv6 scope to keep), so nothing to race: the loop
+                    # connects to it itself, in half the CPU of a socket of our own (40 against
+                    # 85 us; a run at 512 in flight opens 512 connections as it starts).
+                    _, connection = await loop.create_connection(
+                        _Connection,
+                        address[0],
+                        address[1],
+                        family=family,
+                        ssl=ssl,
+                        server_hostname=host if ssl else None,
+                    )
+                else:
+                    # Happy eyeballs, as aiohttp connected: a host whose IPv6 path is broken is
+                    # reached over IPv4 a quarter second later, not after the whole connect timeout.
+                    sock = await aiohappyeyeballs.start_connection(addresses, happy_eyeballs_delay=0.25, interleave=1)
+                    _, connection = await loop.create_connection(
+                        _Connection, sock=sock, ssl=ssl, server_hostname=host if ssl else None
+                    )
         except TimeoutError as exc:
             raise TransportError(f"cannot connect to {host}:{port} within {self.connect_timeout:g} s") from exc
         except (OSError, ValueError) as exc:  # refused, unknown host, TLS (ssl.SSLError), a bad name

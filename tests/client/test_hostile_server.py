@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -483,6 +485,44 @@ def test_a_request_on_a_connection_lost_before_it_was_sent_fails_at_once(hostile
             return time.monotonic() - started
 
     assert asyncio.run(go()) < 5
+
+
+def test_a_host_of_several_addresses_is_raced_and_one_of_a_single_address_is_dialled_by_the_loop(hostile, monkeypatch):
+    """Happy eyeballs where there is something to race: the first address refuses, the second is
+    reached. A host of one address is connected to by the event loop itself (half the CPU)."""
+    import aiohappyeyeballs
+
+    from hbtui.client.http1 import HttpPool
+
+    port = urlsplit(hostile.base_url).port
+    with socket.socket() as unused:  # a port nobody listens on: refused at once
+        unused.bind(("127.0.0.1", 0))
+        refusing = unused.getsockname()[1]
+
+    def address(to: int) -> tuple:
+        return (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", to))
+
+    async def peer_port(addresses: list[tuple]) -> int:
+        async with HttpPool(5, 2) as pool:
+
+            async def resolved(host: str, to: int) -> list[tuple]:
+                return addresses
+
+            pool._resolve = resolved  # type: ignore[method-assign]
+            connection = await pool._connect(("http", "127.0.0.1", port), "127.0.0.1")
+            assert connection.transport is not None
+            try:
+                return connection.transport.get_extra_info("peername")[1]
+            finally:
+                connection.close()
+
+    assert asyncio.run(peer_port([address(refusing), address(port)])) == port
+
+    def not_raced(*args, **kwargs):
+        raise AssertionError("one address has nothing to race")
+
+    monkeypatch.setattr(aiohappyeyeballs, "start_connection", not_raced)
+    assert asyncio.run(peer_port([address(port)])) == port
 
 
 def test_connections_made_together_look_their_host_up_once_and_a_failed_lookup_is_not_kept():
