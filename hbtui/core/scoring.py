@@ -15,6 +15,7 @@ reproducible, and add a 95% percentile interval.
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -179,10 +180,39 @@ def metrics_of(values_by_name: dict[str, Sequence[float]], seed: int = BOOTSTRAP
     for name, data in arrays.items():
         by_length[len(data)].append(name)
     means = {name: np.empty(BOOTSTRAP_SAMPLES) for name in arrays}
-    for size, names in by_length.items():
-        for start, stop, picks in bootstrap_picks(size, BOOTSTRAP_SAMPLES, seed):
-            for name in names:
-                means[name][start:stop] = arrays[name][picks].mean(axis=1)
+
+    def resample(lengths: list[tuple[int, list[str]]]) -> None:
+        for size, names in lengths:
+            for start, stop, picks in bootstrap_picks(size, BOOTSTRAP_SAMPLES, seed):
+                for name in names:
+                    means[name][start:stop] = arrays[name][picks].mean(axis=1)
+
+    # Each length draws from a generator of its own, so the lengths may be resampled in any order
+    # and in two threads at once: numpy lets go of the GIL while it draws, gathers and averages,
+    # and the run's finish waits for this on a machine whose other core is then idle.
+    lengths = sorted(by_length.items(), key=lambda item: -item[0] * len(item[1]))
+    halves: tuple[list, list] = ([], [])
+    work = [0, 0]
+    for size, names in lengths:  # the largest first, each to the lighter half
+        lighter = work.index(min(work))
+        halves[lighter].append((size, names))
+        work[lighter] += size * len(names)
+    failed: list[BaseException] = []
+
+    def resample_beside() -> None:
+        try:
+            resample(halves[1])
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below, never printed here
+            failed.append(exc)
+
+    helper = threading.Thread(target=resample_beside, name="hbtui-bootstrap")
+    helper.start()
+    try:
+        resample(halves[0])
+    finally:
+        helper.join()
+    if failed:
+        raise failed[0]
     out = {}
     for name, values in values_by_name.items():
         clipped = np.clip(means[name], 0, 1)

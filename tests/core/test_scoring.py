@@ -13,6 +13,7 @@ from hbtui.core.scoring import (
     conversation_metrics,
     conversation_score,
     metric,
+    metrics_of,
     run_report,
 )
 from tests.conftest import MAIN_SUBSET, needs_shared
@@ -79,6 +80,31 @@ def test_bootstrap_is_seeded_and_sane():
     assert 0 < first.bootstrap_std < 0.3
     assert first.ci95[0] <= first.value <= first.ci95[1]
     assert metric([0.4] * 10).bootstrap_std == pytest.approx(0.0, abs=1e-12)
+
+
+def test_metrics_resampled_in_two_threads_are_each_metrics_own():
+    """metrics_of splits the lengths between two threads: every metric is still what metric()
+    makes of it alone, whichever thread drew it."""
+    rng = random.Random(7)
+    values = {f"m{i}": [rng.random() for _ in range(rng.choice([5, 40, 41, 300, 738]))] for i in range(24)}
+    assert metrics_of(values) == {name: metric(v) for name, v in values.items()}
+
+
+def test_a_failure_in_the_resampling_thread_is_raised_to_the_caller(monkeypatch, capfd):
+    from hbtui.core import scoring
+
+    real = scoring.bootstrap_picks
+
+    def failing_for_five(size, *args):
+        if size == 5:
+            raise MemoryError("no room for the resamples")
+        return real(size, *args)
+
+    monkeypatch.setattr(scoring, "bootstrap_picks", failing_for_five)
+    # The larger lengths go first, so length 5 lands in the second thread's half.
+    with pytest.raises(MemoryError, match="no room"):
+        metrics_of({"large": [0.5] * 100, "larger": [0.5] * 200, "small": [0.1] * 5})
+    assert capfd.readouterr().err == ""  # the thread printed no traceback
 
 
 # ---- the reference implementation, as published in openai/simple-evals (MIT) ---------------
