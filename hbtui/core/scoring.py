@@ -15,9 +15,9 @@ reproducible, and add a 95% percentile interval.
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -189,30 +189,13 @@ def metrics_of(values_by_name: dict[str, Sequence[float]], seed: int = BOOTSTRAP
 
     # Each length draws from a generator of its own, so the lengths may be resampled in any order
     # and in two threads at once: numpy lets go of the GIL while it draws, gathers and averages,
-    # and the run's finish waits for this on a machine whose other core is then idle.
-    lengths = sorted(by_length.items(), key=lambda item: -item[0] * len(item[1]))
-    halves: tuple[list, list] = ([], [])
-    work = [0, 0]
-    for size, names in lengths:  # the largest first, each to the lighter half
-        lighter = work.index(min(work))
-        halves[lighter].append((size, names))
-        work[lighter] += size * len(names)
-    failed: list[BaseException] = []
-
-    def resample_beside() -> None:
-        try:
-            resample(halves[1])
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below, never printed here
-            failed.append(exc)
-
-    helper = threading.Thread(target=resample_beside, name="hbtui-bootstrap")
-    helper.start()
-    try:
-        resample(halves[0])
-    finally:
-        helper.join()
-    if failed:
-        raise failed[0]
+    # and the run's finish waits for this on a machine whose other core is then idle. The lengths,
+    # heaviest first, go to the two threads in turn; an error in either is raised here.
+    lengths = sorted(by_length.items(), key=lambda item: item[0] * len(item[1]), reverse=True)
+    with ThreadPoolExecutor(1, thread_name_prefix="hbtui-bootstrap") as beside:
+        other = beside.submit(resample, lengths[1::2])
+        resample(lengths[::2])
+        other.result()
     out = {}
     for name, values in values_by_name.items():
         clipped = np.clip(means[name], 0, 1)

@@ -95,13 +95,13 @@ def test_a_failure_in_the_resampling_thread_is_raised_to_the_caller(monkeypatch,
 
     real = scoring.bootstrap_picks
 
-    def failing_for_five(size, *args):
-        if size == 5:
+    def failing_for_a_hundred(size, *args):
+        if size == 100:
             raise MemoryError("no room for the resamples")
         return real(size, *args)
 
-    monkeypatch.setattr(scoring, "bootstrap_picks", failing_for_five)
-    # The larger lengths go first, so length 5 lands in the second thread's half.
+    monkeypatch.setattr(scoring, "bootstrap_picks", failing_for_a_hundred)
+    # The heaviest length (200) goes to this thread, the next (100) to the other.
     with pytest.raises(MemoryError, match="no room"):
         metrics_of({"large": [0.5] * 100, "larger": [0.5] * 200, "small": [0.1] * 5})
     assert capfd.readouterr().err == ""  # the thread printed no traceback
