@@ -332,10 +332,10 @@ def test_a_command_imports_only_its_own_group(tmp_path):
     """`hbtui` imports a command's module when that command runs: a run's start never pays for
     what only `estimate`, `show` or `batch import` need. Here `hbtui runs` on an empty folder."""
     code = (
-        "import sys; from hbtui import cli; code = cli.main(['runs', '--db', 'none.sqlite']);"
-        "print(sorted(m for m in sys.modules if m.startswith('hbtui.cli.')))"
+        "import json, sys; from hbtui import cli; code = cli.main(['runs', '--db', 'none.sqlite']);"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('hbtui.cli.'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
-    loaded = json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert "hbtui.cli.reading" in loaded, done.stderr
     assert not {"hbtui.cli.runs", "hbtui.cli.estimate", "hbtui.cli.batch", "hbtui.cli.app"} & set(loaded), loaded
