@@ -25,7 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin
 
-from hbtui.client.http1 import AnswerTooLarge, AnswerUnreadable, CallWithheld, HttpAnswer, HttpPool, TransportError
+from hbtui.client.http1 import (
+    AnswerTooLarge,
+    AnswerUnreadable,
+    CallWithheld,
+    HttpAnswer,
+    HttpPool,
+    TransportError,
+    UnsendableRequest,
+)
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import (
     MIB,
@@ -414,6 +422,9 @@ class ChatClient:
                 # (the slot is given back below, as after any call).
                 attempts -= 1
                 continue
+            except UnsendableRequest as exc:
+                # Its key (most often) or its URL: no call to this endpoint can go, so the run stops.
+                error = ChatError(AUTH, f"the request cannot be sent: {exc}", attempts=attempts)
             except (TimeoutError, TransportError) as exc:
                 error = transport_error(exc, self.timeout, attempts, self.endpoint.secrets)
             finally:

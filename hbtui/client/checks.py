@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from hbtui.client.chat import AUTH, NOT_FOUND, ChatClient
-from hbtui.client.http1 import AnswerTooLarge, TransportError
+from hbtui.client.http1 import AnswerTooLarge, AnswerUnreadable, TransportError, UnsendableRequest
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.client.wire import (
     ChatError,
@@ -95,8 +95,12 @@ async def _check_endpoint(
         results.append(CheckResult(name, True, f"reachable; no model list ({_scrub(str(exc), key)})"))
     except (TransportError, OSError) as exc:  # TimeoutError is an OSError
         return [CheckResult(name, False, _scrub(_reach_error(exc, url), key))]
+    except UnsendableRequest as exc:
+        return [CheckResult(name, False, _scrub(f"cannot be asked: {exc}", key))]
     except AnswerTooLarge:
         results.append(CheckResult(name, True, "reachable; the model list is larger than MAX_ANSWER_MIB"))
+    except AnswerUnreadable as exc:
+        results.append(CheckResult(name, True, f"reachable; the model list cannot be read ({exc})"))
     except ValueError:
         results.append(CheckResult(name, True, "reachable; the model list is not JSON"))
     if served is not None:

@@ -57,6 +57,12 @@ from hbtui.core.json_reading import read_json
 # Shorter still where the server's Keep-Alive header says so.
 KEEPALIVE_SECONDS = 4.0
 CONNECT_SECONDS = 15.0
+# A reused connection closed with no byte of answer this soon after the request left was let go
+# by the server as the request came (its idle timeout met it on the way): made again, once, on a
+# new connection. Closed later, the server may have read the request and worked on it (a proxy's
+# idle timeout while the model generates): that is the call's failure, counted and retried by the
+# client as any other, never a hidden second request.
+STALE_SECONDS = 1.0
 DNS_SECONDS = 10.0  # a host's addresses are looked up again after this
 URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path keeps as it is: reserved characters, and escapes made already
 USER_AGENT = f"hbtui/{__version__}"
@@ -66,6 +72,12 @@ _STATIC_HEADERS = f"User-Agent: {USER_AGENT}\r\nAccept: */*\r\nAccept-Encoding: 
 class TransportError(Exception):
     """No whole answer: the connection could not be made, was lost, or carried no HTTP. The
     socket's own error, where there was one, is its cause."""
+
+
+class UnsendableRequest(ValueError):
+    """A request HTTP cannot carry (a URL that is not http(s), a header with a line break, a key
+    with letters beyond Latin-1): every request so made fails the same way, so it is no
+    connection's failure and never retried."""
 
 
 class CallWithheld(Exception):
@@ -411,9 +423,9 @@ class HttpPool:
                 return await self._exchange(origin, connection, data, limit, deadline, may_send)
             except _Stale:
                 pass  # the server let it go as it was taken: once more, on a connection of its own
-        # Made within min(TIMEOUT, 15 s), which the whole answer's deadline also bounds. A new
-        # connection has answered nothing, so it is never _Stale.
-        connection = await self._connect(origin, host)
+        # Made within 15 s and the time left before the answer's deadline. A new connection has
+        # answered nothing, so it is never _Stale.
+        connection = await self._connect(origin, host, deadline)
         return await self._exchange(origin, connection, data, limit, deadline, may_send)
 
     async def _exchange(
@@ -430,16 +442,23 @@ class HttpPool:
         except BaseException:
             connection.close()
             raise
-        if not allowed:
-            self._give_back(origin, connection)
-            raise CallWithheld
         reused = connection.answered > 0
+        if not allowed:
+            if reused:  # back to the idle ones as it was, its idle time still counting
+                self._give_back(origin, connection, connection.idle_since)
+            else:
+                connection.close()
+            raise CallWithheld
         if not connection.usable():  # lost between its making (or its idle time) and now
             connection.close()
             if reused:
                 raise _Stale
             raise TransportError("the server closed the connection before the request was sent")
         loop = asyncio.get_running_loop()
+        sent_at = loop.time()
+        if sent_at >= deadline:  # its connection came too late: a request sent now would be cut off unread
+            self._give_back(origin, connection)
+            raise TimeoutError
         waiter: asyncio.Future[HttpAnswer] = loop.create_future()
         # One timer a request, cancelled with its answer: asyncio.timeout's context manager cost
         # a tenth of the pool's CPU a call.
@@ -449,10 +468,8 @@ class HttpPool:
             answer = await waiter
         except TransportError:
             connection.close()
-            if reused and not connection.heard:
-                # Closed by the server as it was reused (its idle timeout met our request on
-                # the way): nothing was answered, so the request is made again, once.
-                raise _Stale from None
+            if reused and not connection.heard and loop.time() - sent_at < STALE_SECONDS:
+                raise _Stale from None  # see STALE_SECONDS
             raise
         except BaseException:
             connection.close()  # its answer not read whole: never used again
@@ -487,7 +504,7 @@ class HttpPool:
             connection.close()
         return None
 
-    async def _connect(self, origin: tuple[str, str, int], host: str) -> _Connection:
+    async def _connect(self, origin: tuple[str, str, int], host: str, deadline: float) -> _Connection:
         if self._closed:
             raise TransportError("the client is closed")
         scheme, _, port = origin
@@ -499,8 +516,9 @@ class HttpPool:
                 self._ssl = ssl_module.create_default_context()
             ssl = self._ssl
         loop = asyncio.get_running_loop()
+        left = deadline - loop.time()
         try:
-            async with asyncio.timeout(self.connect_timeout):
+            async with asyncio.timeout(max(0.0, min(self.connect_timeout, left))):
                 addresses = await self._resolve(host, port)
                 family, _, _, _, address = addresses[0]
                 if len(addresses) == 1 and (family == socket.AF_INET or address[3] == 0):
@@ -523,6 +541,8 @@ class HttpPool:
                         _Connection, sock=sock, ssl=ssl, server_hostname=host if ssl else None
                     )
         except TimeoutError as exc:
+            if left <= self.connect_timeout:
+                raise  # the answer's own deadline came first: the call's timeout
             raise TransportError(f"cannot connect to {host}:{port} within {self.connect_timeout:g} s") from exc
         except (OSError, ValueError) as exc:  # refused, unknown host, TLS (ssl.SSLError), a bad name
             raise TransportError(f"cannot connect to {host}:{port} ({type(exc).__name__}: {exc})") from exc
@@ -546,7 +566,11 @@ class HttpPool:
                 del self._addresses[key]
             raise
 
-    def _give_back(self, origin: tuple[str, str, int], connection: _Connection) -> None:
+    def _give_back(
+        self, origin: tuple[str, str, int], connection: _Connection, idle_since: float | None = None
+    ) -> None:
+        """``connection`` kept for the next request to ``origin`` where it may be; ``idle_since``:
+        when it became idle, if not now."""
         transport = connection.transport
         if (
             not connection.usable()
@@ -561,7 +585,7 @@ class HttpPool:
         if len(idle) >= self.connections:
             connection.close()
             return
-        connection.idle_since = time.monotonic()
+        connection.idle_since = time.monotonic() if idle_since is None else idle_since
         idle.append(connection)
 
 
@@ -578,7 +602,7 @@ def _request_head(method: str, url: str, headers: Mapping[str, str]) -> tuple[tu
             raise ValueError("not an http(s) URL")
         ascii_host = hostname.encode("idna").decode("ascii") if not hostname.isascii() else hostname
     except (ValueError, UnicodeError) as exc:
-        raise TransportError(f"{url}: {exc}") from None
+        raise UnsendableRequest(f"{url}: {exc}") from None
     default = 443 if scheme == "https" else 80
     shown = f"[{ascii_host}]" if ":" in ascii_host else ascii_host
     host_header = shown if port in (None, default) else f"{shown}:{port}"
@@ -588,14 +612,14 @@ def _request_head(method: str, url: str, headers: Mapping[str, str]) -> tuple[tu
     lines = [f"{method} {target} HTTP/1.1\r\nHost: {host_header}\r\n{_STATIC_HEADERS}"]
     for name, value in headers.items():
         if not name or any(c in name for c in ": \t\r\n\0") or any(c in value for c in "\r\n\0"):
-            raise TransportError(f"the header {name!r} holds what HTTP cannot carry (a line break, a colon)")
+            raise UnsendableRequest(f"the header {name!r} holds what HTTP cannot carry (a line break, a colon)")
         if name.lower() in ("host", "content-length"):
             continue  # written by the pool itself
         lines.append(f"{name}: {value}\r\n")
     try:
         head = "".join(lines).encode("latin-1")
     except UnicodeEncodeError:
-        raise TransportError(
+        raise UnsendableRequest(
             "a header holds characters HTTP cannot carry (an API key with non-Latin-1 letters?)"
         ) from None
     return (scheme, ascii_host, port or default), ascii_host, head

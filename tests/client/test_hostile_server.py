@@ -434,6 +434,58 @@ def test_a_kept_alive_connection_closed_as_it_is_reused_is_replaced_without_a_fa
     assert hostile.dropped == 2 and all(record.ok for record in calls)
 
 
+def test_a_reused_connection_dropped_after_the_server_worked_on_the_request_is_a_failed_attempt(hostile):
+    # A proxy's idle timeout while the model generates: the request was read and maybe paid for,
+    # so it is not made again unseen. It is the call's failure, as any connection's.
+    hostile.behaviour = Behaviour(mode="drop_reused", content="Answered.", drop_after=1.5)
+
+    async def two():
+        client = ChatClient(Endpoint(hostile.base_url), limiter=AdaptiveLimiter(1), timeout=10, max_attempts=1)
+        try:
+            first = await client.complete("test-model", MESSAGES)
+            with pytest.raises(ChatError) as caught:
+                await client.complete("test-model", MESSAGES)
+            return first.content, caught.value
+        finally:
+            await client.aclose()
+
+    content, error = asyncio.run(two())
+    assert content == "Answered." and error.kind == "connection" and error.attempts == 1
+    assert hostile.dropped == 1  # the second request reached the server once
+
+
+def test_a_request_whose_deadline_passed_while_it_connected_is_not_sent(hostile):
+    # Sent, it would be paid for and cut off unread by the timer a loop turn later.
+    from hbtui.client.http1 import HttpPool, _request_head
+
+    async def go():
+        async with HttpPool(30, 2) as pool:
+            origin, host, head = _request_head("POST", hostile.base_url + "/chat/completions", {})
+            loop = asyncio.get_running_loop()
+            connection = await pool._connect(origin, host, loop.time() + 30)
+            with pytest.raises(TimeoutError):
+                await pool._exchange(origin, connection, head + b"Content-Length: 2\r\n\r\n{}", 1000, loop.time(), None)
+            await asyncio.sleep(0.2)
+
+    asyncio.run(go())
+    assert hostile.requests == []
+
+
+@pytest.mark.parametrize("key", ["sk-\u2011dash", "sk-line\nbreak"])
+def test_a_key_http_cannot_carry_stops_at_once_and_sends_nothing(hostile, key):
+    # Every call would fail the same way: no connection's failure, so not retried, and fatal.
+    from hbtui.client.checks import _check_endpoint
+    from hbtui.core.errors import AUTH, FATAL_KINDS
+
+    with pytest.raises(ChatError) as caught:
+        call(hostile.base_url, key=key, max_attempts=3)
+    assert caught.value.kind == AUTH in FATAL_KINDS and caught.value.attempts == 1
+    assert "cannot be sent" in caught.value.message and key not in caught.value.message
+    results = asyncio.run(_check_endpoint("test", Endpoint(hostile.base_url, key), [("test", "test-model")], 5))
+    assert not results[0].ok and "cannot be asked" in results[0].message, results
+    assert hostile.requests == []
+
+
 def test_a_redirect_to_a_port_beyond_65535_is_a_bad_answer_not_a_crash(hostile):
     hostile.behaviour = Behaviour(mode="redirect", location="http://127.0.0.1:99999/v1/chat/completions")
     with pytest.raises(ChatError) as caught:
@@ -473,7 +525,7 @@ def test_a_request_on_a_connection_lost_before_it_was_sent_fails_at_once(hostile
         async with HttpPool(30, 2) as pool:
             url = hostile.base_url + "/chat/completions"
             origin, host, head = _request_head("POST", url, {})
-            connection = await pool._connect(origin, host)
+            connection = await pool._connect(origin, host, asyncio.get_running_loop().time() + 30)
             connection.transport.abort()
             await asyncio.sleep(0.05)
             assert connection.closed
@@ -509,7 +561,9 @@ def test_a_host_of_several_addresses_is_raced_and_one_of_a_single_address_is_dia
                 return addresses
 
             pool._resolve = resolved  # type: ignore[method-assign]
-            connection = await pool._connect(("http", "127.0.0.1", port), "127.0.0.1")
+            connection = await pool._connect(
+                ("http", "127.0.0.1", port), "127.0.0.1", asyncio.get_running_loop().time() + 5
+            )
             assert connection.transport is not None
             try:
                 return connection.transport.get_extra_info("peername")[1]

@@ -84,6 +84,7 @@ class Behaviour:
     finish_reason: str = "stop"
     size: int = 50 * 1024 * 1024  # big: the reply's characters
     interval: float = 1.0  # drip_*: seconds between bytes (or chunks)
+    drop_after: float = 0.0  # drop_reused: seconds between reading a reused connection's request and closing it
     location: str = ""  # redirect: where to
     redirect_from: str = ""  # redirect: only this path (the others are answered as ok); empty: every path
     redirect_status: int = 307
@@ -103,7 +104,6 @@ class HostileServer:
     _ready: threading.Event = field(default_factory=threading.Event)
     tls: Any = None  # an ssl.SSLContext: served over TLS, as hosted providers are
     dropped: int = 0  # drop_reused: requests met by the connection's closing
-    _answered: dict[int, int] = field(default_factory=dict)  # requests read on each connection
 
     @property
     def origin(self) -> str:
@@ -153,20 +153,21 @@ class HostileServer:
             writer.transport.abort()
             return
         try:
-            while await self._one(reader, writer):
-                pass
+            read = 0  # requests read on this connection
+            while await self._one(reader, writer, read):
+                read += 1
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass
         finally:
             writer.close()
 
-    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, read: int) -> bool:
         head = await reader.readuntil(b"\r\n\r\n")
-        answered = self._answered.get(id(writer), 0)
-        self._answered[id(writer)] = answered + 1
-        if self.behaviour.mode == "drop_reused" and answered:
+        if self.behaviour.mode == "drop_reused" and read:
             self.dropped += 1
-            return False  # closed, the request unread and unanswered
+            # At once: an idle timeout meeting the request. Later: a proxy's, while the model works.
+            await asyncio.sleep(self.behaviour.drop_after)
+            return False  # closed, the request unanswered
         lines = head.decode("latin-1").split("\r\n")
         method, path, _ = lines[0].split(" ", 2)
         headers = {}
