@@ -226,7 +226,7 @@ def unreachable_reason(exc: BaseException) -> str:
         chain.append(cause)
         cause = cause.__cause__ or cause.__context__
     text = " ".join(str(c).lower() for c in chain)
-    # httpx raised nothing in a process that never loaded it (the chat calls use aiohttp).
+    # httpx raised nothing in a process that never loaded it (the chat calls use hbtui.client.http1).
     httpx = sys.modules.get("httpx")
     timeouts = (asyncio.TimeoutError, httpx.TimeoutException) if httpx else (asyncio.TimeoutError,)
     if any(isinstance(c, timeouts) for c in chain):

@@ -40,7 +40,7 @@ def test_a_generation_goes_ahead_of_too_few_gradings_to_fill_the_slots():
     assert asyncio.run(granted_order(4, queued)) == ["gen1", "gen2", "grade1", "grade2"]
 
 
-def test_a_cancelled_waiter_gives_its_place_up():
+def test_a_waiter_cancelled_before_its_turn_gives_its_place_up():
     async def go() -> list[str]:
         limiter = AdaptiveLimiter(1)
         await limiter.acquire()
@@ -52,12 +52,33 @@ def test_a_cancelled_waiter_gives_its_place_up():
 
         first = asyncio.create_task(waiter("cancelled", GRADING))
         second = asyncio.create_task(waiter("next", GENERATION))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # both queued
         first.cancel()
+        limiter.release()  # in the same turn: the cancelled one is still queued, and passed over
+        await asyncio.wait_for(second, 2)
+        assert limiter.in_flight == 1 and first.cancelled()
+        return order
+
+    assert asyncio.run(go()) == ["next"]
+
+
+def test_a_slot_granted_to_a_waiter_cancelled_before_it_ran_goes_to_the_next():
+    async def go() -> list[str]:
+        limiter = AdaptiveLimiter(1)
+        await limiter.acquire()
+        order: list[str] = []
+
+        async def waiter(name: str, priority: int) -> None:
+            await limiter.acquire(priority)
+            order.append(name)
+
+        first = asyncio.create_task(waiter("granted, then cancelled", GRADING))
+        second = asyncio.create_task(waiter("next", GENERATION))
         await asyncio.sleep(0)
-        limiter.release()
-        await second
-        assert limiter.in_flight == 1
+        limiter.release()  # the slot goes to the first...
+        first.cancel()  # ...which is cancelled before it runs: it gives the slot back
+        await asyncio.wait_for(second, 2)
+        assert limiter.in_flight == 1 and first.cancelled()
         return order
 
     assert asyncio.run(go()) == ["next"]
