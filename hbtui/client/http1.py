@@ -449,10 +449,10 @@ class HttpPool:
             else:
                 connection.close()
             raise CallWithheld
-        if not connection.usable():  # lost between its making (or its idle time) and now
+        # A pooled connection was found usable just before this (nothing awaited since): only a new
+        # one can have been lost, closed by the server as it was accepted.
+        if not connection.usable():
             connection.close()
-            if reused:
-                raise _Stale
             raise TransportError("the server closed the connection before the request was sent")
         loop = asyncio.get_running_loop()
         sent_at = loop.time()
