@@ -22,6 +22,7 @@ INTERNAL = {
     "hbtui.client.http1.AnswerUnreadable": "the pool's signal, stored as a bad_response failure",
     "hbtui.client.http1.TransportError": "the pool's signal, stored as a connection failure",
     "hbtui.client.http1.CallWithheld": "a call the gate held back, asked again",
+    "hbtui.client.http1.UnsendableRequest": "a call turns it into an auth ChatError, the check into its line",
     "hbtui.client.http1._Stale": "the pool makes the request again on a new connection",
     "hbtui.core.reference.ReferenceUnavailable": "grading turns it into a TemplateError",
     "hbtui.core.downloads.DownloadError": "dataset and reference downloads turn it into their error",
