@@ -29,6 +29,7 @@ from hbtui import cli
 from hbtui.cli import common as cli_common
 from hbtui.cli import runs as cli_runs
 from hbtui.client.chat import ChatClient
+from hbtui.core.blas_threads import hold_blas_to_one_thread
 from hbtui.engine import driver, run_finish
 from hbtui.engine.finish_ahead import FinishAhead
 from hbtui.store import Store
@@ -77,6 +78,7 @@ ChatClient.complete = first_marked
 
 
 def main() -> int:
+    hold_blas_to_one_thread()  # as hbtui.cli.entry does
     code = cli.main(sys.argv[1:])
     mark("summary printed, exit")
     previous = STARTED

@@ -34,6 +34,7 @@ from hbtui.cli.common import (
     settings_from,
 )
 from hbtui.cli.parser import build_parser
+from hbtui.core.blas_threads import hold_blas_to_one_thread
 from hbtui.core.errors import HbtuiError
 from hbtui.core.files import stdout_to_devnull
 from hbtui.core.settings.config import Settings, setting_for
@@ -75,8 +76,10 @@ def entry() -> NoReturn:
     objects one by one (30 ms after the main subset's 738 conversations, a tenth of what was left
     of the run's finish) where the system frees the memory at once. Nothing is lost by it: every
     file the command wrote is closed by then, the database included, and its output is flushed
-    here. Other commands exit as usual.
+    here. Other commands exit as usual. Before anything runs, numpy's BLAS is held to one thread
+    (hbtui.core.blas_threads).
     """
+    hold_blas_to_one_thread()
     code = main()
     runs = sys.modules.get("hbtui.cli.runs")  # imported by the commands that drive runs
     if runs is not None and runs.drove_a_run:

@@ -23,6 +23,7 @@ from types import TracebackType
 
 import httpx
 
+from hbtui.core.blas_threads import environment_for_children
 from hbtui.core.errors import EXIT_FAILED
 from hbtui.local.model import LocalModelError
 
@@ -144,6 +145,7 @@ class LlamaServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                env=environment_for_children(),  # its BLAS threads as the user set them
             )
         self.port = port
         self.root_url = f"http://127.0.0.1:{port}"
