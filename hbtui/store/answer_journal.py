@@ -1,8 +1,8 @@
 """A run's answer journal: each paid answer on disk from the moment it is received until the
 group commit that stores it.
 
-The engine's writer commits every 50 ms (hbtui.engine.result_writer): a SIGKILL took the
-answers of the last 50-150 ms with it, and the resume paid for them again. Each answer is
+The engine's writer commits every 150 ms (hbtui.engine.result_writer): a SIGKILL took the
+answers received since the last commit with it, and the resume paid for them again. Each answer is
 appended here first, as the writer will store it (its text already redacted), with one
 ``os.write`` on a file opened ``O_APPEND``: once that returns, the bytes are in the kernel's
 page cache, which a killed process does not take with it. No fsync: only a crash of the machine
