@@ -141,9 +141,18 @@ def graded_conversation(conversation: Sequence[dict], reply: str) -> str:
 def fill_template(template: Template, rendered_conversation: str, points: float, criterion: str) -> str:
     """Filled as the reference fills it: two chained replacements, the conversation first, so a
     reply that holds the criterion's placeholder is treated exactly as the reference treats it."""
-    return template.text.replace(CONVERSATION_SLOT, rendered_conversation).replace(
-        template.criterion_slot, render_criterion(points, criterion)
-    )
+    return fill_criterion(template, with_conversation(template, rendered_conversation), points, criterion)
+
+
+def with_conversation(template: Template, rendered_conversation: str) -> str:
+    """The first of fill_template's replacements, the same for all of a conversation's criteria:
+    made once for them (each replacement copies the whole prompt, a conversation and a reply)."""
+    return template.text.replace(CONVERSATION_SLOT, rendered_conversation)
+
+
+def fill_criterion(template: Template, conversation_filled: str, points: float, criterion: str) -> str:
+    """The second of fill_template's replacements, in what ``with_conversation`` made."""
+    return conversation_filled.replace(template.criterion_slot, render_criterion(points, criterion))
 
 
 def grader_prompt(template: Template, conversation: Sequence[dict], reply: str, points: float, criterion: str) -> str:

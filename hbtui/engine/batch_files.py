@@ -44,11 +44,12 @@ from hbtui.core.errors import RETRIED_KINDS, UNPARSEABLE
 from hbtui.core.fidelity import describe_requests
 from hbtui.core.grading import (
     Template,
-    fill_template,
+    fill_criterion,
     graded_conversation,
     grader_messages,
     parse_verdict,
     verdict_format,
+    with_conversation,
 )
 from hbtui.core.settings.config import Settings
 from hbtui.core.verdict_cache import RequestKeys
@@ -112,10 +113,13 @@ def generation_line(settings: Settings, keys: RequestKeys, batch: BatchFiles, it
 def grading_lines(settings: Settings, template: Template, keys: RequestKeys, batch: BatchFiles, item: WorkItem):
     """The grader's requests of one conversation's criteria still pending, as the engine asks
     them (hbtui.core.grading.grade_as_configured)."""
-    rendered = graded_conversation(keys.sent_messages(item.prompt), item.reply or "")  # once, for every criterion
+    # The conversation rendered and put in the template once, for every criterion.
+    conversation_filled = with_conversation(
+        template, graded_conversation(keys.sent_messages(item.prompt), item.reply or "")
+    )
     response_format = verdict_format(settings.grader_explanation_chars) if settings.grader_json_schema else None
     for idx, text, points in item.criteria:
-        prompt = fill_template(template, rendered, points, text)
+        prompt = fill_criterion(template, conversation_filled, points, text)
         request = ChatRequest(
             settings.model_grader or "",
             grader_messages(prompt, settings.system_message_grader),

@@ -40,7 +40,13 @@ from hbtui.core.events import (
     RunStarted,
 )
 from hbtui.core.fidelity import describe_requests
-from hbtui.core.grading import fill_template, grade_as_configured, graded_conversation, load_template
+from hbtui.core.grading import (
+    fill_criterion,
+    grade_as_configured,
+    graded_conversation,
+    load_template,
+    with_conversation,
+)
 from hbtui.core.invocation import invoked_as
 from hbtui.core.live import LiveSnapshot
 from hbtui.core.numbering import conversation_label, criterion_label
@@ -755,7 +761,9 @@ class Engine:
             # that SQLite writes one chunk while the next is served (rather than all at the end).
             await asyncio.sleep(0)
         if asked:
-            conversation = rendered or graded_conversation(self.sent_messages(item.prompt), item.reply or "")
+            conversation = with_conversation(
+                self._template, rendered or graded_conversation(self.sent_messages(item.prompt), item.reply or "")
+            )
             if self.grader_slots is None:
                 await asyncio.gather(
                     *(
@@ -793,7 +801,7 @@ class Engine:
         self,
         client: Replicas,
         item: WorkItem,
-        rendered: str,
+        conversation_filled: str,
         key: str,
         idx: int,
         text: str,
@@ -801,13 +809,14 @@ class Engine:
         statuses: dict[int, str],
         slot: int | None = None,
     ) -> None:
-        """``slot``: the llama.cpp slot this conversation's criteria go to (GRADER_SLOTS)."""
+        """``conversation_filled``: the grader's template with the conversation in (with_conversation);
+        ``slot``: the llama.cpp slot this conversation's criteria go to (GRADER_SLOTS)."""
         self._update_gate()
         await self.pool.calls_open.wait()
         if self._fatal is not None:
             return
         settings = self.settings
-        prompt = fill_template(self._template, rendered, points, text)
+        prompt = fill_criterion(self._template, conversation_filled, points, text)
         try:
             outcome = await grade_as_configured(client, settings, prompt, slot)
         except ChatError as exc:

@@ -5,9 +5,13 @@ import pytest
 from hbtui.core.grading import (
     TemplateError,
     default_template,
+    fill_criterion,
+    graded_conversation,
     grader_prompt,
     load_template,
     parse_verdict,
+    render_criterion,
+    with_conversation,
 )
 
 
@@ -30,6 +34,22 @@ def test_prompt_is_filled_as_the_reference_fills_it_conversation_first():
     assert "user: I feel dizzy [-6] Recommends driving\n\nassistant: Sit down." in prompt
     assert prompt.count("[-6] Recommends driving") == 2
     assert "<<conversation>>" not in prompt and "<<criterion>>" not in prompt
+
+
+def test_a_conversation_put_in_once_fills_each_criterion_as_the_chained_replacements_do():
+    # The engine puts the conversation in the template once for all its criteria: each prompt is
+    # still the reference's two replacements, a reply that holds either slot included.
+    template = load_template("builtin")
+    rendered = graded_conversation(
+        [{"role": "user", "content": "Is <<conversation>> safe?"}], "Yes <<criterion>>, and <<criterion>>."
+    )
+    criteria = [(5, "Says when to see a doctor"), (-3, "Recommends <<criterion>> twice"), (2.0, "Is brief")]
+    filled = with_conversation(template, rendered)
+    for points, criterion in criteria:
+        expected = template.text.replace("<<conversation>>", rendered).replace(
+            "<<criterion>>", render_criterion(points, criterion)
+        )
+        assert fill_criterion(template, filled, points, criterion) == expected
 
 
 def test_a_template_file_may_name_the_criterion_slot_as_the_reference_does(tmp_path):
