@@ -761,13 +761,13 @@ class Engine:
             # that SQLite writes one chunk while the next is served (rather than all at the end).
             await asyncio.sleep(0)
         if asked:
-            conversation = with_conversation(
+            conversation_filled = with_conversation(
                 self._template, rendered or graded_conversation(self.sent_messages(item.prompt), item.reply or "")
             )
             if self.grader_slots is None:
                 await asyncio.gather(
                     *(
-                        self._grade_one(client, item, conversation, keys[idx], idx, text, points, statuses)
+                        self._grade_one(client, item, conversation_filled, keys[idx], idx, text, points, statuses)
                         for idx, text, points in asked
                     )
                 )
@@ -775,7 +775,9 @@ class Engine:
                 async with self.grader_slots.slot_for(item.conversation_id) as slot:
                     await asyncio.gather(
                         *(
-                            self._grade_one(client, item, conversation, keys[idx], idx, text, points, statuses, slot)
+                            self._grade_one(
+                                client, item, conversation_filled, keys[idx], idx, text, points, statuses, slot
+                            )
                             for idx, text, points in asked
                         )
                     )

@@ -142,7 +142,7 @@ class ResultWriter:
     _confirming: bool = field(default=False, init=False)
     _queue: asyncio.Queue[Result | Heartbeat | None] = field(default_factory=asyncio.Queue, init=False)
     _committed_at: float = field(default=-math.inf, init=False)  # of the last commit
-    _closing: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _closing: bool = field(default=False, init=False)
     # Set to commit without waiting out the interval: on close, and once half of max_unwritten
     # answers wait (the gate closes at max_unwritten: a fast endpoint at low concurrency would
     # otherwise be held to max_unwritten answers an interval).
@@ -199,7 +199,7 @@ class ResultWriter:
     def put_answer(self, entry: ReplyResult | VerdictResult) -> None:
         """A paid answer: counted until it is committed, and journaled meanwhile."""
         self.unwritten += 1
-        if self.unwritten * 2 >= self.max_unwritten and COMMIT_EARLY:
+        if self._commit_due():
             self._commit_now.set()
         if self.journal is not None:
             try:
@@ -215,9 +215,13 @@ class ResultWriter:
         self._enqueue(LogLine(self.run_id, time.time(), level, message))
 
     async def close(self) -> None:
-        self._closing.set()
+        self._closing = True
         self._commit_now.set()
         await self._queue.put(None)
+
+    def _commit_due(self) -> bool:
+        """Whether the next commit goes without waiting out the interval (see _commit_now)."""
+        return self._closing or (COMMIT_EARLY and self.unwritten * 2 >= self.max_unwritten)
 
     @property
     def behind(self) -> bool:
@@ -320,7 +324,7 @@ class ResultWriter:
             self._committed_at = time.monotonic()
             self.committed = through
             self.unwritten -= batch.results.results
-            if self.unwritten * 2 < self.max_unwritten and not self._closing.is_set():
+            if not self._commit_due():
                 self._commit_now.clear()
             if journal is not None and journal is self.journal:
                 try:
