@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from hbtui.client.limiter import AdaptiveLimiter
 from hbtui.core.calls import GENERATION, GRADING
+
+
+async def take(limiter: AdaptiveLimiter, priority: int, name: str, order: list[str]) -> None:
+    """Wait for a slot, then say so in ``order``."""
+    await limiter.acquire(priority)
+    order.append(name)
 
 
 async def granted_order(limit: int, queued: list[tuple[str, int]]) -> list[str]:
@@ -15,12 +23,7 @@ async def granted_order(limit: int, queued: list[tuple[str, int]]) -> list[str]:
     for _ in range(limit):
         await limiter.acquire(GRADING)
     order: list[str] = []
-
-    async def waiter(name: str, priority: int) -> None:
-        await limiter.acquire(priority)
-        order.append(name)
-
-    tasks = [asyncio.create_task(waiter(name, priority)) for name, priority in queued]
+    tasks = [asyncio.create_task(take(limiter, priority, name, order)) for name, priority in queued]
     await asyncio.sleep(0)  # every waiter queued
     for _ in queued:
         limiter.release()
@@ -40,43 +43,23 @@ def test_a_generation_goes_ahead_of_too_few_gradings_to_fill_the_slots():
     assert asyncio.run(granted_order(4, queued)) == ["gen1", "gen2", "grade1", "grade2"]
 
 
-def test_a_waiter_cancelled_before_its_turn_gives_its_place_up():
+@pytest.mark.parametrize(
+    "granted_first", [False, True], ids=["cancelled while queued", "cancelled once granted, before it ran"]
+)
+def test_a_cancelled_waiter_leaves_its_slot_to_the_next(granted_first):
     async def go() -> list[str]:
         limiter = AdaptiveLimiter(1)
         await limiter.acquire()
         order: list[str] = []
-
-        async def waiter(name: str, priority: int) -> None:
-            await limiter.acquire(priority)
-            order.append(name)
-
-        first = asyncio.create_task(waiter("cancelled", GRADING))
-        second = asyncio.create_task(waiter("next", GENERATION))
+        first = asyncio.create_task(take(limiter, GRADING, "cancelled", order))
+        second = asyncio.create_task(take(limiter, GENERATION, "next", order))
         await asyncio.sleep(0)  # both queued
-        first.cancel()
-        limiter.release()  # in the same turn: the cancelled one is still queued, and passed over
-        await asyncio.wait_for(second, 2)
-        assert limiter.in_flight == 1 and first.cancelled()
-        return order
-
-    assert asyncio.run(go()) == ["next"]
-
-
-def test_a_slot_granted_to_a_waiter_cancelled_before_it_ran_goes_to_the_next():
-    async def go() -> list[str]:
-        limiter = AdaptiveLimiter(1)
-        await limiter.acquire()
-        order: list[str] = []
-
-        async def waiter(name: str, priority: int) -> None:
-            await limiter.acquire(priority)
-            order.append(name)
-
-        first = asyncio.create_task(waiter("granted, then cancelled", GRADING))
-        second = asyncio.create_task(waiter("next", GENERATION))
-        await asyncio.sleep(0)
-        limiter.release()  # the slot goes to the first...
-        first.cancel()  # ...which is cancelled before it runs: it gives the slot back
+        if granted_first:
+            limiter.release()  # the slot goes to the first...
+            first.cancel()  # ...which is cancelled before it runs: it gives the slot back
+        else:
+            first.cancel()
+            limiter.release()  # in the same turn: the cancelled one is still queued, and passed over
         await asyncio.wait_for(second, 2)
         assert limiter.in_flight == 1 and first.cancelled()
         return order
