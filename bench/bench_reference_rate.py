@@ -9,10 +9,17 @@ simple-evals runs as its command runs HealthBench: `HealthBenchEval` of the refe
 (simple-evals' `common.map_with_progress`, a `ThreadPool`, whose default is the CPU count). The
 reference's `common` is not among those files: the child process defines that map as
 simple-evals defines it (a thread pool's `imap`), and stubs what only makes its HTML report.
-hbtui runs `hbtui run` at 512 in flight. Both against the project's test server at a latency
-given (200 ms by default) in a process of its own; the server counts the calls.
+hbtui runs `hbtui run` at 512 in flight (or ``--concurrency``). Both against the project's test
+server at a latency given (200 ms by default) in a process of its own; the server counts the calls.
 
     .venv/bin/python bench/bench_reference_rate.py [--runs 2] [--latency-ms 200] [--limit N]
+                                                   [--concurrency 512]
+
+It also prints the bound on hbtui's side: no client with that many calls in flight can go faster
+than calls / (calls x latency / in flight + 2 x latency), the second term being the one
+generate-then-grade chain that cannot overlap anything. simple-evals is held by its CPU (its
+threads share one interpreter), hbtui by that bound; so on a quicker machine simple-evals gains
+and the ratio the bound allows falls, which the last line shows.
 
 It needs the dev dependencies (openai) and ../shared (the data and the reference's files).
 """
@@ -80,14 +87,14 @@ def simple_evals(server: FakeServer, tmp: str, limit: int | None) -> tuple[float
     return wall, server.stats()["requests"]
 
 
-def hbtui(server: FakeServer, tmp: str, limit: int | None, run: int) -> tuple[float, int]:
+def hbtui(server: FakeServer, tmp: str, limit: int | None, run: int, concurrency: int) -> tuple[float, int]:
     env = dict(
         os.environ,
         BASE_URL=server.base_url,
         MODEL_TEST="test-model",
         MODEL_GRADER="grader-model",
         GRADER_TEMPLATE="builtin",  # the prompt is not what is measured: nothing to download
-        CONCURRENCY="512",
+        CONCURRENCY=str(concurrency),
         TIMEOUT="60",
         HBTUI_CACHE=str(Path(tmp) / "cache"),
     )
@@ -106,19 +113,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="runs of each harness, alternated")
     parser.add_argument("--latency-ms", type=float, default=200)
     parser.add_argument("--limit", type=int, default=None, help="records (default: all 738)")
+    parser.add_argument("--concurrency", type=int, default=512, help="hbtui's calls in flight")
     args = parser.parse_args()
     if not (DATA.exists() and (REFERENCE / "sampler" / "chat_completion_sampler.py").exists()):
         raise SystemExit(f"needs {DATA} and {REFERENCE} (../shared)")
     rates: dict[str, list[float]] = {"simple-evals": [], "hbtui": []}
+    server_calls: list[int] = []
     with FakeServer(config={"latency_ms": args.latency_ms}) as server, tempfile.TemporaryDirectory() as tmp:
         for run in range(args.runs):
             for name, measure in (("simple-evals", simple_evals), ("hbtui", hbtui)):
                 wall, calls = (
                     measure(server, tmp, args.limit)
                     if name == "simple-evals"
-                    else measure(server, tmp, args.limit, run)
+                    else measure(server, tmp, args.limit, run, args.concurrency)
                 )
                 rates[name].append(calls / wall)
+                server_calls.append(calls)
                 print(f"{name:<12} run {run + 1}: {calls:,} calls in {wall:.2f} s = {calls / wall:,.0f} calls/s")
     load = os.getloadavg()[0]
     low = min(rates["hbtui"]) / max(rates["simple-evals"])
@@ -126,7 +136,14 @@ def main() -> None:
     print(
         f"=> latency {args.latency_ms:g} ms; simple-evals {min(rates['simple-evals']):,.0f}-"
         f"{max(rates['simple-evals']):,.0f} calls/s (120 threads), hbtui {min(rates['hbtui']):,.0f}-"
-        f"{max(rates['hbtui']):,.0f} calls/s (512 in flight): {low:.1f}-{high:.1f}x; load {load:.1f}"
+        f"{max(rates['hbtui']):,.0f} calls/s ({args.concurrency} in flight): {low:.1f}-{high:.1f}x; load {load:.1f}"
+    )
+    calls = max(server_calls)
+    latency = args.latency_ms / 1000
+    bound = calls / (calls * latency / args.concurrency + 2 * latency)
+    print(
+        f"   the bound at {args.concurrency} in flight: {bound:,.0f} calls/s for any client, "
+        f"{bound / max(rates['simple-evals']):.1f}-{bound / min(rates['simple-evals']):.1f}x simple-evals' rate here"
     )
 
 
