@@ -79,8 +79,14 @@ class Measured:
     trace: list[str]
 
     def bound(self, scenario: Scenario) -> float:
-        latency = scenario.latency_ms / 1000
-        return self.calls * latency / scenario.concurrency + 2 * latency
+        return bound_seconds(self.calls, scenario.latency_ms, scenario.concurrency)
+
+
+def bound_seconds(calls: int, latency_ms: float, in_flight: int) -> float:
+    """The least time ``calls`` can take with ``in_flight`` at once: calls x latency / in flight,
+    plus one generate-then-grade chain (2 x latency), which no scheduler can overlap."""
+    latency = latency_ms / 1000
+    return calls * latency / in_flight + 2 * latency
 
 
 def phases_from(db: Path, started_at: float, ended_at: float) -> tuple[int, dict[str, float]]:

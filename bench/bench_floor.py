@@ -29,12 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_engine import DATA, bound_seconds
 from hbtui.client.http1 import HttpPool
 from hbtui.core.dataset import load_jsonl
 from hbtui.core.grading import fill_template, load_template, render_conversation
 from tests.support.server_process import FakeServer
 
-DATA = ROOT.parent / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
 LATENCY_MS, IN_FLIGHT = 200, 256
 
 
@@ -118,7 +118,7 @@ def main() -> None:
             wall, cpu, calls = runner(
                 run_once(f"{server.base_url}/chat/completions", work, args.client, args.in_flight)
             )
-        bound = calls * LATENCY_MS / 1000 / args.in_flight + 2 * LATENCY_MS / 1000
+        bound = bound_seconds(calls, LATENCY_MS, args.in_flight)
         walls.append(wall)
         share = f"{bound / wall:.0%} of the bound {bound:.2f} s"
         print(

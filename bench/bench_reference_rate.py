@@ -37,9 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_engine import DATA, bound_seconds
 from tests.support.server_process import FakeServer
 
-DATA = ROOT.parent / "shared" / "healthbench" / "healthbench_main_subset.jsonl"
 REFERENCE = ROOT.parent / "shared" / "reference" / "652c89d"
 
 # The child that runs simple-evals: the reference's eval and sampler, and simple-evals' map.
@@ -118,17 +118,15 @@ def main() -> None:
     if not (DATA.exists() and (REFERENCE / "sampler" / "chat_completion_sampler.py").exists()):
         raise SystemExit(f"needs {DATA} and {REFERENCE} (../shared)")
     rates: dict[str, list[float]] = {"simple-evals": [], "hbtui": []}
-    server_calls: list[int] = []
+    calls = 0
     with FakeServer(config={"latency_ms": args.latency_ms}) as server, tempfile.TemporaryDirectory() as tmp:
         for run in range(args.runs):
-            for name, measure in (("simple-evals", simple_evals), ("hbtui", hbtui)):
-                wall, calls = (
-                    measure(server, tmp, args.limit)
-                    if name == "simple-evals"
-                    else measure(server, tmp, args.limit, run, args.concurrency)
-                )
+            for name in rates:
+                if name == "simple-evals":
+                    wall, calls = simple_evals(server, tmp, args.limit)
+                else:
+                    wall, calls = hbtui(server, tmp, args.limit, run, args.concurrency)
                 rates[name].append(calls / wall)
-                server_calls.append(calls)
                 print(f"{name:<12} run {run + 1}: {calls:,} calls in {wall:.2f} s = {calls / wall:,.0f} calls/s")
     load = os.getloadavg()[0]
     low = min(rates["hbtui"]) / max(rates["simple-evals"])
@@ -138,9 +136,7 @@ def main() -> None:
         f"{max(rates['simple-evals']):,.0f} calls/s (120 threads), hbtui {min(rates['hbtui']):,.0f}-"
         f"{max(rates['hbtui']):,.0f} calls/s ({args.concurrency} in flight): {low:.1f}-{high:.1f}x; load {load:.1f}"
     )
-    calls = max(server_calls)
-    latency = args.latency_ms / 1000
-    bound = calls / (calls * latency / args.concurrency + 2 * latency)
+    bound = calls / bound_seconds(calls, args.latency_ms, args.concurrency)  # calls a second
     print(
         f"   the bound at {args.concurrency} in flight: {bound:,.0f} calls/s for any client, "
         f"{bound / max(rates['simple-evals']):.1f}-{bound / min(rates['simple-evals']):.1f}x simple-evals' rate here"
